@@ -1,0 +1,141 @@
+"""Every exception deltacommit raises, in one place.
+
+The conflict exceptions keep the names PySpark users know from ``delta.exceptions`` so that
+code written against Delta on Spark can catch the same names here.  Each error message names
+the table, file or key involved and what was expected, because the reader of the message is
+usually an operator looking at a failed pipeline, not the author of the code.
+"""
+
+from __future__ import annotations
+
+
+class DeltaCommitError(Exception):
+    """Base class of all deltacommit errors."""
+
+
+# --------------------------------------------------------------------------- storage
+
+
+class StorageError(DeltaCommitError):
+    """An object store operation failed; the message names the operation and the path."""
+
+    def __init__(self, operation: str, path: str, detail: str = "") -> None:
+        self.operation = operation
+        self.path = path
+        self.detail = detail
+        msg = f"{operation} {path} failed"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg)
+
+
+class ObjectNotFoundError(StorageError):
+    """The object does not exist."""
+
+
+class ObjectExistsError(StorageError):
+    """A put-if-absent or copy-if-absent found the object already there."""
+
+
+class PreconditionFailedError(StorageError):
+    """A put-if-match found a different version (ETag) of the object, or none."""
+
+
+class StorageConfigError(DeltaCommitError):
+    """The storage options or the environment describe something that cannot work."""
+
+
+# --------------------------------------------------------------------------- tables and log
+
+
+class TableNotFoundError(DeltaCommitError):
+    """There is no Delta table at the given location."""
+
+
+class TableExistsError(DeltaCommitError):
+    """A table already exists where one was to be created."""
+
+
+class CorruptLogError(DeltaCommitError):
+    """A commit file or checkpoint cannot be read as the Delta protocol defines it."""
+
+
+class MissingVersionError(CorruptLogError):
+    """The log skips a version: the table cannot be reconstructed past the gap."""
+
+
+class UnsupportedProtocolError(DeltaCommitError):
+    """The table needs a reader or writer version or a table feature this library lacks."""
+
+
+class SchemaMismatchError(DeltaCommitError):
+    """Data does not match the table's schema, or a schema cannot be converted."""
+
+
+class InvalidArgumentError(DeltaCommitError, ValueError):
+    """An argument (partition column, predicate, mode, option) is not valid for this table."""
+
+
+class CoordinationMismatchError(DeltaCommitError):
+    """The writer's commit mechanism differs from the one the table was created with.
+
+    Writers using different mechanisms do not exclude each other, so committing would risk
+    lost commits; the writer refuses instead.
+    """
+
+
+class LogStoreError(DeltaCommitError):
+    """The commit coordinator (DynamoDB table, lease table) is missing, misconfigured or failing."""
+
+
+class CommitFailedError(DeltaCommitError):
+    """A commit could not be made: attempts exhausted or a non-retryable error."""
+
+
+class VersionExistsError(DeltaCommitError):
+    """Another writer already created this version of the log.
+
+    Raised by log stores to the commit loop; users see it only from the low-level API.
+    """
+
+    def __init__(self, table: str, version: int) -> None:
+        self.table = table
+        self.version = version
+        super().__init__(f"version {version} of table {table} already exists")
+
+
+# --------------------------------------------------------------------------- conflicts
+
+
+class ConcurrentModificationException(DeltaCommitError):
+    """A concurrent commit conflicts with this transaction (Delta's conflict matrix)."""
+
+    def __init__(self, message: str, *, winning_version: int | None = None,
+                 operation: str | None = None) -> None:
+        self.winning_version = winning_version
+        self.operation = operation
+        super().__init__(message)
+
+
+class ConcurrentAppendException(ConcurrentModificationException):
+    """Files were added to a partition (or table) this transaction read."""
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationException):
+    """A file this transaction read was removed by a concurrent commit."""
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationException):
+    """A file this transaction removes was also removed by a concurrent commit."""
+
+
+class MetadataChangedException(ConcurrentModificationException):
+    """The table metadata (schema, partitioning, properties) changed concurrently."""
+
+
+class ConcurrentTransactionException(ConcurrentModificationException):
+    """An application transaction id this transaction read was updated concurrently."""
+
+
+class ProtocolChangedException(ConcurrentModificationException):
+    """The table protocol was changed concurrently."""

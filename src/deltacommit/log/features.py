@@ -1,0 +1,59 @@
+"""Which protocol versions and table features deltacommit can read and write.  Pure.
+
+A reader that ignores a feature it does not implement returns wrong rows (deletion vectors,
+column mapping); a writer that ignores one corrupts the table for everyone.  So both sides
+check the protocol up front and refuse with the feature's name.
+"""
+
+from __future__ import annotations
+
+from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.log.actions import Metadata, Protocol
+
+READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck"})
+
+DEFAULT_PROTOCOL = (1, 2)
+
+
+def _column_mapping(metadata: Metadata | None) -> str:
+    if metadata is None:
+        return "none"
+    return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower()
+
+
+def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
+    r = protocol.min_reader_version
+    if r > 3:
+        raise UnsupportedProtocolError(
+            f"table {table} needs reader version {r}; deltacommit reads versions 1 to 3")
+    if r == 3:
+        missing = sorted(set(protocol.reader_features or []) - READER_FEATURES)
+        if missing:
+            raise UnsupportedProtocolError(
+                f"table {table} uses reader features {missing} that deltacommit does not support "
+                f"(supported: {sorted(READER_FEATURES)})")
+    if r >= 2 and _column_mapping(metadata) != "none":
+        raise UnsupportedProtocolError(
+            f"table {table} uses column mapping (delta.columnMapping.mode="
+            f"{_column_mapping(metadata)}), which deltacommit does not support")
+
+
+def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
+    check_readable(table, protocol, metadata)
+    w = protocol.min_writer_version
+    if w in (3, 4, 5, 6) or w > 7:
+        raise UnsupportedProtocolError(
+            f"table {table} needs writer version {w} (constraints, generated or identity columns, "
+            "change data feed or column mapping); deltacommit writes versions 1, 2 and 7 with "
+            f"features {sorted(WRITER_FEATURES)}")
+    if w == 7:
+        missing = sorted(set(protocol.writer_features or []) - WRITER_FEATURES)
+        if missing:
+            raise UnsupportedProtocolError(
+                f"table {table} uses writer features {missing} that deltacommit does not support "
+                f"(supported: {sorted(WRITER_FEATURES)})")
+
+
+def is_append_only(metadata: Metadata) -> bool:
+    return (metadata.configuration.get("delta.appendOnly") or "false").lower() == "true"

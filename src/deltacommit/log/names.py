@@ -1,0 +1,71 @@
+"""Names of the files in ``_delta_log`` and how to recognise them.  Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+LOG_DIR = "_delta_log"
+LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_CHECKPOINT_MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
+_CRC = re.compile(r"^(\d{20})\.crc$")
+_COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+
+LogFileKind = Literal["commit", "checkpoint", "checkpoint_part", "checkpoint_v2", "crc", "compacted"]
+
+
+def commit_name(version: int) -> str:
+    """``00000000000000000042.json`` (20 digits, as every Delta implementation writes)."""
+    return f"{version:020d}.json"
+
+
+def commit_path(version: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.json"
+
+
+def checkpoint_path(version: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """A recognised file in ``_delta_log`` (``name`` without the directory)."""
+
+    name: str
+    kind: LogFileKind
+    version: int
+    part: int | None = None
+    parts: int | None = None
+    size: int | None = None
+    last_modified_ms: int | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{LOG_DIR}/{self.name}"
+
+
+def parse_log_name(name: str, size: int | None = None, last_modified_ms: int | None = None
+                   ) -> LogFile | None:
+    """Classify a file name in ``_delta_log``; ``None`` for anything that is not a log file."""
+    if m := _COMMIT.match(name):
+        return LogFile(name, "commit", int(m.group(1)), size=size, last_modified_ms=last_modified_ms)
+    if m := _CHECKPOINT_CLASSIC.match(name):
+        return LogFile(name, "checkpoint", int(m.group(1)), size=size,
+                       last_modified_ms=last_modified_ms)
+    if m := _CHECKPOINT_MULTI.match(name):
+        return LogFile(name, "checkpoint_part", int(m.group(1)), part=int(m.group(2)),
+                       parts=int(m.group(3)), size=size, last_modified_ms=last_modified_ms)
+    if m := _CHECKPOINT_V2.match(name):
+        return LogFile(name, "checkpoint_v2", int(m.group(1)), size=size,
+                       last_modified_ms=last_modified_ms)
+    if m := _CRC.match(name):
+        return LogFile(name, "crc", int(m.group(1)), size=size, last_modified_ms=last_modified_ms)
+    if m := _COMPACTED.match(name):
+        return LogFile(name, "compacted", int(m.group(1)), part=int(m.group(2)), size=size,
+                       last_modified_ms=last_modified_ms)
+    return None

@@ -1,0 +1,205 @@
+"""The local file system as an object store: the embedded default.
+
+Put-if-absent is a hard link from a fully written, fsynced temporary file to the final
+name: ``link(2)`` fails atomically when the name exists, so of any number of racing
+processes exactly one creates the object, and no reader can ever open a partial file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from deltacommit.errors import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StorageError,
+)
+from deltacommit.storage.base import ObjectMeta, ObjectStore
+
+TMP_PREFIX = ".dc-tmp-"
+
+
+def local_root(uri: str) -> Path:
+    """The directory of a ``file://`` URI or a plain path."""
+    if uri.startswith("file:"):
+        parsed = urlparse(uri)
+        return Path(unquote(parsed.path)).resolve()
+    return Path(uri).expanduser().resolve()
+
+
+def _etag(st: os.stat_result) -> str:
+    return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
+
+
+def _meta(path: str, st: os.stat_result) -> ObjectMeta:
+    return ObjectMeta(path=path, size=st.st_size, last_modified_ms=st.st_mtime_ns // 1_000_000,
+                      etag=_etag(st))
+
+
+class LocalStore(ObjectStore):
+    def __init__(self, root: str | Path, *, fsync: bool = True) -> None:
+        self.root = local_root(str(root))
+        self.uri = self.root.as_uri()
+        self.fsync = fsync
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def _full(self, path: str) -> Path:
+        return self.root / path
+
+    def local_path(self, path: str) -> str | None:
+        return str(self._full(path))
+
+    def child(self, prefix: str) -> LocalStore:
+        return LocalStore(self.root / prefix, fsync=self.fsync)
+
+    def _fail(self, op: str, path: str, e: OSError) -> StorageError:
+        full = str(self._full(path))
+        if e.errno == errno.ENOENT:
+            return ObjectNotFoundError(op, full, "no such file")
+        return StorageError(op, full, e.strerror or str(e))
+
+    def get(self, path: str) -> bytes:
+        try:
+            with open(self._full(path), "rb") as f:
+                return f.read()
+        except IsADirectoryError:
+            raise ObjectNotFoundError("get", str(self._full(path)), "is a directory") from None
+        except OSError as e:
+            raise self._fail("get", path, e) from None
+
+    def head(self, path: str) -> ObjectMeta:
+        try:
+            st = os.stat(self._full(path))
+        except OSError as e:
+            raise self._fail("head", path, e) from None
+        if not os.path.isfile(self._full(path)):
+            raise ObjectNotFoundError("head", str(self._full(path)), "is a directory")
+        return _meta(path, st)
+
+    def _write_temp(self, full: Path, data: bytes) -> Path:
+        full.parent.mkdir(parents=True, exist_ok=True)
+        tmp = full.parent / f"{TMP_PREFIX}{full.name}.{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        os.close(fd)
+        return tmp
+
+    def _sync_dir(self, directory: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def put(self, path: str, data: bytes) -> ObjectMeta:
+        full = self._full(path)
+        try:
+            tmp = self._write_temp(full, data)
+            os.replace(tmp, full)
+            self._sync_dir(full.parent)
+            return _meta(path, os.stat(full))
+        except OSError as e:
+            raise self._fail("put", path, e) from None
+
+    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
+        full = self._full(path)
+        try:
+            tmp = self._write_temp(full, data)
+        except OSError as e:
+            raise self._fail("put-if-absent", path, e) from None
+        try:
+            os.link(tmp, full)
+        except FileExistsError:
+            raise ObjectExistsError("put-if-absent", str(full), "object already exists") from None
+        except OSError as e:
+            raise self._fail("put-if-absent", path, e) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self._sync_dir(full.parent)
+        return _meta(path, os.stat(full))
+
+    @contextlib.contextmanager
+    def _dir_lock(self, directory: Path) -> Iterator[None]:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
+        full = self._full(path)
+        with self._dir_lock(full.parent):
+            try:
+                current = _etag(os.stat(full))
+            except FileNotFoundError:
+                raise PreconditionFailedError("put-if-match", str(full), "object does not exist") from None
+            if current != etag:
+                raise PreconditionFailedError(
+                    "put-if-match", str(full), f"ETag is {current}, expected {etag}")
+            return self.put(path, data)
+
+    def delete(self, path: str) -> None:
+        try:
+            os.unlink(self._full(path))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise self._fail("delete", path, e) from None
+
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        directory = prefix.rpartition("/")[0]
+        base = self.root / directory if directory else self.root
+        results: list[ObjectMeta] = []
+        if not base.is_dir():
+            return iter(results)
+        rel_base = f"{directory}/" if directory else ""
+        stack = [(base, rel_base)]
+        while stack:
+            d, rel = stack.pop()
+            try:
+                entries = list(os.scandir(d))
+            except FileNotFoundError:
+                continue
+            for e in entries:
+                rel_path = rel + e.name
+                if not rel_path.startswith(prefix) and not prefix.startswith(rel_path + "/"):
+                    continue
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append((Path(e.path), rel_path + "/"))
+                        continue
+                    if start_after is not None and rel_path <= start_after:
+                        continue
+                    if not rel_path.startswith(prefix):
+                        continue
+                    results.append(_meta(rel_path, e.stat()))
+                except FileNotFoundError:
+                    continue
+        results.sort(key=lambda m: m.path)
+        return iter(results)
