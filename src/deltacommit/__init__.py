@@ -1,0 +1,75 @@
+"""deltacommit: exactly-once commits to Delta Lake tables from many concurrent writers.
+
+The public interface (see DESIGN.md): ``DeltaTable``, ``write``, the transaction API and the
+exceptions, all importable from here; the PySpark front end is ``deltacommit.spark``.
+"""
+
+from __future__ import annotations
+
+from deltacommit.conflicts import IsolationLevel
+from deltacommit.errors import (
+    CommitFailedError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+    ConcurrentTransactionException,
+    CoordinationMismatchError,
+    CorruptLogError,
+    DeltaCommitError,
+    InvalidArgumentError,
+    LogStoreError,
+    MetadataChangedException,
+    MissingVersionError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    ProtocolChangedException,
+    SchemaMismatchError,
+    StorageConfigError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedProtocolError,
+    VersionExistsError,
+)
+from deltacommit.table import DeltaTable
+from deltacommit.transaction import CommitPolicy, CommitResult, Transaction
+from deltacommit.writer import WriteResult, write
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommitFailedError",
+    "CommitPolicy",
+    "CommitResult",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentModificationException",
+    "ConcurrentTransactionException",
+    "CoordinationMismatchError",
+    "CorruptLogError",
+    "DeltaCommitError",
+    "DeltaTable",
+    "InvalidArgumentError",
+    "IsolationLevel",
+    "LogStoreError",
+    "MetadataChangedException",
+    "MissingVersionError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "PreconditionFailedError",
+    "ProtocolChangedException",
+    "SchemaMismatchError",
+    "StorageConfigError",
+    "StorageError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "Transaction",
+    "UnsupportedProtocolError",
+    "VersionExistsError",
+    "WriteResult",
+    "__version__",
+    "write",
+]

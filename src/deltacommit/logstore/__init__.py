@@ -1,0 +1,17 @@
+"""Log stores: how ``N.json`` comes to exist exactly once, per coordination mechanism."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deltacommit.logstore.base import COORDINATION_KEY, LogStore
+from deltacommit.logstore.conditional import ConditionalPutLogStore
+from deltacommit.storage import open_store
+
+__all__ = ["COORDINATION_KEY", "ConditionalPutLogStore", "LogStore", "open_log_store"]
+
+
+def open_log_store(uri: str, storage_options: Mapping[str, str] | None = None) -> LogStore:
+    """The log store the options ask for on this location (conditional put by default)."""
+    store = open_store(uri, storage_options)
+    return ConditionalPutLogStore(store)

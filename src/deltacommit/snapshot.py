@@ -1,0 +1,220 @@
+"""Snapshots: the state of a table at one version, loaded from the log and kept current.
+
+Loading starts from the newest usable checkpoint (if any) and replays the commits after it;
+``update`` reads only the commits newer than the cached version, which is also what every
+commit retry does, so refreshing state costs one request per new commit instead of a reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltacommit.errors import (
+    CorruptLogError,
+    MissingVersionError,
+    ObjectNotFoundError,
+    TableNotFoundError,
+)
+from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
+from deltacommit.log.features import check_readable
+from deltacommit.log.names import LOG_DIR, commit_name
+from deltacommit.log.replay import TableState
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from deltacommit.logstore.base import LogStore
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One version of the log, decoded."""
+
+    version: int
+    actions: list[Action]
+
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        for a in self.actions:
+            if isinstance(a, CommitInfo):
+                return a
+        return None
+
+
+def decode_commit(log_store: LogStore, version: int, data: bytes) -> Commit:
+    source = f"{log_store.table_uri}/{LOG_DIR}/{commit_name(version)}"
+    return Commit(version, parse_commit(data, source))
+
+
+class Snapshot:
+    """A table's state at ``version``; ``update()`` moves it forward in place."""
+
+    def __init__(self, log_store: LogStore, state: TableState) -> None:
+        self.log_store = log_store
+        self.state = state
+        self._schema: pa.Schema | None = None
+        self._schema_source: str | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, log_store: LogStore, version: int | None = None) -> Snapshot:
+        from deltacommit.checkpoint import load_checkpoint_base
+
+        uri = log_store.table_uri
+        files = log_store.list_log(0)
+        commits = {f.version: f for f in files if f.kind == "commit"}
+        if not commits and not any(f.kind.startswith("checkpoint") for f in files):
+            raise TableNotFoundError(
+                f"no Delta table at {uri}: {uri}/{LOG_DIR} has no commit files")
+        latest = max(commits) if commits else max(f.version for f in files)
+        if version is not None:
+            if version < 0 or version > latest:
+                raise TableNotFoundError(
+                    f"table {uri} has versions up to {latest}; version {version} does not exist")
+            target = version
+        else:
+            target = latest
+        base = load_checkpoint_base(log_store, files, target)
+        start = 0 if base is None else base.version + 1
+        needed = list(range(start, target + 1))
+        missing = [v for v in needed if v not in commits]
+        if missing:
+            if base is None and 0 in missing and version is None:
+                raise MissingVersionError(
+                    f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no checkpoint "
+                    f"covers it; the log cannot be replayed")
+            raise MissingVersionError(
+                f"table {uri}: the log lacks version(s) {_ranges(missing)} needed to reach "
+                f"version {target}")
+        state = base if base is not None else TableState()
+        snap = cls(log_store, state)
+        snap._apply_range(needed)
+        state.validate(uri)
+        assert state.protocol is not None
+        check_readable(uri, state.protocol, state.metadata)
+        return snap
+
+    def _apply_range(self, versions: list[int]) -> list[Commit]:
+        if not versions:
+            return []
+        pairs = self.log_store._read_range(versions[0], versions[-1])
+        return self._apply(pairs)
+
+    def _apply(self, pairs: list[tuple[int, bytes]]) -> list[Commit]:
+        out: list[Commit] = []
+        for version, data in pairs:
+            commit = decode_commit(self.log_store, version, data)
+            self.state.apply(version, commit.actions,
+                             f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(version)}")
+            out.append(commit)
+        return out
+
+    def update(self) -> list[Commit]:
+        """Apply the commits newer than this snapshot, in place; returns them."""
+        new = self._apply(self.log_store.read_commits_after(self.state.version))
+        if new:
+            self._check_readable()
+        return new
+
+    def updated(self) -> tuple[Snapshot, list[Commit]]:
+        """A new snapshot with the commits newer than this one (``self`` if there are none).
+
+        Snapshots handed to readers are never mutated, so a scan on another thread never sees
+        the file set change under it.
+        """
+        pairs = self.log_store.read_commits_after(self.state.version)
+        if not pairs:
+            return self, []
+        snap = self.copy()
+        new = snap._apply(pairs)
+        snap._check_readable()
+        return snap, new
+
+    def _check_readable(self) -> None:
+        assert self.state.protocol is not None
+        check_readable(self.log_store.table_uri, self.state.protocol, self.state.metadata)
+
+    def apply_commit(self, commit: Commit) -> None:
+        """Fold a commit this process wrote (or already read) without reading it again."""
+        self.state.apply(commit.version, commit.actions,
+                         f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(commit.version)}")
+
+    def copy(self) -> Snapshot:
+        return Snapshot(self.log_store, self.state.copy())
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def metadata(self) -> Metadata:
+        assert self.state.metadata is not None
+        return self.state.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        assert self.state.protocol is not None
+        return self.state.protocol
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table schema as Arrow, partition columns included (in schema order)."""
+        from deltacommit.schema import schema_from_json
+
+        s = self.metadata.schema_string
+        if self._schema is None or self._schema_source != s:
+            try:
+                self._schema = schema_from_json(s)
+            except ValueError as e:
+                raise CorruptLogError(f"table {self.log_store.table_uri}: bad schemaString: {e}") from None
+            self._schema_source = s
+        return self._schema
+
+    def files(self) -> list[Add]:
+        return list(self.state.files.values())
+
+    def iter_files(self) -> Iterator[Add]:
+        return iter(self.state.files.values())
+
+    def app_version(self, app_id: str) -> int | None:
+        txn = self.state.app_txns.get(app_id)
+        return None if txn is None else txn.version
+
+    def commit_infos(self, limit: int | None = None) -> list[tuple[int, CommitInfo | None]]:
+        """commitInfo of each version still in the log, newest first."""
+        versions = sorted((f.version for f in self.log_store.list_log(0) if f.kind == "commit"
+                           and f.version <= self.version), reverse=True)
+        if limit is not None:
+            versions = versions[:limit]
+        out: list[tuple[int, CommitInfo | None]] = []
+        for v in versions:
+            try:
+                data = self.log_store.read_commit(v)
+            except ObjectNotFoundError:
+                continue
+            out.append((v, decode_commit(self.log_store, v, data).commit_info))
+        return out
+
+
+def _ranges(versions: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``3-5, 9`` for error messages."""
+    runs: list[list[int]] = []
+    for v in versions:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

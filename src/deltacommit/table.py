@@ -1,0 +1,419 @@
+"""``DeltaTable``: open, create, read and transact on one Delta table.
+
+A table object caches the newest snapshot it has seen and the commits it recently read or
+wrote.  Transactions (possibly on several threads) share that cache, so a commit retry reads
+each missed commit once per process, not once per transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
+from deltacommit.conflicts import IsolationLevel
+from deltacommit.errors import (
+    CorruptLogError,
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    VersionExistsError,
+)
+from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
+from deltacommit.log.features import DEFAULT_PROTOCOL
+from deltacommit.log.replay import TableState
+from deltacommit.logstore import open_log_store
+from deltacommit.logstore.base import LogStore
+from deltacommit.snapshot import Commit, Snapshot, decode_commit
+from deltacommit.transaction import ENGINE_INFO, CommitPolicy, CommitResult, Transaction
+
+# How many recent commits a table object keeps for conflict checks of its transactions.
+_RECENT_COMMITS = 256
+
+
+class DeltaTable:
+    """A Delta table at a location; ``version`` pins a historical snapshot (read-only)."""
+
+    def __init__(self, table_uri: str, version: int | None = None,
+                 storage_options: Mapping[str, str] | None = None, *,
+                 log_store: LogStore | None = None, clock: Clock | None = None,
+                 random: RandomSource | None = None, policy: CommitPolicy | None = None,
+                 _snapshot: Snapshot | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+        self.log_store = log_store or open_log_store(table_uri, self.storage_options)
+        self.clock = clock or SYSTEM_CLOCK
+        self.random = random or DEFAULT_RANDOM
+        self.policy = policy or CommitPolicy()
+        self._lock = threading.RLock()
+        self._recent: OrderedDict[int, Commit] = OrderedDict()
+        self._pinned = version is not None
+        self._snapshot = _snapshot or Snapshot.load(self.log_store, version)
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.uri!r}, version={self.version})"
+
+    # ------------------------------------------------------------------ creation
+
+    @classmethod
+    def create(cls, table_uri: str, schema: pa.Schema, partition_by: Sequence[str] | None = None,
+               configuration: Mapping[str, str] | None = None,
+               storage_options: Mapping[str, str] | None = None, *, name: str | None = None,
+               description: str | None = None, log_store: LogStore | None = None,
+               clock: Clock | None = None, random: RandomSource | None = None,
+               policy: CommitPolicy | None = None) -> DeltaTable:
+        """Create version 0; TableExistsError if any writer already created the table."""
+        from deltacommit.schema import needs_timestamp_ntz, schema_to_json
+
+        options = dict(storage_options or {})
+        ls = log_store or open_log_store(table_uri, options)
+        clock = clock or SYSTEM_CLOCK
+        random = random or DEFAULT_RANDOM
+        uri = ls.table_uri
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"schema for new table {uri} must be a pyarrow.Schema, "
+                                       f"got {type(schema).__name__}")
+        pcols = list(partition_by or [])
+        check_partition_columns(schema, pcols, uri)
+        _check_configuration(configuration or {}, uri)
+        existing = ls.list_log(0)
+        if existing:
+            raise TableExistsError(
+                f"a Delta table already exists at {uri} ({len(existing)} log files, newest "
+                f"version {max(f.version for f in existing)}); open it with DeltaTable({uri!r})")
+        config: dict[str, str | None] = dict(configuration or {})
+        config.update(ls.coordination_config())
+        if needs_timestamp_ntz(schema):
+            protocol = Protocol(3, 7, ["timestampNtz"], ["timestampNtz"])
+        else:
+            protocol = Protocol(*DEFAULT_PROTOCOL)
+        now = int(clock.time() * 1000)
+        metadata = Metadata(
+            id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
+            partition_columns=pcols, configuration=config, name=name, description=description,
+            created_time=now)
+        info = CommitInfo({
+            "timestamp": now,
+            "operation": "CREATE TABLE",
+            "operationParameters": {
+                "isManaged": "false", "description": description or "",
+                "partitionBy": _json_list(pcols), "properties": _json_map(config)},
+            "isolationLevel": IsolationLevel.SERIALIZABLE.value,
+            "isBlindAppend": True,
+            "operationMetrics": {},
+            "engineInfo": ENGINE_INFO,
+            "txnId": random.uuid(),
+        })
+        actions: list[Action] = [info, protocol, metadata]
+        try:
+            ls.write_commit(0, serialize_commit(actions))
+        except VersionExistsError:
+            raise TableExistsError(
+                f"a Delta table was created at {uri} concurrently; open it instead") from None
+        state = TableState()
+        state.apply(0, actions)
+        snap = Snapshot(ls, state)
+        return cls(uri, storage_options=options, log_store=ls, clock=clock, random=random,
+                   policy=policy, _snapshot=snap)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def uri(self) -> str:
+        return self.log_store.table_uri
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._snapshot.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self._snapshot.partition_columns
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        return self._snapshot.configuration
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._snapshot.protocol
+
+    def app_version(self, app_id: str) -> int | None:
+        """The newest committed version of an application transaction id."""
+        return self._snapshot.app_version(app_id)
+
+    def update(self) -> int:
+        """Move to the newest version, reading only the commits after the cached one."""
+        if self._pinned:
+            raise InvalidArgumentError(
+                f"table {self.uri} was opened at version {self.version}; open it without a "
+                "version to follow new commits")
+        self._commits_after(self.version)
+        return self.version
+
+    def _commits_after(self, version: int) -> list[Commit]:
+        """Commits newer than ``version``, from the cache or the log; advances the snapshot.
+
+        The lock is held while reading so that threads sharing this table read each new commit
+        once between them.
+        """
+        with self._lock:
+            snap, new = self._snapshot.updated()
+            if new:
+                self._snapshot = snap
+                for c in new:
+                    self._remember(c)
+            latest = snap.version
+            if latest <= version:
+                return []
+            wanted = range(version + 1, latest + 1)
+            if all(v in self._recent for v in wanted):
+                return [self._recent[v] for v in wanted]
+        return [decode_commit(self.log_store, v, d)
+                for v, d in self.log_store._read_range(version + 1, latest)]
+
+    def _remember(self, commit: Commit) -> None:
+        self._recent[commit.version] = commit
+        while len(self._recent) > _RECENT_COMMITS:
+            self._recent.popitem(last=False)
+
+    def _committed(self, commit: Commit) -> None:
+        """Fold this process's own commit into the cache without reading it back."""
+        with self._lock:
+            self._remember(commit)
+            snap = self._snapshot
+            if commit.version == snap.version + 1:
+                new_snap = snap.copy()
+                new_snap.apply_commit(commit)
+                self._snapshot = new_snap
+
+    def _post_commit(self, commit: Commit) -> None:
+        from deltacommit.checkpoint import after_commit
+
+        after_commit(self, commit.version)
+
+    # ------------------------------------------------------------------ files and data
+
+    def _select_files(self, snap: Snapshot, predicate: Any) -> list[Add]:
+        from deltacommit.predicates import TRUE
+
+        if predicate is TRUE or not snap.partition_columns:
+            return snap.files()
+        schema = snap.schema
+        types = {c: schema.field(c).type for c in snap.partition_columns}
+        return [a for a in snap.iter_files() if predicate.evaluate(a.partition_values, types)]
+
+    def files(self, partition_filters: Sequence[Any] | None = None,
+              predicate: str | None = None) -> list[Add]:
+        """The add actions of the snapshot, optionally filtered by partition values."""
+        from deltacommit.predicates import TRUE, from_partition_filters, parse_predicate
+
+        if predicate is not None:
+            pred = parse_predicate(predicate)
+        elif partition_filters:
+            pred = from_partition_filters(partition_filters)
+        else:
+            pred = TRUE
+        pred.check_columns(self.partition_columns, self.uri)
+        return self._select_files(self._snapshot, pred)
+
+    def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
+        from deltacommit.partitions import decode_add_path
+
+        return [f"{self.uri}/{decode_add_path(a.path)}" for a in self.files(partition_filters)]
+
+    def to_arrow(self, columns: Sequence[str] | None = None,
+                 partition_filters: Sequence[Any] | None = None) -> pa.Table:
+        """Read the snapshot's rows, pruning partitions before any file is opened."""
+        schema = self.schema
+        names = schema.names
+        if columns is not None:
+            unknown = [c for c in columns if c not in names]
+            if unknown:
+                raise InvalidArgumentError(
+                    f"table {self.uri} has no column(s) {unknown}; columns are {names}")
+        out_schema = pa.schema([schema.field(c) for c in (columns or names)])
+        files = self.files(partition_filters)
+        if not files:
+            return out_schema.empty_table()
+        read = _FileReader(self, out_schema)
+        if len(files) == 1 or self.log_store.store.local_path("") is not None:
+            tables = [read(a) for a in files]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+                tables = list(pool.map(read, files))
+        return pa.concat_tables(tables)
+
+    # ------------------------------------------------------------------ history
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """commitInfo of each version, newest first, with ``version`` added."""
+        out: list[dict[str, Any]] = []
+        for v, info in self._snapshot.commit_infos(limit):
+            d: dict[str, Any] = dict(info.values) if info is not None else {}
+            d["version"] = v
+            out.append(d)
+        return out
+
+    # ------------------------------------------------------------------ transactions
+
+    def transaction(self, operation: str = "WRITE",
+                    operation_parameters: Mapping[str, Any] | None = None,
+                    isolation_level: IsolationLevel | str | None = None) -> Transaction:
+        if self._pinned:
+            raise InvalidArgumentError(
+                f"table {self.uri} was opened at version {self.version} and is read-only")
+        return Transaction(self, operation, operation_parameters, isolation_level)
+
+    def delete(self, predicate: str | None = None) -> CommitResult:
+        """Remove the rows of the partitions matching ``predicate`` (all rows if None)."""
+        with self.transaction("DELETE", {"predicate": _json_list([predicate] if predicate else [])}
+                              ) as txn:
+            files = txn.scan(predicate=predicate)
+            txn.remove(files)
+            txn.operation_metrics["numRemovedFiles"] = str(len(files))
+            txn.operation_metrics["numDeletedRows"] = str(sum(a.num_records() or 0 for a in files))
+        assert txn.result is not None
+        return txn.result
+
+
+class _FileReader:
+    """Reads one data file into the output schema, restoring partition columns."""
+
+    def __init__(self, table: DeltaTable, out_schema: pa.Schema) -> None:
+        from deltacommit.partitions import decode_add_path
+
+        self.table = table
+        self.store = table.log_store.store
+        self.out_schema = out_schema
+        self.pcols = set(table.partition_columns)
+        self.data_cols = [f.name for f in out_schema if f.name not in self.pcols]
+        self.decode = decode_add_path
+
+    def __call__(self, add: Add) -> pa.Table:
+        from deltacommit.partitions import partition_column_arrays
+
+        rel = self.decode(add.path)
+        if "://" in rel:
+            prefix = self.table.uri + "/"
+            if not rel.startswith(prefix):
+                raise CorruptLogError(
+                    f"table {self.table.uri}: data file {rel} lies outside the table location")
+            rel = rel[len(prefix):]
+        local = self.store.local_path(rel)
+        try:
+            source: Any = local if local is not None else self.store.open_input(rel)
+            pf = pq.ParquetFile(source)
+            present = set(pf.schema_arrow.names)
+            cols = [c for c in self.data_cols if c in present]
+            data = pf.read(columns=cols)
+        except ObjectNotFoundError:
+            raise StorageError("read", f"{self.table.uri}/{rel}",
+                               f"data file of version {self.table.version} is missing") from None
+        except FileNotFoundError:
+            raise StorageError("read", f"{self.table.uri}/{rel}",
+                               f"data file of version {self.table.version} is missing") from None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"table {self.table.uri}: cannot read data file {rel}: {e}") from None
+        n = data.num_rows
+        parts = partition_column_arrays(
+            {c: add.partition_values.get(c) for c in self.pcols if c in self.out_schema.names},
+            self.out_schema, n)
+        arrays = []
+        for f in self.out_schema:
+            if f.name in parts:
+                arrays.append(parts[f.name])
+            elif f.name in data.column_names:
+                col = data.column(f.name)
+                arrays.append(col if col.type == f.type else col.cast(f.type))
+            else:
+                arrays.append(pa.nulls(n, f.type))
+        return pa.Table.from_arrays(arrays, schema=self.out_schema)
+
+
+def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], uri: str) -> None:
+    """Partition columns must be distinct top-level columns of primitive type, leaving at least
+    one data column (Parquet files cannot be empty of columns)."""
+    names = schema.names
+    for c in partition_by:
+        if c not in names:
+            raise InvalidArgumentError(
+                f"table {uri}: partition column {c!r} is not in the schema; columns are {names}")
+        t = schema.field(c).type
+        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            raise InvalidArgumentError(
+                f"table {uri}: partition column {c!r} has type {t}; partition columns must be of "
+                "a primitive, string, date or timestamp type")
+    if len(set(partition_by)) != len(partition_by):
+        raise InvalidArgumentError(f"table {uri}: partition columns {list(partition_by)} repeat")
+    if partition_by and len(set(partition_by)) == len(names):
+        raise InvalidArgumentError(
+            f"table {uri}: all columns {names} are partition columns; at least one must hold data")
+
+
+def _json_list(items: Sequence[Any]) -> str:
+    import json
+
+    return json.dumps(list(items), separators=(",", ":"))
+
+
+def _json_map(items: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(dict(items), separators=(",", ":"))
+
+
+_KNOWN_DELTA_KEYS = frozenset({
+    "delta.appendOnly", "delta.checkpointInterval", "delta.logRetentionDuration",
+    "delta.deletedFileRetentionDuration", "delta.isolationLevel", "delta.dataSkippingNumIndexedCols",
+    "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
+    "delta.enableExpiredLogCleanup", "delta.checkpointRetentionDuration",
+    "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
+    "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
+    "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns", "delta.compatibility.symlinkFormatManifest.enabled",
+})
+
+
+def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
+    """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored)."""
+    import difflib
+
+    for key, value in configuration.items():
+        if not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"table {uri}: configuration value of {key!r} must be a string, got {value!r}")
+        if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
+            close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise InvalidArgumentError(
+                f"table {uri}: unsupported table property {key!r}{hint}")
+    level = configuration.get("delta.isolationLevel")
+    if level is not None:
+        IsolationLevel.from_table({"delta.isolationLevel": level}, uri)
+    interval = configuration.get("delta.checkpointInterval")
+    if interval is not None and (not interval.isdigit() or int(interval) < 1):
+        raise InvalidArgumentError(
+            f"table {uri}: delta.checkpointInterval must be a positive integer, got {interval!r}")
+
+
+__all__ = ["DeltaTable", "TableNotFoundError"]

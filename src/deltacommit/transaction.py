@@ -1,0 +1,318 @@
+"""Transactions: read tracking and the optimistic commit loop.
+
+A transaction reads a snapshot, records what it read (partition predicates, files, app ids),
+stages actions, and commits them at the next version.  When another writer took that version
+first, the loop reads only the commits it missed, checks each against what this transaction
+read (``conflicts.py``), and retries at the next version with a freshly built ``commitInfo``,
+sleeping an exponentially growing, fully jittered interval so that many writers spread out
+instead of colliding again in lockstep.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deltacommit.conflicts import IsolationLevel, TransactionSummary, WinningCommit, check_conflicts
+from deltacommit.errors import (
+    CommitFailedError,
+    CoordinationMismatchError,
+    InvalidArgumentError,
+    VersionExistsError,
+)
+from deltacommit.log.actions import (
+    Action,
+    Add,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    Remove,
+    Txn,
+    serialize_commit,
+)
+from deltacommit.log.features import check_writable, is_append_only
+from deltacommit.log.replay import file_key
+from deltacommit.snapshot import Commit
+
+if TYPE_CHECKING:
+    from deltacommit.predicates import Predicate
+    from deltacommit.table import DeltaTable
+
+ENGINE_INFO = "deltacommit/0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPolicy:
+    """How hard a commit tries.  The attempt limit is generous on purpose: a writer that loses
+    races to innocent appends should keep going, as Spark's does, not give up after 15 tries."""
+
+    max_attempts: int = 10_000
+    backoff_base: float = 0.002
+    backoff_cap: float = 0.5
+
+    def backoff(self, losses: int, draw: float) -> float:
+        """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling."""
+        ceiling = min(self.backoff_cap, self.backoff_base * float(2 ** min(losses - 1, 20)))
+        return ceiling * draw
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    version: int
+    attempts: int
+    skipped: bool = False
+    winners: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class _Reads:
+    predicates: list[Predicate] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)
+    whole_table: bool = False
+    app_ids: set[str] = field(default_factory=set)
+
+
+class Transaction:
+    """Read, stage, commit.  Use as a context manager: committed on normal exit."""
+
+    def __init__(self, table: DeltaTable, operation: str = "WRITE",
+                 operation_parameters: Mapping[str, Any] | None = None,
+                 isolation_level: IsolationLevel | str | None = None) -> None:
+        self.table = table
+        self.snapshot = table.snapshot
+        self.read_version = self.snapshot.version
+        self.operation = operation
+        self.operation_parameters: dict[str, Any] = dict(operation_parameters or {})
+        self._isolation = (IsolationLevel(isolation_level) if isinstance(isolation_level, str)
+                           else isolation_level)
+        self._reads = _Reads()
+        self._adds: list[Add] = []
+        self._removes: list[Remove] = []
+        self._txns: dict[str, Txn] = {}
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self.operation_metrics: dict[str, Any] = {}
+        self.txn_id = table.random.uuid()
+        self.result: CommitResult | None = None
+        self._done = False
+
+    # ------------------------------------------------------------------ reads
+
+    def scan(self, partition_filters: Sequence[Any] | None = None,
+             predicate: str | Predicate | None = None) -> list[Add]:
+        """Files of the read snapshot matching the filters; recorded as read by this transaction."""
+        from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
+
+        pred: Predicate
+        if predicate is not None and partition_filters is not None:
+            raise InvalidArgumentError("give partition_filters or predicate, not both")
+        if isinstance(predicate, str):
+            pred = parse_predicate(predicate)
+        elif predicate is not None:
+            pred = predicate
+        elif partition_filters:
+            pred = from_partition_filters(partition_filters)
+        else:
+            pred = TRUE
+        pred.check_columns(self.snapshot.partition_columns, self.table.uri)
+        files = self.table._select_files(self.snapshot, pred)
+        self._reads.predicates.append(pred)
+        self._reads.files.update(file_key(a.path, a.deletion_vector) for a in files)
+        return files
+
+    def read_whole_table(self) -> None:
+        """Declare that the outcome depends on every file (any concurrent change conflicts)."""
+        self._reads.whole_table = True
+
+    def app_version(self, app_id: str) -> int | None:
+        """The last committed version of an application id; the read is tracked, so a
+        concurrent commit of the same app id makes this transaction fail instead of duplicating."""
+        self._reads.app_ids.add(app_id)
+        return self.snapshot.app_version(app_id)
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, files: Iterable[Add]) -> None:
+        self._check_open()
+        self._adds.extend(files)
+
+    def remove(self, files: Iterable[Add | Remove], data_change: bool = True) -> None:
+        self._check_open()
+        now = int(self.table.clock.time() * 1000)
+        for f in files:
+            self._removes.append(f.to_remove(now, data_change) if isinstance(f, Add) else f)
+
+    def set_app_version(self, app_id: str, version: int) -> None:
+        self._check_open()
+        self._reads.app_ids.add(app_id)
+        self._txns[app_id] = Txn(app_id, version, int(self.table.clock.time() * 1000))
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        self._check_open()
+        self._metadata = metadata
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        self._check_open()
+        self._protocol = protocol
+
+    @property
+    def staged_adds(self) -> list[Add]:
+        return list(self._adds)
+
+    @property
+    def staged_removes(self) -> list[Remove]:
+        return list(self._removes)
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise InvalidArgumentError(f"transaction on {self.table.uri} is already committed")
+
+    # ------------------------------------------------------------------ commit
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None and not self._done:
+            self.commit()
+
+    def summary(self) -> TransactionSummary:
+        snap = self.snapshot
+        schema = snap.schema
+        pcols = tuple(snap.partition_columns)
+        isolation = self._isolation or IsolationLevel.from_table(snap.configuration, self.table.uri)
+        return TransactionSummary(
+            operation=self.operation,
+            partition_columns=pcols,
+            partition_types={c: schema.field(c).type for c in pcols},
+            isolation_level=isolation,
+            read_predicates=tuple(self._reads.predicates),
+            read_files=frozenset(self._reads.files),
+            read_whole_table=self._reads.whole_table,
+            read_app_ids=frozenset(self._reads.app_ids),
+            added_files=tuple(self._adds),
+            removed_files=frozenset(file_key(r.path, r.deletion_vector) for r in self._removes),
+            has_metadata=self._metadata is not None,
+            has_protocol=self._protocol is not None,
+            data_change=any(a.data_change for a in self._adds)
+            or any(r.data_change for r in self._removes),
+        )
+
+    def _commit_info(self, summary: TransactionSummary, read_version: int) -> CommitInfo:
+        metrics = dict(self.operation_metrics)
+        metrics.setdefault("numFiles", str(len(self._adds)))
+        if self._removes:
+            metrics.setdefault("numRemovedFiles", str(len(self._removes)))
+        rows = sum((a.num_records() or 0) for a in self._adds)
+        metrics.setdefault("numOutputRows", str(rows))
+        metrics.setdefault("numOutputBytes", str(sum(a.size for a in self._adds)))
+        values: dict[str, Any] = {
+            "timestamp": int(self.table.clock.time() * 1000),
+            "operation": self.operation,
+            "operationParameters": {
+                k: v if isinstance(v, str) else _json_text(v)
+                for k, v in self.operation_parameters.items()
+            },
+            "readVersion": read_version,
+            "isolationLevel": summary.effective_isolation.value,
+            "isBlindAppend": summary.is_blind_append,
+            "operationMetrics": metrics,
+            "engineInfo": ENGINE_INFO,
+            "txnId": self.txn_id,
+        }
+        return CommitInfo(values)
+
+    def _actions(self, commit_info: CommitInfo) -> list[Action]:
+        out: list[Action] = [commit_info]
+        if self._protocol is not None:
+            out.append(self._protocol)
+        if self._metadata is not None:
+            out.append(self._metadata)
+        out.extend(self._txns.values())
+        out.extend(self._removes)
+        out.extend(self._adds)
+        return out
+
+    def _validate(self) -> None:
+        snap = self.snapshot
+        uri = self.table.uri
+        protocol = self._protocol or snap.protocol
+        metadata = self._metadata or snap.metadata
+        check_writable(uri, protocol, metadata)
+        if any(r.data_change for r in self._removes) and is_append_only(snap.metadata):
+            raise InvalidArgumentError(
+                f"table {uri} is append-only (delta.appendOnly=true): this {self.operation} would "
+                "remove data")
+        seen: set[str] = set()
+        for a in self._adds:
+            k = file_key(a.path, a.deletion_vector)
+            if k in seen:
+                raise InvalidArgumentError(f"file {a.path} is added twice in one commit to {uri}")
+            seen.add(k)
+        removed: set[str] = set()
+        for r in self._removes:
+            k = file_key(r.path, r.deletion_vector)
+            if k in removed:
+                raise InvalidArgumentError(f"file {r.path} is removed twice in one commit to {uri}")
+            removed.add(k)
+        self._check_coordination(snap.configuration)
+
+    def _check_coordination(self, configuration: Mapping[str, str | None]) -> None:
+        expected = self.table.log_store.coordination_config()
+        for key, mine in expected.items():
+            recorded = configuration.get(key)
+            if recorded is not None and recorded != mine:
+                raise CoordinationMismatchError(
+                    f"table {self.table.uri} records {key}={recorded!r} but this writer is "
+                    f"configured for {mine!r}; writers using different commit mechanisms do not "
+                    "exclude each other, so this writer refuses to commit. Configure the same "
+                    "mechanism as the table's other writers (see `deltacommit show`).")
+
+    def commit(self) -> CommitResult:
+        """Commit the staged actions; retried while concurrent winners do not conflict."""
+        if self._done:
+            assert self.result is not None
+            return self.result
+        self._validate()
+        table = self.table
+        log_store = table.log_store
+        policy = table.policy
+        summary = self.summary()
+        base = self.read_version
+        winners: list[int] = []
+        losses = 0
+        attempt = 0
+        while True:
+            attempt += 1
+            if attempt > policy.max_attempts:
+                raise CommitFailedError(
+                    f"gave up committing {self.operation} to table {table.uri} after "
+                    f"{policy.max_attempts} attempts (last tried version {base + 1}); "
+                    "raise CommitPolicy.max_attempts if this many concurrent writers are expected")
+            version = base + 1
+            actions = self._actions(self._commit_info(summary, base))
+            try:
+                log_store.write_commit(version, serialize_commit(actions))
+            except VersionExistsError:
+                losses += 1
+                new = table._commits_after(base)
+                for c in new:
+                    check_conflicts(summary, WinningCommit.from_actions(c.version, c.actions),
+                                    table.uri)
+                    winners.append(c.version)
+                if new:
+                    base = new[-1].version
+                table.clock.sleep(policy.backoff(losses, table.random.uniform(0.0, 1.0)))
+                continue
+            self._done = True
+            commit = Commit(version, actions)
+            table._committed(commit)
+            self.result = CommitResult(version, attempt, winners=tuple(winners))
+            table._post_commit(commit)
+            return self.result
+
+
+def _json_text(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"))

@@ -1,0 +1,253 @@
+"""``write()``: append or overwrite Arrow data as Parquet files plus one commit.
+
+Data files are written before the commit and have unique names, so a writer that crashes or
+loses a conflict leaves at most unreferenced files (removed by vacuum), never a half-visible
+write.  Idempotent writes record ``(app_id, app_version)`` in a ``txn`` action in the same
+commit as the data, so "already written" and "written now" can never both be true.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deltacommit.clock import Clock, RandomSource
+from deltacommit.errors import (
+    ConcurrentTransactionException,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from deltacommit.log.actions import Add
+from deltacommit.storage.base import ObjectStore
+from deltacommit.table import DeltaTable
+
+if TYPE_CHECKING:
+    from deltacommit.predicates import Predicate
+
+MODES = ("append", "overwrite")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What a write did: the version holding it, how many commit attempts it took, and
+    whether it was skipped because its ``(app_id, app_version)`` was already committed."""
+
+    version: int
+    attempts: int
+    skipped: bool = False
+    num_files: int = 0
+    num_rows: int = 0
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Accept what users hand us: Arrow tables, batches, readers, pandas, Arrow C streams."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, list) and data and all(isinstance(b, pa.RecordBatch) for b in data):
+        return pa.Table.from_batches(data)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, dict):
+        return pa.table(data)
+    raise InvalidArgumentError(
+        f"cannot write data of type {type(data).__name__}: pass a pyarrow Table, RecordBatch, "
+        "RecordBatchReader, pandas DataFrame or an object with __arrow_c_stream__")
+
+
+def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
+    raw = configuration.get("delta.dataSkippingNumIndexedCols")
+    try:
+        return 32 if raw is None else int(raw)
+    except ValueError:
+        return 32
+
+
+def data_file_name(random: RandomSource, index: int) -> str:
+    return f"part-{index:05d}-{random.uuid()}-c000.snappy.parquet"
+
+
+def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,
+                     clock: Clock, random: RandomSource, indexed_cols: int = 32,
+                     target_file_rows: int | None = None) -> list[Add]:
+    """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
+
+    One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
+    directories, each with Delta statistics over its data columns.
+    """
+    from deltacommit.partitions import encode_add_path, partition_path, split_by_partition
+
+    if partition_columns:
+        groups = split_by_partition(data, partition_columns)
+    else:
+        groups = [({}, data)]
+    jobs: list[tuple[dict[str, str | None], pa.Table]] = []
+    for values, part in groups:
+        if target_file_rows and part.num_rows > target_file_rows:
+            for off in range(0, part.num_rows, target_file_rows):
+                jobs.append((values, part.slice(off, target_file_rows)))
+        else:
+            jobs.append((values, part))
+
+    def write_one(job: tuple[int, tuple[dict[str, str | None], pa.Table]]) -> Add:
+        from deltacommit.stats import compute_stats
+
+        index, (values, part) = job
+        directory = partition_path([(c, values.get(c)) for c in partition_columns])
+        rel = (directory + "/" if directory else "") + data_file_name(random, index)
+        buf = io.BytesIO()
+        pq.write_table(part, buf, compression="snappy")
+        body = buf.getvalue()
+        meta = store.put(rel, body)
+        return Add(
+            path=encode_add_path(rel),
+            partition_values=dict(values),
+            size=len(body),
+            modification_time=meta.last_modified_ms or int(clock.time() * 1000),
+            data_change=True,
+            stats=compute_stats(part, indexed_cols),
+        )
+
+    numbered = list(enumerate(jobs))
+    if len(numbered) > 1 and store.local_path("") is None:
+        with ThreadPoolExecutor(max_workers=min(16, len(numbered))) as pool:
+            return list(pool.map(write_one, numbered))
+    return [write_one(j) for j in numbered]
+
+
+def _open_or_create(uri: str, data: pa.Table, partition_by: Sequence[str] | None,
+                    configuration: Mapping[str, str] | None,
+                    storage_options: Mapping[str, str] | None) -> DeltaTable:
+    try:
+        return DeltaTable(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        pass
+    try:
+        return DeltaTable.create(uri, data.schema, partition_by=partition_by,
+                                 configuration=configuration, storage_options=storage_options)
+    except TableExistsError:
+        return DeltaTable(uri, storage_options=storage_options)
+
+
+def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) -> None:
+    """An overwrite with a predicate must only write rows the predicate selects."""
+    from deltacommit.partitions import serialize_partition_value
+
+    pcols = table.partition_columns
+    schema = table.schema
+    types = {c: schema.field(c).type for c in pcols}
+    distinct = data.select(pcols).group_by(pcols).aggregate([])
+    for row in distinct.to_pylist():
+        values = {c: serialize_partition_value(row[c], types[c]) for c in pcols}
+        if not pred.evaluate(values, types):
+            raise InvalidArgumentError(
+                f"table {table.uri}: data has rows in partition "
+                f"{', '.join(f'{k}={v!r}' for k, v in values.items())}, which the overwrite "
+                f"predicate {pred.to_sql()!r} does not select")
+
+
+def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
+          partition_by: Sequence[str] | None = None, predicate: str | None = None,
+          app_id: str | None = None, app_version: int | None = None,
+          storage_options: Mapping[str, str] | None = None, *,
+          configuration: Mapping[str, str] | None = None,
+          target_file_rows: int | None = None) -> WriteResult:
+    """Append or overwrite; creates the table on first write.  See DESIGN.md for the contract."""
+    from deltacommit.predicates import parse_predicate
+    from deltacommit.schema import cast_to_table_schema, check_write_compatible
+
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
+    if (app_id is None) != (app_version is None):
+        raise InvalidArgumentError("app_id and app_version must be given together")
+    if app_version is not None and (not isinstance(app_version, int) or app_version < 0):
+        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
+    if predicate is not None and mode != "overwrite":
+        raise InvalidArgumentError("a predicate is only meaningful with mode='overwrite'")
+    table_data = to_arrow_table(data)
+    if isinstance(table_or_uri, DeltaTable):
+        table = table_or_uri
+        if app_id is not None:
+            table.update()
+    else:
+        table = _open_or_create(table_or_uri, table_data, partition_by, configuration,
+                                storage_options)
+    uri = table.uri
+    if partition_by is not None and list(partition_by) != table.partition_columns:
+        raise InvalidArgumentError(
+            f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
+    check_write_compatible(table.schema, table_data.schema, uri)
+    table_data = cast_to_table_schema(table_data, table.schema)
+    _check_not_null(table_data, table.schema, uri)
+    pred = None
+    if predicate is not None:
+        pred = parse_predicate(predicate)
+        pred.check_columns(table.partition_columns, uri)
+        if table_data.num_rows:
+            _check_predicate_covers(pred, table_data, table)
+
+    if app_id is not None and app_version is not None:
+        done = table.app_version(app_id)
+        if done is not None and done >= app_version:
+            return WriteResult(table.version, 0, skipped=True)
+
+    adds = write_data_files(
+        table.log_store.store, table_data, table.partition_columns, clock=table.clock,
+        random=table.random, indexed_cols=num_indexed_cols(table.configuration),
+        target_file_rows=target_file_rows)
+    params: dict[str, Any] = {
+        "mode": "Overwrite" if mode == "overwrite" else "Append",
+        "partitionBy": json.dumps(table.partition_columns, separators=(",", ":")),
+    }
+    if predicate is not None:
+        params["predicate"] = predicate
+    txn = table.transaction("WRITE", params)
+    if mode == "overwrite":
+        txn.remove(txn.scan(predicate=pred))
+    if app_id is not None and app_version is not None:
+        txn.app_version(app_id)
+        txn.set_app_version(app_id, app_version)
+    txn.add(adds)
+    txn.operation_metrics["numOutputRows"] = str(table_data.num_rows)
+    try:
+        result = txn.commit()
+    except ConcurrentTransactionException:
+        if app_id is None or app_version is None:
+            raise
+        table.update()
+        done = table.app_version(app_id)
+        if done is None or done < app_version:
+            raise
+        for a in adds:
+            table.log_store.store.delete(_rel_path(a.path))
+        return WriteResult(table.version, 0, skipped=True)
+    return WriteResult(result.version, result.attempts, num_files=len(adds),
+                       num_rows=table_data.num_rows)
+
+
+def _rel_path(add_path: str) -> str:
+    from deltacommit.partitions import decode_add_path
+
+    return decode_add_path(add_path)
+
+
+def _check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
+    for f in schema:
+        if not f.nullable and data.column(f.name).null_count:
+            raise SchemaMismatchError(
+                f"table {uri}: column {f.name!r} is not nullable but the data has "
+                f"{data.column(f.name).null_count} null value(s)")
