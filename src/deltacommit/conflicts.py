@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from deltacommit.errors import (
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from deltacommit.predicates import Predicate
 
 
-class IsolationLevel(str, Enum):
+class IsolationLevel(StrEnum):
     SERIALIZABLE = "Serializable"
     WRITE_SERIALIZABLE = "WriteSerializable"
     SNAPSHOT_ISOLATION = "SnapshotIsolation"
@@ -156,14 +156,14 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
 
     # 2. metadata
     if winner.metadata is not None:
-        raise fail(MetadataChangedException, 
+        raise fail(MetadataChangedException,
             f"{who} changed the table metadata (schema, partitioning or properties) since this "
             "transaction read it")
 
     # 3. application transaction ids
     for txn in winner.txns:
         if txn.app_id in current.read_app_ids:
-            raise fail(ConcurrentTransactionException, 
+            raise fail(ConcurrentTransactionException,
                 f"{who} committed application transaction {txn.app_id!r} version {txn.version}, "
                 "which this transaction also writes (two writers with the same app id)")
 
@@ -177,20 +177,20 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
         if candidates:
             hit = _first_matching(current, candidates)
             if hit is not None:
-                raise fail(ConcurrentAppendException, 
+                raise fail(ConcurrentAppendException,
                     f"{who} added file {hit.path} to {_describe_partition(hit.partition_values)}, "
                     "which this transaction read")
 
     # 5. files this transaction read that the winner removed
     if winner.removed:
         if current.read_whole_table:
-            raise fail(ConcurrentDeleteReadException, 
+            raise fail(ConcurrentDeleteReadException,
                 f"{who} removed file {winner.removed[0].path} while this transaction read the "
                 "whole table")
         if current.read_files:
             for r in winner.removed:
                 if file_key(r.path, r.deletion_vector) in current.read_files:
-                    raise fail(ConcurrentDeleteReadException, 
+                    raise fail(ConcurrentDeleteReadException,
                         f"{who} removed file {r.path} "
                         f"({_describe_partition(r.partition_values or {})}), which this transaction "
                         "read")
@@ -199,7 +199,7 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
     if winner.removed and current.removed_files:
         for r in winner.removed:
             if file_key(r.path, r.deletion_vector) in current.removed_files:
-                raise fail(ConcurrentDeleteDeleteException, 
+                raise fail(ConcurrentDeleteDeleteException,
                     f"{who} removed file {r.path}, which this transaction also removes")
 
 

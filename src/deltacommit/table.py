@@ -390,7 +390,8 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.enableExpiredLogCleanup", "delta.checkpointRetentionDuration",
     "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
-    "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns", "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
+    "delta.compatibility.symlinkFormatManifest.enabled",
 })
 
 

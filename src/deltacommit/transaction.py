@@ -103,7 +103,7 @@ class Transaction:
     def scan(self, partition_filters: Sequence[Any] | None = None,
              predicate: str | Predicate | None = None) -> list[Add]:
         """Files of the read snapshot matching the filters; recorded as read by this transaction."""
-        from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
+        from deltacommit.predicates import TRUE, from_partition_filters, parse_predicate
 
         pred: Predicate
         if predicate is not None and partition_filters is not None:

@@ -91,10 +91,7 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
     """
     from deltacommit.partitions import encode_add_path, partition_path, split_by_partition
 
-    if partition_columns:
-        groups = split_by_partition(data, partition_columns)
-    else:
-        groups = [({}, data)]
+    groups = split_by_partition(data, partition_columns) if partition_columns else [({}, data)]
     jobs: list[tuple[dict[str, str | None], pa.Table]] = []
     for values, part in groups:
         if target_file_rows and part.num_rows > target_file_rows:

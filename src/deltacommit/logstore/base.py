@@ -103,9 +103,6 @@ class LogStore(ABC):
                 f"{first} and {last} is missing ({e})") from None
         return list(zip(versions, datas, strict=True))
 
-    def close(self) -> None:
-        """Release clients; the default has nothing to release."""
-
     def describe(self) -> Iterator[tuple[str, str]]:
         """Human-readable facts for ``deltacommit show``."""
         yield "log store", self.mechanism

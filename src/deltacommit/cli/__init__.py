@@ -1,0 +1,43 @@
+"""The ``deltacommit`` command.
+
+Each area (tables, DynamoDB, maintenance, verification) registers its subcommands from its own
+module, so the command grows without one file knowing every feature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from deltacommit.cli import table_commands
+from deltacommit.errors import DeltaCommitError
+
+MODULES = [table_commands]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deltacommit",
+        description="Create, write, inspect and maintain Delta Lake tables with exactly-once commits.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in MODULES:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except DeltaCommitError as e:
+        print(f"deltacommit: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

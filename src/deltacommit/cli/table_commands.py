@@ -1,0 +1,225 @@
+"""``create``, ``append``, ``show``, ``history`` and ``delete``: everyday table commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from deltacommit.cli.common import add_storage_options, emit_json, parse_pairs, storage_options
+from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
+from deltacommit.table import DeltaTable
+from deltacommit.writer import write
+
+INPUT_FORMATS = ("parquet", "csv", "json")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("create", help="create an empty table")
+    p.add_argument("uri")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--schema", help="columns as 'name:type,...' (Delta type names, e.g. "
+                                    "'id:long,day:date,amount:decimal(10,2)') or a schemaString JSON")
+    g.add_argument("--like", metavar="FILE", help="take the schema from a Parquet, CSV or JSON-lines file")
+    p.add_argument("--partition-by", default="", help="comma-separated partition columns")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                   help="table property, e.g. delta.checkpointInterval=10")
+    p.add_argument("--name")
+    p.add_argument("--description")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_create)
+
+    p = sub.add_parser("append", help="append Parquet, CSV or JSON-lines files as one commit")
+    p.add_argument("uri")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--format", choices=INPUT_FORMATS, help="input format (default: by extension)")
+    p.add_argument("--partition-by", default=None,
+                   help="partition columns if the table is created by this append")
+    p.add_argument("--app-id", help="application id for an idempotent write")
+    p.add_argument("--app-version", type=int, help="version of that application's write")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_append)
+
+    p = sub.add_parser("show", help="schema, version, files, partitions and configuration")
+    p.add_argument("uri")
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--files", action="store_true", help="list every data file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("history", help="commit history, newest first")
+    p.add_argument("uri")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("delete", help="delete the partitions matching a predicate")
+    p.add_argument("uri")
+    p.add_argument("--where", required=True,
+                   help="predicate over partition columns, e.g. \"day = '2026-11-22'\"")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_delete)
+
+
+_DECIMAL = re.compile(r"^decimal\(\s*\d+\s*,\s*\d+\s*\)$", re.IGNORECASE)
+
+
+def parse_schema_spec(spec: str) -> pa.Schema:
+    """``id:long,name:string`` or a Delta schemaString into an Arrow schema."""
+    from deltacommit.schema import delta_to_arrow_type, schema_from_json
+
+    text = spec.strip()
+    if text.startswith("{"):
+        return schema_from_json(text)
+    fields: list[pa.Field[Any]] = []
+    # Split on commas that are not inside decimal(p,s).
+    for part in re.split(r",(?![^(]*\))", text):
+        name, sep, type_name = part.partition(":")
+        name, type_name = name.strip(), type_name.strip()
+        if not sep or not name or not type_name:
+            raise InvalidArgumentError(f"schema entry {part!r} must look like name:type")
+        delta_type: Any = type_name.lower().replace(" ", "") if _DECIMAL.match(type_name) else type_name
+        fields.append(pa.field(name, delta_to_arrow_type(delta_type, name)))
+    return pa.schema(fields)
+
+
+def read_input(path: str, fmt: str | None) -> pa.Table:
+    """Read one input file, choosing the reader by ``--format`` or the file's extension."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgumentError(f"input file {path} does not exist")
+    kind = fmt or {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json",
+                   ".ndjson": "json"}.get(p.suffix.lower())
+    if kind is None:
+        raise InvalidArgumentError(
+            f"cannot tell the format of {path} from its extension; pass --format "
+            f"({', '.join(INPUT_FORMATS)})")
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(p)
+        if kind == "csv":
+            import pyarrow.csv as pcsv
+
+            return pcsv.read_csv(p)
+        import pyarrow.json as pjson
+
+        return pjson.read_json(p)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InvalidArgumentError(f"cannot read {path} as {kind}: {e}") from None
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    schema = parse_schema_spec(args.schema) if args.schema else read_input(args.like, None).schema
+    partition_by = [c.strip() for c in args.partition_by.split(",") if c.strip()]
+    t = DeltaTable.create(args.uri, schema, partition_by=partition_by,
+                          configuration=parse_pairs(args.property, "--property"),
+                          storage_options=storage_options(args), name=args.name,
+                          description=args.description)
+    print(f"created {t.uri} at version {t.version}")
+    return 0
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    tables = [read_input(f, args.format) for f in args.files]
+    try:
+        data = pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowInvalid as e:
+        raise SchemaMismatchError(f"input files have incompatible schemas: {e}") from None
+    partition_by = ([c.strip() for c in args.partition_by.split(",") if c.strip()]
+                    if args.partition_by is not None else None)
+    result = write(args.uri, data, mode="append", partition_by=partition_by, app_id=args.app_id,
+                   app_version=args.app_version, storage_options=storage_options(args))
+    if result.skipped:
+        print(f"skipped: {args.app_id} version {args.app_version} is already committed "
+              f"(table at version {result.version})")
+    else:
+        print(f"appended {result.num_rows} rows in {result.num_files} files as version "
+              f"{result.version} ({result.attempts} attempt{'s' if result.attempts != 1 else ''})")
+    return 0
+
+
+def _describe(t: DeltaTable, list_files: bool) -> dict[str, Any]:
+    from deltacommit.schema import delta_schema_dict
+
+    files = t.files()
+    partitions: Counter[str] = Counter()
+    for a in files:
+        key = "/".join(f"{c}={a.partition_values.get(c)}" for c in t.partition_columns)
+        partitions[key] += 1
+    info: dict[str, Any] = {
+        "uri": t.uri,
+        "version": t.version,
+        "protocol": t.protocol.to_json(),
+        "id": t.metadata.id,
+        "name": t.metadata.name,
+        "schema": delta_schema_dict(t.metadata.schema_string),
+        "partition_columns": t.partition_columns,
+        "configuration": t.configuration,
+        "log_store": dict(t.log_store.describe()),
+        "num_files": len(files),
+        "size_bytes": sum(a.size for a in files),
+        "num_records": sum(a.num_records() or 0 for a in files),
+    }
+    if t.partition_columns:
+        info["partitions"] = dict(sorted(partitions.items()))
+    if list_files:
+        info["files"] = [{"path": a.path, "size": a.size, "partition_values": a.partition_values,
+                          "num_records": a.num_records()} for a in files]
+    return info
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    t = DeltaTable(args.uri, version=args.version, storage_options=storage_options(args))
+    info = _describe(t, args.files)
+    if args.json:
+        emit_json(info)
+        return 0
+    print(f"table      {info['uri']}")
+    print(f"version    {info['version']}")
+    p = info["protocol"]
+    print(f"protocol   reader {p['minReaderVersion']}, writer {p['minWriterVersion']}")
+    for k, v in info["log_store"].items():
+        print(f"{k:<10} {v}")
+    print("schema")
+    for f in t.schema:
+        print(f"  {f.name}: {f.type}{'' if f.nullable else ' not null'}")
+    print(f"partitions {', '.join(info['partition_columns']) or '(none)'}")
+    for key, n in info.get("partitions", {}).items():
+        print(f"  {key}: {n} file{'s' if n != 1 else ''}")
+    print(f"files      {info['num_files']} ({info['size_bytes']} bytes, {info['num_records']} records)")
+    if info["configuration"]:
+        print("configuration")
+        for k, v in sorted(info["configuration"].items()):
+            print(f"  {k} = {v}")
+    for f in info.get("files", []):
+        print(f"  {f['path']}  {f['size']} bytes  {f['num_records']} records")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    t = DeltaTable(args.uri, storage_options=storage_options(args))
+    entries = t.history(args.limit)
+    if args.json:
+        emit_json(entries)
+        return 0
+    for e in entries:
+        params = e.get("operationParameters") or {}
+        print(f"{e['version']:>6}  {e.get('timestamp', '')}  {e.get('operation', '?'):<14} "
+              f"{json.dumps(params, separators=(',', ':'))}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    t = DeltaTable(args.uri, storage_options=storage_options(args))
+    result = t.delete(args.where)
+    print(f"deleted as version {result.version}")
+    return 0
