@@ -10,6 +10,7 @@ instead of colliding again in lockstep.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,10 @@ class CommitResult:
     attempts: int
     skipped: bool = False
     winners: tuple[int, ...] = ()
+    #: Spark's ``commitInfo.txnId`` of this transaction (the same on every attempt).
+    txn_id: str = ""
+    #: SHA-256 of the commit file as written, so a history checker can prove it was not replaced.
+    digest: str = ""
 
 
 @dataclass(slots=True)
@@ -293,8 +298,9 @@ class Transaction:
                     "raise CommitPolicy.max_attempts if this many concurrent writers are expected")
             version = base + 1
             actions = self._actions(self._commit_info(summary, base))
+            data = serialize_commit(actions)
             try:
-                log_store.write_commit(version, serialize_commit(actions))
+                log_store.write_commit(version, data)
             except VersionExistsError:
                 losses += 1
                 new = table._commits_after(base)
@@ -309,7 +315,8 @@ class Transaction:
             self._done = True
             commit = Commit(version, actions)
             table._committed(commit)
-            self.result = CommitResult(version, attempt, winners=tuple(winners))
+            self.result = CommitResult(version, attempt, winners=tuple(winners), txn_id=self.txn_id,
+                                       digest=hashlib.sha256(data).hexdigest())
             table._post_commit(commit)
             return self.result
 

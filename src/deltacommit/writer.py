@@ -46,6 +46,8 @@ class WriteResult:
     skipped: bool = False
     num_files: int = 0
     num_rows: int = 0
+    txn_id: str = ""
+    digest: str = ""
 
 
 def to_arrow_table(data: Any) -> pa.Table:
@@ -233,7 +235,7 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
             table.log_store.store.delete(_rel_path(a.path))
         return WriteResult(table.version, 0, skipped=True)
     return WriteResult(result.version, result.attempts, num_files=len(adds),
-                       num_rows=table_data.num_rows)
+                       num_rows=table_data.num_rows, txn_id=result.txn_id, digest=result.digest)
 
 
 def _rel_path(add_path: str) -> str:

@@ -1,0 +1,132 @@
+"""Bad input gets a clear error naming what is wrong, and the table is left unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.log.names import commit_path
+
+SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
+
+
+def _log_digest(uri: str) -> dict[str, str]:
+    log = Path(uri) / "_delta_log"
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(log.glob("*.json"))}
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> str:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["day"])
+    dc.write(uri, pa.table({"id": [1, 2], "day": ["a", "b"]}, schema=SCHEMA))
+    return uri
+
+
+def test_path_that_is_not_a_table(tmp_path: Path) -> None:
+    with pytest.raises(dc.TableNotFoundError) as e:
+        dc.DeltaTable(str(tmp_path / "nothing"))
+    assert "nothing" in str(e.value) and "_delta_log" in str(e.value)
+
+
+def test_plain_directory_is_not_a_table(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "file.parquet").write_bytes(b"x")
+    with pytest.raises(dc.TableNotFoundError, match="no commit files"):
+        dc.DeltaTable(str(tmp_path / "d"))
+
+
+def test_create_over_existing_table(table: str) -> None:
+    before = _log_digest(table)
+    with pytest.raises(dc.TableExistsError) as e:
+        dc.DeltaTable.create(table, SCHEMA)
+    assert table in str(e.value)
+    assert _log_digest(table) == before
+
+
+def test_append_with_mismatched_schema(table: str) -> None:
+    before = _log_digest(table)
+    bad = pa.table({"id": ["not a number"], "day": ["a"]})
+    with pytest.raises(dc.SchemaMismatchError) as e:
+        dc.write(table, bad)
+    msg = str(e.value)
+    assert "id" in msg and table in msg
+    assert _log_digest(table) == before
+    extra = pa.table({"id": [1], "day": ["a"], "surprise": [1.0]})
+    with pytest.raises(dc.SchemaMismatchError, match="surprise"):
+        dc.write(table, extra)
+    assert _log_digest(table) == before
+    assert dc.DeltaTable(table).to_arrow().num_rows == 2
+
+
+def test_corrupt_json_line_names_file_and_line(table: str) -> None:
+    path = Path(table) / commit_path(1)
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = b'{"add": {"path": '  # truncated JSON on line 2
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(dc.CorruptLogError) as e:
+        dc.DeltaTable(table)
+    msg = str(e.value)
+    assert "00000000000000000001.json" in msg and "line 2" in msg
+
+
+def test_missing_version_in_the_log(table: str) -> None:
+    dc.write(table, pa.table({"id": [3], "day": ["c"]}, schema=SCHEMA))
+    (Path(table) / commit_path(1)).unlink()
+    with pytest.raises(dc.MissingVersionError) as e:
+        dc.DeltaTable(table)
+    assert "1" in str(e.value) and table in str(e.value)
+
+
+def test_missing_first_version(table: str) -> None:
+    (Path(table) / commit_path(0)).unlink()
+    with pytest.raises(dc.MissingVersionError, match="00000000000000000000.json"):
+        dc.DeltaTable(table)
+
+
+def test_partition_column_not_in_schema(tmp_path: Path) -> None:
+    uri = str(tmp_path / "p")
+    with pytest.raises(dc.InvalidArgumentError) as e:
+        dc.DeltaTable.create(uri, SCHEMA, partition_by=["month"])
+    assert "month" in str(e.value) and "id" in str(e.value)
+    assert not (Path(uri) / "_delta_log").exists()
+    with pytest.raises(dc.InvalidArgumentError, match="month"):
+        dc.write(uri, pa.table({"id": [1], "day": ["a"]}), partition_by=["month"])
+    assert not (Path(uri) / "_delta_log").exists()
+
+
+def test_write_with_other_partitioning_than_the_table(table: str) -> None:
+    before = _log_digest(table)
+    with pytest.raises(dc.InvalidArgumentError, match="partitioned by"):
+        dc.write(table, pa.table({"id": [1], "day": ["a"]}, schema=SCHEMA), partition_by=["id"])
+    assert _log_digest(table) == before
+
+
+def test_unsupported_protocol_is_refused(table: str) -> None:
+    path = Path(table) / commit_path(2)
+    path.write_text('{"protocol":{"minReaderVersion":3,"minWriterVersion":7,'
+                    '"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}\n')
+    with pytest.raises(dc.UnsupportedProtocolError, match="deletionVectors"):
+        dc.DeltaTable(table)
+
+
+def test_bad_mode_and_predicate(table: str) -> None:
+    data = pa.table({"id": [1], "day": ["a"]}, schema=SCHEMA)
+    with pytest.raises(dc.InvalidArgumentError, match="mode"):
+        dc.write(table, data, mode="upsert")
+    with pytest.raises(dc.InvalidArgumentError, match="overwrite"):
+        dc.write(table, data, predicate="day = 'a'")
+    with pytest.raises(dc.InvalidArgumentError, match="does not select"):
+        dc.write(table, data, mode="overwrite", predicate="day = 'b'")
+    with pytest.raises(dc.InvalidArgumentError, match="id"):
+        dc.write(table, data, mode="overwrite", predicate="id = 1")
+
+
+def test_unknown_table_property_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(dc.InvalidArgumentError, match="checkpointInterval"):
+        dc.DeltaTable.create(str(tmp_path / "x"), SCHEMA,
+                             configuration={"delta.checkpointIntervall": "10"})
