@@ -84,7 +84,7 @@ def test_missing_version_in_the_log(table: str) -> None:
 
 def test_missing_first_version(table: str) -> None:
     (Path(table) / commit_path(0)).unlink()
-    with pytest.raises(dc.MissingVersionError, match="00000000000000000000.json"):
+    with pytest.raises(dc.MissingVersionError, match=r"00000000000000000000\.json"):
         dc.DeltaTable(table)
 
 
