@@ -1,0 +1,555 @@
+"""Local S3 and DynamoDB servers for tests, benchmarks and stress runs.
+
+moto serves S3 and DynamoDB on one port, but its conditional writes check and then write with
+no lock between: served on threads (as ``moto_server`` always does), racing ``If-None-Match``
+puts or conditional ``PutItem`` calls can both succeed.  Everything here that relies on mutual
+exclusion therefore runs moto on a single thread, in its own process, where requests are handled
+one at a time.  dynalite is a second, independent DynamoDB implementation, so DynamoDB code is
+shown not to depend on one emulator's quirks.
+
+Servers bind port 0 themselves and report the port they got, so parallel test runs never race
+for a port; each server process exits when its parent closes its stdin or dies, so no server
+outlives the run that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import IO, NamedTuple
+
+HOST = "127.0.0.1"
+START_TIMEOUT_SECONDS = 60.0
+
+#: Environment for processes that talk to the local servers: dummy credentials, a fixed region,
+#: no instance-metadata lookups (the metadata endpoint is unreachable and each lookup would
+#: stall), and no developer profile or endpoint leaking in from the shell.
+TEST_AWS_ENV: Mapping[str, str] = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+#: Variables removed from a test environment because they would redirect or re-authenticate.
+TEST_AWS_ENV_REMOVED: tuple[str, ...] = (
+    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ALLOW_HTTP",
+    "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_S3_LOCKING_PROVIDER",
+    "AWS_CONDITIONAL_PUT", "DELTA_DYNAMO_TABLE_NAME",
+)
+
+
+def apply_test_aws_environment(environ: MutableMapping[str, str] | None = None) -> None:
+    """Point AWS SDKs (boto3, deltalake, obstore) at dummy credentials and no real account."""
+    env = os.environ if environ is None else environ
+    for name in TEST_AWS_ENV_REMOVED:
+        env.pop(name, None)
+    env.update(TEST_AWS_ENV)
+
+
+class S3Bucket(NamedTuple):
+    """A bucket on a local server and the storage options that reach it."""
+
+    name: str
+    storage_options: dict[str, str]
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.name}"
+
+
+def s3_storage_options(endpoint: str, *, region: str = "us-east-1") -> dict[str, str]:
+    """deltalake-style options for a local endpoint with the rig's dummy credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": region,
+        "AWS_ACCESS_KEY_ID": TEST_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": TEST_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def unique_name(prefix: str) -> str:
+    """A bucket or table name no other test uses (lower case, valid for S3 and DynamoDB)."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+# --------------------------------------------------------------------------- server processes
+
+
+class ServerStartError(RuntimeError):
+    """A local server did not start; the message carries its log."""
+
+
+class ServerProcess:
+    """A server in a child process that prints its port on the first line of stdout."""
+
+    name = "server"
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.port: int | None = None
+
+    # Subclasses say how to run themselves.
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        apply_test_aws_environment(env)
+        return env
+
+    @property
+    def endpoint(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError(f"{self.name} already started")
+        self._log = tempfile.TemporaryFile(prefix=f"deltacommit-{self.name}-")  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            env=self.child_env(), close_fds=True)
+        try:
+            self.port = self._read_port(self._proc)
+            self._wait_answering()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read_port(self, proc: subprocess.Popen[bytes]) -> int:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServerStartError(f"{self.name} did not report its port within "
+                                       f"{START_TIMEOUT_SECONDS:.0f} s; log:\n{self.log()}")
+            ready, _, _ = select.select([proc.stdout], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 64)
+            if not chunk:
+                proc.wait(timeout=10)
+                raise ServerStartError(
+                    f"{self.name} exited with status {proc.returncode} before it listened; "
+                    f"command {' '.join(self.command())!r}; log:\n{self.log()}")
+            line += chunk
+        # The child writes nothing more on stdout; closing our end keeps no pipe to fill.
+        proc.stdout.close()
+        try:
+            return int(line.strip())
+        except ValueError:
+            raise ServerStartError(f"{self.name} printed {line!r} instead of its port; "
+                                   f"log:\n{self.log()}") from None
+
+    def _wait_answering(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(self.endpoint + "/", timeout=5):
+                    return
+            except urllib.error.HTTPError:
+                return  # any HTTP answer means it serves requests
+            except OSError as e:
+                if not self.running or time.monotonic() > deadline:
+                    raise ServerStartError(f"{self.name} at {self.endpoint} does not answer "
+                                           f"({e}); log:\n{self.log()}") from None
+                time.sleep(0.05)
+
+    def log(self) -> str:
+        """What the server wrote on stderr (for failure messages)."""
+        if self._log is None or self._log.closed:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-8000:]
+
+    def stop(self) -> None:
+        """Stop the server and wait until its process has exited and its port is closed."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()  # the child exits when its stdin closes
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdout is not None and not proc.stdout.closed:
+                proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.endpoint if self.port is not None and self.running else "stopped"
+        return f"{type(self).__name__}({where})"
+
+
+# The child keeps a thread blocked on stdin: EOF means the parent closed it or died.
+_MOTO_CHILD = """
+import logging, os, sys, threading
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
+app = DomainDispatcherApplication(create_backend_app)
+# threaded=False: one request at a time, which makes moto's check-then-write conditional
+# operations atomic.
+server = make_server("127.0.0.1", 0, app, threaded=False, processes=1,
+                     request_handler=MotoRequestHandler)
+os.environ["MOTO_PORT"] = str(server.server_port)
+def _watch_parent():
+    sys.stdin.buffer.read()
+    os._exit(0)
+threading.Thread(target=_watch_parent, daemon=True).start()
+sys.stdout.write(f"{server.server_port}\\n")
+sys.stdout.flush()
+server.serve_forever()
+"""
+
+
+class MotoServer(ServerProcess):
+    """moto's S3 and DynamoDB on one loopback port, serving one request at a time."""
+
+    name = "moto"
+
+    def __init__(self, python: str | None = None) -> None:
+        super().__init__()
+        self.python = python or sys.executable
+
+    def command(self) -> list[str]:
+        return [self.python, "-c", _MOTO_CHILD]
+
+    def reset(self) -> None:
+        """Forget every bucket, object and table (one request; for tests sharing a server)."""
+        self._post("/moto-api/reset", b"")
+
+    def set_auth(self, enforce: bool) -> None:
+        """Make moto check credentials and signatures (IAM users only) from now on, or stop."""
+        self._post("/moto-api/reset-auth", b"0" if enforce else b"inf")
+
+    def _post(self, path: str, body: bytes) -> None:
+        request = urllib.request.Request(self.endpoint + path, data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    def __enter__(self) -> MotoServer:
+        self.start()
+        return self
+
+
+_DYNALITE_CHILD = """
+const dynalite = require(process.argv[1]);
+const server = dynalite({createTableMs: 50, deleteTableMs: 50, updateTableMs: 50});
+server.listen(0, '127.0.0.1', () => { process.stdout.write(server.address().port + '\\n'); });
+process.stdin.on('end', () => process.exit(0));
+process.stdin.on('close', () => process.exit(0));
+process.stdin.resume();
+"""
+
+DYNALITE_VERSION = "4.0.0"
+DYNALITE_INSTALL_HINT = (
+    f"dynalite is not installed: run `make test`, which installs it into .tools "
+    f"(or `npm install --prefix .tools dynalite@{DYNALITE_VERSION}` in the repository root)")
+
+
+def find_dynalite(start: Path | None = None) -> Path | None:
+    """The ``dynalite`` package folder under ``.tools/node_modules``, searching upwards.
+
+    ``DELTACOMMIT_TOOLS_DIR`` names the ``.tools`` folder explicitly; otherwise the search starts
+    at ``start`` (default: the working directory) and at this package's source folder.
+    """
+    candidates: list[Path] = []
+    explicit = os.environ.get("DELTACOMMIT_TOOLS_DIR")
+    if explicit:
+        candidates.append(Path(explicit))
+    for origin in (start or Path.cwd(), Path(__file__).resolve()):
+        for directory in (origin, *origin.parents):
+            candidates.append(directory / ".tools")
+    for tools in candidates:
+        package = tools / "node_modules" / "dynalite"
+        if (package / "package.json").is_file():
+            return package
+    return None
+
+
+class DynaliteNotInstalledError(ServerStartError):
+    pass
+
+
+class Dynalite(ServerProcess):
+    """dynalite (in memory) on a loopback port; tables become ACTIVE after 50 ms."""
+
+    name = "dynalite"
+
+    def __init__(self, package_dir: str | Path | None = None, node: str | None = None) -> None:
+        super().__init__()
+        found = Path(package_dir) if package_dir is not None else find_dynalite()
+        if found is None or not (found / "package.json").is_file():
+            raise DynaliteNotInstalledError(DYNALITE_INSTALL_HINT)
+        self.package_dir = found.resolve()
+        node_path = node or shutil.which("node")
+        if node_path is None:
+            raise DynaliteNotInstalledError("node is not on PATH; dynalite needs Node.js")
+        self.node = node_path
+
+    def command(self) -> list[str]:
+        return [self.node, "-e", _DYNALITE_CHILD, str(self.package_dir)]
+
+    def __enter__(self) -> Dynalite:
+        self.start()
+        return self
+
+
+def port_is_open(port: int, host: str = HOST) -> bool:
+    """Whether something accepts TCP connections on the port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex((host, port)) == 0
+
+
+# --------------------------------------------------------------------------- fault injection
+
+
+@dataclass
+class Fault:
+    """What the proxy does to the next matching request(s).
+
+    ``forward=True`` sends the request upstream first, so the write happens, and then fails
+    the response: the client cannot know its request succeeded.  ``drop=True`` closes the
+    connection without any response (a connection reset) instead of answering ``status``.
+    """
+
+    status: int = 503
+    code: str = "SlowDown"
+    message: str = "injected by the fault proxy"
+    method: str | None = None
+    forward: bool = False
+    drop: bool = False
+    times: int = 1
+
+
+@dataclass
+class ProxyRecord:
+    method: str
+    path: str
+    status: int | None  # None: the connection was dropped
+    injected: bool
+
+
+@dataclass
+class _ProxyState:
+    upstream_host: str
+    upstream_port: int
+    faults: list[Fault] = field(default_factory=list)
+    records: list[ProxyRecord] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take_fault(self, method: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.times > 0 and (fault.method is None or fault.method == method):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def record(self, rec: ProxyRecord) -> None:
+        with self.lock:
+            self.records.append(rec)
+
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te",
+               "trailer", "proxy-authenticate", "proxy-authorization"}
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    server: _ProxyServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_PUT = do_POST = do_HEAD = do_DELETE = do_GET
+
+    def _handle(self) -> None:
+        state = self.server.state
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        fault = state.take_fault(self.command)
+        status: int | None
+        if fault is not None and not fault.forward:
+            status = self._fail(fault)
+        else:
+            upstream_status, headers, payload = self._forward(body)
+            if fault is not None:
+                status = self._fail(fault)
+            else:
+                self._relay(upstream_status, headers, payload)
+                status = upstream_status
+        state.record(ProxyRecord(self.command, self.path, status, fault is not None))
+
+    def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        state = self.server.state
+        conn = http.client.HTTPConnection(state.upstream_host, state.upstream_port, timeout=60)
+        try:
+            # The Host header is part of the request signature: pass it through unchanged.
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in self.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    conn.putheader(name, value)
+            conn.endheaders(body if body else None)
+            response = conn.getresponse()
+            payload = response.read()
+            return response.status, response.getheaders(), payload
+        finally:
+            conn.close()
+
+    def _relay(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None:
+        self.send_response_only(status)
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        length = dict((k.lower(), v) for k, v in headers).get("content-length", str(len(payload)))
+        self.send_header("Content-Length", length if self.command == "HEAD" else str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _fail(self, fault: Fault) -> int | None:
+        if fault.drop:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return None
+        if self.headers.get("X-Amz-Target"):  # DynamoDB speaks JSON
+            payload = (f'{{"__type":"com.amazonaws.dynamodb.v20120810#{fault.code}",'
+                       f'"message":"{fault.message}"}}').encode()
+            content_type = "application/x-amz-json-1.0"
+        else:
+            payload = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{fault.code}</Code>"
+                       f"<Message>{fault.message}</Message></Error>").encode()
+            content_type = "application/xml"
+        self.send_response_only(fault.status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        return fault.status
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    state: _ProxyState
+
+
+class FaultInjectingProxy:
+    """An HTTP proxy in front of a local server that fails chosen requests on purpose.
+
+    Point a client's endpoint at ``proxy.endpoint``; requests pass through to ``upstream``
+    unchanged until ``inject`` arms a fault.  Used to show that stores retry throttling, 5xx and
+    dropped connections, and resolve writes whose outcome the client never heard.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        target = upstream.split("://", 1)[-1].rstrip("/")
+        host, _, port = target.partition(":")
+        self._state = _ProxyState(host, int(port or 80))
+        self._server: _ProxyServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the fault proxy is not running")
+        return f"http://{HOST}:{self._server.server_address[1]}"
+
+    def start(self) -> None:
+        server = _ProxyServer((HOST, 0), _ProxyHandler)
+        server.state = self._state
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def inject(self, fault: Fault) -> None:
+        with self._state.lock:
+            self._state.faults.append(fault)
+
+    def clear(self) -> None:
+        with self._state.lock:
+            self._state.faults.clear()
+            self._state.records.clear()
+
+    @property
+    def records(self) -> list[ProxyRecord]:
+        with self._state.lock:
+            return list(self._state.records)
+
+    @property
+    def pending_faults(self) -> int:
+        with self._state.lock:
+            return sum(f.times for f in self._state.faults)
+
+    def __enter__(self) -> FaultInjectingProxy:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+

@@ -1,0 +1,191 @@
+"""The test rig itself: local servers start and stop, and their conditional writes are atomic.
+
+Every exclusion test in the suite is only as good as the server under it: a server that lets
+two racing conditional writes both succeed would make a lost-commit bug look like a pass, or a
+correct log store look broken.  These tests count winners of forced races on each server.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from botocore.handlers import add_expect_header
+
+from deltacommit.testing import (
+    Dynalite,
+    MotoServer,
+    S3Bucket,
+    port_is_open,
+    race,
+    unique_name,
+    wait_table_active,
+)
+
+CONTENDERS = 8
+KEYS = 120
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        with urllib.request.urlopen(endpoint + "/", timeout=5):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def _client(service: str, endpoint: str) -> Any:
+    # No client-side retries: a retried conditional write would blur who won.
+    config = Config(retries={"mode": "standard", "total_max_attempts": 1},
+                    max_pool_connections=CONTENDERS * 2)
+    client = boto3.client(service, endpoint_url=endpoint, region_name="us-east-1", config=config)
+    # moto answers a 412 without reading the body; with "Expect: 100-continue" that stalls.
+    client.meta.events.unregister("before-call.s3", add_expect_header)
+    return client
+
+
+# --------------------------------------------------------------------------- start and stop
+
+
+def test_moto_starts_answers_and_stops_with_its_port_closed() -> None:
+    server = MotoServer()
+    server.start()
+    try:
+        assert server.running
+        assert _answers(server.endpoint)
+        port = server.port
+        assert port is not None
+    finally:
+        server.stop()
+    assert not server.running
+    assert not port_is_open(port)
+
+
+def test_dynalite_starts_answers_and_stops_with_its_port_closed(dynalite_server: Dynalite) -> None:
+    # A second instance beside the session's: each binds its own port.
+    with Dynalite(dynalite_server.package_dir) as server:
+        port = server.port
+        assert port is not None and port != dynalite_server.port
+        client = _client("dynamodb", server.endpoint)
+        assert client.list_tables()["TableNames"] == []
+    assert not port_is_open(port)
+    assert dynalite_server.running
+
+
+def test_moto_reset_forgets_buckets(moto_server: MotoServer) -> None:
+    # A private server: resetting the session's would pull buckets from under other tests.
+    with MotoServer() as server:
+        client = _client("s3", server.endpoint)
+        client.create_bucket(Bucket="before-reset")
+        server.reset()
+        assert client.list_buckets()["Buckets"] == []
+    assert moto_server.running
+
+
+def test_s3_bucket_fixture_gives_an_empty_bucket_and_options(s3_bucket: S3Bucket,
+                                                            moto_server: MotoServer) -> None:
+    assert s3_bucket.storage_options["AWS_ENDPOINT_URL"] == moto_server.endpoint
+    assert s3_bucket.storage_options["AWS_ALLOW_HTTP"] == "true"
+    client = _client("s3", moto_server.endpoint)
+    assert client.list_objects_v2(Bucket=s3_bucket.name).get("KeyCount") == 0
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+def test_moto_s3_if_none_match_has_exactly_one_winner_per_key(s3_bucket: S3Bucket,
+                                                              moto_server: MotoServer) -> None:
+    client = _client("s3", moto_server.endpoint)
+
+    def attempt(index: int, key: str) -> bool:
+        try:
+            client.put_object(Bucket=s3_bucket.name, Key=key, Body=f"writer {index}".encode(),
+                              IfNoneMatch="*")
+        except ClientError as e:
+            if e.response["Error"]["Code"] == "PreconditionFailed":
+                return False
+            raise
+        return True
+
+    keys = [f"_delta_log/{v:020d}.json" for v in range(KEYS)]
+    wins = race(keys, CONTENDERS, attempt)
+    assert {k: n for k, n in wins.items() if n != 1} == {}
+    assert sum(wins.values()) == KEYS
+
+
+def _dynamodb_race(client: Any) -> dict[str, int]:
+    table = unique_name("rig")
+    client.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    wait_table_active(client, table)
+
+    def attempt(index: int, key: str) -> bool:
+        try:
+            client.put_item(TableName=table, Item={"pk": {"S": key}, "writer": {"N": str(index)}},
+                            ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as e:
+            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    wins = race([f"key-{i}" for i in range(KEYS)], CONTENDERS, attempt)
+    # Every key holds exactly one item, written by the thread that won it.
+    for key in list(wins)[:10]:
+        item = client.get_item(TableName=table, Key={"pk": {"S": key}}, ConsistentRead=True)
+        assert "Item" in item
+    return wins
+
+
+def test_moto_dynamodb_conditional_put_item_has_exactly_one_winner_per_key(
+        moto_server: MotoServer) -> None:
+    wins = _dynamodb_race(_client("dynamodb", moto_server.endpoint))
+    assert {k: n for k, n in wins.items() if n != 1} == {}
+
+
+def test_dynalite_conditional_put_item_has_exactly_one_winner_per_key(
+        dynalite_server: Dynalite) -> None:
+    wins = _dynamodb_race(_client("dynamodb", dynalite_server.endpoint))
+    assert {k: n for k, n in wins.items() if n != 1} == {}
+
+
+def test_race_releases_all_contenders_together() -> None:
+    # The harness itself: every contender attempts every key, and they overlap in time.
+    inside = 0
+    peak = 0
+    lock = threading.Lock()
+    all_in = threading.Barrier(4)
+
+    def attempt(index: int, key: int) -> bool:
+        nonlocal inside, peak
+        with lock:
+            inside += 1
+            peak = max(peak, inside)
+        all_in.wait(timeout=10)  # passes only if all four are inside at once
+        with lock:
+            inside -= 1
+        return index == 0
+
+    wins = race(list(range(5)), 4, attempt)
+    assert wins == dict.fromkeys(range(5), 1)
+    assert peak == 4
+
+
+def test_race_reraises_a_contenders_error() -> None:
+    def attempt(index: int, key: int) -> bool:
+        if key == 2 and index == 1:
+            raise RuntimeError("boom")
+        return index == 0
+
+    with pytest.raises(RuntimeError, match="boom"):
+        race(list(range(5)), 3, attempt)
