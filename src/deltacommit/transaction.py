@@ -6,6 +6,15 @@ first, the loop reads only the commits it missed, checks each against what this 
 read (``conflicts.py``), and retries at the next version with a freshly built ``commitInfo``,
 sleeping an exponentially growing, fully jittered interval so that many writers spread out
 instead of colliding again in lockstep.
+
+What a retry's ``commitInfo`` says: ``timestamp`` is taken again on every attempt, so commit
+times follow version order as closely as the clock allows (timestamp time travel relies on
+that); ``isBlindAppend`` and ``isolationLevel`` are recomputed from the transaction's reads
+and actions.  ``readVersion`` stays the version of the snapshot the transaction read, on every
+attempt, as Spark and delta-rs write it: it is what the transaction's reads were made against,
+so ``readVersion < version - 1`` records that the commit was rebased over the versions in
+between (and that each of them passed the conflict checks).  Rewriting it to ``version - 1``
+would make every commit look unrebased and erase that record.
 """
 
 from __future__ import annotations
@@ -53,6 +62,16 @@ class CommitPolicy:
     backoff_base: float = 0.002
     backoff_cap: float = 0.5
 
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or self.max_attempts < 1:
+            raise InvalidArgumentError(
+                f"CommitPolicy.max_attempts must be a positive integer, got {self.max_attempts!r}")
+        if not (0 <= self.backoff_base <= self.backoff_cap):
+            raise InvalidArgumentError(
+                "CommitPolicy needs 0 <= backoff_base <= backoff_cap, got "
+                f"backoff_base={self.backoff_base!r}, backoff_cap={self.backoff_cap!r}")
+
     def backoff(self, losses: int, draw: float) -> float:
         """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling."""
         ceiling = min(self.backoff_cap, self.backoff_base * float(2 ** min(losses - 1, 20)))
@@ -64,11 +83,14 @@ class CommitResult:
     version: int
     attempts: int
     skipped: bool = False
+    #: Concurrent versions this transaction was checked against and rebased over.
     winners: tuple[int, ...] = ()
     #: Spark's ``commitInfo.txnId`` of this transaction (the same on every attempt).
     txn_id: str = ""
     #: SHA-256 of the commit file as written, so a history checker can prove it was not replaced.
     digest: str = ""
+    #: The snapshot version the transaction read (``commitInfo.readVersion``).
+    read_version: int = -1
 
 
 @dataclass(slots=True)
@@ -124,7 +146,7 @@ class Transaction:
         pred.check_columns(self.snapshot.partition_columns, self.table.uri)
         files = self.table._select_files(self.snapshot, pred)
         self._reads.predicates.append(pred)
-        self._reads.files.update(file_key(a.path, a.deletion_vector) for a in files)
+        self._reads.files.update(file_key(a.path) for a in files)
         return files
 
     def read_whole_table(self) -> None:
@@ -150,7 +172,15 @@ class Transaction:
             self._removes.append(f.to_remove(now, data_change) if isinstance(f, Add) else f)
 
     def set_app_version(self, app_id: str, version: int) -> None:
+        """Record ``(app_id, version)`` in this commit.  The id counts as read: a concurrent
+        commit of the same id makes this transaction fail rather than both succeed."""
         self._check_open()
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"app id for table {self.table.uri} must be a non-empty "
+                                       f"string, got {app_id!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"app version for {app_id!r} on table {self.table.uri} must "
+                                       f"be a non-negative integer, got {version!r}")
         self._reads.app_ids.add(app_id)
         self._txns[app_id] = Txn(app_id, version, int(self.table.clock.time() * 1000))
 
@@ -198,14 +228,18 @@ class Transaction:
             read_whole_table=self._reads.whole_table,
             read_app_ids=frozenset(self._reads.app_ids),
             added_files=tuple(self._adds),
-            removed_files=frozenset(file_key(r.path, r.deletion_vector) for r in self._removes),
+            removed_files=frozenset(file_key(r.path) for r in self._removes),
             has_metadata=self._metadata is not None,
             has_protocol=self._protocol is not None,
+            has_other_actions=bool(self._txns),
             data_change=any(a.data_change for a in self._adds)
             or any(r.data_change for r in self._removes),
+            read_protocol=snap.protocol,
+            read_metadata=snap.metadata,
         )
 
-    def _commit_info(self, summary: TransactionSummary, read_version: int) -> CommitInfo:
+    def _commit_info(self, summary: TransactionSummary) -> CommitInfo:
+        """A fresh commitInfo for one attempt (see the module docstring for what changes)."""
         metrics = dict(self.operation_metrics)
         metrics.setdefault("numFiles", str(len(self._adds)))
         if self._removes:
@@ -220,7 +254,7 @@ class Transaction:
                 k: v if isinstance(v, str) else _json_text(v)
                 for k, v in self.operation_parameters.items()
             },
-            "readVersion": read_version,
+            "readVersion": self.read_version,
             "isolationLevel": summary.effective_isolation.value,
             "isBlindAppend": summary.is_blind_append,
             "operationMetrics": metrics,
@@ -276,7 +310,11 @@ class Transaction:
                     "mechanism as the table's other writers (see `deltacommit show`).")
 
     def commit(self) -> CommitResult:
-        """Commit the staged actions; retried while concurrent winners do not conflict."""
+        """Commit the staged actions; retried while concurrent winners do not conflict.
+
+        A lost race costs one read per commit made since the last version this transaction saw
+        (``DeltaTable._commits_after``), never a reload of the snapshot.
+        """
         if self._done:
             assert self.result is not None
             return self.result
@@ -287,38 +325,51 @@ class Transaction:
         summary = self.summary()
         base = self.read_version
         winners: list[int] = []
-        losses = 0
         attempt = 0
         while True:
             attempt += 1
-            if attempt > policy.max_attempts:
-                raise CommitFailedError(
-                    f"gave up committing {self.operation} to table {table.uri} after "
-                    f"{policy.max_attempts} attempts (last tried version {base + 1}); "
-                    "raise CommitPolicy.max_attempts if this many concurrent writers are expected")
             version = base + 1
-            actions = self._actions(self._commit_info(summary, base))
+            actions = self._actions(self._commit_info(summary))
             data = serialize_commit(actions)
             try:
                 log_store.write_commit(version, data)
             except VersionExistsError:
-                losses += 1
-                new = table._commits_after(base)
-                for c in new:
-                    check_conflicts(summary, WinningCommit.from_actions(c.version, c.actions),
-                                    table.uri)
+                for c in table._commits_after(base):
+                    winner = WinningCommit.from_actions(c.version, c.actions)
+                    if winner.txn_id == self.txn_id:
+                        return self._landed_earlier(c, attempt, winners)
+                    check_conflicts(summary, winner, table.uri)
                     winners.append(c.version)
-                if new:
-                    base = new[-1].version
-                table.clock.sleep(policy.backoff(losses, table.random.uniform(0.0, 1.0)))
+                    base = c.version
+                if attempt >= policy.max_attempts:
+                    raise CommitFailedError(
+                        f"gave up committing {self.operation} to table {table.uri} after "
+                        f"{attempt} attempts: each lost the race for the next version (last tried "
+                        f"version {version}; rebased over {len(winners)} concurrent commits, none "
+                        "conflicting). Raise CommitPolicy.max_attempts if this many concurrent "
+                        "writers are expected, or coalesce their writes") from None
+                table.clock.sleep(policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
                 continue
             self._done = True
             commit = Commit(version, actions)
             table._committed(commit)
             self.result = CommitResult(version, attempt, winners=tuple(winners), txn_id=self.txn_id,
-                                       digest=hashlib.sha256(data).hexdigest())
+                                       digest=hashlib.sha256(data).hexdigest(),
+                                       read_version=self.read_version)
             table._post_commit(commit)
             return self.result
+
+    def _landed_earlier(self, commit: Commit, attempts: int, winners: list[int]) -> CommitResult:
+        """An earlier attempt of this transaction is in the log although the log store said the
+        version was taken (a request retried after its first try had in fact succeeded).  The
+        commit is made; retrying it would make it twice."""
+        self._done = True
+        data = self.table.log_store.read_commit(commit.version)
+        self.result = CommitResult(commit.version, attempts, winners=tuple(winners),
+                                   txn_id=self.txn_id, digest=hashlib.sha256(data).hexdigest(),
+                                   read_version=self.read_version)
+        self.table._post_commit(commit)
+        return self.result
 
 
 def _json_text(v: Any) -> str:
