@@ -199,32 +199,39 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
         if table_data.num_rows:
             _check_predicate_covers(pred, table_data, table)
 
-    if app_id is not None and app_version is not None:
-        done = table.app_version(app_id)
-        if done is not None and done >= app_version:
-            return WriteResult(table.version, 0, skipped=True)
-
-    adds = write_data_files(
-        table.log_store.store, table_data, table.partition_columns, clock=table.clock,
-        random=table.random, indexed_cols=num_indexed_cols(table.configuration),
-        target_file_rows=target_file_rows)
     params: dict[str, Any] = {
         "mode": "Overwrite" if mode == "overwrite" else "Append",
         "partitionBy": json.dumps(table.partition_columns, separators=(",", ":")),
     }
     if predicate is not None:
         params["predicate"] = predicate
+    # The transaction starts before the data is written, so that the "already written?" check
+    # and the conflict tracking of the app id read one snapshot.  Were the check to read an
+    # older snapshot than the transaction (another thread sharing this table object may move
+    # it on), a commit of the same app id in between would be neither seen by the check nor
+    # reported as a conflict, and the data would be written twice.
     txn = table.transaction("WRITE", params)
+    if app_id is not None and app_version is not None:
+        done = txn.app_version(app_id)
+        if done is not None and done >= app_version:
+            return WriteResult(txn.read_version, 0, skipped=True)
+
+    adds = write_data_files(
+        table.log_store.store, table_data, table.partition_columns, clock=table.clock,
+        random=table.random, indexed_cols=num_indexed_cols(table.configuration),
+        target_file_rows=target_file_rows)
     if mode == "overwrite":
         txn.remove(txn.scan(predicate=pred))
     if app_id is not None and app_version is not None:
-        txn.app_version(app_id)
         txn.set_app_version(app_id, app_version)
     txn.add(adds)
     txn.operation_metrics["numOutputRows"] = str(table_data.num_rows)
     try:
         result = txn.commit()
     except ConcurrentTransactionException:
+        # Another writer committed this app id meanwhile.  If it recorded this version or a
+        # newer one, this write's data is already in the table: skip it.  Otherwise the caller
+        # must retry (with a fresh read), so the conflict propagates.
         if app_id is None or app_version is None:
             raise
         table.update()
