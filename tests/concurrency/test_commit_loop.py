@@ -1,0 +1,171 @@
+"""The commit loop: attempt limit, what a lost race reads, what a retry writes, self-commits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.clock import ManualClock, RandomSource
+from deltacommit.errors import VersionExistsError
+from deltacommit.log.names import commit_path
+from deltacommit.logstore.conditional import ConditionalPutLogStore
+from deltacommit.storage import LocalStore
+from deltacommit.transaction import CommitPolicy
+
+from .hooks import CountingStore, HookedLogStore
+from .ops import BLIND, create_table, data_files, ids
+
+
+def commit_blind(table: dc.DeltaTable, part: str) -> dc.CommitResult:
+    table.update()
+    with table.transaction() as txn:
+        txn.add(data_files(table, [(part, next(ids), BLIND)]))
+    assert txn.result is not None
+    return txn.result
+
+
+def competing_table(uri: str, competitor: dc.DeltaTable, part: str = "b", *, times: int | None = None,
+                    **kw: object) -> tuple[dc.DeltaTable, HookedLogStore]:
+    """A table whose every commit attempt (or the first ``times``) is preceded by a competing
+    blind append to ``part`` from ``competitor``: each of those attempts loses the race."""
+    count = [0]
+
+    def compete(version: int) -> None:
+        if times is None or count[0] < times:
+            count[0] += 1
+            commit_blind(competitor, part)
+
+    log_store = HookedLogStore(LocalStore(uri), compete)
+    table = dc.DeltaTable(uri, log_store=log_store, clock=kw.pop("clock", ManualClock()),
+                          random=RandomSource(7), **kw)  # type: ignore[arg-type]
+    return table, log_store
+
+
+def test_attempt_limit_ends_in_commit_failed_error(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    clock = ManualClock()
+    table, log_store = competing_table(uri, dc.DeltaTable(uri), clock=clock,
+                                       policy=CommitPolicy(max_attempts=3))
+    txn = table.transaction()
+    txn.scan(predicate="p = 'a'")
+    txn.add(data_files(table, [("a", 99, 1)]))
+    before = clock.monotonic()
+    with pytest.raises(dc.CommitFailedError) as info:
+        txn.commit()
+    message = str(info.value)
+    assert "after 3 attempts" in message and uri in message and "max_attempts" in message
+    assert "rebased over 3 concurrent commits, none conflicting" in message
+    # Three attempts at three successive versions, each beaten by a competitor (who do not
+    # conflict: they append to partition 'b', this transaction read 'a').
+    assert log_store.attempts == [2, 3, 4]
+    fresh = dc.DeltaTable(uri)
+    assert fresh.version == 4
+    assert all(h.get("txnId") != txn.txn_id for h in fresh.history())
+    # It backed off between attempts, on the injected clock (the test never sleeps).
+    assert clock.monotonic() > before
+    with pytest.raises(dc.InvalidArgumentError, match="max_attempts"):
+        CommitPolicy(max_attempts=0)
+
+
+def test_a_conflicting_competitor_fails_the_first_retry(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    other = dc.DeltaTable(uri)
+
+    def delete_a(version: int) -> None:
+        other.update()
+        other.delete("p = 'a'")
+
+    table = dc.DeltaTable(uri, log_store=HookedLogStore(LocalStore(uri), delete_a),
+                          clock=ManualClock(), policy=CommitPolicy(max_attempts=3))
+    with pytest.raises(dc.ConcurrentDeleteReadException, match=r"version 2 \(DELETE\)"), \
+            table.transaction("DELETE") as txn:
+        txn.remove(txn.scan(predicate="p = 'a'"))
+
+
+def test_a_lost_race_reads_only_the_commits_since_the_last_version_seen(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    other = dc.DeltaTable(uri)
+    for _ in range(20):
+        commit_blind(other, "b")
+    counting = CountingStore(LocalStore(uri))
+    table = dc.DeltaTable(uri, log_store=ConditionalPutLogStore(counting))
+    assert table.version == 21
+    txn = table.transaction()
+    txn.scan(predicate="p = 'a'")
+    txn.add(data_files(table, [("a", 99, 1)]))
+    for _ in range(3):
+        commit_blind(other, "b")
+    counting.calls.clear()
+    result = txn.commit()
+    assert (result.version, result.attempts, result.winners) == (25, 2, (22, 23, 24))
+    # One GET per missed commit and one that finds the end of the log: no listing, no
+    # checkpoint, no replay from the start.
+    assert counting.calls == [("get", commit_path(v)) for v in (22, 23, 24, 25)]
+
+
+def test_a_retry_regenerates_commit_info_but_keeps_read_version(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    table, log_store = competing_table(uri, dc.DeltaTable(uri), times=2)
+    txn = table.transaction()
+    txn.add(data_files(table, [("a", 99, BLIND)]))
+    result = txn.commit()
+    assert (result.version, result.attempts, result.read_version) == (4, 3, 1)
+    infos = [json.loads(data.splitlines()[0])["commitInfo"] for data in log_store.written]
+    assert len(infos) == 3
+    assert {i["readVersion"] for i in infos} == {1}
+    assert {i["txnId"] for i in infos} == {result.txn_id}
+    assert {i["isBlindAppend"] for i in infos} == {True}
+    stamps = [i["timestamp"] for i in infos]
+    assert stamps == sorted(stamps) and stamps[0] < stamps[-1]
+    landed = dc.DeltaTable(uri).history(1)[0]
+    assert landed["timestamp"] == stamps[-1] and landed["readVersion"] == 1
+
+
+class _AckLostLogStore(ConditionalPutLogStore):
+    """Writes the first commit, then reports the version as taken: what a request retried
+    after a lost response sees."""
+
+    def __init__(self, store: LocalStore) -> None:
+        super().__init__(store)
+        self.calls = 0
+
+    def write_commit(self, version: int, data: bytes) -> None:
+        self.calls += 1
+        super().write_commit(version, data)
+        if self.calls == 1:
+            raise VersionExistsError(self.table_uri, version)
+
+
+def test_an_own_commit_reported_as_taken_is_not_made_twice(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    log_store = _AckLostLogStore(LocalStore(uri))
+    table = dc.DeltaTable(uri, log_store=log_store, clock=ManualClock())
+    with table.transaction() as txn:
+        txn.add(data_files(table, [("a", 99, BLIND)]))
+    assert txn.result is not None
+    assert (txn.result.version, txn.result.attempts) == (2, 1)
+    assert log_store.calls == 1
+    fresh = dc.DeltaTable(uri)
+    assert fresh.version == 2
+    body = (Path(uri) / commit_path(2)).read_bytes()
+    assert hashlib.sha256(body).hexdigest() == txn.result.digest
+    assert sorted(fresh.to_arrow().column("id").to_pylist()) == [1, 2, 99]
+
+
+def test_backoff_is_full_jitter_under_a_capped_exponential_ceiling() -> None:
+    policy = CommitPolicy(backoff_base=0.01, backoff_cap=0.1)
+    assert policy.backoff(1, 0.0) == 0.0
+    assert policy.backoff(1, 0.5) == pytest.approx(0.005)
+    assert policy.backoff(3, 1.0) == pytest.approx(0.04)
+    assert policy.backoff(50, 1.0) == pytest.approx(0.1)
+    with pytest.raises(dc.InvalidArgumentError, match="backoff"):
+        CommitPolicy(backoff_base=1.0, backoff_cap=0.5)
