@@ -63,6 +63,8 @@ def normalise(t: pa.Table) -> list[dict[str, object]]:
     for r in rows:
         # Map order is not significant; pyarrow returns maps as lists of pairs.
         r["attrs"] = sorted(r["attrs"]) if r["attrs"] is not None else None
+        # deltalake 1.6.0's reader returns an empty list as null (the Parquet file holds []).
+        r["tags"] = r["tags"] or None
     return sorted(rows, key=lambda r: (r["i32"], r["part"]))
 
 
@@ -87,7 +89,7 @@ def test_deltalake_reads_what_deltacommit_writes(tmp_path: Path, partition_by: l
         expected = 10 + 5
     assert ours.to_arrow().num_rows == expected
     # deltalake understands our statistics: its file-level row counts add up.
-    actions = theirs.get_add_actions(flatten=True).to_pydict()
+    actions = pa.table(theirs.get_add_actions(flatten=True)).to_pydict()
     assert sum(actions["num_records"]) == expected
 
 
@@ -116,6 +118,6 @@ def test_writers_of_both_kinds_append_to_one_table(tmp_path: Path) -> None:
     deltalake.write_deltalake(uri, sample(10, offset=30), mode="append")
     ours = dc.DeltaTable(uri)
     theirs = deltalake.DeltaTable(uri)
-    assert ours.version == theirs.version() == 3
+    assert ours.version == theirs.version() == 4  # version 0 is our CREATE TABLE
     assert normalise(ours.to_arrow()) == normalise(theirs.to_pyarrow_table())
     assert ours.to_arrow().num_rows == 40
