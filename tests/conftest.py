@@ -51,15 +51,15 @@ def dynalite_server() -> Iterator[Dynalite]:
         yield server
 
 
-# --------------------------------------------------------------------------- per-test resources
-
-
 @pytest.fixture(scope="session")
 def moto_s3_client(moto_server: MotoServer) -> Any:
     """A plain boto3 S3 client on the session's moto, for setting up and inspecting tests."""
     import boto3
 
     return boto3.client("s3", endpoint_url=moto_server.endpoint, region_name="us-east-1")
+
+
+# --------------------------------------------------------------------------- per-test resources
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,6 +21,7 @@ from botocore.handlers import add_expect_header
 
 from deltacommit.testing import (
     Dynalite,
+    DynaliteNotInstalledError,
     MotoServer,
     S3Bucket,
     port_is_open,
@@ -78,6 +80,11 @@ def test_dynalite_starts_answers_and_stops_with_its_port_closed(dynalite_server:
         assert client.list_tables()["TableNames"] == []
     assert not port_is_open(port)
     assert dynalite_server.running
+
+
+def test_a_missing_dynalite_says_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(DynaliteNotInstalledError, match=r"run `make test`"):
+        Dynalite(tmp_path / "node_modules" / "dynalite")
 
 
 def test_moto_reset_forgets_buckets(moto_server: MotoServer) -> None:

@@ -300,12 +300,19 @@ class AwsConfig:
     def _session(self, access_key_id: str | None, secret: str | None,
                  token: str | None) -> Session:
         import boto3.session
+        from botocore.exceptions import ProfileNotFound
 
         # Explicit keys win over the profile, as in boto3; without keys the profile (or boto3's
         # own chain: environment, shared files, container and instance roles) supplies them.
-        return boto3.session.Session(
-            aws_access_key_id=access_key_id, aws_secret_access_key=secret, aws_session_token=token,
-            profile_name=self.profile if access_key_id is None else None)
+        try:
+            return boto3.session.Session(
+                aws_access_key_id=access_key_id, aws_secret_access_key=secret,
+                aws_session_token=token, profile_name=self.profile if access_key_id is None else None)
+        except ProfileNotFound:
+            raise StorageConfigError(
+                f"{PROFILE} names the profile {self.profile!r}, which is not in the AWS config "
+                "files (~/.aws/config, ~/.aws/credentials, or AWS_CONFIG_FILE / "
+                "AWS_SHARED_CREDENTIALS_FILE)") from None
 
 
 _CLIENTS: dict[tuple[Any, ...], Any] = {}

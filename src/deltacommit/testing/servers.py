@@ -271,7 +271,9 @@ class MotoServer(ServerProcess):
         self._post("/moto-api/reset-auth", b"0" if enforce else b"inf")
 
     def _post(self, path: str, body: bytes) -> None:
-        request = urllib.request.Request(self.endpoint + path, data=body, method="POST")
+        # Not form-encoded: moto reads the raw body, which Flask empties for form posts.
+        request = urllib.request.Request(self.endpoint + path, data=body, method="POST",
+                                         headers={"Content-Type": "text/plain"})
         with urllib.request.urlopen(request, timeout=30) as response:
             response.read()
 
@@ -514,7 +516,8 @@ class FaultInjectingProxy:
         server = _ProxyServer((HOST, 0), _ProxyHandler)
         server.state = self._state
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fault-proxy", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
