@@ -47,6 +47,8 @@ CASES: list[tuple[pa.DataType, Any, str | None, Any]] = [
     (pa.float64(), 1.5, "1.5", 1.5),
     (pa.float64(), 1e20, "1e+20", 1e20),
     (pa.float32(), float("inf"), "Infinity", float("inf")),
+    (pa.float32(), pa.scalar(0.1, pa.float32()).as_py(), "0.1", 0.1),  # shortest float32 form
+    (pa.float32(), 3.0, "3.0", 3.0),
     (pa.float64(), float("-inf"), "-Infinity", float("-inf")),
     (pa.decimal128(5, 2), Decimal("1.50"), "1.50", Decimal("1.50")),
     (pa.decimal128(38, 10), Decimal("-0.0000000001"), "-0.0000000001", Decimal("-0.0000000001")),
@@ -118,7 +120,7 @@ def test_parse_errors(text: str, t: pa.DataType) -> None:
 @pytest.mark.parametrize(("value", "t"), [
     ("1", pa.int32()), (True, pa.int32()), (1, pa.bool_()), (1, pa.string()), ("2026-01-01", pa.date32()),
     (1.5, pa.timestamp("us")), (pa.scalar(1001, pa.timestamp("ns")), pa.timestamp("ns")),
-    (float("nan"), pa.decimal128(5, 2)), ("x", pa.binary()),
+    (float("nan"), pa.decimal128(5, 2)), ("x", pa.binary()), (1e300, pa.float32()),
 ])
 def test_serialize_errors(value: Any, t: pa.DataType) -> None:
     with pytest.raises(InvalidArgumentError):

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
+from deltacommit.stats import float32_text
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -48,6 +49,7 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _US_PER_UNIT = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)}
+_FLOAT32_MAX = 3.4028234663852886e38
 _INT_RANGES = {8: 2**7, 16: 2**15, 32: 2**31, 64: 2**63}
 _TIMESTAMP_RE = re.compile(
     r"^(\d{4,})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
@@ -141,11 +143,15 @@ def _datetime_us(v: dt.datetime) -> int:
     return delta // dt.timedelta(microseconds=1)
 
 
-def _float_text(v: float) -> str:
+def _float_text(v: float, t: pa.DataType) -> str:
     if v != v:
         return "NaN"
     if v in (float("inf"), float("-inf")):
         return "Infinity" if v > 0 else "-Infinity"
+    if pa.types.is_float32(t):
+        if abs(v) > _FLOAT32_MAX:
+            raise _bad_value(v, t, "out of range")
+        return float32_text(v)
     return repr(v)
 
 
@@ -186,7 +192,7 @@ def serialize_partition_value(value: object, arrow_type: pa.DataType) -> str | N
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _bad_value(value, arrow_type, "expected float")
-        return _float_text(float(value))
+        return _float_text(float(value), arrow_type)
     if kind == "decimal":
         if isinstance(value, bool) or not isinstance(value, Decimal | int | float):
             raise _bad_value(value, arrow_type, "expected Decimal")

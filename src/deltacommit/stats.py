@@ -66,7 +66,8 @@ def truncate_max_string(value: str, prefix_length: int) -> str:
     return value[:end] + TIE_BREAKER
 
 
-def _float32_text(v: float) -> str:
+def float32_text(v: float) -> str:
+    """The shortest decimal text that reads back as the same float32 (finite ``v``)."""
     packed = struct.pack("<f", v)
     for digits in range(6, 10):
         text = f"{v:.{digits}g}"
@@ -121,7 +122,7 @@ def _bounds(t: pa.DataType, col: pa.ChunkedArray[Any], prefix: int) -> tuple[str
         return str(lo.as_py()), str(hi.as_py())
     if pa.types.is_floating(t):
         a, b = lo.as_py(), hi.as_py()
-        text = _float32_text if pa.types.is_float32(t) else (lambda v: _as_json_float(repr(v)))
+        text = float32_text if pa.types.is_float32(t) else (lambda v: _as_json_float(repr(v)))
         fa = text(a) if a == a and abs(a) != float("inf") else None
         fb = text(b) if b == b and abs(b) != float("inf") else None
         return fa, fb
