@@ -284,3 +284,8 @@ def test_a_missing_profile_is_named() -> None:
     # The test environment points AWS_CONFIG_FILE at an empty file: no profile exists.
     with pytest.raises(StorageConfigError, match="AWS_PROFILE names the profile 'analytics'"):
         resolve({"AWS_PROFILE": "analytics"}).s3_client()
+
+
+def test_option_values_must_be_strings() -> None:
+    with pytest.raises(StorageConfigError, match=r"strings.*'AWS_ALLOW_HTTP': True"):
+        resolve({"AWS_ALLOW_HTTP": True})  # type: ignore[dict-item]

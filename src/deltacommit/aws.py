@@ -350,6 +350,9 @@ class _Options:
         self.opts: dict[str, str] = {}
         self.spelled: dict[str, str] = {}
         for key, value in storage_options.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise StorageConfigError(
+                    f"storage options are strings, as in deltalake; got {key!r}: {value!r}")
             upper = key.upper()
             if upper not in self.opts or key == upper:
                 self.opts[upper] = value
