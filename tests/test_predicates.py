@@ -301,6 +301,18 @@ def test_predicates_are_immutable_and_hashable() -> None:
     assert Constant(True) == TRUE and TRUE is not FALSE
 
 
+def test_pickle_and_deepcopy_after_compiling() -> None:
+    import copy
+    import pickle
+
+    p = parse_predicate("s = 'a' AND (i IN (1, 2) OR NOT d IS NULL)")
+    assert p.evaluate({"s": "a", "i": "2"}, TYPES)
+    for again in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
+        assert again == p and again.to_sql() == p.to_sql()
+        assert again.evaluate({"s": "a", "i": "2"}, TYPES)
+        assert not again.evaluate({"s": "a", "i": "3"}, TYPES)
+
+
 def test_helpers() -> None:
     x, y, z = compare("i", "==", 1), compare("i", "<>", 2), IsNull("s")
     assert and_(x, and_(y, z)) == And((x, y, z))

@@ -34,7 +34,7 @@ import functools
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar, TypeAlias
 
@@ -391,6 +391,16 @@ class Predicate:
 
     def __str__(self) -> str:
         return self.to_sql()
+
+    # Pickle (and deepcopy) the structure only: compiled closures are caches, not state.
+    def __getstate__(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_compiled", {})
+        object.__setattr__(self, "_last", [])
 
 
 @dataclass(frozen=True)
