@@ -351,8 +351,8 @@ class Predicate:
 
     def compile(self, types: Types) -> _Eval:
         """A function of partition values giving True, False or None (unknown)."""
-        last = self._last
-        if last and last[0] is types:
+        last = self._last[0] if self._last else None  # one tuple: read atomically
+        if last is not None and last[0] is types:
             for c, t in last[1]:
                 if types.get(c) is not t:
                     break
@@ -370,7 +370,7 @@ class Predicate:
         if found is None:
             found = self._compile(types)
             self._compiled[key] = found
-        self._last[:] = [types, tuple((c, types[c]) for c in cols), found]
+        self._last[:] = [(types, tuple((c, types[c]) for c in cols), found)]
         return found
 
     def evaluate(self, values: Values, types: Types) -> bool:
