@@ -12,7 +12,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,6 +35,9 @@ from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Commit, Snapshot, decode_commit
 from deltacommit.transaction import ENGINE_INFO, CommitPolicy, CommitResult, Transaction
+
+if TYPE_CHECKING:
+    from deltacommit.checkpoint import CheckpointInfo
 
 # How many recent commits a table object keeps for conflict checks of its transactions.
 _RECENT_COMMITS = 256
@@ -211,6 +214,27 @@ class DeltaTable:
         from deltacommit.checkpoint import after_commit
 
         after_commit(self, commit.version)
+
+    # ------------------------------------------------------------------ maintenance
+
+    def checkpoint(self) -> CheckpointInfo:
+        """Write a checkpoint at this snapshot's version (left alone if one exists)."""
+        from deltacommit.checkpoint import create_checkpoint
+
+        return create_checkpoint(self)
+
+    def cleanup_log(self, dry_run: bool = False) -> list[str]:
+        """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
+        from deltacommit.maintenance import cleanup_log
+
+        return cleanup_log(self, dry_run=dry_run)
+
+    def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
+               enforce_retention_duration: bool = True) -> list[str]:
+        """Unreferenced data files older than the retention (deleted unless ``dry_run``)."""
+        from deltacommit.maintenance import vacuum
+
+        return vacuum(self, retention_hours, dry_run, enforce_retention_duration)
 
     # ------------------------------------------------------------------ files and data
 
