@@ -1,22 +1,390 @@
-"""Checkpoints: the table state at a version, so loading need not replay the whole log."""
+"""Checkpoints: the table state at a version, so loading need not replay the whole log.
+
+Writing.  The writer that commits a version divisible by ``delta.checkpointInterval`` (default
+10) then writes ``N.checkpoint.parquet``.  The Parquet bytes are built in memory and published
+with the store's put-if-absent, which is atomic on every store: a reader sees the whole file or
+none, and of several racing writers exactly one publishes while the others find it present and
+leave it alone (all of them would have written the same state anyway).  ``_last_checkpoint`` is
+only a hint, overwritten, and never moved back to an older version by this writer.  A failed
+checkpoint is logged and skipped: it must never fail the commit that triggered it.
+
+Reading.  Another writer's checkpoint may be torn (a crash during a plain PUT or copy), partial
+(a multi-part set missing a part, fewer rows than ``_last_checkpoint`` says) or lack its protocol
+or metadata.  Each such checkpoint is skipped, with a logged warning, in favour of an older one
+or the log itself; what this module never does is return a state it could not verify.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import io
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
-from deltacommit.log.names import LogFile
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deltacommit.clock import Clock, now_ms
+from deltacommit.errors import (
+    CorruptLogError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsupportedProtocolError,
+)
+from deltacommit.log.checkpoint_format import CHECKPOINT_SCHEMA, decode_checkpoint, encode_checkpoint
+from deltacommit.log.intervals import (
+    DELETED_FILE_RETENTION,
+    EXPIRED_LOG_CLEANUP,
+    TXN_RETENTION,
+    checkpoint_interval,
+    duration_ms,
+    flag,
+    optional_duration_ms,
+)
+from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, checkpoint_path
 from deltacommit.log.replay import TableState
 
 if TYPE_CHECKING:
     from deltacommit.logstore.base import LogStore
+    from deltacommit.table import DeltaTable
+
+logger = logging.getLogger(__name__)
+
+#: The action columns a reader needs; anything else in a checkpoint (``stats_parsed`` lives
+#: inside ``add``) is not read.
+_READ_COLUMNS = (*CHECKPOINT_SCHEMA.names, "checkpointMetadata", "sidecar")
 
 
-def load_checkpoint_base(log_store: LogStore, files: list[LogFile], target: int) -> TableState | None:
-    """The state of the newest usable checkpoint at or before ``target``, or None."""
-    del log_store, files, target
+# --------------------------------------------------------------------------- _last_checkpoint
+
+
+def _canonical_value(v: Any) -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int | float):
+        return json.dumps(v)
+    return '"' + quote(str(v), safe="") + '"'
+
+
+def _canonical_pairs(v: Any, path: str, out: list[tuple[str, str]]) -> None:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _canonical_pairs(x, (path + "+" if path else "") + '"' + quote(str(k), safe="") + '"', out)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _canonical_pairs(x, (path + "+" if path else "") + str(i), out)
+    else:
+        out.append((path, _canonical_value(v)))
+
+
+def last_checkpoint_checksum(obj: dict[str, Any]) -> str:
+    """MD5 of the canonical form PROTOCOL.md defines ("JSON checksum"); ``checksum`` excluded."""
+    pairs: list[tuple[str, str]] = []
+    _canonical_pairs({k: v for k, v in obj.items() if k != "checksum"}, "", pairs)
+    pairs.sort(key=lambda p: p[0].encode("utf-8"))
+    text = ",".join(f"{p}={v}" for p, v in pairs)
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LastCheckpoint:
+    """The content of ``_delta_log/_last_checkpoint``."""
+
+    version: int
+    size: int
+    parts: int | None = None
+    size_in_bytes: int | None = None
+    num_of_add_files: int | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LastCheckpoint:
+        try:
+            obj = json.loads(data)
+        except ValueError as e:
+            raise ValueError(f"not JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+
+        def opt_int(key: str) -> int | None:
+            v = obj.get(key)
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{key} must be a non-negative integer, got {v!r}")
+            return v
+
+        version = opt_int("version")
+        if version is None:
+            raise ValueError("lacks version")
+        checksum = obj.get("checksum")
+        if isinstance(checksum, str) and checksum != last_checkpoint_checksum(obj):
+            raise ValueError("checksum does not match its content")
+        return cls(version=version, size=opt_int("size") or 0, parts=opt_int("parts"),
+                   size_in_bytes=opt_int("sizeInBytes"), num_of_add_files=opt_int("numOfAddFiles"))
+
+    def to_bytes(self) -> bytes:
+        obj: dict[str, Any] = {"version": self.version, "size": self.size}
+        if self.parts is not None:
+            obj["parts"] = self.parts
+        if self.size_in_bytes is not None:
+            obj["sizeInBytes"] = self.size_in_bytes
+        if self.num_of_add_files is not None:
+            obj["numOfAddFiles"] = self.num_of_add_files
+        obj["checksum"] = last_checkpoint_checksum(obj)
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
+    """The ``_last_checkpoint`` hint, or None if absent or unusable (a warning says which)."""
+    try:
+        data = log_store.store.get(LAST_CHECKPOINT)
+    except ObjectNotFoundError:
+        return None
+    try:
+        return LastCheckpoint.from_bytes(data)
+    except ValueError as e:
+        logger.warning("ignoring %s/%s: %s; listing the log instead", log_store.table_uri,
+                       LAST_CHECKPOINT, e)
+        return None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCandidate:
+    """One checkpoint in the listing: a classic file, a complete multi-part set or a V2 file."""
+
+    version: int
+    kind: str
+    files: tuple[LogFile, ...]
+
+    @property
+    def name(self) -> str:
+        return self.files[0].name if len(self.files) == 1 else (
+            f"{self.version:020d}.checkpoint.*.{len(self.files):010d}.parquet")
+
+
+_KIND_ORDER = {"checkpoint": 0, "checkpoint_part": 1, "checkpoint_v2": 2}
+
+
+def checkpoint_candidates(files: list[LogFile], target: int | None = None
+                          ) -> list[CheckpointCandidate]:
+    """Checkpoints at or before ``target``, newest first (classic before multi-part at one
+    version); multi-part sets with a part missing are left out (a reader cannot use them)."""
+    out: list[CheckpointCandidate] = []
+    parts: dict[tuple[int, int], dict[int, LogFile]] = {}
+    for f in files:
+        if target is not None and f.version > target:
+            continue
+        if f.kind == "checkpoint" or f.kind == "checkpoint_v2":
+            out.append(CheckpointCandidate(f.version, f.kind, (f,)))
+        elif f.kind == "checkpoint_part" and f.parts and f.part:
+            parts.setdefault((f.version, f.parts), {})[f.part] = f
+    for (version, n), got in parts.items():
+        if len(got) == n and all(i in got for i in range(1, n + 1)):
+            out.append(CheckpointCandidate(version, "checkpoint_part",
+                                           tuple(got[i] for i in range(1, n + 1))))
+        else:
+            logger.debug("multi-part checkpoint %d has %d of %d parts; not usable", version,
+                         len(got), n)
+    out.sort(key=lambda c: (-c.version, _KIND_ORDER[c.kind]))
+    return out
+
+
+def _read_parquet(log_store: LogStore, f: LogFile) -> pa.Table:
+    store = log_store.store
+    source = f"{log_store.table_uri}/{f.path}"
+    local = store.local_path(f.path)
+    try:
+        pf = pq.ParquetFile(local if local is not None else pa.BufferReader(store.get(f.path)))
+        names = set(pf.schema_arrow.names)
+        return pf.read(columns=[c for c in _READ_COLUMNS if c in names])
+    except FileNotFoundError:
+        raise ObjectNotFoundError("get", source, "checkpoint disappeared") from None
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptLogError(f"{source}: not a readable Parquet checkpoint: {e}") from None
+
+
+def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
+                    hint: LastCheckpoint | None = None) -> TableState:
+    """The state a checkpoint holds, verified; CorruptLogError if it is torn or partial."""
+    source = f"{log_store.table_uri}/{LOG_DIR}/{cand.name}"
+    if cand.kind == "checkpoint_v2":
+        raise UnsupportedProtocolError(
+            f"{source} is a V2 (UUID-named) checkpoint; this table uses the v2Checkpoint feature, "
+            "which deltacommit does not support")
+    tables = [_read_parquet(log_store, f) for f in cand.files]
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    if hint is not None and hint.version == cand.version:
+        if hint.parts is not None and hint.parts != len(cand.files) and hint.parts > 1:
+            raise CorruptLogError(f"{source}: _last_checkpoint says {hint.parts} parts, found "
+                                  f"{len(cand.files)}")
+        if hint.size and hint.parts in (None, 1, len(cand.files)) and table.num_rows != hint.size:
+            raise CorruptLogError(f"{source}: has {table.num_rows} actions but _last_checkpoint "
+                                  f"records {hint.size}; the checkpoint is partial")
+    state = decode_checkpoint(table, cand.version, source)
+    if (hint is not None and hint.version == cand.version and hint.num_of_add_files is not None
+            and len(state.files) != hint.num_of_add_files):
+        raise CorruptLogError(f"{source}: has {len(state.files)} add actions but _last_checkpoint "
+                              f"records {hint.num_of_add_files}")
+    return state
+
+
+def load_checkpoint_base(log_store: LogStore, files: list[LogFile], target: int,
+                         hint: LastCheckpoint | None = None) -> TableState | None:
+    """The state of the newest usable checkpoint at or before ``target``, or None.
+
+    Unusable checkpoints are skipped with a warning; a checkpoint this library cannot read at
+    all (V2) raises UnsupportedProtocolError rather than silently replaying around it.
+    """
+    for cand in checkpoint_candidates(files, target):
+        try:
+            return read_checkpoint(log_store, cand, hint)
+        except (CorruptLogError, StorageError) as e:
+            logger.warning("skipping checkpoint %s/%s/%s: %s", log_store.table_uri, LOG_DIR,
+                           cand.name, e)
     return None
 
 
-def after_commit(table: object, version: int) -> None:
-    """Post-commit hook: write a checkpoint when the table's interval says so."""
-    del table, version
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What ``write_checkpoint`` did.
+
+    ``created`` is False if the checkpoint was already there; its action counts are then
+    unknown (-1) without reading it.
+    """
+
+    version: int
+    path: str
+    num_actions: int
+    num_add_files: int
+    size_in_bytes: int
+    created: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "path": self.path, "num_actions": self.num_actions,
+                "num_add_files": self.num_add_files, "size_in_bytes": self.size_in_bytes,
+                "created": self.created}
+
+
+def checkpoint_bytes(state: TableState, now: int, table: str) -> tuple[bytes, int, int]:
+    """Parquet bytes of the checkpoint of ``state`` with tombstones expired as of ``now`` (ms);
+    returns (bytes, number of actions, number of add actions)."""
+    assert state.metadata is not None
+    config = state.metadata.configuration
+    tombstone_cutoff = now - duration_ms(config, DELETED_FILE_RETENTION, table)
+    txn_retention = optional_duration_ms(config, TXN_RETENTION, table)
+    encoded = encode_checkpoint(state, tombstone_cutoff,
+                                None if txn_retention is None else now - txn_retention)
+    sink = io.BytesIO()
+    pq.write_table(encoded.table, sink, compression="snappy")
+    return sink.getvalue(), encoded.table.num_rows, encoded.num_add_files
+
+
+def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> CheckpointInfo:
+    """Publish the checkpoint of ``state`` (its version must already be committed).
+
+    If the checkpoint exists, it is left as it is: it was published atomically by a writer
+    that replayed the same log, so it holds the same state.
+    """
+    uri = log_store.table_uri
+    version = state.version
+    path = checkpoint_path(version)
+    store = log_store.store
+    try:
+        meta = store.head(path)
+    except ObjectNotFoundError:
+        pass
+    else:
+        return CheckpointInfo(version, f"{uri}/{path}", -1, -1, meta.size, created=False)
+    data, rows, adds = checkpoint_bytes(state, now_ms(clock), uri)
+    try:
+        store.put_if_absent(path, data)
+    except ObjectExistsError:
+        # Lost the race: the winner's file stands, and the winner records it in
+        # _last_checkpoint (our row count could differ from its by tombstones that expired
+        # in between, so we must not describe its file).
+        return CheckpointInfo(version, f"{uri}/{path}", -1, -1, len(data), created=False)
+    _advance_last_checkpoint(log_store, LastCheckpoint(version, rows, None, len(data), adds))
+    return CheckpointInfo(version, f"{uri}/{path}", rows, adds, len(data), created=True)
+
+
+def _advance_last_checkpoint(log_store: LogStore, new: LastCheckpoint) -> None:
+    """Point ``_last_checkpoint`` at ``new`` unless it already names the same or a newer one.
+
+    Two writers of different checkpoints may still interleave read and write; the loser of that
+    race moves the hint back, which costs readers a longer listing but never a wrong state
+    (readers list from the hint and find newer checkpoints themselves).
+    """
+    current = read_last_checkpoint(log_store)
+    if current is not None and current.version >= new.version:
+        return
+    log_store.store.put(LAST_CHECKPOINT, new.to_bytes())
+
+
+def create_checkpoint(table: DeltaTable) -> CheckpointInfo:
+    """Checkpoint a table at the version of its snapshot (``DeltaTable.checkpoint``)."""
+    from deltacommit.log.features import check_writable
+
+    snap = table.snapshot
+    check_writable(table.uri, snap.protocol, snap.metadata)
+    return write_checkpoint(table.log_store, snap.state, table.clock)
+
+
+def _state_at(table: DeltaTable, version: int) -> TableState:
+    """The state exactly at ``version``: the table's snapshot, moved forward or reloaded."""
+    from deltacommit.log.lazy_files import copy_state
+    from deltacommit.snapshot import Snapshot
+
+    snap = table.snapshot
+    if snap.version == version:
+        return snap.state
+    if snap.version < version:
+        state = copy_state(snap.state)
+        source = f"{table.uri}/{LOG_DIR}"
+        for v, data in table.log_store._read_range(snap.version + 1, version):
+            from deltacommit.snapshot import decode_commit
+
+            state.apply(v, decode_commit(table.log_store, v, data).actions, source)
+        return state
+    return Snapshot.load(table.log_store, version).state
+
+
+def after_commit(table: DeltaTable, version: int) -> None:
+    """Post-commit hook: checkpoint when the interval says so, then clean up expired log files.
+
+    Runs in the committing writer after its commit is durable; every failure is logged and
+    swallowed, because the commit has succeeded whatever happens here.
+    """
+    try:
+        config = table.snapshot.configuration
+        interval = checkpoint_interval(config)
+        if version <= 0 or version % interval:
+            return
+        state = _state_at(table, version)
+        write_checkpoint(table.log_store, state, table.clock)
+    except Exception as e:
+        logger.warning("checkpoint of %s at version %d failed (the commit itself succeeded): %s",
+                       table.uri, version, e, exc_info=True)
+        return
+    if not flag(config, EXPIRED_LOG_CLEANUP, True):
+        return
+    try:
+        from deltacommit.maintenance import cleanup_log
+
+        cleanup_log(table)
+    except Exception as e:
+        logger.warning("log cleanup of %s after checkpoint %d failed: %s", table.uri, version, e,
+                       exc_info=True)

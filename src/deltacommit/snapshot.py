@@ -19,12 +19,13 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
 from deltacommit.log.features import check_readable
-from deltacommit.log.names import LOG_DIR, commit_name
+from deltacommit.log.names import LOG_DIR, LogFile, commit_name
 from deltacommit.log.replay import TableState
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from deltacommit.checkpoint import LastCheckpoint
     from deltacommit.logstore.base import LogStore
 
 
@@ -61,34 +62,67 @@ class Snapshot:
 
     @classmethod
     def load(cls, log_store: LogStore, version: int | None = None) -> Snapshot:
+        """The snapshot at ``version`` (the latest if None).
+
+        ``_last_checkpoint`` names a recent checkpoint, so only the log files from there on are
+        listed; if that checkpoint turns out to be unusable (or the hint is absent, stale or
+        the version asked for is older), the whole log is listed and every checkpoint at or
+        before the target is a candidate, newest first.
+        """
+        from deltacommit.checkpoint import read_last_checkpoint
+
+        hint = read_last_checkpoint(log_store)
+        if hint is not None and (version is None or version >= hint.version):
+            snap = cls._load_listed(log_store, log_store.list_log(hint.version), version, hint,
+                                    partial=True)
+            if snap is not None:
+                return snap
+        snap = cls._load_listed(log_store, log_store.list_log(0), version, hint, partial=False)
+        assert snap is not None
+        return snap
+
+    @classmethod
+    def _load_listed(cls, log_store: LogStore, files: list[LogFile], version: int | None,
+                     hint: LastCheckpoint | None, partial: bool) -> Snapshot | None:
+        """Load from a listing; with ``partial`` (a listing that starts at the hinted checkpoint)
+        return None instead of failing when that listing holds no usable checkpoint."""
         from deltacommit.checkpoint import load_checkpoint_base
 
         uri = log_store.table_uri
-        files = log_store.list_log(0)
-        commits = {f.version: f for f in files if f.kind == "commit"}
-        if not commits and not any(f.kind.startswith("checkpoint") for f in files):
+        commits = {f.version for f in files if f.kind == "commit"}
+        checkpoints = [f.version for f in files if f.kind.startswith("checkpoint")]
+        if not commits and not checkpoints:
+            if partial:
+                return None
             raise TableNotFoundError(
                 f"no Delta table at {uri}: {uri}/{LOG_DIR} has no commit files")
-        latest = max(commits) if commits else max(f.version for f in files)
+        latest = max(commits | set(checkpoints))
         if version is not None:
             if version < 0 or version > latest:
+                if partial:
+                    return None
                 raise TableNotFoundError(
                     f"table {uri} has versions up to {latest}; version {version} does not exist")
             target = version
         else:
             target = latest
-        base = load_checkpoint_base(log_store, files, target)
+        base = load_checkpoint_base(log_store, files, target, hint)
+        if base is None and partial:
+            return None
         start = 0 if base is None else base.version + 1
         needed = list(range(start, target + 1))
         missing = [v for v in needed if v not in commits]
         if missing:
+            unusable = [v for v in checkpoints if v <= target]
+            why = (f" (checkpoint(s) at version {_ranges(sorted(set(unusable)))} could not be "
+                   "used; see the logged warnings)") if base is None and unusable else ""
             if base is None and 0 in missing and version is None:
                 raise MissingVersionError(
-                    f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no checkpoint "
-                    f"covers it; the log cannot be replayed")
+                    f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no usable "
+                    f"checkpoint covers it; the log cannot be replayed{why}")
             raise MissingVersionError(
                 f"table {uri}: the log lacks version(s) {_ranges(missing)} needed to reach "
-                f"version {target}")
+                f"version {target}{why}")
         state = base if base is not None else TableState()
         snap = cls(log_store, state)
         snap._apply_range(needed)
@@ -143,7 +177,9 @@ class Snapshot:
                          f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(commit.version)}")
 
     def copy(self) -> Snapshot:
-        return Snapshot(self.log_store, self.state.copy())
+        from deltacommit.log.lazy_files import copy_state
+
+        return Snapshot(self.log_store, copy_state(self.state))
 
     # ------------------------------------------------------------------ accessors
 

@@ -48,9 +48,11 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(info.to_json())
         return 0
-    state = "written" if info.created else "already present"
-    print(f"checkpoint at version {info.version} {state}: {info.num_actions} actions, "
-          f"{info.num_add_files} files, {info.size_in_bytes} bytes ({info.path})")
+    if info.created:
+        print(f"checkpoint at version {info.version} written: {info.num_actions} actions, "
+              f"{info.num_add_files} files, {info.size_in_bytes} bytes ({info.path})")
+    else:
+        print(f"checkpoint at version {info.version} already present ({info.path})")
     return 0
 
 

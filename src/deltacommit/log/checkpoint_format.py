@@ -1,0 +1,478 @@
+"""The classic Parquet checkpoint: its Arrow schema and the conversion to and from table state.  Pure.
+
+The schema follows PROTOCOL.md ("Checkpoint Schema") with the field types and nullability that
+delta-rs writes, so both delta-rs and Spark read what we write: one row per action, one struct
+column per action type, every other column null in that row.  ``add.stats`` is the JSON string
+(``delta.checkpoint.writeStatsAsJson``, the default); ``stats_parsed`` and
+``partitionValues_parsed`` are not written (they are optional while ``writeStatsAsStruct`` is
+off, its protocol default).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they
+are only tombstones for VACUUM.
+
+Reading is lenient about the schema (Spark names map entries differently, makes everything
+nullable and adds ``stats_parsed``): columns are matched by name and normalised to the canonical
+types, and a missing column reads as null, as the protocol says.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltacommit.errors import CorruptLogError, UnsupportedProtocolError
+from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.lazy_files import (
+    ActionRows,
+    LazyActionMap,
+    adds_from_arrow,
+    map_dicts,
+    removes_from_arrow,
+)
+from deltacommit.log.replay import TableState
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field[Any]:
+    return pa.field(name, type_, nullable)
+
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+STRING_LIST = pa.list_(_f("element", pa.string(), False))
+
+DELETION_VECTOR = pa.struct([
+    _f("storageType", pa.string(), False),
+    _f("pathOrInlineDv", pa.string(), False),
+    _f("offset", pa.int32()),
+    _f("sizeInBytes", pa.int32(), False),
+    _f("cardinality", pa.int64(), False),
+])
+
+ADD = pa.struct([
+    _f("path", pa.string(), False),
+    _f("partitionValues", STRING_MAP, False),
+    _f("size", pa.int64(), False),
+    _f("modificationTime", pa.int64(), False),
+    _f("dataChange", pa.bool_(), False),
+    _f("stats", pa.string()),
+    _f("tags", STRING_MAP),
+    _f("deletionVector", DELETION_VECTOR),
+    _f("baseRowId", pa.int64()),
+    _f("defaultRowCommitVersion", pa.int64()),
+    _f("clusteringProvider", pa.string()),
+])
+
+REMOVE = pa.struct([
+    _f("path", pa.string(), False),
+    _f("deletionTimestamp", pa.int64()),
+    _f("dataChange", pa.bool_(), False),
+    _f("extendedFileMetadata", pa.bool_()),
+    _f("partitionValues", STRING_MAP),
+    _f("size", pa.int64()),
+    _f("deletionVector", DELETION_VECTOR),
+    _f("baseRowId", pa.int64()),
+    _f("defaultRowCommitVersion", pa.int64()),
+])
+
+METADATA = pa.struct([
+    _f("id", pa.string(), False),
+    _f("name", pa.string()),
+    _f("description", pa.string()),
+    _f("format", pa.struct([_f("provider", pa.string(), False), _f("options", STRING_MAP, False)]),
+       False),
+    _f("schemaString", pa.string(), False),
+    _f("partitionColumns", STRING_LIST, False),
+    _f("createdTime", pa.int64()),
+    _f("configuration", STRING_MAP, False),
+])
+
+PROTOCOL = pa.struct([
+    _f("minReaderVersion", pa.int32(), False),
+    _f("minWriterVersion", pa.int32(), False),
+    _f("readerFeatures", STRING_LIST),
+    _f("writerFeatures", STRING_LIST),
+])
+
+TXN = pa.struct([
+    _f("appId", pa.string(), False),
+    _f("version", pa.int64(), False),
+    _f("lastUpdated", pa.int64()),
+])
+
+DOMAIN_METADATA = pa.struct([
+    _f("domain", pa.string(), False),
+    _f("configuration", pa.string(), False),
+    _f("removed", pa.bool_(), False),
+])
+
+CHECKPOINT_SCHEMA = pa.schema([
+    _f("add", ADD),
+    _f("remove", REMOVE),
+    _f("metaData", METADATA),
+    _f("protocol", PROTOCOL),
+    _f("txn", TXN),
+    _f("domainMetadata", DOMAIN_METADATA),
+])
+
+#: Columns only a V2 checkpoint has rows in (``checkpointMetadata``, ``sidecar``).
+V2_COLUMNS = ("checkpointMetadata", "sidecar")
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _map_array(dicts: list[dict[str, str | None] | None], type_: pa.DataType = STRING_MAP
+               ) -> Any:
+    offsets = [0]
+    keys: list[str] = []
+    values: list[str | None] = []
+    mask: list[bool] = []
+    for d in dicts:
+        if d is None:
+            mask.append(True)
+        else:
+            mask.append(False)
+            keys.extend(d.keys())
+            values.extend(d.values())
+        offsets.append(len(keys))
+    from_arrays: Any = pa.MapArray.from_arrays
+    return from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(values, pa.string()),
+        type=type_, mask=pa.array(mask, pa.bool_()) if any(mask) else None)
+
+
+def _dv_array(dvs: list[dict[str, Any] | None]) -> Any:
+    if all(d is None for d in dvs):
+        return pa.nulls(len(dvs), DELETION_VECTOR)
+    return pa.array(dvs, DELETION_VECTOR)
+
+
+def _filler(n: int, type_: pa.DataType, nullable: bool) -> Any:
+    """``n`` placeholder values for the children of null rows.
+
+    A null ``add`` row still has ``add.path`` beneath it, and Parquet writers (pyarrow's and
+    delta-rs's schema alike) refuse nulls in a field declared non-nullable even under a null
+    parent, so required children get an empty value instead.
+    """
+    if pa.types.is_struct(type_):
+        repeat: Any = pa.repeat
+        return pa.StructArray.from_arrays([_filler(n, f.type, f.nullable) for f in type_],
+                                          fields=list(type_),
+                                          mask=repeat(True, n) if nullable and n else None)
+    if nullable:
+        return pa.nulls(n, type_)
+    if pa.types.is_map(type_):
+        from_arrays: Any = pa.MapArray.from_arrays
+        return from_arrays(pa.array([0] * (n + 1), pa.int32()), pa.array([], pa.string()),
+                           pa.array([], pa.string()), type=type_)
+    if pa.types.is_list(type_):
+        return pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()),
+                                        pa.array([], pa.string()), type=type_)
+    if pa.types.is_string(type_):
+        return pa.array([""] * n, type_)
+    if pa.types.is_boolean(type_):
+        return pa.array([False] * n, type_)
+    return pa.array([0] * n, type_)
+
+
+def null_rows(n: int, type_: pa.StructType) -> Any:
+    """``n`` null rows of an action column."""
+    return _filler(n, type_, True)
+
+
+def _placeholder(type_: pa.DataType) -> Any:
+    if pa.types.is_string(type_):
+        return pa.scalar("", type_)
+    if pa.types.is_boolean(type_):
+        return pa.scalar(False, type_)
+    return pa.scalar(0, type_)
+
+
+def fill_required(arr: Any) -> Any:
+    """``arr`` with placeholders wherever a non-nullable child is null.
+
+    Such nulls sit only under null parents (a missing deletion vector, a null ``add`` row):
+    Arrow readers produce them and Parquet writers reject them.  Rows whose key field is null
+    were dropped when the checkpoint was read, so no real value is ever replaced.
+    """
+    type_ = arr.type
+    children = []
+    changed = False
+    for i, f in enumerate(type_):
+        child = arr.field(i)
+        new = child
+        if pa.types.is_struct(f.type):
+            new = fill_required(child)
+            if not f.nullable and new.null_count:
+                new = pa.StructArray.from_arrays([new.field(j) for j in range(f.type.num_fields)],
+                                                 fields=list(f.type))
+        elif not f.nullable and child.null_count:
+            if pa.types.is_map(f.type):
+                from_arrays: Any = pa.MapArray.from_arrays
+                new = from_arrays(child.offsets, child.keys, child.items, type=f.type)
+            elif pa.types.is_list(f.type):
+                new = pa.ListArray.from_arrays(child.offsets, child.values, type=f.type)
+            else:
+                new = pc.fill_null(child, _placeholder(f.type))
+        changed = changed or new is not child
+        children.append(new)
+    if not changed:
+        return arr
+    return pa.StructArray.from_arrays(children, fields=list(type_),
+                                      mask=arr.is_null() if arr.null_count else None)
+
+
+def _struct(type_: pa.StructType, children: list[Any]) -> pa.StructArray:
+    return pa.StructArray.from_arrays(children, fields=list(type_))
+
+
+def adds_to_arrow(adds: list[Add]) -> pa.StructArray:
+    """Canonical ``add`` rows, built column by column (fast for large file lists)."""
+    return _struct(ADD, [
+        pa.array([a.path for a in adds], pa.string()),
+        _map_array([a.partition_values for a in adds]),
+        pa.array([a.size for a in adds], pa.int64()),
+        pa.array([a.modification_time for a in adds], pa.int64()),
+        pa.array([a.data_change for a in adds], pa.bool_()),
+        pa.array([a.stats for a in adds], pa.string()),
+        _map_array([a.tags for a in adds]),
+        _dv_array([a.deletion_vector for a in adds]),
+        pa.array([a.base_row_id for a in adds], pa.int64()),
+        pa.array([a.default_row_commit_version for a in adds], pa.int64()),
+        pa.array([a.clustering_provider for a in adds], pa.string()),
+    ])
+
+
+def removes_to_arrow(removes: list[Remove]) -> pa.StructArray:
+    return _struct(REMOVE, [
+        pa.array([r.path for r in removes], pa.string()),
+        pa.array([r.deletion_timestamp for r in removes], pa.int64()),
+        pa.array([r.data_change for r in removes], pa.bool_()),
+        pa.array([r.extended_file_metadata for r in removes], pa.bool_()),
+        _map_array([r.partition_values for r in removes]),
+        pa.array([r.size for r in removes], pa.int64()),
+        _dv_array([r.deletion_vector for r in removes]),
+        pa.array([r.base_row_id for r in removes], pa.int64()),
+        pa.array([r.default_row_commit_version for r in removes], pa.int64()),
+    ])
+
+
+def _live_rows(m: dict[str, Any], to_arrow: Any) -> Any:
+    if isinstance(m, LazyActionMap):
+        return m.arrow_rows(to_arrow)
+    return to_arrow(list(m.values()))
+
+
+def _protocol_row(p: Protocol) -> dict[str, Any]:
+    reader = p.reader_features if p.min_reader_version >= 3 else None
+    writer = p.writer_features if p.min_writer_version >= 7 else None
+    if p.min_reader_version >= 3 and reader is None:
+        reader = []
+    if p.min_writer_version >= 7 and writer is None:
+        writer = []
+    return {"minReaderVersion": p.min_reader_version, "minWriterVersion": p.min_writer_version,
+            "readerFeatures": reader, "writerFeatures": writer}
+
+
+def _metadata_row(m: Metadata) -> dict[str, Any]:
+    return {
+        "id": m.id, "name": m.name, "description": m.description,
+        "format": {"provider": m.format.provider, "options": list(m.format.options.items())},
+        "schemaString": m.schema_string, "partitionColumns": list(m.partition_columns),
+        "createdTime": m.created_time, "configuration": list(m.configuration.items()),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedCheckpoint:
+    table: pa.Table
+    num_add_files: int
+
+
+def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
+                      txn_cutoff_ms: int | None = None) -> EncodedCheckpoint:
+    """The checkpoint rows of ``state``: protocol, metaData, txns, domains, adds, tombstones.
+
+    Tombstones deleted at or before ``tombstone_cutoff_ms`` (or without a deletion time) have
+    expired and are dropped, as are application transactions last updated before
+    ``txn_cutoff_ms`` when the table sets ``delta.setTransactionRetentionDuration``.
+    """
+    if state.protocol is None or state.metadata is None:
+        raise CorruptLogError(
+            f"cannot checkpoint version {state.version}: the state lacks a protocol or metaData")
+    txns = [t for t in state.app_txns.values()
+            if txn_cutoff_ms is None or t.last_updated is None or t.last_updated >= txn_cutoff_ms]
+    domains = [d for d in state.domains.values() if not d.get("removed")]
+    adds = _live_rows(state.files, adds_to_arrow)
+    removes = _live_rows(state.tombstones, removes_to_arrow)
+    if len(removes):
+        ts = removes.field("deletionTimestamp")
+        keep = pc.fill_null(pc.greater(ts, pa.scalar(tombstone_cutoff_ms, pa.int64())), False)
+        removes = removes.filter(keep)
+    adds = fill_required(adds)
+    removes = fill_required(removes)
+    sections: list[tuple[str, Any]] = [
+        ("protocol", pa.array([_protocol_row(state.protocol)], PROTOCOL)),
+        ("metaData", pa.array([_metadata_row(state.metadata)], METADATA)),
+        ("txn", pa.array([{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}
+                          for t in txns], TXN)),
+        ("domainMetadata", pa.array([{"domain": str(d.get("domain", "")),
+                                      "configuration": _domain_config(d), "removed": False}
+                                     for d in domains], DOMAIN_METADATA)),
+        ("add", adds),
+        ("remove", removes),
+    ]
+    total = sum(len(a) for _, a in sections)
+    columns: dict[str, Any] = {}
+    before = 0
+    for name, arr in sections:
+        type_ = CHECKPOINT_SCHEMA.field(name).type
+        parts = []
+        if before:
+            parts.append(null_rows(before, type_))
+        if len(arr):
+            parts.append(arr)
+        after = total - before - len(arr)
+        if after:
+            parts.append(null_rows(after, type_))
+        columns[name] = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+        before += len(arr)
+    table = pa.Table.from_arrays([columns[f.name] for f in CHECKPOINT_SCHEMA],
+                                 schema=CHECKPOINT_SCHEMA)
+    return EncodedCheckpoint(table, len(adds))
+
+
+def _domain_config(d: dict[str, Any]) -> str:
+    c = d.get("configuration", "")
+    return c if isinstance(c, str) else json.dumps(c, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _normalise(arr: Any, target: pa.DataType) -> Any:
+    """``arr`` as ``target``, matching struct fields by name and filling missing ones with nulls."""
+    if arr.type == target:
+        return arr
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(arr.type):
+            raise CorruptLogError(f"expected a struct of {target}, found {arr.type}")
+        s: Any = arr
+        names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
+        children = [_normalise(s.field(f.name), f.type) if f.name in names
+                    else pa.nulls(len(arr), f.type) for f in target]
+        return pa.StructArray.from_arrays(children, fields=list(target),
+                                          mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_map(target):
+        if not pa.types.is_map(arr.type):
+            raise CorruptLogError(f"expected a map, found {arr.type}")
+        m: Any = arr
+        from_arrays: Any = pa.MapArray.from_arrays
+        return from_arrays(
+            m.offsets, m.keys.cast(pa.string()), m.items.cast(pa.string()), type=target,
+            mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_list(target) and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        lst: Any = arr
+        return pa.ListArray.from_arrays(
+            lst.offsets.cast(pa.int32()), lst.values.cast(pa.string()), type=target,
+            mask=arr.is_null() if arr.null_count else None)
+    return arr.cast(target)
+
+
+def _column(table: pa.Table, name: str) -> Any:
+    if name not in table.column_names:
+        return None
+    col = table.column(name)
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+
+
+def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
+    """The non-null rows of action column ``name`` (rows whose ``key`` field is set)."""
+    arr = _column(table, name)
+    if arr is None:
+        return pa.array([], target)
+    if not pa.types.is_struct(arr.type):
+        raise CorruptLogError(f"column {name!r} is {arr.type}, not a struct")
+    s: Any = arr
+    if key in {arr.type.field(i).name for i in range(arr.type.num_fields)}:
+        mask = pc.and_(arr.is_valid(), s.field(key).is_valid())
+    else:
+        mask = pa.array([False] * len(arr))
+    picked = arr.filter(mask) if pc.sum(mask).as_py() != len(arr) else arr
+    return _normalise(picked, target)
+
+
+def _pairs(v: Any) -> dict[str, str | None]:
+    if v is None:
+        return {}
+    if isinstance(v, dict):
+        return v
+    return dict(v)
+
+
+def decode_checkpoint(table: pa.Table, version: int, source: str) -> TableState:
+    """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
+
+    The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
+    turned into objects here.
+    """
+    for name in V2_COLUMNS:
+        col = _column(table, name)
+        if col is not None and col.null_count != len(col):
+            raise UnsupportedProtocolError(
+                f"{source} is a V2 checkpoint (it has {name} rows); deltacommit reads classic "
+                "(V1) checkpoints only")
+    protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
+    metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
+    if len(protocols) != 1:
+        raise CorruptLogError(f"{source}: a checkpoint must hold exactly one protocol action, "
+                              f"found {len(protocols)}")
+    if len(metadatas) != 1:
+        raise CorruptLogError(f"{source}: a checkpoint must hold exactly one metaData action, "
+                              f"found {len(metadatas)}")
+    p = protocols[0]
+    m = metadatas[0]
+    try:
+        protocol = Protocol.from_json({k: v for k, v in p.items() if v is not None})
+        fmt = m.get("format") or {}
+        metadata = Metadata.from_json({
+            **{k: v for k, v in m.items() if v is not None},
+            "format": {"provider": fmt.get("provider") or "parquet",
+                       "options": _pairs(fmt.get("options"))},
+            "configuration": _pairs(m.get("configuration")),
+        })
+        txns = [Txn.from_json({k: v for k, v in t.items() if v is not None})
+                for t in _rows(table, "txn", "appId", TXN).to_pylist()]
+    except (ValueError, TypeError) as e:
+        raise CorruptLogError(f"{source}: {e}") from None
+    domains: dict[str, dict[str, object]] = {}
+    for d in _rows(table, "domainMetadata", "domain", DOMAIN_METADATA).to_pylist():
+        if not d.get("removed"):
+            domains[str(d["domain"])] = {"domain": d["domain"], "configuration": d["configuration"],
+                                         "removed": False}
+    adds = _rows(table, "add", "path", ADD)
+    removes = _rows(table, "remove", "path", REMOVE)
+    return TableState(
+        version=version,
+        protocol=protocol,
+        metadata=metadata,
+        files=LazyActionMap(ActionRows(adds, adds_from_arrow)),
+        tombstones=LazyActionMap(ActionRows(removes, removes_from_arrow)),
+        app_txns={t.app_id: t for t in txns},
+        domains=domains,
+    )
+
+
+__all__ = [
+    "ADD",
+    "CHECKPOINT_SCHEMA",
+    "METADATA",
+    "PROTOCOL",
+    "REMOVE",
+    "TXN",
+    "EncodedCheckpoint",
+    "decode_checkpoint",
+    "encode_checkpoint",
+    "map_dicts",
+]

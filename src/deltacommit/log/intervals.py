@@ -1,0 +1,97 @@
+"""Delta's duration-valued table properties (``interval 30 days``) and their defaults.  Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from deltacommit.errors import InvalidArgumentError
+
+LOG_RETENTION = "delta.logRetentionDuration"
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
+
+DEFAULTS = {
+    LOG_RETENTION: "interval 30 days",
+    DELETED_FILE_RETENTION: "interval 1 week",
+}
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+_UNIT_MS = {
+    "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1_000,
+    "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000,
+}
+_UNIT_ALIASES = {"ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "second",
+                 "sec": "second", "min": "minute", "h": "hour", "d": "day", "w": "week"}
+_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)")
+
+
+def parse_interval_ms(text: str) -> int:
+    """``interval 1 week`` / ``30 days`` / ``interval 2 days 12 hours`` in milliseconds.
+
+    Spark's calendar-interval syntax without months and years, which have no fixed length
+    and are refused for retention by Delta as well.
+    """
+    s = text.strip().lower()
+    if s.startswith("interval"):
+        s = s[len("interval"):].strip()
+    if not s:
+        raise ValueError(f"empty interval {text!r}")
+    total = 0.0
+    pos = 0
+    for m in _PART.finditer(s):
+        if s[pos:m.start()].strip():
+            raise ValueError(f"cannot parse interval {text!r}")
+        unit = m.group(2)
+        unit = _UNIT_ALIASES.get(unit, unit.removesuffix("s"))
+        if unit not in _UNIT_MS:
+            raise ValueError(f"interval {text!r} has unit {m.group(2)!r}; use weeks, days, hours, "
+                             "minutes, seconds or milliseconds")
+        total += float(m.group(1)) * _UNIT_MS[unit]
+        pos = m.end()
+    if pos == 0 or s[pos:].strip():
+        raise ValueError(f"cannot parse interval {text!r}")
+    if total < 0:
+        raise ValueError(f"interval {text!r} is negative")
+    return int(total)
+
+
+def duration_ms(configuration: Mapping[str, str | None], key: str, table: str) -> int:
+    """A duration property of a table (its default if unset); a clear error if malformed."""
+    value = configuration.get(key) or DEFAULTS[key]
+    try:
+        return parse_interval_ms(value)
+    except ValueError as e:
+        raise InvalidArgumentError(f"table {table}: property {key}={value!r} is not a duration: {e}"
+                                   ) from None
+
+
+def optional_duration_ms(configuration: Mapping[str, str | None], key: str, table: str) -> int | None:
+    value = configuration.get(key)
+    if not value:
+        return None
+    try:
+        return parse_interval_ms(value)
+    except ValueError as e:
+        raise InvalidArgumentError(f"table {table}: property {key}={value!r} is not a duration: {e}"
+                                   ) from None
+
+
+def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
+    value = configuration.get(CHECKPOINT_INTERVAL)
+    if value is None:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    try:
+        n = int(value)
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    return n if n > 0 else DEFAULT_CHECKPOINT_INTERVAL
+
+
+def flag(configuration: Mapping[str, str | None], key: str, default: bool) -> bool:
+    value = configuration.get(key)
+    if value is None:
+        return default
+    return value.strip().lower() == "true"

@@ -1,0 +1,482 @@
+"""File sets loaded from a checkpoint, kept as Arrow until someone asks for Python objects.  Pure.
+
+A checkpoint of a large table holds hundreds of thousands of ``add`` rows.  Turning each into an
+``Add`` object costs more than reading the whole Parquet file, yet most users of a snapshot
+never look at the file list: a blind append needs only the protocol, the metadata and the
+commits it raced with.  So a snapshot loaded from a checkpoint keeps the ``add`` and ``remove``
+rows as Arrow arrays and builds Python objects only when the file list is enumerated, once per
+checkpoint (the objects are shared by every snapshot derived from it).
+
+``LazyActionMap`` is a ``dict`` (``TableState.files`` and ``tombstones`` are dicts keyed by
+``file_key``) whose own storage holds only what changed after the checkpoint: replaying a commit
+(``map[key] = add``, ``map.pop(key, None)``) never touches the Arrow rows.  Any operation that
+enumerates the map first merges the rows in ("materialises"), after which it is a plain dict.
+"""
+
+from __future__ import annotations
+
+import threading
+from _collections_abc import dict_items, dict_keys, dict_values
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, overload
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltacommit.log.actions import Add, Remove
+from deltacommit.log.replay import TableState, file_key
+
+V = TypeVar("V")
+T = TypeVar("T")
+
+_MISSING: Any = object()
+
+
+# --------------------------------------------------------------------------- Arrow -> Python
+
+
+def map_dicts(arr: pa.Array[Any]) -> list[dict[str, str | None] | None]:
+    """A ``map<string,string>`` array as one dict per row (None for a null map).
+
+    Partition values are the common case and have the same keys in every row, so that shape
+    is decoded column-wise instead of slicing each row's entries.
+    """
+    n = len(arr)
+    if n == 0:
+        return []
+    m: Any = arr
+    offsets = m.offsets
+    first = offsets[0].as_py()
+    last = offsets[n].as_py()
+    total = last - first
+    keys = m.keys.slice(first, total)
+    items = m.items.slice(first, total)
+    if m.null_count == 0:
+        if total == 0:
+            return [{} for _ in range(n)]
+        width, rest = divmod(total, n)
+        if rest == 0:
+            widths = pc.subtract(offsets.slice(1), offsets.slice(0, n))
+            if pc.all(pc.equal(widths, width)).as_py():
+                names = keys.slice(0, width).to_pylist()
+                if len(set(names)) == width:
+                    if width == 1:
+                        same = pc.all(pc.equal(keys, names[0])).as_py()
+                    else:
+                        same = keys.to_pylist() == names * n
+                    if same:
+                        vals = items.to_pylist()
+                        if width == 1:
+                            k0 = names[0]
+                            return [{k0: v} for v in vals]
+                        cols = [vals[j::width] for j in range(width)]
+                        return [dict(zip(names, t, strict=True)) for t in zip(*cols, strict=True)]
+    ks = keys.to_pylist()
+    vs = items.to_pylist()
+    offs = [o - first for o in offsets.to_pylist()]
+    valid = m.is_valid().to_pylist()
+    out: list[dict[str, str | None] | None] = []
+    for i in range(n):
+        if not valid[i]:
+            out.append(None)
+        else:
+            a, b = offs[i], offs[i + 1]
+            out.append(dict(zip(ks[a:b], vs[a:b], strict=True)))
+    return out
+
+
+def _child(arr: pa.StructArray, name: str) -> Any:
+    """A child array (typed loosely: pyarrow's stubs cannot follow struct children)."""
+    return arr.field(name)
+
+
+def _all_null(a: Any) -> bool:
+    return bool(a.null_count == len(a))
+
+
+def _dv_dicts(arr: Any) -> list[dict[str, Any] | None]:
+    """Deletion vector descriptors as the JSON codec would produce them (no null fields), so
+    that ``file_key`` gives the same key for a file whether it came from JSON or a checkpoint."""
+    out: list[dict[str, Any] | None] = []
+    for d in arr.to_pylist():
+        out.append(None if d is None else {k: v for k, v in d.items() if v is not None})
+    return out
+
+
+def adds_from_arrow(arr: pa.StructArray) -> list[Add]:
+    """``Add`` objects from non-null rows of the canonical ``add`` struct."""
+    n = len(arr)
+    if n == 0:
+        return []
+    path = _child(arr, "path").to_pylist()
+    size = _child(arr, "size").to_pylist()
+    mtime_arr = _child(arr, "modificationTime")
+    mtime = (mtime_arr.to_pylist() if mtime_arr.null_count == 0
+             else [0 if x is None else x for x in mtime_arr.to_pylist()])
+    dc_arr = _child(arr, "dataChange")
+    data_change = (dc_arr.to_pylist() if dc_arr.null_count == 0
+                   else [True if x is None else x for x in dc_arr.to_pylist()])
+    stats = _child(arr, "stats").to_pylist()
+    pvs = [{} if d is None else d for d in map_dicts(_child(arr, "partitionValues"))]
+    optional = ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion",
+                "clusteringProvider")
+    present = [name for name in optional if not _all_null(_child(arr, name))]
+    if not present:
+        return list(map(Add, path, pvs, size, mtime, data_change, stats))
+    tags = map_dicts(_child(arr, "tags")) if "tags" in present else [None] * n
+    dvs = _dv_dicts(_child(arr, "deletionVector")) if "deletionVector" in present else [None] * n
+    base_row = _child(arr, "baseRowId").to_pylist()
+    drcv = _child(arr, "defaultRowCommitVersion").to_pylist()
+    cprov = _child(arr, "clusteringProvider").to_pylist()
+    return [Add(path[i], pvs[i], size[i], mtime[i], data_change[i], stats[i], tags[i], dvs[i],
+                base_row[i], drcv[i], cprov[i]) for i in range(n)]
+
+
+def removes_from_arrow(arr: pa.StructArray) -> list[Remove]:
+    """``Remove`` objects from non-null rows of the canonical ``remove`` struct."""
+    n = len(arr)
+    if n == 0:
+        return []
+    path = _child(arr, "path").to_pylist()
+    ts = _child(arr, "deletionTimestamp").to_pylist()
+    data_change = [True if x is None else x for x in _child(arr, "dataChange").to_pylist()]
+    efm = _child(arr, "extendedFileMetadata").to_pylist()
+    pvs = map_dicts(_child(arr, "partitionValues"))
+    size = _child(arr, "size").to_pylist()
+    dv_arr = _child(arr, "deletionVector")
+    dvs = [None] * n if _all_null(dv_arr) else _dv_dicts(dv_arr)
+    base_row = _child(arr, "baseRowId").to_pylist()
+    drcv = _child(arr, "defaultRowCommitVersion").to_pylist()
+    return [Remove(path[i], ts[i], data_change[i], efm[i], pvs[i], size[i], None, None, dvs[i],
+                   base_row[i], drcv[i]) for i in range(n)]
+
+
+def row_keys(arr: pa.StructArray) -> list[str]:
+    """``file_key`` of every row, computed column-wise when no row has a deletion vector."""
+    paths_arr = _child(arr, "path")
+    paths: list[str] = paths_arr.to_pylist()
+    dv_arr = _child(arr, "deletionVector")
+    if _all_null(dv_arr):
+        if len(paths_arr) and pc.any(pc.match_substring(paths_arr, "%")).as_py():
+            return [unquote(p) for p in paths]
+        return paths
+    dvs = _dv_dicts(dv_arr)
+    return [file_key(p, d) for p, d in zip(paths, dvs, strict=True)]
+
+
+# --------------------------------------------------------------------------- checkpoint rows
+
+
+class ActionRows(Generic[V]):
+    """The ``add`` or ``remove`` rows of one checkpoint, decoded on demand and then cached.
+
+    Immutable once built, so every snapshot derived from the same checkpoint shares it.
+    """
+
+    def __init__(self, arrow: pa.StructArray, decode: Callable[[pa.StructArray], list[V]]) -> None:
+        self.arrow = arrow
+        self._decode = decode
+        self._keys: list[str] | None = None
+        self._index: dict[str, int] | None = None
+        self._objects: list[V] | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.arrow)
+
+    def keys(self) -> list[str]:
+        if self._keys is None:
+            self._keys = row_keys(self.arrow)
+        return self._keys
+
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            keys = self.keys()
+            self._index = dict(zip(keys, range(len(keys)), strict=True))
+        return self._index
+
+    def objects(self) -> list[V]:
+        with self._lock:
+            if self._objects is None:
+                self._objects = self._decode(self.arrow)
+            return self._objects
+
+    def row(self, i: int) -> V:
+        if self._objects is not None:
+            return self._objects[i]
+        return self._decode(self.arrow.slice(i, 1))[0]
+
+    def without(self, hidden: set[str]) -> pa.StructArray:
+        """The rows whose key is not in ``hidden``, still as Arrow."""
+        if not hidden or not len(self.arrow):
+            return self.arrow
+        keys = pa.array(self.keys(), pa.string())
+        mask = pc.invert(pc.is_in(keys, value_set=pa.array(list(hidden), pa.string())))
+        return self.arrow.filter(mask)
+
+
+class LazyActionMap(dict[str, V]):
+    """A dict of file actions whose checkpoint part stays in Arrow until enumerated.
+
+    Own storage holds the actions set after the checkpoint; ``_shadow`` holds every key set or
+    removed after it, which hides that key's checkpoint row.  Lookups, sets and pops work on
+    that overlay; enumeration (iteration, ``values()``, ``len()``, ``==``, copying into a plain
+    dict) merges the unshadowed checkpoint rows in first.  Materialising takes a lock, because
+    snapshots are shared between threads that only read.
+    """
+
+    __slots__ = ("_base", "_lock", "_shadow")
+
+    def __init__(self, base: ActionRows[V]) -> None:
+        super().__init__()
+        self._base: ActionRows[V] | None = base
+        self._shadow: set[str] = set()
+        self._lock = threading.RLock()
+
+    # -- state
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._base is not None
+
+    def lazy_copy(self) -> LazyActionMap[V]:
+        """A copy sharing the checkpoint rows (cheap: only the overlay is copied)."""
+        with self._lock:
+            base = self._base
+            if base is None:
+                out: LazyActionMap[V] = LazyActionMap.__new__(LazyActionMap)
+                dict.__init__(out)
+                out._base = None
+                out._shadow = set()
+                out._lock = threading.RLock()
+                dict.update(out, dict.items(self))
+                return out
+            out = LazyActionMap(base)
+            dict.update(out, dict.items(self))
+            out._shadow = set(self._shadow)
+            return out
+
+    def arrow_rows(self, to_arrow: Callable[[list[V]], pa.StructArray]) -> pa.StructArray:
+        """Every live action as Arrow, without building objects for the checkpoint rows."""
+        with self._lock:
+            base = self._base
+            if base is None:
+                return to_arrow(list(dict.values(self)))
+            kept = base.without(self._shadow)
+            extra = list(dict.values(self))
+        if not extra:
+            return kept
+        return pa.concat_arrays([kept, to_arrow(extra)])
+
+    def _materialise(self) -> None:
+        with self._lock:
+            base = self._base
+            if base is None:
+                return
+            keys = base.keys()
+            objects = base.objects()
+            overlay = list(dict.items(self))
+            dict.clear(self)
+            shadow = self._shadow
+            if shadow:
+                dict.update(self, ((k, o) for k, o in zip(keys, objects, strict=True)
+                                   if k not in shadow))
+            else:
+                dict.update(self, zip(keys, objects, strict=True))
+            dict.update(self, overlay)
+            self._shadow = set()
+            self._base = None
+
+    def _base_lookup(self, key: str) -> V:
+        """The checkpoint row for ``key`` (caller holds the lock and knows it is unshadowed)."""
+        base = self._base
+        assert base is not None
+        i = base.index().get(key)
+        if i is None:
+            raise KeyError(key)
+        return base.row(i)
+
+    # -- lookups and updates that work on the overlay
+
+    def __getitem__(self, key: str) -> V:
+        if self._base is None:
+            return dict.__getitem__(self, key)
+        with self._lock:
+            if self._base is None or dict.__contains__(self, key):
+                return dict.__getitem__(self, key)
+            if key in self._shadow:
+                raise KeyError(key)
+            value = self._base_lookup(key)
+            # Pin the object so repeated lookups return the same one.
+            dict.__setitem__(self, key, value)
+            self._shadow.add(key)
+            return value
+
+    def __contains__(self, key: object) -> bool:
+        if self._base is None:
+            return dict.__contains__(self, key)
+        with self._lock:
+            if self._base is None or dict.__contains__(self, key):
+                return dict.__contains__(self, key)
+            if not isinstance(key, str) or key in self._shadow:
+                return False
+            return key in self._base.index()
+
+    @overload
+    def get(self, key: str, default: None = None, /) -> V | None: ...
+    @overload
+    def get(self, key: str, default: V, /) -> V: ...
+    @overload
+    def get(self, key: str, default: T, /) -> V | T: ...
+
+    def get(self, key: str, default: Any = None, /) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __setitem__(self, key: str, value: V) -> None:
+        if self._base is None:
+            dict.__setitem__(self, key, value)
+            return
+        with self._lock:
+            if self._base is not None:
+                self._shadow.add(key)
+            dict.__setitem__(self, key, value)
+
+    @overload
+    def pop(self, key: str, /) -> V: ...
+    @overload
+    def pop(self, key: str, default: V | T, /) -> V | T: ...
+
+    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
+        if self._base is None:
+            if default is _MISSING:
+                return dict.pop(self, key)
+            return dict.pop(self, key, default)
+        with self._lock:
+            if self._base is None:
+                return self.pop(key) if default is _MISSING else self.pop(key, default)
+            if dict.__contains__(self, key):
+                return dict.pop(self, key)
+            if key in self._shadow:
+                if default is _MISSING:
+                    raise KeyError(key)
+                return default
+            self._shadow.add(key)
+            try:
+                return self._base_lookup(key)
+            except KeyError:
+                if default is _MISSING:
+                    raise
+                return default
+
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def __len__(self) -> int:
+        if self._base is None:
+            return dict.__len__(self)
+        with self._lock:
+            base = self._base
+            if base is None:
+                return dict.__len__(self)
+            index = base.index()
+            hidden = sum(1 for k in self._shadow if k in index)
+            return len(index) - hidden + dict.__len__(self)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    # -- everything that enumerates materialises first
+
+    def __iter__(self) -> Iterator[str]:
+        self._materialise()
+        return dict.__iter__(self)
+
+    def __reversed__(self) -> Iterator[str]:
+        self._materialise()
+        return dict.__reversed__(self)
+
+    def keys(self) -> dict_keys[str, V]:
+        self._materialise()
+        return dict.keys(self)
+
+    def values(self) -> dict_values[str, V]:
+        self._materialise()
+        return dict.values(self)
+
+    def items(self) -> dict_items[str, V]:
+        self._materialise()
+        return dict.items(self)
+
+    def copy(self) -> dict[str, V]:
+        return self.lazy_copy()
+
+    def __eq__(self, other: object) -> bool:
+        self._materialise()
+        if isinstance(other, LazyActionMap):
+            other._materialise()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        self._materialise()
+        return dict.__repr__(self)
+
+    def setdefault(self, key: str, default: V = None, /) -> V:  # type: ignore[assignment]
+        self._materialise()
+        return dict.setdefault(self, key, default)
+
+    def update(self, *args: Any, **kwargs: V) -> None:
+        self._materialise()
+        dict.update(self, *args, **kwargs)
+
+    def popitem(self) -> tuple[str, V]:
+        self._materialise()
+        return dict.popitem(self)
+
+    def clear(self) -> None:
+        with self._lock:
+            dict.clear(self)
+            self._shadow = set()
+            self._base = None
+
+    def __or__(self, other: Any) -> dict[str, V]:  # type: ignore[override]
+        self._materialise()
+        return dict(dict.items(self)) | other  # type: ignore[no-any-return]
+
+    def __ror__(self, other: Any) -> dict[str, V]:  # type: ignore[override]
+        self._materialise()
+        return other | dict(dict.items(self))  # type: ignore[no-any-return]
+
+    def __ior__(self, other: Any) -> LazyActionMap[V]:  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self._materialise()
+        return (dict, (dict(dict.items(self)),))
+
+
+def copy_file_map(m: dict[str, V]) -> dict[str, V]:
+    """Copy a file map, keeping a lazy one lazy."""
+    if isinstance(m, LazyActionMap):
+        return m.lazy_copy()
+    return dict(m)
+
+
+def copy_state(state: TableState) -> TableState:
+    """``TableState.copy`` that does not materialise checkpoint rows."""
+    return TableState(
+        version=state.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        files=copy_file_map(state.files),
+        tombstones=copy_file_map(state.tombstones),
+        app_txns=dict(state.app_txns),
+        domains=dict(state.domains),
+    )

@@ -1,0 +1,210 @@
+"""Log cleanup and VACUUM: bounding what a table keeps without losing what anyone may still need.
+
+Both delete, so both are conservative in the same way: nothing is deleted unless a rule of the
+protocol says it is no longer needed, and time comes from the table's injectable clock.
+
+``cleanup_log`` follows PROTOCOL.md "Metadata Cleanup": the cut-off is midnight UTC of the day
+``delta.logRetentionDuration`` (30 days) ago; the newest commit not newer than that is the
+cut-off commit; the newest *usable* checkpoint not newer than that commit is kept together with
+everything after it, and only files before it are deleted.  Without such a checkpoint nothing
+is deleted.  The checkpoint is read and verified first, because deleting the log under a torn
+checkpoint would lose the table.
+
+``vacuum`` deletes data files that the latest snapshot does not reference and that are older
+than ``delta.deletedFileRetentionDuration`` (a week).  Tombstones younger than the retention
+protect their files too (a reader of a slightly older snapshot may still open them), and the
+age test on every file protects data that a writer has written but not yet committed.
+``_delta_log`` and every hidden path (``_``/``.``-prefixed, except partition directories of
+``_``-prefixed columns) are never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from deltacommit.clock import now_ms
+from deltacommit.errors import CorruptLogError, InvalidArgumentError, StorageError
+from deltacommit.log.features import check_writable
+from deltacommit.log.intervals import DELETED_FILE_RETENTION, LOG_RETENTION, duration_ms
+from deltacommit.log.names import LOG_DIR, LogFile
+
+if TYPE_CHECKING:
+    from deltacommit.table import DeltaTable
+
+logger = logging.getLogger(__name__)
+
+DAY_MS = 86_400_000
+
+
+# --------------------------------------------------------------------------- log cleanup
+
+
+def cutoff_commit(files: list[LogFile], cutoff_ms: int) -> int | None:
+    """The newest commit not newer than ``cutoff_ms``, or None.  Pure.
+
+    Commit times are the files' modification times made monotonic (each at least 1 ms after the
+    previous version's), as Spark does, so that one writer's skewed clock cannot make a newer
+    commit look expired while an older one does not.
+    """
+    commits = sorted((f for f in files if f.kind == "commit"), key=lambda f: f.version)
+    found: int | None = None
+    prev = -1
+    for f in commits:
+        t = max(f.last_modified_ms or 0, prev + 1)
+        prev = t
+        if t > cutoff_ms:
+            break
+        found = f.version
+    return found
+
+
+def files_before_checkpoint(files: list[LogFile], checkpoint_version: int) -> list[LogFile]:
+    """Log files made unnecessary by a checkpoint at ``checkpoint_version``.  Pure.
+
+    Commits, checksums and checkpoints of older versions, and compaction files starting at or
+    before it; oldest first, so that a cleanup interrupted half way leaves a log that is still
+    whole from the checkpoint on.
+    """
+    out = [f for f in files
+           if (f.kind in ("commit", "crc", "checkpoint", "checkpoint_part", "checkpoint_v2")
+               and f.version < checkpoint_version)
+           or (f.kind == "compacted" and f.version <= checkpoint_version)]
+    out.sort(key=lambda f: (f.version, f.name))
+    return out
+
+
+def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
+    """Delete expired log files (PROTOCOL.md "Metadata Cleanup"); returns their paths.
+
+    Expired: older than ``delta.logRetentionDuration`` and before the newest usable checkpoint
+    that is not newer than the cut-off commit.  With ``dry_run`` nothing is deleted.
+    """
+    from deltacommit.checkpoint import checkpoint_candidates, read_checkpoint
+
+    log_store = table.log_store
+    uri = table.uri
+    retention = duration_ms(table.snapshot.configuration, LOG_RETENTION, uri)
+    cutoff = (now_ms(table.clock) - retention) // DAY_MS * DAY_MS
+    files = log_store.list_log(0)
+    last_expired = cutoff_commit(files, cutoff)
+    if last_expired is None:
+        return []
+    keep_from: int | None = None
+    for cand in checkpoint_candidates(files, last_expired):
+        if not files_before_checkpoint(files, cand.version):
+            return []  # the newest usable checkpoint would have nothing before it to delete
+        try:
+            read_checkpoint(log_store, cand)
+        except (CorruptLogError, StorageError) as e:
+            logger.warning("log cleanup of %s: checkpoint %s is unusable (%s); trying an older "
+                           "one", uri, cand.name, e)
+            continue
+        keep_from = cand.version
+        break
+    if keep_from is None:
+        return []
+    doomed = files_before_checkpoint(files, keep_from)
+    paths = [f.path for f in doomed]
+    if dry_run:
+        return paths
+    store = log_store.store
+    for f in doomed:
+        store.delete(f.path)
+    logger.info("log cleanup of %s deleted %d files before checkpoint %d", uri, len(doomed),
+                keep_from)
+    return paths
+
+
+# --------------------------------------------------------------------------- vacuum
+
+
+def is_hidden(path: str, partition_columns: list[str]) -> bool:
+    """Whether a path is outside what VACUUM may touch (Delta's hidden-file rule).  Pure."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith("."):
+            return True
+        if part.startswith("_"):
+            is_dir = i < len(parts) - 1
+            if not (is_dir and any(part.startswith(c + "=") for c in partition_columns)):
+                return True
+    return False
+
+
+def _relative(path: str, uri: str) -> str | None:
+    from deltacommit.partitions import decode_add_path
+
+    rel = decode_add_path(path)
+    if "://" in rel:
+        prefix = uri.rstrip("/") + "/"
+        if not rel.startswith(prefix):
+            return None
+        rel = rel[len(prefix):]
+    return rel
+
+
+def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: bool = True,
+           enforce_retention_duration: bool = True) -> list[str]:
+    """Data files no longer referenced and older than the retention; deleted unless ``dry_run``.
+
+    ``retention_hours`` defaults to ``delta.deletedFileRetentionDuration`` (one week); a shorter
+    one is refused while ``enforce_retention_duration`` is on, because it can delete files a
+    reader of a recent snapshot, or a writer about to commit, still needs.
+    """
+    uri = table.uri
+    if table._pinned:
+        raise InvalidArgumentError(
+            f"table {uri} was opened at version {table.version}; vacuum works on the latest "
+            "version, so open the table without a version")
+    table.update()
+    snap = table.snapshot
+    check_writable(uri, snap.protocol, snap.metadata)
+    table_ms = duration_ms(snap.configuration, DELETED_FILE_RETENTION, uri)
+    if retention_hours is None:
+        retention_ms = table_ms
+    else:
+        if retention_hours < 0:
+            raise InvalidArgumentError(
+                f"vacuum of {uri}: retention_hours must not be negative, got {retention_hours}")
+        retention_ms = int(retention_hours * 3_600_000)
+        if enforce_retention_duration and retention_ms < table_ms:
+            raise InvalidArgumentError(
+                f"vacuum of {uri}: a retention of {retention_hours} hours is shorter than the "
+                f"table's {DELETED_FILE_RETENTION} ({table_ms / 3_600_000:g} hours); files that "
+                "readers of recent versions or writers about to commit still need could be "
+                "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
+                "if no such reader or writer exists")
+    cutoff = now_ms(table.clock) - retention_ms
+    valid: set[str] = set()
+    for a in snap.iter_files():
+        rel = _relative(a.path, uri)
+        if rel is not None:
+            valid.add(rel)
+    for r in snap.state.tombstones.values():
+        if r.deletion_timestamp is None or r.deletion_timestamp > cutoff:
+            rel = _relative(r.path, uri)
+            if rel is not None:
+                valid.add(rel)
+    pcols = snap.partition_columns
+    store = table.log_store.store
+    doomed: list[str] = []
+    for meta in store.list(""):
+        path = meta.path
+        if path.startswith(LOG_DIR + "/") or is_hidden(path, pcols):
+            continue
+        if path in valid or meta.last_modified_ms >= cutoff:
+            continue
+        doomed.append(path)
+    doomed.sort()
+    if dry_run or not doomed:
+        return doomed
+    if len(doomed) == 1 or store.local_path("") is not None:
+        for path in doomed:
+            store.delete(path)
+    else:
+        with ThreadPoolExecutor(max_workers=min(16, len(doomed))) as pool:
+            list(pool.map(store.delete, doomed))
+    logger.info("vacuum of %s deleted %d files", uri, len(doomed))
+    return doomed
