@@ -422,17 +422,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         fault = state.take_fault(self.command)
-        status: int | None
+        # Each request is recorded before its answer goes out, so a client that has its answer
+        # always finds it in ``records``.
         if fault is not None and not fault.forward:
-            status = self._fail(fault)
-        else:
-            upstream_status, headers, payload = self._forward(body)
-            if fault is not None:
-                status = self._fail(fault)
-            else:
-                self._relay(upstream_status, headers, payload)
-                status = upstream_status
-        state.record(ProxyRecord(self.command, self.path, status, fault is not None))
+            state.record(ProxyRecord(self.command, self.path, None if fault.drop else fault.status, True))
+            self._fail(fault)
+            return
+        upstream_status, headers, payload = self._forward(body)
+        if fault is not None:
+            state.record(ProxyRecord(self.command, self.path, None if fault.drop else fault.status, True))
+            self._fail(fault)
+            return
+        state.record(ProxyRecord(self.command, self.path, upstream_status, False))
+        self._relay(upstream_status, headers, payload)
 
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         state = self.server.state
@@ -462,12 +464,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(payload)
 
-    def _fail(self, fault: Fault) -> int | None:
+    def _fail(self, fault: Fault) -> None:
         if fault.drop:
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            return None
+            return
         if self.headers.get("X-Amz-Target"):  # DynamoDB speaks JSON
             payload = (f'{{"__type":"com.amazonaws.dynamodb.v20120810#{fault.code}",'
                        f'"message":"{fault.message}"}}').encode()
@@ -483,7 +485,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
-        return fault.status
 
 
 class _ProxyServer(ThreadingHTTPServer):
