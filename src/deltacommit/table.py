@@ -74,6 +74,7 @@ class DeltaTable:
                clock: Clock | None = None, random: RandomSource | None = None,
                policy: CommitPolicy | None = None) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
+        from deltacommit.partitions import check_partition_columns
         from deltacommit.schema import needs_timestamp_ntz, schema_to_json
 
         options = dict(storage_options or {})
@@ -373,26 +374,6 @@ class _FileReader:
             else:
                 arrays.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(arrays, schema=self.out_schema)
-
-
-def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], uri: str) -> None:
-    """Partition columns must be distinct top-level columns of primitive type, leaving at least
-    one data column (Parquet files cannot be empty of columns)."""
-    names = schema.names
-    for c in partition_by:
-        if c not in names:
-            raise InvalidArgumentError(
-                f"table {uri}: partition column {c!r} is not in the schema; columns are {names}")
-        t = schema.field(c).type
-        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            raise InvalidArgumentError(
-                f"table {uri}: partition column {c!r} has type {t}; partition columns must be of "
-                "a primitive, string, date or timestamp type")
-    if len(set(partition_by)) != len(partition_by):
-        raise InvalidArgumentError(f"table {uri}: partition columns {list(partition_by)} repeat")
-    if partition_by and len(set(partition_by)) == len(names):
-        raise InvalidArgumentError(
-            f"table {uri}: all columns {names} are partition columns; at least one must hold data")
 
 
 def _json_list(items: Sequence[Any]) -> str:

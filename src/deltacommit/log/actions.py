@@ -202,13 +202,9 @@ class Add:
 
     def num_records(self) -> int | None:
         """``numRecords`` from the statistics, if the writer recorded them."""
-        if not self.stats:
-            return None
-        try:
-            n = json.loads(self.stats).get("numRecords")
-        except (ValueError, AttributeError):
-            return None
-        return int(n) if isinstance(n, int) else None
+        from deltacommit.stats import stats_num_records
+
+        return stats_num_records(self.stats)
 
     def to_remove(self, deletion_timestamp: int, data_change: bool = True) -> Remove:
         return Remove(
