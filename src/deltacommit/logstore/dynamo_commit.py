@@ -1,0 +1,75 @@
+"""Commits through object_store's DynamoCommit leases (``conditional_put = dynamo:<table>``).
+
+``N.json`` is created by a put-if-absent guarded by a DynamoDB lease on its key, so commits
+are exactly-once on S3-compatible stores without conditional writes, and exclude the commits
+of object_store clients (delta-rs, obstore) configured with the same lease table.
+
+Writes of this mechanism exclude only each other: a writer using S3's ``If-None-Match`` on the
+same table would not see the leases.  So a table created here records the mechanism and the
+lease table in its configuration, and writers configured otherwise refuse to commit
+(``Transaction._check_coordination``).  Other objects the table layer creates conditionally
+(checkpoints) go through the same leases, because ``store`` is the guarded store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from deltacommit.aws import DYNAMO_TABLE_NAME, LOCKING_PROVIDER
+from deltacommit.clock import SYSTEM_CLOCK, Clock
+from deltacommit.errors import ObjectExistsError, StorageConfigError, VersionExistsError
+from deltacommit.log.names import commit_path
+from deltacommit.logstore.base import COORDINATION_KEY, LogStore
+from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.dynamo_commit import DynamoCommitStore
+
+#: Table configuration key naming the lease table: writers using another lease table do not
+#: exclude this one's, so they are refused like writers of another mechanism.
+LEASE_TABLE_KEY = "deltacommit.coordination.leaseTable"
+MECHANISM = "dynamo-commit"
+
+
+class DynamoCommitLogStore(LogStore):
+    mechanism = MECHANISM
+    store: DynamoCommitStore
+
+    def __init__(self, store: DynamoCommitStore) -> None:
+        self.store = store
+
+    @classmethod
+    def for_store(cls, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK,
+                  **kwargs: Any) -> DynamoCommitLogStore:
+        """The log store for an S3 store opened with ``conditional_put = dynamo:<table>``."""
+        from deltacommit.storage.s3 import S3Store
+
+        if not isinstance(store, S3Store):
+            raise StorageConfigError(
+                f"{store.uri}: conditional_put=dynamo:<table> (object_store's DynamoCommit) "
+                "applies to S3 locations only")
+        if store.config.locking_provider is not None:
+            raise StorageConfigError(
+                f"{store.uri}: both {LOCKING_PROVIDER}={store.config.locking_provider} (Spark's "
+                f"S3DynamoDBLogStore, table {DYNAMO_TABLE_NAME}={store.config.dynamo_table_name}) "
+                f"and conditional_put={store.config.conditional_put} (object_store's DynamoCommit) "
+                "are set; they are different commit mechanisms that do not exclude each other: "
+                "choose one")
+        return cls(DynamoCommitStore.for_s3(store, clock=clock, **kwargs))
+
+    @property
+    def lease_table(self) -> str:
+        return self.store.table_name
+
+    def coordination_config(self) -> dict[str, str]:
+        return {COORDINATION_KEY: self.mechanism, LEASE_TABLE_KEY: self.store.table_name}
+
+    def write_commit(self, version: int, data: bytes) -> None:
+        try:
+            self.store.put_if_absent(commit_path(version), data)
+        except ObjectExistsError:
+            raise VersionExistsError(self.table_uri, version) from None
+
+    def describe(self) -> Iterator[tuple[str, str]]:
+        yield from super().describe()
+        yield "lease table", self.store.table_name
+        yield "lease timeout", f"{self.store.timeout_ms} ms (stale after {self.store.stale_after:g} s)"
