@@ -5,7 +5,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-DYNALITE := .tools/node_modules/.bin/dynalite
+DYNALITE_VERSION := 4.0.0
+DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
 .PHONY: demo test lint unit bench torture clean
 
@@ -22,8 +23,11 @@ $(VENV)/.test-deps: pyproject.toml | $(VENV)/.base
 	$(PIP) install --quiet -e '.[s3,spark,test,bench]'
 	touch $@
 
-$(DYNALITE):
-	npm install --prefix .tools --no-audit --no-fund --loglevel=error dynalite@4.0.0
+$(DYNALITE_STAMP):
+	mkdir -p .tools
+	npm install --prefix .tools --no-audit --no-fund --loglevel=error dynalite@$(DYNALITE_VERSION)
+	test -f .tools/node_modules/dynalite/package.json
+	touch $@
 
 demo: $(VENV)/.demo-deps
 	$(PY) examples/demo.py
@@ -32,7 +36,7 @@ lint: $(VENV)/.test-deps
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.test-deps $(DYNALITE) lint
+test: $(VENV)/.test-deps $(DYNALITE_STAMP) lint
 	$(PY) -m pytest -q
 
 clean:
