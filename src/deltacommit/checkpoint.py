@@ -45,6 +45,7 @@ from deltacommit.log.intervals import (
     flag,
     optional_duration_ms,
 )
+from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, checkpoint_path
 from deltacommit.log.replay import TableState
 
@@ -232,10 +233,12 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
             raise CorruptLogError(f"{source}: has {table.num_rows} actions but _last_checkpoint "
                                   f"records {hint.size}; the checkpoint is partial")
     state = decode_checkpoint(table, cand.version, source)
-    if (hint is not None and hint.version == cand.version and hint.num_of_add_files is not None
-            and len(state.files) != hint.num_of_add_files):
-        raise CorruptLogError(f"{source}: has {len(state.files)} add actions but _last_checkpoint "
-                              f"records {hint.num_of_add_files}")
+    if hint is not None and hint.version == cand.version and hint.num_of_add_files is not None:
+        files = state.files
+        adds = files.checkpoint_rows() if isinstance(files, LazyActionMap) else None
+        if adds is not None and adds != hint.num_of_add_files:
+            raise CorruptLogError(f"{source}: has {adds} add actions but _last_checkpoint "
+                                  f"records {hint.num_of_add_files}")
     return state
 
 

@@ -161,7 +161,8 @@ def _filler(n: int, type_: pa.DataType, nullable: bool) -> Any:
                                           fields=list(type_),
                                           mask=repeat(True, n) if nullable and n else None)
     if nullable:
-        return pa.nulls(n, type_)
+        nulls: Any = pa.nulls
+        return nulls(n, type_)
     if pa.types.is_map(type_):
         from_arrays: Any = pa.MapArray.from_arrays
         return from_arrays(pa.array([0] * (n + 1), pa.int32()), pa.array([], pa.string()),
@@ -399,8 +400,21 @@ def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
         mask = pc.and_(arr.is_valid(), s.field(key).is_valid())
     else:
         mask = pa.array([False] * len(arr))
-    picked = arr.filter(mask) if pc.sum(mask).as_py() != len(arr) else arr
+    picked = _select(arr, mask)
     return _normalise(picked, target)
+
+
+def _select(arr: Any, mask: Any) -> Any:
+    """``arr.filter(mask)``, but a zero-copy slice when the selected rows are contiguous (as a
+    checkpoint written in sections has them): filtering would copy every ``stats`` string."""
+    idx: Any = pc.indices_nonzero(mask)
+    n = len(idx)
+    if n == 0:
+        return arr.slice(0, 0)
+    first = idx[0].as_py()
+    if idx[n - 1].as_py() - first + 1 == n:
+        return arr.slice(first, n)
+    return arr.filter(mask)
 
 
 def _pairs(v: Any) -> dict[str, str | None]:

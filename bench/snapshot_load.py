@@ -1,0 +1,202 @@
+"""Snapshot loading at scale: deltacommit versus delta-rs on the same 10,000-version table.
+
+Builds a table of ``--versions`` versions holding ``--files`` live files (commit JSON written
+directly with deltacommit's codec: no data files are needed to load metadata), with 1% of the
+files replaced along the way so that the checkpoint carries tombstones.  A checkpoint is written
+by deltacommit at the last multiple of 10 and the remaining commits follow it, as a writer's
+hook would leave the table.  Then, in the same process and alternating the two libraries:
+
+- ``cold``: open the latest snapshot (``dc.DeltaTable(uri)`` vs ``deltalake.DeltaTable(uri)``);
+- ``cold_with_files``: the same plus enumerating every live file (``files()`` vs
+  ``get_add_actions()``), since deltacommit defers building file objects until asked;
+- ``update``: after 10 new commits, ``DeltaTable.update()`` vs ``update_incremental()``.
+
+Each measurement prints one JSON line; ``ratio`` is deltacommit's median time over delta-rs's
+(below 1 means deltacommit is faster).
+
+    .venv/bin/python bench/snapshot_load.py [--versions 10000] [--files 100000] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import deltalake
+
+import deltacommit as dc
+from deltacommit.checkpoint import write_checkpoint
+from deltacommit.clock import SYSTEM_CLOCK
+from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
+from deltacommit.log.replay import TableState
+from deltacommit.logstore import open_log_store
+
+SCHEMA_STRING = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "value", "type": "string", "nullable": True, "metadata": {}},
+    {"name": "day", "type": "string", "nullable": True, "metadata": {}},
+]}, separators=(",", ":"))
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+class Builder:
+    """Writes commit files straight into ``_delta_log`` and keeps the replayed state."""
+
+    def __init__(self, root: Path, now_ms: int) -> None:
+        self.log = root / "_delta_log"
+        self.log.mkdir(parents=True)
+        self.now_ms = now_ms
+        self.state = TableState()
+        self.version = -1
+        self.n = 0
+        self.live: list[Add] = []
+
+    def commit(self, actions: list[Action]) -> None:
+        self.version += 1
+        (self.log / f"{self.version:020d}.json").write_bytes(serialize_commit(actions))
+        self.state.apply(self.version, actions)
+
+    def new_add(self) -> Add:
+        n = self.n
+        self.n += 1
+        day = f"2026-{(n // 28) % 12 + 1:02d}-{n % 28 + 1:02d}"
+        stats = json.dumps({"numRecords": 1000, "minValues": {"id": n * 1000, "value": "a"},
+                            "maxValues": {"id": n * 1000 + 999, "value": "z"},
+                            "nullCount": {"id": 0, "value": 3}}, separators=(",", ":"))
+        return Add(path=f"day={day}/part-00000-{uuid.UUID(int=n)}-c000.snappy.parquet",
+                   partition_values={"day": day}, size=100_000 + n % 5000,
+                   modification_time=self.now_ms, data_change=True, stats=stats)
+
+    def info(self, operation: str) -> CommitInfo:
+        return CommitInfo({"timestamp": self.now_ms, "operation": operation,
+                           "engineInfo": "bench", "txnId": str(uuid.uuid4())})
+
+    def create(self) -> None:
+        self.commit([self.info("CREATE TABLE"), Protocol(1, 2),
+                     Metadata(id=str(uuid.uuid4()), schema_string=SCHEMA_STRING,
+                              partition_columns=["day"], configuration={},
+                              created_time=self.now_ms)])
+
+    def append(self, k: int, replace: int = 0) -> None:
+        actions: list[Action] = [self.info("WRITE")]
+        for _ in range(min(replace, len(self.live))):
+            old = self.live.pop(0)
+            actions.append(old.to_remove(self.now_ms))
+        for _ in range(k):
+            a = self.new_add()
+            self.live.append(a)
+            actions.append(a)
+        self.commit(actions)
+
+
+def build(root: Path, versions: int, files: int) -> tuple[int, float]:
+    """The table; returns (checkpoint version, seconds spent building)."""
+    t0 = time.perf_counter()
+    b = Builder(root, int(time.time() * 1000))
+    b.create()
+    commits = versions - 1
+    per, extra = divmod(files, commits)
+    checkpoint_version = (versions - 1) // 10 * 10
+    for v in range(1, versions):
+        k = per + (1 if v <= extra else 0)
+        # Every 100th commit also replaces an old file, so the checkpoint carries tombstones.
+        replace = 1 if v % 100 == 0 else 0
+        b.append(k + replace, replace=replace)
+        if v == checkpoint_version:
+            log_store = open_log_store(str(root))
+            write_checkpoint(log_store, b.state, SYSTEM_CLOCK)
+    assert len(b.state.files) == files, len(b.state.files)
+    return checkpoint_version, time.perf_counter() - t0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def summary(kind: str, ours: list[float], theirs: list[float], **extra: Any) -> None:
+    mo, mt = statistics.median(ours), statistics.median(theirs)
+    emit(bench="snapshot_load", measure=kind, deltacommit_s=round(mo, 4), deltalake_s=round(mt, 4),
+         deltacommit_min_s=round(min(ours), 4), deltalake_min_s=round(min(theirs), 4),
+         ratio=round(mo / mt, 3), runs=len(ours), **extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--versions", type=int, default=10_000)
+    p.add_argument("--files", type=int, default=100_000)
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--dir", help="where to build the table (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the table afterwards")
+    args = p.parse_args(argv)
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="dc-bench-snapshot-"))
+    root = base / "table"
+    if root.exists():
+        shutil.rmtree(root)
+    uri = str(root)
+    try:
+        cp, secs = build(root, args.versions, args.files)
+        latest = args.versions - 1
+        emit(bench="snapshot_load", measure="build", versions=args.versions, files=args.files,
+             checkpoint_version=cp, seconds=round(secs, 2))
+
+        # Both libraries must see the same table.
+        ours = dc.DeltaTable(uri)
+        theirs = deltalake.DeltaTable(uri)
+        assert ours.version == theirs.version() == latest, (ours.version, theirs.version())
+        assert len(ours.files()) == theirs.get_add_actions().num_rows == args.files
+
+        cold_o: list[float] = []
+        cold_t: list[float] = []
+        full_o: list[float] = []
+        full_t: list[float] = []
+        for _ in range(args.repeat):
+            cold_o.append(timed(lambda: dc.DeltaTable(uri))[0])
+            cold_t.append(timed(lambda: deltalake.DeltaTable(uri))[0])
+            full_o.append(timed(lambda: len(dc.DeltaTable(uri).files()))[0])
+            full_t.append(timed(lambda: deltalake.DeltaTable(uri).get_add_actions().num_rows)[0])
+        summary("cold", cold_o, cold_t, version=latest, live_files=args.files)
+        summary("cold_with_files", full_o, full_t, version=latest, live_files=args.files)
+
+        b = Builder.__new__(Builder)
+        b.log = root / "_delta_log"
+        b.now_ms = int(time.time() * 1000)
+        b.version = latest
+        b.n = 10 * args.files  # fresh file names
+        b.live = []
+        b.state = TableState()
+        b.state.version = latest
+        upd_o: list[float] = []
+        upd_t: list[float] = []
+        for _ in range(args.repeat):
+            ours = dc.DeltaTable(uri)
+            theirs = deltalake.DeltaTable(uri)
+            for _ in range(10):
+                b.append(10)
+            dt_o, v_o = timed(ours.update)
+            dt_t, _ = timed(theirs.update_incremental)
+            assert v_o == theirs.version() == b.version, (v_o, theirs.version(), b.version)
+            upd_o.append(dt_o)
+            upd_t.append(dt_t)
+        summary("update_10_commits", upd_o, upd_t, version=b.version)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base if not args.dir else root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
