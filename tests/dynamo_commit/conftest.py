@@ -29,6 +29,7 @@ class LeaseCall:
     path: str
     etag: str
     request: dict[str, Any]
+    wall: float               # the injected clock's wall time then
     outcome: str = "pending"  # "ok" | "conflict" | "error"
 
 
@@ -47,7 +48,7 @@ class Recorder:
         item = request["Item"]
         call = LeaseCall(self.clock.monotonic(), request["ConditionExpression"],
                          int(item["generation"]["N"]), item["path"]["S"], item["etag"]["S"],
-                         request)
+                         request, self.clock.time())
         self.calls.append(call)
         try:
             response = self.client.put_item(**request)
