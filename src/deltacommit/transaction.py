@@ -112,8 +112,10 @@ class Transaction:
         self.read_version = self.snapshot.version
         self.operation = operation
         self.operation_parameters: dict[str, Any] = dict(operation_parameters or {})
-        self._isolation = (IsolationLevel(isolation_level) if isinstance(isolation_level, str)
-                           else isolation_level)
+        # An override of the table's delta.isolationLevel, validated like the property (snapshot
+        # isolation is never chosen, only reached by a transaction that changes no data).
+        self._isolation = (None if isolation_level is None else IsolationLevel.from_table(
+            {"delta.isolationLevel": str(isolation_level)}, table.uri))
         self._reads = _Reads()
         self._adds: list[Add] = []
         self._removes: list[Remove] = []

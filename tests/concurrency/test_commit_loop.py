@@ -169,3 +169,13 @@ def test_backoff_is_full_jitter_under_a_capped_exponential_ceiling() -> None:
     assert policy.backoff(50, 1.0) == pytest.approx(0.1)
     with pytest.raises(dc.InvalidArgumentError, match="backoff"):
         CommitPolicy(backoff_base=1.0, backoff_cap=0.5)
+
+
+def test_a_transaction_may_override_the_isolation_level_but_not_to_snapshot(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table, _ = create_table(uri, "Serializable")
+    assert table.transaction().summary().isolation_level is dc.IsolationLevel.SERIALIZABLE
+    txn = table.transaction(isolation_level="writeSerializable")
+    assert txn.summary().isolation_level is dc.IsolationLevel.WRITE_SERIALIZABLE
+    with pytest.raises(dc.InvalidArgumentError, match=r"SnapshotIsolation.*Serializable"):
+        table.transaction(isolation_level="SnapshotIsolation")
