@@ -243,18 +243,25 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
 
 
 def load_checkpoint_base(log_store: LogStore, files: list[LogFile], target: int,
-                         hint: LastCheckpoint | None = None) -> TableState | None:
+                         hint: LastCheckpoint | None = None,
+                         unusable: set[str] | None = None) -> TableState | None:
     """The state of the newest usable checkpoint at or before ``target``, or None.
 
-    Unusable checkpoints are skipped with a warning; a checkpoint this library cannot read at
-    all (V2) raises UnsupportedProtocolError rather than silently replaying around it.
+    Unusable checkpoints are skipped with a warning (and their names added to ``unusable``,
+    which callers pass again so that a retry does not read them twice); a checkpoint this
+    library cannot read at all (V2) raises UnsupportedProtocolError rather than silently
+    replaying around it.
     """
+    skip = unusable if unusable is not None else set()
     for cand in checkpoint_candidates(files, target):
+        if cand.name in skip:
+            continue
         try:
             return read_checkpoint(log_store, cand, hint)
         except (CorruptLogError, StorageError) as e:
-            logger.warning("skipping checkpoint %s/%s/%s: %s", log_store.table_uri, LOG_DIR,
-                           cand.name, e)
+            skip.add(cand.name)
+            logger.warning("skipping checkpoint %s of %s, using an older one or the log: %s",
+                           cand.name, log_store.table_uri, e)
     return None
 
 

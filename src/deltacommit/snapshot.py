@@ -72,18 +72,21 @@ class Snapshot:
         from deltacommit.checkpoint import read_last_checkpoint
 
         hint = read_last_checkpoint(log_store)
+        unusable: set[str] = set()
         if hint is not None and (version is None or version >= hint.version):
             snap = cls._load_listed(log_store, log_store.list_log(hint.version), version, hint,
-                                    partial=True)
+                                    unusable, partial=True)
             if snap is not None:
                 return snap
-        snap = cls._load_listed(log_store, log_store.list_log(0), version, hint, partial=False)
+        snap = cls._load_listed(log_store, log_store.list_log(0), version, hint, unusable,
+                                partial=False)
         assert snap is not None
         return snap
 
     @classmethod
     def _load_listed(cls, log_store: LogStore, files: list[LogFile], version: int | None,
-                     hint: LastCheckpoint | None, partial: bool) -> Snapshot | None:
+                     hint: LastCheckpoint | None, unusable: set[str],
+                     partial: bool) -> Snapshot | None:
         """Load from a listing; with ``partial`` (a listing that starts at the hinted checkpoint)
         return None instead of failing when that listing holds no usable checkpoint."""
         from deltacommit.checkpoint import load_checkpoint_base
@@ -106,16 +109,16 @@ class Snapshot:
             target = version
         else:
             target = latest
-        base = load_checkpoint_base(log_store, files, target, hint)
+        base = load_checkpoint_base(log_store, files, target, hint, unusable)
         if base is None and partial:
             return None
         start = 0 if base is None else base.version + 1
         needed = list(range(start, target + 1))
         missing = [v for v in needed if v not in commits]
         if missing:
-            unusable = [v for v in checkpoints if v <= target]
-            why = (f" (checkpoint(s) at version {_ranges(sorted(set(unusable)))} could not be "
-                   "used; see the logged warnings)") if base is None and unusable else ""
+            skipped = sorted({v for v in checkpoints if v <= target})
+            why = (f" (checkpoint(s) at version {_ranges(skipped)} could not be used; see the "
+                   "logged warnings)") if base is None and skipped else ""
             if base is None and 0 in missing and version is None:
                 raise MissingVersionError(
                     f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no usable "

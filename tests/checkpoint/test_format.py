@@ -1,0 +1,243 @@
+"""The checkpoint format: schema, round trips, foreign layouts, ``_last_checkpoint``, intervals."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltacommit.checkpoint import LastCheckpoint, last_checkpoint_checksum
+from deltacommit.errors import CorruptLogError, InvalidArgumentError, UnsupportedProtocolError
+from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
+from deltacommit.log.checkpoint_format import (
+    CHECKPOINT_SCHEMA,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+from deltacommit.log.intervals import checkpoint_interval, duration_ms, parse_interval_ms
+from deltacommit.log.lazy_files import LazyActionMap
+from deltacommit.log.replay import TableState
+
+NOW = 1_800_000_000_000
+WEEK = 7 * 86_400_000
+
+
+def sample_state() -> TableState:
+    s = TableState()
+    s.apply(0, [
+        Protocol(3, 7, ["timestampNtz"], ["timestampNtz", "appendOnly"]),
+        Metadata(id="m-1", schema_string='{"type":"struct","fields":[]}',
+                 partition_columns=["day", "region"],
+                 configuration={"delta.appendOnly": "false", "k": "v"}, name="events",
+                 description="d", created_time=123),
+        Txn("app-1", 4, NOW - 10),
+        UnknownAction("domainMetadata", {"domain": "delta.rowTracking",
+                                         "configuration": '{"rowIdHighWaterMark":3}',
+                                         "removed": False}),
+    ])
+    s.apply(1, [
+        Add("day=2026-11-22/region=eu/a%20b.parquet", {"day": "2026-11-22", "region": "eu"}, 10,
+            NOW - 5, True, '{"numRecords":3}', tags={"t": "1"}, base_row_id=7,
+            default_row_commit_version=1),
+        Add("day=2026-11-22/region=__HIVE_DEFAULT_PARTITION__/b.parquet",
+            {"day": "2026-11-22", "region": None}, 11, NOW - 5, False, None),
+        Add("c.parquet", {"day": "2026-11-23", "region": "us"}, 12, NOW - 5, True, None,
+            deletion_vector={"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+                             "offset": 4, "sizeInBytes": 40, "cardinality": 6}),
+        Add("old.parquet", {"day": "2026-11-20", "region": "eu"}, 13, NOW - 5, True, None),
+        Add("older.parquet", {"day": "2026-11-20", "region": "eu"}, 14, NOW - 5, True, None),
+    ])
+    s.apply(2, [
+        Remove("old.parquet", NOW - 1000, True, True, {"day": "2026-11-20", "region": "eu"}, 13),
+        Remove("older.parquet", NOW - WEEK - 1, True, True, {"day": "2026-11-20", "region": "eu"}),
+    ])
+    return s
+
+
+def round_trip(state: TableState, cutoff: int = NOW - WEEK) -> TableState:
+    encoded = encode_checkpoint(state, cutoff)
+    buf = io.BytesIO()
+    pq.write_table(encoded.table, buf)
+    table = pq.read_table(io.BytesIO(buf.getvalue()))
+    return decode_checkpoint(table, state.version, "test")
+
+
+def test_round_trip_keeps_every_action_and_expires_old_tombstones() -> None:
+    state = sample_state()
+    back = round_trip(state)
+    assert back.version == 2
+    assert back.protocol == state.protocol
+    assert back.metadata == state.metadata
+    assert back.app_txns == state.app_txns
+    assert back.domains == state.domains
+    assert isinstance(back.files, LazyActionMap) and back.files.is_lazy
+    assert dict(back.files.items()) == state.files
+    # The tombstone deleted more than a week before "now" is gone; the recent one stays,
+    # without stats or tags (checkpoint tombstones only serve VACUUM).
+    assert list(back.tombstones) == ["old.parquet"]
+    assert back.tombstones["old.parquet"] == state.tombstones["old.parquet"]
+
+
+def test_rewriting_a_lazily_loaded_checkpoint_needs_no_objects() -> None:
+    state = round_trip(sample_state())
+    state.apply(3, [Add("new.parquet", {"day": "2026-11-24", "region": "eu"}, 20, NOW, True, None),
+                    Remove("c.parquet", NOW, True, True, {}, 12, deletion_vector=dict(
+                        state.files["c.parquet#uab^-aqEH.-t@S}K{vb[*k^@4"].deletion_vector or {}))])
+    files = state.files
+    assert isinstance(files, LazyActionMap)
+    again = round_trip(state)
+    assert files.is_lazy  # the rewrite went Arrow to Arrow
+    assert sorted(again.files) == sorted(
+        ["day=2026-11-22/region=eu/a b.parquet",
+         "day=2026-11-22/region=__HIVE_DEFAULT_PARTITION__/b.parquet", "new.parquet"])
+    assert sorted(again.tombstones) == ["c.parquet#uab^-aqEH.-t@S}K{vb[*k^@4", "old.parquet"]
+
+
+def test_protocol_features_are_null_below_reader_3_and_writer_7() -> None:
+    s = TableState()
+    s.apply(0, [Protocol(1, 2, None, ["ignored"]),
+                Metadata(id="x", schema_string="{}", partition_columns=[])])
+    row = encode_checkpoint(s, 0).table.column("protocol").to_pylist()[0]
+    assert row == {"minReaderVersion": 1, "minWriterVersion": 2, "readerFeatures": None,
+                   "writerFeatures": None}
+
+
+def test_schema_matches_what_delta_rs_writes(tmp_path: Path) -> None:
+    """Every action column has the fields (names and types) delta-rs writes, except that
+    tombstones carry no stats or tags, as PROTOCOL.md says."""
+    uri = str(tmp_path / "t")
+    deltalake.write_deltalake(uri, pa.table({"x": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    deltalake.DeltaTable(uri).create_checkpoint()
+    theirs = pq.read_schema(next((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet")))
+    for field in CHECKPOINT_SCHEMA:
+        their_type = theirs.field(field.name).type
+        ours = {f.name: f for f in field.type}
+        their_fields = {f.name: f for f in their_type}
+        expected = set(their_fields) - ({"stats", "tags"} if field.name == "remove" else set())
+        assert set(ours) == expected, field.name
+        for name, f in ours.items():
+            t = their_fields[name]
+            assert f.nullable == t.nullable, (field.name, name)
+            if pa.types.is_map(f.type):
+                assert pa.types.is_map(t.type)
+            else:
+                assert str(f.type).split("<")[0] == str(t.type).split("<")[0], (field.name, name)
+
+
+def spark_like(table: pa.Table) -> pa.Table:
+    """Re-lay a checkpoint the way Spark writes one: every field nullable, map entries named
+    ``key_value``, a ``stats_parsed`` struct inside ``add``, columns in another order and a
+    ``commitInfo`` column that is always null."""
+
+    def relax(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, relax(f.type), True) for f in t])
+        if pa.types.is_map(t):
+            return pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), True))
+        if pa.types.is_list(t):
+            return pa.list_(pa.field("element", relax(t.value_type), True))
+        return t
+
+    cols: dict[str, Any] = {}
+    for name in ["txn", "add", "remove", "metaData", "protocol"]:
+        arr = table.column(name).combine_chunks()
+        relaxed = arr.cast(relax(arr.type))
+        if name == "add":
+            stats = pa.StructArray.from_arrays(
+                [pa.array([1] * len(arr), pa.int64())], names=["numRecords"],
+                mask=arr.is_null())
+            children = [relaxed.field(i) for i in range(relaxed.type.num_fields)] + [stats]
+            names = [f.name for f in relaxed.type] + ["stats_parsed"]
+            relaxed = pa.StructArray.from_arrays(children, names=names, mask=arr.is_null())
+        cols[name] = relaxed
+    cols["commitInfo"] = pa.nulls(table.num_rows, pa.struct([("operation", pa.string())]))
+    return pa.table(cols)
+
+
+def test_reads_a_spark_style_checkpoint_layout() -> None:
+    state = sample_state()
+    table = encode_checkpoint(state, NOW - WEEK).table
+    back = decode_checkpoint(spark_like(table), 2, "spark")
+    assert back.protocol == state.protocol and back.metadata == state.metadata
+    assert dict(back.files.items()) == state.files
+    assert list(back.tombstones) == ["old.parquet"]
+    assert back.domains == {}  # Spark's layout above has no domainMetadata column
+
+
+def test_missing_protocol_or_metadata_is_corrupt() -> None:
+    table = encode_checkpoint(sample_state(), 0).table
+    no_protocol = table.set_column(table.schema.get_field_index("protocol"), "protocol",
+                                   pa.nulls(table.num_rows, table.schema.field("protocol").type))
+    with pytest.raises(CorruptLogError, match="exactly one protocol"):
+        decode_checkpoint(no_protocol, 2, "cp")
+    doubled = pa.concat_tables([table, table.slice(1, 1)])
+    with pytest.raises(CorruptLogError, match="exactly one metaData"):
+        decode_checkpoint(doubled, 2, "cp")
+
+
+def test_v2_checkpoint_rows_are_refused() -> None:
+    table = encode_checkpoint(sample_state(), 0).table
+    meta = pa.array([{"version": 2}] + [None] * (table.num_rows - 1),
+                    pa.struct([("version", pa.int64())]))
+    with pytest.raises(UnsupportedProtocolError, match="V2 checkpoint"):
+        decode_checkpoint(table.append_column("checkpointMetadata", meta), 2, "cp")
+
+
+# --------------------------------------------------------------------------- _last_checkpoint
+
+
+def test_last_checkpoint_checksum_matches_the_protocol_example() -> None:
+    obj = json.loads('{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": '
+                     '["v3", [1, 2], {"k4": "v4", "k5": ["v5", "v6", "v7"]}]}}')
+    assert last_checkpoint_checksum(obj) == "6a92d155a59bf2eecbd4b4ec7fd1f875"
+
+
+def test_last_checkpoint_round_trip_and_validation() -> None:
+    lc = LastCheckpoint(20, 105, None, 4096, 100)
+    data = lc.to_bytes()
+    assert json.loads(data)["checksum"]
+    assert list(json.loads(data))[:2] == ["version", "size"]
+    assert LastCheckpoint.from_bytes(data) == lc
+    tampered = json.loads(data)
+    tampered["size"] = 104
+    with pytest.raises(ValueError, match="checksum"):
+        LastCheckpoint.from_bytes(json.dumps(tampered).encode())
+    # delta-rs writes no checksum; that is fine.
+    assert LastCheckpoint.from_bytes(b'{"version":3,"size":8}').version == 3
+    for bad in (b"", b"[]", b'{"size":1}', b'{"version":-1,"size":1}', b'{"version":"x"}'):
+        with pytest.raises(ValueError):
+            LastCheckpoint.from_bytes(bad)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("interval 1 week", 604_800_000), ("interval 30 days", 2_592_000_000), ("2 hours", 7_200_000),
+    ("interval 1 day 12 hours", 129_600_000), ("INTERVAL 90 MINUTES", 5_400_000),
+    ("interval 0 seconds", 0), ("interval 1500 milliseconds", 1500),
+])
+def test_intervals(text: str, ms: int) -> None:
+    assert parse_interval_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "interval", "1 month", "interval 2 fortnights", "week",
+                                  "interval 1 day garbage", "interval -1 day"])
+def test_bad_intervals(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_interval_ms(text)
+
+
+def test_duration_properties_default_and_fail_clearly() -> None:
+    assert duration_ms({}, "delta.logRetentionDuration", "t") == 30 * 86_400_000
+    assert duration_ms({}, "delta.deletedFileRetentionDuration", "t") == WEEK
+    with pytest.raises(InvalidArgumentError, match=r"table t: property delta.logRetentionDuration"):
+        duration_ms({"delta.logRetentionDuration": "soon"}, "delta.logRetentionDuration", "t")
+    assert checkpoint_interval({}) == 10
+    assert checkpoint_interval({"delta.checkpointInterval": "3"}) == 3

@@ -1,0 +1,134 @@
+"""``LazyActionMap`` behaves exactly like the dict it stands for, whatever is done to it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltacommit.log.actions import Add
+from deltacommit.log.checkpoint_format import STRING_MAP, adds_to_arrow
+from deltacommit.log.lazy_files import (
+    ActionRows,
+    LazyActionMap,
+    adds_from_arrow,
+    copy_file_map,
+    map_dicts,
+)
+from deltacommit.log.replay import TableState, file_key
+
+
+def add(name: str, size: int = 1) -> Add:
+    return Add(name, {"p": name[:1]}, size, 0, True, None)
+
+
+def lazy(adds: list[Add]) -> LazyActionMap[Add]:
+    return LazyActionMap(ActionRows(adds_to_arrow(adds), adds_from_arrow))
+
+
+NAMES = [f"{c}{i}.parquet" for c in "ab%" for i in range(4)]
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(NAMES), st.integers(1, 9)),
+    st.tuples(st.just("pop"), st.sampled_from(NAMES), st.none()),
+    st.tuples(st.just("get"), st.sampled_from(NAMES), st.none()),
+    st.tuples(st.just("in"), st.sampled_from(NAMES), st.none()),
+    st.tuples(st.just("len"), st.none(), st.none()),
+    st.tuples(st.just("copy"), st.none(), st.none()),
+    st.tuples(st.just("items"), st.none(), st.none()),
+), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.lists(st.sampled_from(NAMES), unique=True), script=ops)
+def test_lazy_map_matches_a_plain_dict(base: list[str], script: list[tuple[str, Any, Any]]) -> None:
+    adds = [add(n) for n in base]
+    ref: dict[str, Add] = {file_key(a.path): a for a in adds}
+    m: dict[str, Add] = lazy(adds)
+    for op, name, arg in script:
+        key = file_key(name) if name else None
+        if op == "set":
+            a = add(name, arg)
+            ref[key] = a
+            m[key] = a
+        elif op == "pop":
+            assert m.pop(key, None) == ref.pop(key, None)
+        elif op == "get":
+            assert m.get(key) == ref.get(key)
+            if key in ref:
+                assert key in m and m[key] == ref[key]
+        elif op == "in":
+            assert (key in m) == (key in ref)
+        elif op == "len":
+            assert len(m) == len(ref)
+        elif op == "copy":
+            m = copy_file_map(m)
+        elif op == "items":
+            assert sorted(m.items(), key=lambda kv: kv[0]) == sorted(ref.items(), key=lambda kv: kv[0])
+    assert m == ref
+    assert dict(m) == ref
+    assert len(m) == len(ref)
+
+
+def test_copies_share_rows_but_not_changes() -> None:
+    m = lazy([add("a.parquet"), add("b.parquet")])
+    c = m.lazy_copy()
+    d = m.lazy_copy()
+    c["c.parquet"] = add("c.parquet")
+    del c["a.parquet"]
+    assert sorted(m) == ["a.parquet", "b.parquet"]
+    assert sorted(c) == ["b.parquet", "c.parquet"]
+    # Materialising one copy leaves the other lazy, and all reuse one set of objects.
+    assert d.is_lazy and not m.is_lazy
+    assert d["b.parquet"] is m["b.parquet"]
+
+
+def test_state_replay_on_a_lazy_map_never_materialises() -> None:
+    s = TableState(version=5, files=lazy([add("a.parquet"), add("b.parquet")]),
+                   tombstones={})
+    s.apply(6, [add("c.parquet"), add("a.parquet", 5).to_remove(1)])
+    s.apply(7, [add("a.parquet", 6)])
+    files = s.files
+    assert isinstance(files, LazyActionMap) and files.is_lazy
+    assert len(files) == 3
+    assert files.is_lazy
+    assert {k: v.size for k, v in files.items()} == {"a.parquet": 6, "b.parquet": 1,
+                                                      "c.parquet": 1}
+    assert not files.is_lazy
+
+
+def test_concurrent_readers_materialise_once() -> None:
+    m = lazy([add(f"f{i}.parquet") for i in range(2000)])
+    m["x.parquet"] = add("x.parquet")
+    barrier = threading.Barrier(4)
+    results: list[int] = []
+
+    def read() -> None:
+        barrier.wait()
+        results.append(len(list(m.values())))
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [2001] * 4
+
+
+def test_map_dicts_shapes() -> None:
+    cases: list[list[Any]] = [
+        [[("a", "1")], [("a", None)], [("a", "3")]],              # one key everywhere
+        [[("a", "1"), ("b", "2")], [("a", "3"), ("b", None)]],    # two keys, same order
+        [[("a", "1"), ("b", "2")], [("b", "3"), ("a", "4")]],     # two keys, other order
+        [[], [("a", "1")], None, [("b", "2"), ("c", "3")]],       # ragged, with a null map
+        [[], []],
+        [[("a", "1")], [("b", "1")]],                             # same width, other keys
+    ]
+    for rows in cases:
+        arr = pa.array(rows, STRING_MAP)
+        expected = [None if r is None else dict(r) for r in rows]
+        assert map_dicts(arr) == expected
+        assert map_dicts(arr.slice(1)) == expected[1:]
