@@ -1,0 +1,38 @@
+"""Delta tables from PySpark without Delta's JVM jars: Spark tasks write and read the Parquet
+data files with pyarrow, the driver commits through deltacommit.
+
+    from deltacommit import spark as dcs
+    result = dcs.write(df, "s3://bucket/events", mode="append", partition_by=["day"],
+                       app_id="ingest", app_version=42, storage_options=opts)
+    df = dcs.read(spark, "s3://bucket/events", partition_filters=[("day", "=", "2026-11-22")])
+
+Every executor needs pyarrow and deltacommit installed (locally they share the driver's
+interpreter; see ``local_session``).
+"""
+
+from __future__ import annotations
+
+from deltacommit.spark.reader import read
+from deltacommit.spark.schema import (
+    arrow_to_spark_schema,
+    arrow_to_spark_type,
+    delta_to_spark_schema,
+    spark_to_arrow_schema,
+    spark_to_arrow_type,
+)
+from deltacommit.spark.session import local_session
+from deltacommit.spark.writer import write, write_files
+from deltacommit.writer import WriteResult
+
+__all__ = [
+    "WriteResult",
+    "arrow_to_spark_schema",
+    "arrow_to_spark_type",
+    "delta_to_spark_schema",
+    "local_session",
+    "read",
+    "spark_to_arrow_schema",
+    "spark_to_arrow_type",
+    "write",
+    "write_files",
+]

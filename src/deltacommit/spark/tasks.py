@@ -1,0 +1,300 @@
+"""The code that runs inside Spark tasks: Parquet data files out, Arrow batches in.
+
+Both classes are plain picklable callables for ``DataFrame.mapInArrow``.  They import nothing from
+the JVM side and reach storage through deltacommit's own object stores, so a task writes to and
+reads from S3 without hadoop-aws or any Delta jar; each executor needs only pyarrow and
+deltacommit.
+
+Write tasks never commit.  They return their add actions as JSON strings in one Arrow column and
+the driver commits the adds of the job's final result only, so the files of a failed or retried
+task attempt are never referenced by the table (they are orphans that vacuum removes).  A task
+that meets bad data (nulls in a non-nullable column, a value the table type cannot hold) does not
+raise either, because Spark would only retry it: it returns an error row that the driver raises
+as the deltacommit exception, after deleting every file the job wrote.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+#: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
+#: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
+RESULT_COLUMN = "action"
+RESULT_SCHEMA = pa.schema([pa.field(RESULT_COLUMN, pa.string(), nullable=False)])
+RESULT_DDL = f"{RESULT_COLUMN} string"
+
+#: Batches are collected up to this many rows before being cast and split by partition, so the
+#: per-batch work (dictionary encoding, sorting) is paid per large chunk, not per Arrow batch.
+_SPLIT_ROWS = 131_072
+
+#: Beyond this many runs of equal partition values per chunk, and runs shorter than
+#: ``_MIN_RUN_ROWS`` on average, rows are grouped by sorting instead of sliced run by run.
+_MAX_RUNS = 64
+_MIN_RUN_ROWS = 256
+
+#: A task's buffered rows (all partitions together) are flushed, largest partition first, once
+#: they hold this many bytes, so a task with a huge input keeps bounded memory at the price of
+#: more than one file per partition.
+DEFAULT_BUFFER_BYTES = 512 * 1024 * 1024
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+class _Buffer:
+    """The rows of one partition value waiting to be written."""
+
+    __slots__ = ("nbytes", "parts", "rows", "values")
+
+    def __init__(self, values: dict[str, str | None]) -> None:
+        self.values = values
+        self.parts: list[pa.Table] = []
+        self.rows = 0
+        self.nbytes = 0
+
+    def append(self, part: pa.Table) -> None:
+        self.parts.append(part)
+        self.rows += part.num_rows
+        self.nbytes += part.nbytes
+
+    def take(self, rows: int | None) -> pa.Table:
+        """Remove and return the first ``rows`` rows (all when None)."""
+        data = pa.concat_tables(self.parts) if len(self.parts) != 1 else self.parts[0]
+        if rows is None or rows >= data.num_rows:
+            self.parts, self.rows, self.nbytes = [], 0, 0
+            return data
+        rest = data.slice(rows)
+        self.parts, self.rows, self.nbytes = [rest], rest.num_rows, rest.nbytes
+        return data.slice(0, rows)
+
+
+class WriteTask:
+    """``mapInArrow`` function: write a task's rows as Parquet files with Delta statistics.
+
+    Rows are grouped by partition value and buffered, so a task writes one file per partition
+    value it holds (several when ``target_file_rows`` or the memory bound splits them), never one
+    per Arrow batch.
+    """
+
+    def __init__(self, table_uri: str, storage_options: Mapping[str, str], schema: pa.Schema,
+                 partition_columns: Sequence[str], indexed_cols: int,
+                 target_file_rows: int | None, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+        self.table_uri = table_uri
+        self.storage_options = dict(storage_options)
+        self.schema = schema
+        self.partition_columns = list(partition_columns)
+        self.indexed_cols = indexed_cols
+        self.target_file_rows = target_file_rows
+        self.buffer_bytes = buffer_bytes
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
+
+        written: list[str] = []
+        try:
+            for add in self._write(batches):
+                written.append(add)
+        except (SchemaMismatchError, InvalidArgumentError) as e:
+            # Data errors are the caller's to fix; a Spark retry would fail the same way.
+            error = {"error": {"type": type(e).__name__, "message": str(e)}}
+            written.append(json.dumps(error, separators=(",", ":")))
+        if written:
+            yield pa.RecordBatch.from_arrays([pa.array(written, pa.string())], schema=RESULT_SCHEMA)
+
+    def _write(self, batches: Iterator[pa.RecordBatch]) -> Iterator[str]:
+        from deltacommit.storage import open_store
+
+        store = open_store(self.table_uri, self.storage_options)
+        index = _partition_id()
+        buffers: dict[tuple[str | None, ...], _Buffer] = {}
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            if pending_rows >= _SPLIT_ROWS:
+                yield from self._absorb(store, index, buffers, pending)
+                pending, pending_rows = [], 0
+        if pending:
+            yield from self._absorb(store, index, buffers, pending)
+        for buf in buffers.values():
+            if buf.rows:
+                yield self._write_file(store, index, buf.values, buf.take(None))
+
+    def _absorb(self, store: Any, index: int, buffers: dict[tuple[str | None, ...], _Buffer],
+                pending: list[pa.RecordBatch]) -> Iterator[str]:
+        from deltacommit.schema import cast_to_table_schema
+
+        data = cast_to_table_schema(pa.Table.from_batches(pending), self.schema)
+        target = self.target_file_rows
+        for values, part in self._groups(data):
+            key = tuple(values.get(c) for c in self.partition_columns)
+            buf = buffers.get(key)
+            if buf is None:
+                buf = buffers[key] = _Buffer(values)
+            buf.append(part)
+            while target and buf.rows >= target:
+                yield self._write_file(store, index, values, buf.take(target))
+        while sum(b.nbytes for b in buffers.values()) > self.buffer_bytes:
+            largest = max(buffers.values(), key=lambda b: b.nbytes)
+            yield self._write_file(store, index, largest.values, largest.take(None))
+
+    def _groups(self, data: pa.Table) -> list[tuple[dict[str, str | None], pa.Table]]:
+        """Rows grouped by partition values, partition columns dropped.
+
+        The driver sorts each task's rows by the partition columns, so rows arrive in runs of
+        equal values and each run is a zero-copy slice.  Rows that are not clustered (many short
+        runs) are grouped by a vectorised sort instead; either way the result is correct.
+        """
+        from deltacommit.partitions import serialize_partition_value, split_by_partition
+
+        pcols = self.partition_columns
+        if not pcols:
+            return [({}, data)]
+        n = data.num_rows
+        ends: set[int] = set()
+        columns = [data.column(c).combine_chunks() for c in pcols]
+        for col in columns:
+            ends.update(pc.run_end_encode(col).run_ends.to_pylist())  # type: ignore[attr-defined]
+            if len(ends) > _MAX_RUNS and len(ends) * _MIN_RUN_ROWS > n:
+                return split_by_partition(data, pcols)
+        body = data.drop_columns(pcols)
+        types = [f.type for f in (self.schema.field(c) for c in pcols)]
+        out: list[tuple[dict[str, str | None], pa.Table]] = []
+        start = 0
+        for end in sorted(ends):
+            values = {c: serialize_partition_value(col[start], t)
+                      for c, col, t in zip(pcols, columns, types, strict=True)}
+            out.append((values, body.slice(start, end - start)))
+            start = end
+        return out
+
+    def _write_file(self, store: Any, index: int, values: dict[str, str | None],
+                    data: pa.Table) -> str:
+        from deltacommit.log.actions import Add
+        from deltacommit.partitions import encode_add_path, partition_path
+        from deltacommit.stats import compute_stats
+
+        pcols = self.partition_columns
+        directory = partition_path([(c, values.get(c)) for c in pcols])
+        name = f"part-{index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+        rel = f"{directory}/{name}" if directory else name
+        local = store.local_path(rel)
+        if local is not None:
+            # Straight to the final name: the file has a fresh unique name and is invisible
+            # until the driver commits it, so a partial file left by a crash is only an orphan.
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            pq.write_table(data, local, compression="snappy")
+            st = os.stat(local)
+            size, mtime = st.st_size, st.st_mtime_ns // 1_000_000
+        else:
+            sink = io.BytesIO()
+            pq.write_table(data, sink, compression="snappy")
+            body = sink.getvalue()
+            meta = store.put(rel, body)
+            size, mtime = len(body), meta.last_modified_ms or int(time.time() * 1000)
+        add = Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
+                  modification_time=mtime, data_change=True,
+                  stats=compute_stats(data, self.indexed_cols))
+        return json.dumps({"add": add.to_json()}, separators=(",", ":"))
+
+
+class ReadTask:
+    """``mapInArrow`` function: read the data files named by its input rows, restoring
+    partition columns from each file's ``partitionValues`` and casting to the table schema."""
+
+    #: Input rows: the add path and the JSON of its partition values.
+    INPUT_DDL = "path string, partition_values string"
+
+    def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
+                 out_schema: pa.Schema, partition_columns: Sequence[str],
+                 batch_rows: int = 65_536) -> None:
+        self.table_uri = table_uri
+        self.storage_options = dict(storage_options)
+        self.version = version
+        self.out_schema = out_schema
+        self.partition_columns = [c for c in partition_columns if c in out_schema.names]
+        self.batch_rows = batch_rows
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from deltacommit.storage import open_store
+
+        store = open_store(self.table_uri, self.storage_options)
+        for batch in batches:
+            paths: list[Any] = batch.column(0).to_pylist()
+            values: list[Any] = batch.column(1).to_pylist()
+            for path, pv in zip(paths, values, strict=True):
+                yield from self._read_file(store, str(path), json.loads(pv))
+
+    def _relative(self, path: str) -> str:
+        from deltacommit.errors import CorruptLogError
+        from deltacommit.partitions import decode_add_path
+
+        rel = decode_add_path(path)
+        if "://" in rel:
+            prefix = self.table_uri.rstrip("/") + "/"
+            if not rel.startswith(prefix):
+                raise CorruptLogError(
+                    f"table {self.table_uri}: data file {rel} lies outside the table location")
+            rel = rel[len(prefix):]
+        return rel
+
+    def _read_file(self, store: Any, path: str, partition_values: dict[str, str | None]
+                   ) -> Iterator[pa.RecordBatch]:
+        from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+        from deltacommit.partitions import partition_column_arrays
+
+        rel = self._relative(path)
+        where = f"{self.table_uri}/{rel}"
+        pcols = set(self.partition_columns)
+        data_fields = [f for f in self.out_schema if f.name not in pcols]
+        try:
+            local = store.local_path(rel)
+            source: Any = local if local is not None else store.open_input(rel)
+            pf = pq.ParquetFile(source)
+            present = set(pf.schema_arrow.names)
+            wanted = [f.name for f in data_fields if f.name in present]
+            if wanted:
+                chunks: Iterator[tuple[int, pa.RecordBatch | None]] = (
+                    (b.num_rows, b) for b in pf.iter_batches(batch_size=self.batch_rows,
+                                                              columns=wanted))
+            else:
+                chunks = ((pf.metadata.row_group(i).num_rows, None)
+                          for i in range(pf.metadata.num_row_groups))
+            for n, batch in chunks:
+                if not n:
+                    continue
+                parts = partition_column_arrays(
+                    {c: partition_values.get(c) for c in self.partition_columns},
+                    self.out_schema, n)
+                arrays: list[Any] = []
+                for f in self.out_schema:
+                    if f.name in parts:
+                        arrays.append(parts[f.name])
+                    elif batch is not None and f.name in wanted:
+                        col = batch.column(f.name)
+                        arrays.append(col if col.type == f.type else col.cast(f.type))
+                    else:
+                        arrays.append(pa.nulls(n, f.type))
+                yield pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
+        except (ObjectNotFoundError, FileNotFoundError):
+            raise StorageError("read", where,
+                               f"data file of version {self.version} is missing") from None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"table {self.table_uri}: cannot read data file {rel}: {e}") from None
