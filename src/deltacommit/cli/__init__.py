@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from deltacommit.cli import maintenance_commands, table_commands
+from deltacommit.cli import dynamodb_commands, maintenance_commands, table_commands
 from deltacommit.errors import DeltaCommitError
 
-MODULES = [table_commands, maintenance_commands]
+MODULES = [table_commands, maintenance_commands, dynamodb_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,955 @@
+"""Spark's S3DynamoDBLogStore protocol: one DynamoDB item per commit decides who owns ``N.json``.
+
+S3 could not create an object exactly once until 2024, so Delta on Spark (and delta-rs up to
+1.6.0) let a DynamoDB table decide instead.  Spark fleets still write this way, and a writer
+joins them only by speaking the protocol exactly: the same items, the same conditions, the same
+repair duty.  Items (``BaseExternalLogStore`` / ``S3DynamoDBLogStore`` in delta-io/delta):
+
+=============  ====  =========================================================================
+``tablePath``  S     HASH key: the table URI without a trailing slash (``s3a://`` when shared
+                     with Spark, see ``DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME``)
+``fileName``   S     RANGE key: ``<20-digit version>.json``
+``tempPath``   S     ``.tmp/<fileName>.<uuid>``, relative to ``_delta_log``
+``complete``   S     the strings ``"true"`` / ``"false"``
+``expireTime`` N     epoch seconds, only on complete entries (TTL attribute; default now + 1 day)
+=============  ====  =========================================================================
+
+Writing version N: (0) N.json must not exist; (1) entry N-1, if incomplete, is repaired, and
+N-1.json must exist (version 0: entries of a deleted table must not linger); (2) write the temp
+file ``T(N)``, then ``PutItem`` the entry with ``attribute_not_exists(fileName)``: the one
+linearisation point, a failed condition means another writer owns N; (3) copy ``T(N)`` to
+``N.json`` without ever replacing an object; (4) mark the entry complete.  Once the entry
+exists the commit has happened: a failure in (3) or (4) is logged and left to the repair that
+readers (the latest entry, on every listing and refresh) and the next writer (entry N-1) do.
+Only the latest entry can be incomplete, because every writer of N+1 first completes N.
+
+Marking complete is an ``UpdateItem`` with the condition ``complete = "false"`` (as delta-rs
+does) rather than Spark's unconditional ``PutItem`` of the whole item: it can only flip an
+incomplete entry, so it never resurrects an entry that TTL or ``dynamodb repair`` removed,
+never rewrites ``tempPath`` from a repairer's stale copy, and never pushes ``expireTime`` of a
+completed entry further out; concurrent repairers all succeed (the losers' failed condition
+means "already complete").  Spark and delta-rs read the result identically.
+
+Requests per commit, uncontended writer that already knows the table (the usual case after its
+first commit or a refresh): **4** — PUT ``T(N)``, conditional ``PutItem``, conditional PUT
+``N.json`` (the bytes are in memory, so no GET of ``T(N)``), ``UpdateItem``.  Spark makes about
+9 (HEAD N, GetItem N-1, HEAD N-1, PUT T, PutItem, GET T, HEAD + PUT N, PutItem).  The checks of
+steps 0 and 1 are skipped only when this process has already established them:
+
+* Step 1 (``GetItem`` N-1, HEAD N-1.json) is skipped when this process saw entry N-1 complete
+  and N-1.json present: it completed N-1 itself, or repaired it, or a consistent ``Query`` of
+  the latest entry found it complete and the file was then read or listed.  Completion never
+  reverts, so that knowledge does not age.
+* Step 0 (HEAD N.json) guards against an N.json whose entry TTL has already deleted.  It is
+  skipped when this process established, less than half the entry TTL ago, that N-1 was the
+  latest version (a listing, a read miss, a consistent Query of an unexpired latest entry, or
+  its own successful ``PutItem`` of N-1, which proves N-1.json and so N.json absent at that
+  moment).  Any N.json created after that moment was created through an entry that lives at
+  least the TTL past its creation, so the conditional ``PutItem`` still sees it.  This assumes,
+  as Spark's documentation does, that every writer uses the same (or a longer) TTL.
+
+A lost race costs the PUT of ``T(N)`` and the failed ``PutItem``; the commit loop then reads
+the winners with one consistent ``Query`` (the latest entry, repaired if incomplete: its temp
+file is read anyway, so repairing costs one PUT and one ``UpdateItem`` more) and one GET per
+missed commit.  Temp files are never deleted, as in Spark: expire ``_delta_log/.tmp/`` with an
+S3 lifecycle rule.
+
+DynamoDB throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``) is
+retried with jittered exponential backoff until ``DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME`` has
+passed, then reported as a LogStoreError; a throttled request was not executed, so retrying a
+conditional write is safe.  A conditional ``PutItem`` whose failed condition follows a retry
+(the first attempt's answer was lost) is checked with a consistent ``GetItem``: if the entry
+carries our ``tempPath``, the first attempt won.
+
+The first DynamoDB request of a process checks the table's key schema once (``DescribeTable``),
+so a missing table or a wrong schema is reported with how to fix it instead of surfacing as
+endless lost races.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from deltacommit.aws import AwsConfig, resolve_aws_config
+from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
+from deltacommit.errors import (
+    CorruptLogError,
+    LogStoreError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    VersionExistsError,
+)
+from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path, parse_log_name
+from deltacommit.logstore.base import COORDINATION_KEY, LogStore
+from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.s3 import RequestCounter
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+ATTR_TABLE_PATH = "tablePath"
+ATTR_FILE_NAME = "fileName"
+ATTR_TEMP_PATH = "tempPath"
+ATTR_COMPLETE = "complete"
+ATTR_EXPIRE_TIME = "expireTime"
+
+#: Configuration keys a table created through this log store records, beside
+#: ``deltacommit.coordination = dynamodb``: a writer whose DynamoDB table or ``tablePath``
+#: differs would not be excluded by this one, so it refuses to commit.
+TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
+TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
+
+#: Named points of the commit and repair paths where ``hook`` is called, in order.  A hook that
+#: raises (or ends the process) there models a writer stopped at that point.
+STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_complete",
+         "repair_after_copy", "repair_after_complete")
+
+FaultHook = Callable[[str, int], None]
+
+_THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException",
+              "RequestLimitExceeded", "TooManyRequestsException", "Throttling"}
+_CREDENTIALS = {"UnrecognizedClientException", "InvalidSignatureException",
+                "InvalidClientTokenId", "ExpiredTokenException", "IncompleteSignatureException",
+                "MissingAuthenticationTokenException"}
+_DENIED = {"AccessDeniedException"}
+_COMMIT_NAME = re.compile(r"^\d{20}\.json$")
+#: Backoff on throttling: full jitter below a ceiling that doubles from BASE up to CAP.
+_BACKOFF_BASE = 0.05
+_BACKOFF_CAP = 5.0
+#: Wall-clock slack before an entry's expireTime at which TTL might already have removed it
+#: (DynamoDB's clock and ours may disagree).
+_EXPIRY_MARGIN_SECONDS = 300
+#: How long to wait for a table still being created before reporting it.
+_CREATING_WAIT_SECONDS = 20.0
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEntry:
+    """One item of the protocol (Spark's ``ExternalCommitEntry``)."""
+
+    table_path: str
+    file_name: str
+    temp_path: str
+    complete: bool
+    expire_time: int | None = None
+
+    @property
+    def version(self) -> int:
+        return int(self.file_name.split(".", 1)[0])
+
+    @property
+    def temp_key(self) -> str:
+        """The temp file's path relative to the table root."""
+        return f"{LOG_DIR}/{self.temp_path}"
+
+    def to_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            ATTR_TABLE_PATH: {"S": self.table_path},
+            ATTR_FILE_NAME: {"S": self.file_name},
+            ATTR_TEMP_PATH: {"S": self.temp_path},
+            ATTR_COMPLETE: {"S": "true" if self.complete else "false"},
+        }
+        if self.expire_time is not None:
+            item[ATTR_EXPIRE_TIME] = {"N": str(self.expire_time)}
+        return item
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any], where: str) -> CommitEntry:
+        """Parse an item; LogStoreError naming it if it is not a protocol entry."""
+        try:
+            table_path = item[ATTR_TABLE_PATH]["S"]
+            file_name = item[ATTR_FILE_NAME]["S"]
+            temp_path = item[ATTR_TEMP_PATH]["S"]
+            complete = item[ATTR_COMPLETE]["S"]
+            expire = item.get(ATTR_EXPIRE_TIME)
+            expire_time = None if expire is None else int(float(expire["N"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise LogStoreError(
+                f"{where}: item {_short_item(item)} is not an S3DynamoDBLogStore entry "
+                f"(expected string attributes {ATTR_TABLE_PATH}, {ATTR_FILE_NAME}, "
+                f"{ATTR_TEMP_PATH}, {ATTR_COMPLETE} and a number {ATTR_EXPIRE_TIME}; {e!r})") from None
+        if not _COMMIT_NAME.match(file_name):
+            raise LogStoreError(f"{where}: entry {table_path} / {file_name} does not name a "
+                                "commit file (expected <20-digit version>.json)")
+        if complete not in ("true", "false"):
+            raise LogStoreError(f"{where}: entry {table_path} / {file_name} has "
+                                f"{ATTR_COMPLETE}={complete!r}; expected the string true or false")
+        if temp_path.startswith("/") or "://" in temp_path or ".." in temp_path.split("/"):
+            raise LogStoreError(f"{where}: entry {table_path} / {file_name} has {ATTR_TEMP_PATH}="
+                                f"{temp_path!r}; expected a path relative to _delta_log")
+        return cls(table_path, file_name, temp_path, complete == "true", expire_time)
+
+
+def _short_item(item: Mapping[str, Any]) -> str:
+    text = repr(dict(item))
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _key(table_path: str, file_name: str) -> dict[str, Any]:
+    return {ATTR_TABLE_PATH: {"S": table_path}, ATTR_FILE_NAME: {"S": file_name}}
+
+
+class _Unrecoverable(LogStoreError):
+    """An incomplete entry whose temp file and commit file are both gone."""
+
+
+class _ConditionFailed(Exception):
+    """A conditional write's condition did not hold; ``retried``: after a retried request."""
+
+    def __init__(self, retried: bool) -> None:
+        super().__init__("condition failed")
+        self.retried = retried
+
+
+# --------------------------------------------------------------------------- table checks
+
+
+def _endpoint_of(client: Any) -> str:
+    return str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "AWS")
+
+
+def create_table_hint(table_name: str) -> str:
+    return (f"create it with `deltacommit dynamodb create-table --table-name {table_name}` "
+            "(PAY_PER_REQUEST, TTL on expireTime), or as Spark's documentation describes: "
+            f"aws dynamodb create-table --table-name {table_name} --attribute-definitions "
+            "AttributeName=tablePath,AttributeType=S AttributeName=fileName,AttributeType=S "
+            "--key-schema AttributeName=tablePath,KeyType=HASH AttributeName=fileName,KeyType=RANGE "
+            "--billing-mode PAY_PER_REQUEST")
+
+
+def check_key_schema(description: Mapping[str, Any], table_name: str, endpoint: str) -> None:
+    """LogStoreError unless the table is keyed (tablePath S HASH, fileName S RANGE)."""
+    keys = {k["AttributeName"]: k["KeyType"] for k in description.get("KeySchema", [])}
+    types = {a["AttributeName"]: a["AttributeType"]
+             for a in description.get("AttributeDefinitions", [])}
+    expected = {ATTR_TABLE_PATH: "HASH", ATTR_FILE_NAME: "RANGE"}
+    if keys != expected or types.get(ATTR_TABLE_PATH) != "S" or types.get(ATTR_FILE_NAME) != "S":
+        found = ", ".join(f"{name} {types.get(name, '?')} {kind}" for name, kind in keys.items())
+        raise LogStoreError(
+            f"DynamoDB table {table_name} at {endpoint} has the key schema ({found}), but Spark's "
+            f"S3DynamoDBLogStore protocol needs ({ATTR_TABLE_PATH} S HASH, {ATTR_FILE_NAME} S RANGE); "
+            "point DELTA_DYNAMO_TABLE_NAME at a table made for it, or "
+            + create_table_hint("<new name>"))
+
+
+_CHECKED: set[tuple[str, str]] = set()
+_CHECKED_LOCK = threading.Lock()
+
+
+def _forget_checked_tables() -> None:
+    """Check every table again on next use (tests that delete and re-create tables)."""
+    with _CHECKED_LOCK:
+        _CHECKED.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class TableSetup:
+    """What ``create_log_table`` did."""
+
+    created: bool
+    status: str
+    ttl: str
+    endpoint: str
+    ttl_warning: str = ""
+
+
+def create_log_table(client: DynamoDBClient, table_name: str, *,
+                     billing_mode: str = "PAY_PER_REQUEST", timeout: float = 60.0,
+                     clock: Clock = SYSTEM_CLOCK) -> TableSetup:
+    """Create the protocol's table (or accept an existing one keyed right), wait until ACTIVE,
+    and enable TTL on ``expireTime`` so completed entries are removed after their delay.
+
+    Without TTL, complete entries pile up forever (Spark's store does not enable it either);
+    an endpoint without TTL support (dynalite) is reported in ``ttl_warning``, not refused.
+    """
+    endpoint = _endpoint_of(client)
+    args: dict[str, Any] = {
+        "TableName": table_name,
+        "AttributeDefinitions": [{"AttributeName": ATTR_TABLE_PATH, "AttributeType": "S"},
+                                 {"AttributeName": ATTR_FILE_NAME, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
+                      {"AttributeName": ATTR_FILE_NAME, "KeyType": "RANGE"}],
+    }
+    if billing_mode.upper() == "PROVISIONED":
+        # Spark's defaults when it creates the table itself.
+        args["BillingMode"] = "PROVISIONED"
+        args["ProvisionedThroughput"] = {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+    else:
+        args["BillingMode"] = "PAY_PER_REQUEST"
+    created = True
+    try:
+        client.create_table(**args)
+    except ClientError as e:
+        if _code(e) != "ResourceInUseException":
+            raise _admin_error("CreateTable", table_name, endpoint, e) from e
+        created = False
+    deadline = clock.monotonic() + timeout
+    while True:
+        try:
+            table = client.describe_table(TableName=table_name)["Table"]
+        except ClientError as e:
+            raise _admin_error("DescribeTable", table_name, endpoint, e) from e
+        check_key_schema(table, table_name, endpoint)
+        status = str(table.get("TableStatus", "ACTIVE"))
+        if status == "ACTIVE":
+            break
+        if clock.monotonic() > deadline:
+            raise LogStoreError(f"DynamoDB table {table_name} at {endpoint} is still {status} "
+                                f"after {timeout:.0f} s")
+        clock.sleep(0.05)
+    warning = ""
+    try:
+        client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={
+            "Enabled": True, "AttributeName": ATTR_EXPIRE_TIME})
+    except ClientError as e:
+        message = e.response.get("Error", {}).get("Message", "")
+        if _code(e) == "ValidationException" and "already enabled" in message.lower():
+            pass
+        elif _code(e) in ("UnknownOperationException", "UnrecognizedClientException",
+                          "ValidationException", "AccessDeniedException"):
+            warning = (f"TTL could not be enabled on {ATTR_EXPIRE_TIME} ({_code(e)}: {message}); "
+                       "completed entries will not expire: enable it with aws dynamodb "
+                       f"update-time-to-live --table-name {table_name} --time-to-live-specification "
+                       f"Enabled=true,AttributeName={ATTR_EXPIRE_TIME}")
+        else:
+            raise _admin_error("UpdateTimeToLive", table_name, endpoint, e) from e
+    return TableSetup(created, "ACTIVE", ttl_status(client, table_name), endpoint, warning)
+
+
+def ttl_status(client: DynamoDBClient, table_name: str) -> str:
+    """``enabled on expireTime``, ``disabled``, ... or why it cannot be known."""
+    try:
+        description = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
+    except ClientError as e:
+        return f"unknown ({_code(e)}: the endpoint does not report TTL)"
+    status = str(description.get("TimeToLiveStatus", "DISABLED")).lower()
+    attribute = description.get("AttributeName")
+    if attribute and status in ("enabled", "enabling"):
+        text = f"{status} on {attribute}"
+        if attribute != ATTR_EXPIRE_TIME:
+            text += f" (the protocol's entries expire by {ATTR_EXPIRE_TIME}: they will never expire)"
+        return text
+    return f"{status} (completed entries never expire)"
+
+
+def _admin_error(api: str, table_name: str, endpoint: str, e: ClientError) -> LogStoreError:
+    message = e.response.get("Error", {}).get("Message", "")
+    return LogStoreError(f"{api} of DynamoDB table {table_name} at {endpoint} failed: "
+                         f"{_code(e) or 'error'}: {message}")
+
+
+# --------------------------------------------------------------------------- the log store
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What ``repair`` found and did for one incomplete entry."""
+
+    version: int
+    temp_path: str
+    action: str  # "copied and completed", "completed", "unrecoverable", "dropped"
+    detail: str = ""
+
+
+class DynamoDBLogStore(LogStore):
+    """Commits through a DynamoDB table shared with Spark's S3DynamoDBLogStore and delta-rs.
+
+    ``hook(step, version)`` is called at each name in ``STEPS``; tests use it to stop a writer
+    between two steps.  ``client`` replaces the shared DynamoDB client of ``config``.
+    """
+
+    mechanism = "dynamodb"
+
+    def __init__(self, store: ObjectStore, config: AwsConfig, *,
+                 client: DynamoDBClient | None = None, hook: FaultHook | None = None,
+                 clock: Clock = SYSTEM_CLOCK, random: RandomSource = DEFAULT_RANDOM) -> None:
+        self.store = store
+        self.config = config
+        self.table_name = config.dynamo_table_name
+        self.table_path = config.dynamo_table_path(store.uri)
+        self.ttl_seconds = config.dynamo_ttl_seconds
+        self._client = client if client is not None else config.dynamodb_client()
+        self._hook = hook
+        self._clock = clock
+        self._random = random
+        self._counter = RequestCounter()
+        self._lock = threading.Lock()
+        # Knowledge this process has established (see the module docstring):
+        # every entry <= _good_upto is complete and its commit file exists;
+        self._good_upto = -1
+        # _latest[0] was the newest version at monotonic time _latest[1].
+        self._latest: tuple[int, float] | None = None
+
+    @classmethod
+    def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
+             hook: FaultHook | None = None, clock: Clock = SYSTEM_CLOCK,
+             random: RandomSource = DEFAULT_RANDOM) -> DynamoDBLogStore:
+        """The log store of an S3 table URI, whatever ``AWS_S3_LOCKING_PROVIDER`` says."""
+        from deltacommit.storage import open_store
+
+        store = open_store(uri, storage_options)
+        config = getattr(store, "config", None)
+        if not isinstance(config, AwsConfig):
+            config = resolve_aws_config(storage_options)
+        return cls(store, config, hook=hook, clock=clock, random=random)
+
+    def __repr__(self) -> str:
+        return f"DynamoDBLogStore({self.table_path!r}, table={self.table_name!r})"
+
+    # ----------------------------------------------------------------- description
+
+    @property
+    def endpoint(self) -> str:
+        return _endpoint_of(self._client)
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self._client
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """DynamoDB requests made so far by API operation, retries included."""
+        return self._counter.snapshot()
+
+    def reset_requests(self) -> None:
+        self._counter.reset()
+
+    def coordination_config(self) -> dict[str, str]:
+        return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
+                TABLE_PATH_KEY: self.table_path}
+
+    def describe(self) -> Iterator[tuple[str, str]]:
+        yield from super().describe()
+        yield "dynamodb table", self.table_name
+        yield "dynamodb endpoint", self.endpoint
+        yield "tablePath", self.table_path
+
+    # ----------------------------------------------------------------- knowledge
+
+    def _note_good(self, version: int) -> None:
+        with self._lock:
+            self._good_upto = max(self._good_upto, version)
+
+    def _note_latest(self, version: int, since: float) -> None:
+        with self._lock:
+            if self._latest is None or version > self._latest[0] \
+                    or (version == self._latest[0] and since > self._latest[1]):
+                self._latest = (version, since)
+
+    def _knows_good(self, version: int) -> bool:
+        with self._lock:
+            return version <= self._good_upto
+
+    def _knows_absent(self, version: int) -> bool:
+        """Whether N.json provably did not exist recently enough that PutItem alone excludes it."""
+        with self._lock:
+            latest = self._latest
+        if latest is None or latest[0] != version - 1:
+            return False
+        return self._clock.monotonic() - latest[1] < self.ttl_seconds / 2
+
+    def _trusted(self, entry: CommitEntry) -> bool:
+        """Whether no newer entry can have been removed by TTL while this one remains."""
+        if entry.expire_time is None:
+            return True
+        return entry.expire_time > self._clock.time() + _EXPIRY_MARGIN_SECONDS
+
+    # ----------------------------------------------------------------- writing
+
+    def write_commit(self, version: int, data: bytes) -> None:
+        file_name = commit_name(version)
+        target = commit_path(version)
+        # Step 0: an N.json whose entry TTL already removed.
+        if not self._knows_absent(version) and self.store.exists(target):
+            raise VersionExistsError(self.table_uri, version)
+        # Step 1: the previous commit is complete and present; no stale entries at version 0.
+        if version > 0:
+            if not self._knows_good(version - 1):
+                self._ensure_previous(version - 1)
+        else:
+            first = self._get_entry(0)
+            if first is not None:
+                if first.complete and not self.store.exists(target):
+                    raise LogStoreError(self._stale_message(first))
+                raise VersionExistsError(self.table_uri, version)
+        # Step 2: temp file, then the entry: the linearisation point.
+        entry = CommitEntry(self.table_path, file_name,
+                            f".tmp/{file_name}.{self._random.uuid()}", complete=False)
+        self.store.put(entry.temp_key, data)
+        self._step("after_write_temp", version)
+        claimed_at = self._clock.monotonic()
+        self._put_entry(entry)
+        self._note_latest(version, claimed_at)
+        self._step("after_put_entry", version)
+        # Steps 3 and 4: the commit has happened; failures here are repaired by others.
+        if not self._copy_own(entry, data):
+            return
+        self._step("after_copy", version)
+        if self._complete(entry, quiet=True):
+            self._note_good(version)
+        self._step("after_complete", version)
+
+    def _put_entry(self, entry: CommitEntry) -> None:
+        try:
+            self._call("PutItem", Item=entry.to_item(),
+                       ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})")
+        except _ConditionFailed as failed:
+            if failed.retried:
+                # Our first attempt may have been the one that created the entry.
+                current = self._get_entry(entry.version)
+                if current is not None and current.temp_path == entry.temp_path:
+                    return
+            raise VersionExistsError(self.table_uri, entry.version) from None
+
+    def _copy_own(self, entry: CommitEntry, data: bytes) -> bool:
+        """Step 3 with the bytes in memory; whether N.json now holds them.
+
+        An existing N.json is never replaced.  It normally holds our bytes (a reader repaired
+        our entry first); anything else means the version existed while its entry had expired,
+        so our entry is completed (N.json is in place) and the version is reported taken.
+        """
+        target = commit_path(entry.version)
+        try:
+            self._create(target, data)
+            return True
+        except ObjectExistsError:
+            pass
+        except Exception as e:  # the commit stands; readers copy T(N) later
+            log.warning("commit %s of %s is claimed in DynamoDB table %s but copying it to "
+                        "%s failed (%s); the next reader or writer will complete it",
+                        entry.version, self.table_uri, self.table_name, target, e)
+            return False
+        try:
+            existing = self.store.get(target)
+        except Exception as e:
+            log.warning("commit %s of %s: %s already exists and could not be read back (%s)",
+                        entry.version, self.table_uri, target, e)
+            return False
+        if existing == data:
+            return True
+        log.warning("version %s of %s existed without a live DynamoDB entry (expired by TTL?); "
+                    "this commit is retried at a later version", entry.version, self.table_uri)
+        self._complete(entry, quiet=True)
+        raise VersionExistsError(self.table_uri, entry.version)
+
+    def _create(self, path: str, data: bytes) -> None:
+        """Create ``path`` unless it exists, with S3's conditional write where available.
+
+        Without it (``DELTACOMMIT_S3_CONDITIONAL_WRITES=false``), check then write, as Spark's
+        Hadoop ``create(overwrite=false)`` does: every copier copies the same ``T(N)``, so the
+        race can only write identical bytes.
+        """
+        if self.store.supports_conditional_put:
+            self.store.put_if_absent(path, data)
+            return
+        if self.store.exists(path):
+            raise ObjectExistsError("copy-if-absent", f"{self.table_uri}/{path}", "object already exists")
+        self.store.put(path, data)
+
+    def _ensure_previous(self, version: int) -> None:
+        """Step 1 for N = version + 1: entry ``version`` complete and its file present."""
+        entry = self._get_entry(version)
+        if entry is not None and not entry.complete:
+            self._repair(entry)
+        elif not self.store.exists(commit_path(version)):
+            where = (f"DynamoDB table {self.table_name} has a complete entry for it"
+                     if entry is not None else
+                     f"DynamoDB table {self.table_name} has no entry for it (expired?)")
+            raise CorruptLogError(
+                f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
+                f"exist in the object store but {where}; version {version + 1} cannot be written "
+                "after a missing version")
+        self._note_good(version)
+
+    def _stale_message(self, entry: CommitEntry) -> str:
+        return (f"old entries for table {self.table_path} still exist in DynamoDB table "
+                f"{self.table_name} (version {entry.version} is complete but "
+                f"{LOG_DIR}/{entry.file_name} does not exist): the table was deleted and is being "
+                "re-created at the same location before the entries expired. Remove them with "
+                f"`deltacommit dynamodb repair {self.table_uri} --drop-stale-entries` (or wait "
+                "for TTL to delete them)")
+
+    # ----------------------------------------------------------------- marking complete
+
+    def _complete(self, entry: CommitEntry, *, quiet: bool) -> bool:
+        """Step 4; whether the entry is complete now.  ``quiet``: log failures, don't raise."""
+        expire = int(self._clock.time()) + self.ttl_seconds
+        try:
+            self._call("UpdateItem", Key=_key(entry.table_path, entry.file_name),
+                       UpdateExpression=f"SET #c = :t, {ATTR_EXPIRE_TIME} = :e",
+                       ConditionExpression="#c = :f",
+                       ExpressionAttributeNames={"#c": ATTR_COMPLETE},
+                       ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
+                                                  ":e": {"N": str(expire)}})
+        except _ConditionFailed:
+            return True  # completed by someone else (or removed by repair)
+        except Exception as e:
+            if not quiet:
+                raise
+            log.warning("marking entry %s of %s complete in DynamoDB table %s failed (%s); "
+                        "the next reader or writer will complete it",
+                        entry.file_name, self.table_path, self.table_name, e)
+            return False
+        return True
+
+    # ----------------------------------------------------------------- repair
+
+    def _repair(self, entry: CommitEntry) -> bytes:
+        """Copy ``T(N)`` to N.json (never replacing it) and complete the entry; N's content.
+
+        Every repairer copies the same ``T(N)``, so concurrent repairs (and the writer's own
+        copy) are benign.  The temp file may be gone because delta-rs repairs by moving it;
+        then N.json must exist.  If neither exists the commit cannot be recovered: reported,
+        never marked complete (which would hide a missing version).
+        """
+        version = entry.version
+        target = commit_path(version)
+        try:
+            data = self.store.get(entry.temp_key)
+        except ObjectNotFoundError:
+            try:
+                data = self.store.get(target)
+            except ObjectNotFoundError:
+                raise _Unrecoverable(self._unrecoverable_message(entry)) from None
+        else:
+            try:
+                self._create(target, data)
+            except ObjectExistsError:
+                data = self.store.get(target)
+            self._step("repair_after_copy", version)
+        self._complete(entry, quiet=True)
+        self._note_good(version)
+        self._step("repair_after_complete", version)
+        return data
+
+    def _unrecoverable_message(self, entry: CommitEntry) -> str:
+        return (f"table {self.table_uri}: DynamoDB table {self.table_name} has an incomplete entry "
+                f"for version {entry.version}, but neither its temp file {LOG_DIR}/{entry.temp_path} "
+                f"nor {LOG_DIR}/{entry.file_name} exists, so the commit cannot be completed. "
+                "Nothing was changed. If the table was deleted and re-created, or the temp file "
+                "was removed by a lifecycle rule, drop the entry with `deltacommit dynamodb "
+                f"repair {self.table_uri} --drop-unrecoverable` (the commit is lost either way)")
+
+    def _refresh(self) -> tuple[int | None, tuple[int, bytes] | None]:
+        """The latest version per DynamoDB (None if unknown), repairing the latest entry.
+
+        Returns the repaired commit's content too, so a reader that needs it does not read it
+        again.  An entry past its expiry is not trusted as the latest: TTL may already have
+        removed newer ones.
+        """
+        since = self._clock.monotonic()
+        entry = self.latest_entry()
+        if entry is None:
+            return None, None
+        repaired = None
+        if not entry.complete:
+            repaired = (entry.version, self._repair(entry))
+        elif not self._trusted(entry):
+            return None, None
+        self._note_latest(entry.version, since)
+        return entry.version, repaired
+
+    def repair(self, *, drop_unrecoverable: bool = False) -> list[RepairReport]:
+        """Complete every incomplete entry of this table (``deltacommit dynamodb repair``).
+
+        Only the latest entry is normally incomplete; older ones (left by a writer that skipped
+        step 1) are completed the same way, since copies never replace a file.  An entry whose
+        commit is unrecoverable is reported, or with ``drop_unrecoverable`` deleted (only if it
+        is still incomplete and unchanged).
+        """
+        out: list[RepairReport] = []
+        for entry in self.entries(incomplete_only=True):
+            existed = self.store.exists(commit_path(entry.version))
+            try:
+                self._repair(entry)
+            except _Unrecoverable as e:
+                if not drop_unrecoverable:
+                    out.append(RepairReport(entry.version, entry.temp_path, "unrecoverable", str(e)))
+                    continue
+                self._drop(entry)
+                out.append(RepairReport(entry.version, entry.temp_path, "dropped",
+                                        "incomplete entry without temp file or commit file deleted"))
+                continue
+            out.append(RepairReport(entry.version, entry.temp_path,
+                                    "completed" if existed else "copied and completed"))
+        return out
+
+    def _drop(self, entry: CommitEntry) -> None:
+        try:
+            self._call("DeleteItem", Key=_key(entry.table_path, entry.file_name),
+                       ConditionExpression="#c = :f AND #t = :tp",
+                       ExpressionAttributeNames={"#c": ATTR_COMPLETE, "#t": ATTR_TEMP_PATH},
+                       ExpressionAttributeValues={":f": {"S": "false"}, ":tp": {"S": entry.temp_path}})
+        except _ConditionFailed:
+            raise LogStoreError(f"entry {entry.file_name} of {self.table_path} changed while being "
+                                "dropped; run the repair again") from None
+
+    def drop_stale_entries(self) -> int:
+        """Delete every entry of this ``tablePath`` when the table has no commit files left.
+
+        For a table deleted and re-created at the same location before TTL removed the old
+        entries (which would otherwise make version 0 fail).  Refused while any commit exists.
+        """
+        listed = [f for f in self._list_files(0) if f.kind == "commit"]
+        if listed:
+            raise LogStoreError(
+                f"table {self.table_uri} has {len(listed)} commit files (newest version "
+                f"{max(f.version for f in listed)}); its DynamoDB entries are not stale and are kept")
+        count = 0
+        for entry in self.entries():
+            try:
+                self._call("DeleteItem", Key=_key(entry.table_path, entry.file_name))
+            except _ConditionFailed:  # pragma: no cover - unconditional
+                continue
+            count += 1
+        return count
+
+    # ----------------------------------------------------------------- reading
+
+    def read_commit(self, version: int) -> bytes:
+        """N.json; if absent but claimed by an incomplete entry, repaired first."""
+        target = commit_path(version)
+        try:
+            return self.store.get(target)
+        except ObjectNotFoundError:
+            pass
+        entry = self._get_entry(version)
+        if entry is None:
+            raise ObjectNotFoundError("get", f"{self.table_uri}/{target}", "no such object")
+        if not entry.complete:
+            return self._repair(entry)
+        try:
+            # Completed between our GET and GetItem by a repairer that had just copied it.
+            return self.store.get(target)
+        except ObjectNotFoundError:
+            raise CorruptLogError(
+                f"table {self.table_uri}: DynamoDB table {self.table_name} has a complete entry "
+                f"for version {version} but {LOG_DIR}/{commit_name(version)} does not exist") from None
+
+    def list_log(self, from_version: int = 0) -> list[LogFile]:
+        """Repair the latest entry (as Spark's ``listFrom`` does), then list."""
+        since = self._clock.monotonic()
+        latest, _ = self._refresh()
+        files = self._list_files(from_version)
+        commits = [f.version for f in files if f.kind == "commit"]
+        if not files and from_version <= 0:
+            self._note_latest(-1, since)  # no version exists yet: version 0 needs no HEAD
+        if commits:
+            newest = max(commits)
+            self._note_latest(newest, since)
+            if latest is not None and latest == newest:
+                self._note_good(newest)
+        return files
+
+    def _list_files(self, from_version: int) -> list[LogFile]:
+        # Start after "_delta_log/0"'s predecessors: skips the ".tmp/" folder (which grows by a
+        # file per attempt) without missing any log file, all of which begin with a digit.
+        start_after = (f"{LOG_DIR}/{from_version - 1:020d}.z" if from_version > 0
+                       else f"{LOG_DIR}/0")
+        out: list[LogFile] = []
+        for meta in self.store.list(f"{LOG_DIR}/", start_after=start_after):
+            name = meta.path[len(LOG_DIR) + 1:]
+            if "/" in name:
+                continue
+            lf = parse_log_name(name, meta.size, meta.last_modified_ms)
+            if lf is not None:
+                out.append(lf)
+        out.sort(key=lambda f: f.name)
+        return out
+
+    def latest_version_hint(self) -> int | None:
+        return self._refresh()[0]
+
+    def read_commits_after(self, version: int) -> list[tuple[int, bytes]]:
+        """One consistent Query finds the latest version; then one GET per newer commit."""
+        since = self._clock.monotonic()
+        latest, repaired = self._refresh()
+        if latest is None:
+            out = super().read_commits_after(version)
+            self._note_latest(out[-1][0] if out else version, since)
+            return out
+        if latest <= version:
+            return []
+        if repaired is not None:
+            out = self._read_range(version + 1, latest - 1) + [repaired]
+        else:
+            out = self._read_range(version + 1, latest)
+            self._note_good(latest)
+        return out
+
+    # ----------------------------------------------------------------- entries
+
+    def latest_entry(self) -> CommitEntry | None:
+        """The entry with the highest version (consistent read), or None."""
+        response = self._call("Query", KeyConditionExpression="#p = :p",
+                              ExpressionAttributeNames={"#p": ATTR_TABLE_PATH},
+                              ExpressionAttributeValues={":p": {"S": self.table_path}},
+                              ConsistentRead=True, ScanIndexForward=False, Limit=1)
+        items = response.get("Items", [])
+        return self._parse(items[0]) if items else None
+
+    def get_entry(self, version: int) -> CommitEntry | None:
+        return self._get_entry(version)
+
+    def _get_entry(self, version: int) -> CommitEntry | None:
+        response = self._call("GetItem", Key=_key(self.table_path, commit_name(version)),
+                              ConsistentRead=True)
+        item = response.get("Item")
+        return self._parse(item) if item else None
+
+    def entries(self, *, incomplete_only: bool = False) -> Iterator[CommitEntry]:
+        """Every entry of this table, oldest first (consistent reads, all pages)."""
+        args: dict[str, Any] = {
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": ATTR_TABLE_PATH},
+            "ExpressionAttributeValues": {":p": {"S": self.table_path}},
+            "ConsistentRead": True,
+        }
+        if incomplete_only:
+            args["FilterExpression"] = "#c = :f"
+            args["ExpressionAttributeNames"]["#c"] = ATTR_COMPLETE
+            args["ExpressionAttributeValues"][":f"] = {"S": "false"}
+        while True:
+            response = self._call("Query", **args)
+            for item in response.get("Items", []):
+                yield self._parse(item)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            args["ExclusiveStartKey"] = last
+
+    def _parse(self, item: Mapping[str, Any]) -> CommitEntry:
+        return CommitEntry.from_item(item, f"DynamoDB table {self.table_name}")
+
+    # ----------------------------------------------------------------- requests
+
+    def _step(self, name: str, version: int) -> None:
+        if self._hook is not None:
+            self._hook(name, version)
+
+    def _call(self, api: str, **kwargs: Any) -> dict[str, Any]:
+        """One DynamoDB operation on the log table, with throttling retried by backoff.
+
+        A failed condition raises ``_ConditionFailed``; every other failure a LogStoreError
+        naming the table, the endpoint and what to do.
+        """
+        self._check_table()
+        method = getattr(self._client, _snake(api))
+        start = self._clock.monotonic()
+        retries = 0
+        while True:
+            self._counter.add(api)
+            try:
+                response: dict[str, Any] = method(TableName=self.table_name, **kwargs)
+            except ClientError as e:
+                code = _code(e)
+                attempts = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+                self._count_retries(api, attempts)
+                if code == "ConditionalCheckFailedException":
+                    raise _ConditionFailed(retried=attempts > 0 or retries > 0) from None
+                if code in _THROTTLED:
+                    retries += 1
+                    elapsed = self._clock.monotonic() - start
+                    limit = self.config.dynamo_max_elapsed_request_time
+                    if elapsed < limit:
+                        ceiling = min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** min(retries - 1, 16))
+                        self._clock.sleep(min(self._random.uniform(0.0, ceiling),
+                                              max(0.0, limit - elapsed)))
+                        continue
+                    raise LogStoreError(
+                        f"{api} on DynamoDB table {self.table_name} at {self.endpoint} was throttled "
+                        f"({code}) for {elapsed:.1f} s ({retries} retries); the table's capacity "
+                        "is too low for this load: use PAY_PER_REQUEST billing or raise it, or "
+                        "raise DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME") from e
+                raise self._error(api, e) from e
+            except (NoCredentialsError, PartialCredentialsError) as e:
+                raise LogStoreError(
+                    f"{api} on DynamoDB table {self.table_name}: no usable AWS credentials ({e}); set "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the *_DYNAMODB variants)") from e
+            except BotoCoreError as e:
+                raise LogStoreError(f"{api} on DynamoDB table {self.table_name} at {self.endpoint} "
+                                    f"failed: {e}") from e
+            self._count_retries(api, int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+                                         or 0))
+            return response
+
+    def _count_retries(self, api: str, attempts: int) -> None:
+        for _ in range(attempts):
+            self._counter.add(api)
+
+    def _error(self, api: str, e: ClientError) -> LogStoreError:
+        code = _code(e)
+        message = e.response.get("Error", {}).get("Message", "")
+        where = f"DynamoDB table {self.table_name} at {self.endpoint}"
+        if code == "ResourceNotFoundException":
+            return LogStoreError(f"{where} does not exist (needed by AWS_S3_LOCKING_PROVIDER=dynamodb "
+                                 f"for table {self.table_uri}): {create_table_hint(self.table_name)}")
+        if code in _CREDENTIALS:
+            return LogStoreError(f"{api} on {where}: the credentials were rejected ({code}): check "
+                                 "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the *_DYNAMODB "
+                                 "variants)")
+        if code in _DENIED:
+            return LogStoreError(f"{api} on {where}: access denied ({code}): the protocol needs "
+                                 "dynamodb:GetItem, Query, PutItem and UpdateItem on the table")
+        if code == "ValidationException":
+            return LogStoreError(f"{api} on {where} was refused ({message}); the table must be keyed "
+                                 f"({ATTR_TABLE_PATH} S HASH, {ATTR_FILE_NAME} S RANGE)")
+        return LogStoreError(f"{api} on {where} failed: {code or 'error'}: {message}")
+
+    def _check_table(self) -> None:
+        """Once per process and table: it exists, is keyed as the protocol needs, is usable."""
+        key = (self.endpoint, self.table_name)
+        with _CHECKED_LOCK:
+            if key in _CHECKED:
+                return
+        where = f"DynamoDB table {self.table_name} at {self.endpoint}"
+        deadline = self._clock.monotonic() + _CREATING_WAIT_SECONDS
+        while True:
+            self._counter.add("DescribeTable")
+            try:
+                table = self._client.describe_table(TableName=self.table_name)["Table"]
+            except ClientError as e:
+                code = _code(e)
+                if code in _DENIED:
+                    # Allowed to use the table but not to describe it (delta-rs documents no
+                    # DescribeTable permission): errors will surface from the operations.
+                    break
+                if code == "ResourceNotFoundException":
+                    raise self._error("DescribeTable", e) from e
+                if code in _CREDENTIALS:
+                    raise self._error("DescribeTable", e) from e
+                raise self._error("DescribeTable", e) from e
+            except (NoCredentialsError, PartialCredentialsError) as e:
+                raise LogStoreError(f"{where}: no usable AWS credentials ({e})") from e
+            except BotoCoreError as e:
+                raise LogStoreError(f"{where} cannot be reached: {e}") from e
+            check_key_schema(table, self.table_name, self.endpoint)
+            status = table.get("TableStatus", "ACTIVE")
+            if status != "CREATING":
+                break
+            if self._clock.monotonic() > deadline:
+                raise LogStoreError(f"{where} is still being created after "
+                                    f"{_CREATING_WAIT_SECONDS:.0f} s")
+            self._clock.sleep(0.25)
+        with _CHECKED_LOCK:
+            _CHECKED.add(key)
+
+
+def _code(e: ClientError) -> str:
+    return str(e.response.get("Error", {}).get("Code", ""))
+
+
+def _snake(api: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in api).lstrip("_")
