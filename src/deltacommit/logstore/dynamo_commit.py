@@ -22,7 +22,14 @@ from deltacommit.errors import ObjectExistsError, StorageConfigError, VersionExi
 from deltacommit.log.names import commit_path
 from deltacommit.logstore.base import COORDINATION_KEY, LogStore
 from deltacommit.storage.base import ObjectStore
-from deltacommit.storage.dynamo_commit import DynamoCommitStore
+from deltacommit.storage.dynamo_commit import (
+    DynamoCommitStore,
+    LeaseTableStatus,
+    create_lease_table,
+)
+
+__all__ = ["LEASE_TABLE_KEY", "MECHANISM", "DynamoCommitLogStore", "LeaseTableStatus",
+           "create_lease_table"]
 
 #: Table configuration key naming the lease table: writers using another lease table do not
 #: exclude this one's, so they are refused like writers of another mechanism.
