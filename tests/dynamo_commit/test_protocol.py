@@ -16,6 +16,7 @@ from deltacommit.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
+    StorageError,
 )
 from deltacommit.storage import dynamo_commit
 from deltacommit.storage.dynamo_commit import (
@@ -351,3 +352,21 @@ def test_on_dynalite_racing_creates_have_one_winner_per_key(
     assert wins == dict.fromkeys(keys, 1)
     assert sum(s.stats.snapshot().get("conflicts", 0) for s in stores) > 0
 
+
+
+def test_any_object_store_can_be_guarded(lease_table: str, moto_dynamodb: Any) -> None:
+    """Not only S3: the leases guard whatever store is wrapped (its paths are the lease keys),
+    and the write is still refused once the lease has run out."""
+    from deltacommit.storage import MemoryStore
+
+    clock = ManualClock()
+    ddb = Recorder(moto_dynamodb, clock)
+    store = DynamoCommitStore(MemoryStore(unique_name("mem")), lease_table, ddb, clock=clock)
+    store.put_if_absent("a", b"1")
+    with pytest.raises(ObjectExistsError):
+        store.put_if_absent("a", b"2")
+    ddb.after_acquire = lambda: clock.advance(25)
+    with pytest.raises(StorageError, match="nothing was written"):
+        store.put_if_absent("b", b"late")
+    assert not store.exists("b")
+    assert [c.path for c in ddb.calls] == ["a", "b"]
