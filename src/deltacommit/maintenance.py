@@ -28,9 +28,10 @@ from deltacommit.clock import now_ms
 from deltacommit.errors import CorruptLogError, InvalidArgumentError, StorageError
 from deltacommit.log.features import check_writable
 from deltacommit.log.intervals import DELETED_FILE_RETENTION, LOG_RETENTION, duration_ms
-from deltacommit.log.names import LOG_DIR, LogFile
+from deltacommit.log.names import LOG_DIR, LogFile, parse_log_name
 
 if TYPE_CHECKING:
+    from deltacommit.logstore.base import LogStore
     from deltacommit.table import DeltaTable
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,30 @@ def files_before_checkpoint(files: list[LogFile], checkpoint_version: int) -> li
     return out
 
 
+def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
+    """The log files listed before the first commit newer than the cut-off.
+
+    Everything cleanup may delete or must inspect comes before that commit in name order, so
+    the listing stops there: the hook runs this after every checkpoint, and a long log on S3
+    would otherwise cost a full LIST each time.
+    """
+    out: list[LogFile] = []
+    prev = -1
+    for meta in log_store.store.list(f"{LOG_DIR}/"):
+        name = meta.path[len(LOG_DIR) + 1:]
+        if "/" in name:
+            continue
+        f = parse_log_name(name, meta.size, meta.last_modified_ms)
+        if f is None:
+            continue
+        if f.kind == "commit":
+            prev = max(f.last_modified_ms or 0, prev + 1)
+            if prev > cutoff_ms:
+                break
+        out.append(f)
+    return out
+
+
 def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
     """Delete expired log files (PROTOCOL.md "Metadata Cleanup"); returns their paths.
 
@@ -87,7 +112,7 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
     uri = table.uri
     retention = duration_ms(table.snapshot.configuration, LOG_RETENTION, uri)
     cutoff = (now_ms(table.clock) - retention) // DAY_MS * DAY_MS
-    files = log_store.list_log(0)
+    files = _expired_prefix(log_store, cutoff)
     last_expired = cutoff_commit(files, cutoff)
     if last_expired is None:
         return []

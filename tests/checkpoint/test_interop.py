@@ -10,6 +10,7 @@ import pyarrow as pa
 import deltacommit as dc
 from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.names import LOG_DIR, commit_path
+from deltacommit.testing import S3Bucket
 
 from .helpers import SCHEMA, rows
 
@@ -85,3 +86,34 @@ def test_we_read_a_table_that_only_a_deltalake_checkpoint_describes(tmp_path: Pa
     again = deltalake.DeltaTable(uri)
     assert sorted_rows(again.to_pyarrow_table()) == sorted_rows(dc.DeltaTable(uri).to_arrow())
     assert (root / LOG_DIR / "_last_checkpoint").exists()
+
+
+def test_checkpoints_on_s3_both_ways(s3_bucket: S3Bucket) -> None:
+    """On S3 (moto): our checkpoint is published with a conditional put and delta-rs loads the
+    table from it once the commits before it are gone; then the other way round."""
+    import boto3
+
+    opts = s3_bucket.storage_options
+    uri = f"{s3_bucket.uri}/t"
+    t = dc.DeltaTable.create(uri, SCHEMA, partition_by=["day"], storage_options=opts,
+                             configuration={"delta.checkpointInterval": "3"})
+    for i in range(4):
+        dc.write(t, rows([i], day=f"d{i % 2}"))
+    s3 = boto3.client("s3", endpoint_url=opts["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket.name,
+                                                 Prefix="t/_delta_log/")["Contents"]}
+    assert f"t/{LOG_DIR}/{3:020d}.checkpoint.parquet" in keys
+    for v in range(3):
+        s3.delete_object(Bucket=s3_bucket.name, Key=f"t/{commit_path(v)}")
+    theirs = deltalake.DeltaTable(uri, storage_options=opts)
+    assert theirs.version() == 4
+    assert sorted_rows(theirs.to_pyarrow_table()) == sorted_rows(
+        dc.DeltaTable(uri, storage_options=opts).to_arrow())
+    deltalake.write_deltalake(uri, rows([10], day="d0"), mode="append", storage_options=opts)
+    theirs = deltalake.DeltaTable(uri, storage_options=opts)
+    theirs.create_checkpoint()
+    for v in range(3, 5):
+        s3.delete_object(Bucket=s3_bucket.name, Key=f"t/{commit_path(v)}")
+    ours = dc.DeltaTable(uri, storage_options=opts)
+    assert ours.version == 5
+    assert sorted_rows(ours.to_arrow()) == sorted_rows(theirs.to_pyarrow_table())
