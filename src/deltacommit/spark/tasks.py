@@ -27,6 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltacommit.spark.nested import conform, enforce_nested_not_null, has_nested_required
+
 #: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
 #: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
 RESULT_COLUMN = "action"
@@ -100,6 +102,7 @@ class WriteTask:
         self.indexed_cols = indexed_cols
         self.target_file_rows = target_file_rows
         self.buffer_bytes = buffer_bytes
+        self.nested_required = has_nested_required(schema)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
@@ -142,6 +145,8 @@ class WriteTask:
         from deltacommit.schema import cast_to_table_schema
 
         data = cast_to_table_schema(pa.Table.from_batches(pending), self.schema)
+        if self.nested_required:
+            data = enforce_nested_not_null(data, self.schema)
         target = self.target_file_rows
         for values, part in self._groups(data):
             key = tuple(values.get(c) for c in self.partition_columns)
@@ -195,6 +200,7 @@ class WriteTask:
         directory = partition_path([(c, values.get(c)) for c in pcols])
         name = f"part-{index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
         rel = f"{directory}/{name}" if directory else name
+        stats = compute_stats(data, self.indexed_cols)
         local = store.local_path(rel)
         if local is not None:
             # Straight to the final name: the file has a fresh unique name and is invisible
@@ -210,8 +216,7 @@ class WriteTask:
             meta = store.put(rel, body)
             size, mtime = len(body), meta.last_modified_ms or int(time.time() * 1000)
         add = Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
-                  modification_time=mtime, data_change=True,
-                  stats=compute_stats(data, self.indexed_cols))
+                  modification_time=mtime, data_change=True, stats=stats)
         return json.dumps({"add": add.to_json()}, separators=(",", ":"))
 
 
@@ -288,8 +293,7 @@ class ReadTask:
                     if f.name in parts:
                         arrays.append(parts[f.name])
                     elif batch is not None and f.name in wanted:
-                        col = batch.column(f.name)
-                        arrays.append(col if col.type == f.type else col.cast(f.type))
+                        arrays.append(conform(batch.column(f.name), f.type))
                     else:
                         arrays.append(pa.nulls(n, f.type))
                 yield pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
@@ -298,3 +302,4 @@ class ReadTask:
                                f"data file of version {self.version} is missing") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"table {self.table_uri}: cannot read data file {rel}: {e}") from None
+
