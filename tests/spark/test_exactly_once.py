@@ -20,7 +20,8 @@ class Crash(BaseException):
 
 
 def stage(spark: Any, n: int) -> Any:
-    return spark.sql(f"select id, {n} as stage, date'2026-11-22' as day from range({n * 100}, {n * 100 + 50})")
+    return spark.sql(f"select id, {n} as stage, date'2026-11-22' as day "
+                     f"from range({n * 100}, {n * 100 + 50})")
 
 
 def stages_in_table(spark: Any, uri: str) -> dict[int, int]:

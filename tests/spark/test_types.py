@@ -97,7 +97,8 @@ def test_partition_columns_of_every_partition_type_are_restored(spark: Any, tmp_
     uri = str(tmp_path / "parts")
     df = spark.sql("""
         select id, cast(id % 2 as boolean) as flag, cast(id % 3 as int) as n,
-               cast(id % 2 as decimal(5, 2)) + 0.5 as dec, date_add(date'2026-11-20', cast(id % 2 as int)) as day,
+               cast(id % 2 as decimal(5, 2)) + 0.5 as dec,
+               date_add(date'2026-11-20', cast(id % 2 as int)) as day,
                timestamp'2026-11-22 10:00:00' + make_interval(0, 0, 0, 0, cast(id % 2 as int)) as hour,
                case when id % 4 = 0 then null else concat('s/', id % 2, ' x=y') end as label
         from range(40)""")
