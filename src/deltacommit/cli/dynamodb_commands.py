@@ -9,11 +9,10 @@ object_store's DynamoCommit lease table instead (keys ``path``/``etag``).
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
 from deltacommit.cli.common import add_storage_options, emit_json, storage_options
-from deltacommit.errors import InvalidArgumentError, LogStoreError
+from deltacommit.errors import InvalidArgumentError
 
 SCHEMAS = ("delta-log", "dynamo-commit")
 
@@ -71,11 +70,14 @@ def cmd_create_table(args: argparse.Namespace) -> int:
         if not name:
             raise InvalidArgumentError("--schema dynamo-commit needs --table-name (or "
                                        "conditional_put=dynamo:<table> in the options)")
-        _create_lease_table(client, name)
+        from deltacommit.logstore.dynamo_commit import create_lease_table
+
+        lease = create_lease_table(client, name, billing_mode=config.dynamo_billing_mode)
         if args.json:
-            emit_json({"table": name, "schema": args.schema})
+            emit_json({"table": name, "schema": args.schema, "created": lease.created,
+                       "ttl_enabled": lease.ttl_enabled})
         else:
-            print(f"DynamoDB lease table {name} ready for conditional_put=dynamo:{name}")
+            print(lease.describe())
         return 0
     name = args.table_name or config.dynamo_table_name
     result = create_log_table(client, name, billing_mode=config.dynamo_billing_mode)
@@ -88,20 +90,6 @@ def cmd_create_table(args: argparse.Namespace) -> int:
     if result.ttl_warning:
         print(f"warning: {result.ttl_warning}")
     return 0
-
-
-def _create_lease_table(client: Any, name: str) -> None:
-    try:
-        module = importlib.import_module("deltacommit.logstore.dynamo_commit")
-        create = module.create_lease_table
-    except (ImportError, AttributeError):
-        raise LogStoreError(
-            "--schema dynamo-commit is not available in this build of deltacommit (no DynamoCommit "
-            "lease store); create the table as object_store documents it: aws dynamodb create-table "
-            f"--table-name {name} --attribute-definitions AttributeName=path,AttributeType=S "
-            "AttributeName=etag,AttributeType=S --key-schema AttributeName=path,KeyType=HASH "
-            "AttributeName=etag,KeyType=RANGE --billing-mode PAY_PER_REQUEST") from None
-    create(client, name)
 
 
 def _log_store(args: argparse.Namespace) -> Any:

@@ -1,0 +1,520 @@
+"""The S3DynamoDBLogStore protocol as Spark and delta-rs write it, against moto and dynalite.
+
+Items are inspected with a plain boto3 client, so these tests check the wire format (what a
+Spark writer will find in the table), not just that this library reads back what it wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pytest
+from botocore.config import Config
+
+import deltacommit as dc
+from deltacommit.clock import ManualClock, RandomSource
+from deltacommit.errors import (
+    CoordinationMismatchError,
+    CorruptLogError,
+    LogStoreError,
+    VersionExistsError,
+)
+from deltacommit.log.names import LOG_DIR, commit_name, commit_path
+from deltacommit.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
+from deltacommit.logstore.dynamodb import (
+    STEPS,
+    TABLE_NAME_KEY,
+    TABLE_PATH_KEY,
+    CommitEntry,
+    DynamoDBLogStore,
+)
+from deltacommit.testing import Fault, FaultInjectingProxy, MotoServer
+
+from .helpers import SCHEMA, DynamoSetup, batch, new_log_table
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
+TEMP_PATH = re.compile(rf"^\.tmp/(\d{{20}}\.json)\.{UUID}$")
+
+
+class Stop(Exception):
+    """Raised by a fault hook: the writer stops at that step, as if its process died."""
+
+
+def stop_at(step: str) -> Any:
+    assert step in STEPS
+
+    def hook(name: str, version: int) -> None:
+        if name == step:
+            raise Stop(f"{name} {version}")
+
+    return hook
+
+
+def create(dynamo: DynamoSetup, name: str = "t", **extra: str) -> dc.DeltaTable:
+    return dc.DeltaTable.create(dynamo.uri(name), SCHEMA, storage_options={**dynamo.options, **extra})
+
+
+def stopped_writer(dynamo: DynamoSetup, step: str, name: str = "t") -> DynamoDBLogStore:
+    return DynamoDBLogStore.open(dynamo.uri(name), dynamo.options, hook=stop_at(step))
+
+
+def append_stopped(dynamo: DynamoSetup, step: str, writer: int = 7, name: str = "t") -> int:
+    """Append one batch with a writer that stops at ``step``; the version it claimed."""
+    ls = stopped_writer(dynamo, step, name)
+    table = dc.DeltaTable(dynamo.uri(name), storage_options=dynamo.options, log_store=ls)
+    with pytest.raises(Stop):
+        dc.write(table, batch(writer, 0))
+    return table.version + 1
+
+
+def rows(table: dc.DeltaTable) -> list[tuple[int, int]]:
+    data = table.to_arrow()
+    return sorted(zip(data.column("writer").to_pylist(), data.column("batch").to_pylist(), strict=True))
+
+
+# --------------------------------------------------------------------------- items
+
+
+def test_items_are_written_as_spark_writes_them(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    before = int(time.time())
+    dc.write(table, batch(0, 0))
+    after = int(time.time())
+    ls = table.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    assert ls.table_path == dynamo.uri() == f"s3://{dynamo.bucket.name}/t"
+    items = dynamo.items(ls.table_path)
+    assert [i["fileName"] for i in items] == [{"S": commit_name(0)}, {"S": commit_name(1)}]
+    for v, item in enumerate(items):
+        assert set(item) == {"tablePath", "fileName", "tempPath", "complete", "expireTime"}
+        assert item["tablePath"] == {"S": ls.table_path}
+        assert item["complete"] == {"S": "true"}
+        m = TEMP_PATH.match(item["tempPath"]["S"])
+        assert m is not None and m.group(1) == commit_name(v)
+        assert set(item["expireTime"]) == {"N"}
+    expire = int(items[1]["expireTime"]["N"])
+    assert before + 86_400 <= expire <= after + 86_400
+    # The temp file (relative to _delta_log) holds exactly the commit's bytes; it is kept.
+    store = ls.store
+    temp = f"{LOG_DIR}/{items[1]['tempPath']['S']}"
+    assert store.get(temp) == store.get(commit_path(1))
+
+
+def test_the_expiry_delay_is_configurable(dynamo: DynamoSetup) -> None:
+    table = create(dynamo, DELTACOMMIT_DYNAMO_TTL_SECONDS="600")
+    before = int(time.time())
+    dc.write(table, batch(0, 0), storage_options={**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "600"})
+    entry = dynamo.entries(dynamo.uri())[-1]
+    assert entry.expire_time is not None and before + 600 <= entry.expire_time <= int(time.time()) + 600
+
+
+def test_table_path_has_no_trailing_slash_and_can_use_spark_s3a_scheme(dynamo: DynamoSetup) -> None:
+    plain = open_log_store(dynamo.uri("a") + "/", dynamo.options)
+    assert isinstance(plain, DynamoDBLogStore)
+    assert plain.table_path == f"s3://{dynamo.bucket.name}/a"
+    spark = open_log_store(dynamo.uri("b"), {**dynamo.options,
+                                             "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"})
+    assert isinstance(spark, DynamoDBLogStore)
+    assert spark.table_path == f"s3a://{dynamo.bucket.name}/b"
+    dc.DeltaTable.create(dynamo.uri("b"), SCHEMA, log_store=spark)
+    assert [e.file_name for e in dynamo.entries(f"s3a://{dynamo.bucket.name}/b")] == [commit_name(0)]
+    assert dynamo.entries(dynamo.uri("b")) == []
+    # A Spark table addressed as s3a:// shares its keys with s3a:// writers by default.
+    s3a = open_log_store(f"s3a://{dynamo.bucket.name}/b", dynamo.options)
+    assert isinstance(s3a, DynamoDBLogStore) and s3a.table_path == spark.table_path
+
+
+def test_locking_provider_selects_the_dynamodb_log_store_only_on_s3(dynamo: DynamoSetup,
+                                                                   tmp_path: Any) -> None:
+    assert isinstance(open_log_store(dynamo.uri(), dynamo.options), DynamoDBLogStore)
+    assert isinstance(open_log_store(dynamo.uri(), dynamo.bucket.storage_options),
+                      ConditionalPutLogStore)
+    # Local tables create files atomically themselves; the AWS options are not consulted.
+    assert isinstance(open_log_store(str(tmp_path), dynamo.options), ConditionalPutLogStore)
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def test_an_uncontended_commit_costs_four_requests(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    ls = table.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    store = ls.store
+    for b in range(3):
+        ls.reset_requests()
+        store.reset_requests()  # type: ignore[attr-defined]
+        dc.write(table, batch(0, b))
+        assert ls.requests == {"PutItem": 1, "UpdateItem": 1}
+        # Data file, temp file, commit file: no HEAD, no GET.
+        assert store.requests == {"PutObject": 3}  # type: ignore[attr-defined]
+
+
+def test_a_new_writer_learns_the_table_from_one_query(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    fresh = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    ls = fresh.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    assert ls.requests["Query"] == 1 and "GetItem" not in ls.requests
+    ls.reset_requests()
+    dc.write(fresh, batch(0, 1))
+    assert ls.requests == {"PutItem": 1, "UpdateItem": 1}
+
+
+def test_catching_up_after_a_lost_race_costs_one_query_and_one_get_per_commit(
+        dynamo: DynamoSetup) -> None:
+    a = create(dynamo)
+    b = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    for i in range(3):
+        dc.write(a, batch(0, i))
+    ls = b.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    store = ls.store
+    ls.reset_requests()
+    store.reset_requests()  # type: ignore[attr-defined]
+    r = dc.write(b, batch(1, 0))
+    assert (r.version, r.attempts) == (4, 2)
+    assert ls.requests == {"PutItem": 2, "Query": 1, "UpdateItem": 1}
+    assert store.requests == {"PutObject": 4, "GetObject": 3}  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- exclusion
+
+
+def test_a_claimed_version_is_refused_to_a_second_writer(dynamo: DynamoSetup) -> None:
+    create(dynamo)
+    first = open_log_store(dynamo.uri(), dynamo.options)
+    second = open_log_store(dynamo.uri(), dynamo.options)
+    first.write_commit(1, b'{"commitInfo":{"n":1}}\n')
+    with pytest.raises(VersionExistsError, match=r"version 1 of table s3://.*/t already exists"):
+        second.write_commit(1, b'{"commitInfo":{"n":2}}\n')
+    assert first.read_commit(1) == second.read_commit(1) == b'{"commitInfo":{"n":1}}\n'
+    entries = dynamo.entries(dynamo.uri())
+    assert [(e.version, e.complete) for e in entries] == [(0, True), (1, True)]
+
+
+def test_an_existing_commit_file_is_never_replaced(dynamo: DynamoSetup) -> None:
+    """An N.json whose entry TTL already removed: the HEAD of step 0 refuses the version."""
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    dynamo.client.delete_item(TableName=dynamo.table, Key={
+        "tablePath": {"S": dynamo.uri()}, "fileName": {"S": commit_name(1)}})
+    stale = open_log_store(dynamo.uri(), dynamo.options)   # knows nothing of the table
+    body = table.log_store.read_commit(1)
+    with pytest.raises(VersionExistsError):
+        stale.write_commit(1, b'{"commitInfo":{}}\n')
+    assert table.log_store.read_commit(1) == body
+    assert [e.version for e in dynamo.entries(dynamo.uri())] == [0]
+
+
+def test_an_expired_latest_entry_is_not_trusted_for_the_latest_version(dynamo: DynamoSetup) -> None:
+    """TTL removes expired entries in no particular order: if the newest entry is gone and an
+    older one is expired but still there, the log (not DynamoDB) says what is latest."""
+    table = create(dynamo)
+    for i in range(3):
+        dc.write(table, batch(0, i))
+    key = {"tablePath": {"S": dynamo.uri()}}
+    dynamo.client.delete_item(TableName=dynamo.table, Key={**key, "fileName": {"S": commit_name(3)}})
+    dynamo.client.update_item(TableName=dynamo.table, Key={**key, "fileName": {"S": commit_name(2)}},
+                              UpdateExpression="SET expireTime = :e",
+                              ExpressionAttributeValues={":e": {"N": str(int(time.time()) - 10)}})
+    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    assert reader.version == 3
+    behind = dc.DeltaTable(dynamo.uri(), version=1, storage_options=dynamo.options)
+    assert [v for v, _ in behind.log_store.read_commits_after(1)] == [2, 3]
+    # A writer that read version 1 loses at 2 and 3 and lands at 4.
+    r = dc.write(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options), batch(1, 0))
+    assert r.version == 4
+    assert rows(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)) == sorted(
+        [(0, 0), (0, 1), (0, 2), (1, 0)])
+
+
+# --------------------------------------------------------------------------- repair
+
+
+@pytest.mark.parametrize("step", ["after_write_temp", "after_put_entry", "after_copy"])
+def test_a_stopped_writer_leaves_its_commit_complete_for_the_next_reader(
+        dynamo: DynamoSetup, step: str) -> None:
+    create(dynamo)
+    version = append_stopped(dynamo, step)
+    entries = dynamo.entries(dynamo.uri())
+    store = open_log_store(dynamo.uri(), dynamo.options).store
+    if step == "after_write_temp":
+        # Stopped before its PutItem: nothing was committed, nothing needs repair.
+        assert [e.version for e in entries] == [0]
+        assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 0
+        return
+    assert [(e.version, e.complete) for e in entries] == [(0, True), (version, False)]
+    assert store.exists(commit_path(version)) == (step == "after_copy")
+    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    assert reader.version == version
+    assert rows(reader) == [(7, 0)]
+    latest = dynamo.entries(dynamo.uri())[-1]
+    assert latest.complete and latest.expire_time is not None
+    assert store.get(commit_path(version)) == store.get(latest.temp_key)
+
+
+def test_the_next_writer_repairs_the_previous_commit(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))       # the writer knows version 1 is complete
+    version = append_stopped(dynamo, "after_put_entry")
+    assert version == 2
+    r = dc.write(table, batch(0, 1))   # loses at 2, repairs 2 while catching up, commits 3
+    assert r.version == 3
+    assert [(e.version, e.complete) for e in dynamo.entries(dynamo.uri())] == [
+        (0, True), (1, True), (2, True), (3, True)]
+    assert rows(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)) == [
+        (0, 0), (0, 1), (7, 0)]
+
+
+def test_step_one_repairs_an_incomplete_previous_entry(dynamo: DynamoSetup) -> None:
+    """A writer that has not read the log since (it only writes N+1) completes N first."""
+    create(dynamo)
+    version = append_stopped(dynamo, "after_put_entry")
+    fresh = open_log_store(dynamo.uri(), dynamo.options)
+    assert isinstance(fresh, DynamoDBLogStore)
+    fresh.write_commit(version + 1, b'{"commitInfo":{}}\n')
+    # Step 0 is a HEAD (the store knows nothing yet), step 1 a GetItem of entry N, which is
+    # incomplete and so repaired (one UpdateItem) before the new entry is put and completed.
+    assert fresh.requests == {"GetItem": 1, "PutItem": 1, "UpdateItem": 2}
+    assert dynamo_complete(dynamo) == [(0, True), (version, True), (version + 1, True)]
+    assert fresh.store.get(commit_path(version)) == fresh.store.get(
+        dynamo.entries(dynamo.uri())[version].temp_key)
+
+
+def test_a_version_anyone_was_told_exists_can_be_read(dynamo: DynamoSetup) -> None:
+    create(dynamo)
+    version = append_stopped(dynamo, "after_put_entry")
+    ls = open_log_store(dynamo.uri(), dynamo.options)
+    assert ls.read_commit(version) == ls.store.get(dynamo.entries(dynamo.uri())[-1].temp_key)
+    assert ls.store.exists(commit_path(version))
+    assert dynamo.entries(dynamo.uri())[-1].complete
+
+
+def test_concurrent_repairs_are_benign(dynamo: DynamoSetup) -> None:
+    create(dynamo)
+    version = append_stopped(dynamo, "after_put_entry")
+    repairers = [open_log_store(dynamo.uri(), dynamo.options) for _ in range(4)]
+    # Every repairer sees the entry incomplete, then they all repair one after another.
+    entry = dynamo.entries(dynamo.uri())[-1]
+    assert not entry.complete
+    bodies = {ls._repair(entry) for ls in repairers}  # type: ignore[attr-defined]
+    assert len(bodies) == 1
+    assert dynamo.entries(dynamo.uri())[-1].complete
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == version
+
+
+def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(dynamo: DynamoSetup) -> None:
+    """The reader copies T(N) while the writer is between its PutItem and its copy; the
+    writer's copy then finds N.json present with its own bytes, and the commit stands."""
+    table = create(dynamo)
+    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    seen: list[int] = []
+
+    def repair_now(name: str, version: int) -> None:
+        if name == "after_put_entry":
+            reader.update()
+            seen.append(reader.version)
+
+    ls = DynamoDBLogStore.open(dynamo.uri(), dynamo.options, hook=repair_now)
+    writer = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)
+    r = dc.write(writer, batch(3, 0))
+    assert (r.version, r.attempts, seen) == (1, 1, [1])
+    assert dynamo.entries(dynamo.uri())[-1].complete
+    assert rows(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)) == [(3, 0)]
+    assert table.update() == 1
+
+
+# --------------------------------------------------------------------------- checks of step 1
+
+
+def test_a_complete_entry_without_its_commit_file_stops_the_next_writer(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    ls = open_log_store(dynamo.uri(), dynamo.options)
+    ls.store.delete(commit_path(1))
+    with pytest.raises(CorruptLogError, match=r"previous commit _delta_log/00000000000000000001.json "
+                                              r"does not exist in the object store but DynamoDB table "
+                                              r"\S+ has a complete entry for it"):
+        ls.write_commit(2, b'{"commitInfo":{}}\n')
+    assert [e.version for e in dynamo.entries(dynamo.uri())] == [0, 1]   # nothing claimed
+
+
+def test_old_entries_of_a_deleted_table_stop_its_re_creation(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    s3 = boto3.client("s3", endpoint_url=dynamo.bucket.storage_options["AWS_ENDPOINT_URL"],
+                      region_name="us-east-1")
+    for obj in s3.list_objects_v2(Bucket=dynamo.bucket.name, Prefix="t/")["Contents"]:
+        s3.delete_object(Bucket=dynamo.bucket.name, Key=obj["Key"])
+    with pytest.raises(LogStoreError, match=r"old entries for table s3://\S+/t still exist in "
+                                            r"DynamoDB table .*--drop-stale-entries"):
+        create(dynamo)
+    ls = open_log_store(dynamo.uri(), dynamo.options)
+    assert isinstance(ls, DynamoDBLogStore)
+    assert ls.drop_stale_entries() == 2
+    t = create(dynamo)
+    assert t.version == 0 and [e.version for e in dynamo.entries(dynamo.uri())] == [0]
+
+
+def test_stale_entries_are_only_dropped_from_a_table_without_commits(dynamo: DynamoSetup) -> None:
+    create(dynamo)
+    ls = open_log_store(dynamo.uri(), dynamo.options)
+    assert isinstance(ls, DynamoDBLogStore)
+    with pytest.raises(LogStoreError, match=r"has 1 commit files .* not stale and are kept"):
+        ls.drop_stale_entries()
+    assert len(dynamo.entries(dynamo.uri())) == 1
+
+
+# --------------------------------------------------------------------------- coordination
+
+
+def test_the_table_records_its_dynamodb_table_and_table_path(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    assert table.configuration[COORDINATION_KEY] == "dynamodb"
+    assert table.configuration[TABLE_NAME_KEY] == dynamo.table
+    assert table.configuration[TABLE_PATH_KEY] == dynamo.uri()
+
+
+@pytest.mark.parametrize("change", ["conditional", "other-table", "s3a"])
+def test_a_writer_coordinating_elsewhere_refuses_to_commit(dynamo: DynamoSetup, change: str) -> None:
+    create(dynamo)
+    if change == "conditional":
+        options = dynamo.bucket.storage_options
+        expect = r"deltacommit.coordination='dynamodb' but this writer is configured for 'conditional'"
+    elif change == "other-table":
+        other = new_log_table(dynamo.endpoint)
+        options = {**dynamo.options, "DELTA_DYNAMO_TABLE_NAME": other}
+        expect = (rf"deltacommit.coordination.dynamodbTable='{dynamo.table}' but this writer is "
+                  rf"configured for '{other}'")
+    else:
+        options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+        expect = r"deltacommit.coordination.tablePath='s3://\S+' but this writer is configured for 's3a://"
+    with pytest.raises(CoordinationMismatchError, match=expect):
+        dc.write(dynamo.uri(), batch(0, 0), storage_options=options)
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 0
+
+
+# --------------------------------------------------------------------------- throttling and lost answers
+
+
+@pytest.fixture
+def dynamodb_proxy(moto_server: MotoServer) -> Iterator[FaultInjectingProxy]:
+    with FaultInjectingProxy(moto_server.endpoint) as p:
+        yield p
+
+
+def _proxied_log_store(dynamo: DynamoSetup, proxy: FaultInjectingProxy, clock: ManualClock,
+                       attempts: int = 1) -> DynamoDBLogStore:
+    """A log store whose DynamoDB requests pass the proxy; S3 goes straight to moto."""
+    options = {**dynamo.options, "AWS_ENDPOINT_URL_DYNAMODB": proxy.endpoint,
+               "DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME": "30"}
+    base = open_log_store(dynamo.uri(), options)
+    assert isinstance(base, DynamoDBLogStore)
+    # botocore's own retries (which sleep for real) are turned off or bounded: what is tested
+    # is the log store's retry policy on the injected clock.
+    client = boto3.client("dynamodb", endpoint_url=proxy.endpoint, region_name="us-east-1",
+                          config=Config(retries={"mode": "standard", "total_max_attempts": attempts}))
+    return DynamoDBLogStore(base.store, base.config, client=client, clock=clock, random=RandomSource(3))
+
+
+def test_throttling_is_retried_with_backoff_on_the_injected_clock(
+        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+    create(moto_dynamo)
+    clock = ManualClock()
+    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock)
+    ls.latest_entry()   # the table check is done; only commit requests follow
+    dynamodb_proxy.inject(Fault(status=400, code="ProvisionedThroughputExceededException", times=3))
+    ls.reset_requests()
+    start = clock.monotonic()
+    ls.write_commit(1, b'{"commitInfo":{}}\n')
+    assert dynamodb_proxy.pending_faults == 0
+    assert ls.requests["GetItem"] + ls.requests["PutItem"] >= 4   # three throttled, then through
+    assert clock.monotonic() > start
+    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True)]
+
+
+def dynamo_complete(dynamo: DynamoSetup) -> list[tuple[int, bool]]:
+    return [(e.version, e.complete) for e in dynamo.entries(dynamo.uri())]
+
+
+def test_throttling_for_too_long_is_reported_not_fatal(
+        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+    create(moto_dynamo)
+    clock = ManualClock()
+    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock)
+    ls.latest_entry()
+    dynamodb_proxy.inject(Fault(status=400, code="ThrottlingException", times=10_000))
+    with pytest.raises(LogStoreError, match=r"was throttled \(ThrottlingException\) for 30\.\d s .* "
+                                            r"PAY_PER_REQUEST"):
+        ls.write_commit(1, b'{"commitInfo":{}}\n')
+    dynamodb_proxy.clear()
+    assert dynamo_complete(moto_dynamo) == [(0, True)]
+
+
+def test_a_put_item_whose_answer_was_lost_is_recognised_as_ours(
+        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+    """The PutItem reaches DynamoDB but its answer is a 500; botocore retries it, the retry's
+    condition fails on our own entry, and the entry's tempPath shows the commit is ours."""
+    table = create(moto_dynamo)
+    clock = ManualClock()
+    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock, attempts=3)
+    writer = dc.DeltaTable(moto_dynamo.uri(), storage_options=moto_dynamo.options, log_store=ls)
+    dc.write(writer, batch(0, 0))  # learns the table: the next commit starts with its PutItem
+    dynamodb_proxy.inject(Fault(status=500, code="InternalServerError", forward=True, times=1))
+    r = dc.write(writer, batch(0, 1))
+    assert (r.version, r.attempts) == (2, 1)
+    assert dynamodb_proxy.pending_faults == 0
+    table.update()
+    assert table.version == 2
+    assert rows(table) == [(0, 0), (0, 1)]
+    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True), (2, True)]
+
+
+# --------------------------------------------------------------------------- entries read back
+
+
+def test_entries_written_by_delta_rs_parse() -> None:
+    item = {"tablePath": {"S": "s3://b/t"}, "fileName": {"S": commit_name(3)},
+            "tempPath": {"S": "_commit_0b4c5d.json.tmp"}, "complete": {"S": "true"},
+            "expireTime": {"N": "1795000000"}}
+    entry = CommitEntry.from_item(item, "table x")
+    assert (entry.version, entry.temp_key, entry.complete, entry.expire_time) == (
+        3, "_delta_log/_commit_0b4c5d.json.tmp", True, 1795000000)
+    assert CommitEntry.from_item(entry.to_item(), "x") == entry
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({"complete": {"BOOL": True}}, r"not an S3DynamoDBLogStore entry"),
+    ({"complete": {"S": "yes"}}, r"complete='yes'; expected the string true or false"),
+    ({"fileName": {"S": "3.json"}}, r"does not name a commit file"),
+    ({"tempPath": {"S": "../../elsewhere"}}, r"expected a path relative to _delta_log"),
+])
+def test_malformed_entries_are_named(change: dict[str, Any], expect: str) -> None:
+    item = {"tablePath": {"S": "s3://b/t"}, "fileName": {"S": commit_name(3)},
+            "tempPath": {"S": ".tmp/x"}, "complete": {"S": "true"}, **change}
+    with pytest.raises(LogStoreError, match=expect):
+        CommitEntry.from_item(item, "DynamoDB table delta_log")
+
+
+def test_describe_names_the_dynamodb_table_and_key(dynamo: DynamoSetup) -> None:
+    ls = open_log_store(dynamo.uri(), dynamo.options)
+    facts = dict(ls.describe())
+    assert facts["log store"] == "dynamodb"
+    assert facts["dynamodb table"] == dynamo.table
+    assert facts["tablePath"] == dynamo.uri()
+    assert facts["dynamodb endpoint"] == dynamo.endpoint
+
+
+def test_a_table_written_in_dynamodb_mode_reads_with_plain_options(dynamo: DynamoSetup) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    plain = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.bucket.storage_options)
+    assert plain.version == 1 and rows(plain) == [(0, 0)]
+    assert pa.Table.equals(plain.to_arrow(), table.to_arrow())
