@@ -150,25 +150,50 @@ class Snapshot:
         return out
 
     def update(self) -> list[Commit]:
-        """Apply the commits newer than this snapshot, in place; returns them."""
+        """Apply the commits newer than this snapshot, in place; returns them.
+
+        If log cleanup removed the commits right after this snapshot, the state is reloaded
+        from the newest checkpoint instead (and no commits are returned: they are gone).
+        """
         new = self._apply(self.log_store.read_commits_after(self.state.version))
         if new:
             self._check_readable()
-        return new
+            return new
+        reloaded = self._reload_past_cleanup()
+        if reloaded is not None:
+            self.state = reloaded.state
+        return []
 
     def updated(self) -> tuple[Snapshot, list[Commit]]:
         """A new snapshot with the commits newer than this one (``self`` if there are none).
 
         Snapshots handed to readers are never mutated, so a scan on another thread never sees
-        the file set change under it.
+        the file set change under it.  As with ``update``, a snapshot older than the log's
+        retention comes back reloaded from the newest checkpoint, with no commits.
         """
         pairs = self.log_store.read_commits_after(self.state.version)
         if not pairs:
-            return self, []
+            reloaded = self._reload_past_cleanup()
+            return (self, []) if reloaded is None else (reloaded, [])
         snap = self.copy()
         new = snap._apply(pairs)
         snap._check_readable()
         return snap, new
+
+    def _reload_past_cleanup(self) -> Snapshot | None:
+        """A fresh snapshot if the next commit is missing because cleanup deleted it.
+
+        Incremental reads probe ``version + 1``; a miss normally means "nothing new", but after
+        log cleanup it can mean "deleted", and the table may be far ahead.  A checkpoint newer
+        than this snapshot proves the latter (version N exists, so every version before it
+        once did), at the cost of reading the small ``_last_checkpoint`` when nothing is new.
+        """
+        from deltacommit.checkpoint import read_last_checkpoint
+
+        hint = read_last_checkpoint(self.log_store)
+        if hint is None or hint.version <= self.state.version:
+            return None
+        return Snapshot.load(self.log_store)
 
     def _check_readable(self) -> None:
         assert self.state.protocol is not None

@@ -139,7 +139,8 @@ def test_update_reads_only_newer_commits(tmp_path: Path) -> None:
     assert ids_of(reader.to_arrow()) == [0, 1, 2, 3]
     store.reset()
     assert reader.update() == 4
-    assert store.reads == [commit_path(5)]
+    # Nothing new: one probe, and the small hint that tells "nothing new" from "cleaned up".
+    assert store.reads == [commit_path(5), LAST_CHECKPOINT]
 
 
 def test_commit_retry_reads_only_the_missed_commits(tmp_path: Path) -> None:
@@ -200,3 +201,29 @@ def test_checkpoint_of_a_snapshot_that_moved_past_the_version(tmp_path: Path) ->
     cp = open_table(root, version=2)
     assert ids_of(cp.to_arrow()) == [1, 2]
     assert checkpoints(root) == [2]
+
+
+def test_update_of_a_snapshot_older_than_the_cleaned_log(tmp_path: Path) -> None:
+    """Cleanup deleted the commits right after a stale snapshot: probing finds nothing, but the
+    newer checkpoint shows the table moved on, so the snapshot is reloaded from it."""
+    import os
+    import time
+
+    root = tmp_path / "t"
+    t, _ = local_table(root, configuration={"delta.checkpointInterval": "3",
+                                            "delta.enableExpiredLogCleanup": "false"})
+    dc.write(t, rows([0]))
+    stale = open_table(root).snapshot
+    for i in range(1, 8):
+        dc.write(t, rows([i]))
+    old = time.time() - 40 * 86_400
+    for p in (root / LOG_DIR).glob("*.json"):
+        os.utime(p, (old, old))
+    assert commit_path(2) in open_table(root).cleanup_log()
+    fresh, new = stale.updated()
+    assert new == [] and fresh.version == 8
+    assert sorted(a.path for a in fresh.files()) == sorted(a.path for a in t.files())
+    assert stale.version == 1
+    assert stale.update() == [] and stale.version == 8
+    # Nothing new and nothing cleaned up: the same snapshot comes back.
+    assert fresh.updated() == (fresh, [])
