@@ -119,8 +119,12 @@ _THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException",
               "RequestLimitExceeded", "TooManyRequestsException", "Throttling"}
 _CREDENTIALS = {"UnrecognizedClientException", "InvalidSignatureException",
                 "InvalidClientTokenId", "ExpiredTokenException", "IncompleteSignatureException",
-                "MissingAuthenticationTokenException"}
-_DENIED = {"AccessDeniedException"}
+                "MissingAuthenticationTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+_DENIED = {"AccessDeniedException", "AccessDenied"}
+#: Some DynamoDB emulators (moto) answer authentication failures with an XML body and HTTP 403,
+#: which botocore's JSON parser reports as code "403" with the XML as the message.
+_XML_CODE = re.compile(r"<Code>([^<]+)</Code>")
+_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 _COMMIT_NAME = re.compile(r"^\d{20}\.json$")
 #: Backoff on throttling: full jitter below a ceiling that doubles from BASE up to CAP.
 _BACKOFF_BASE = 0.05
@@ -314,7 +318,7 @@ def create_log_table(client: DynamoDBClient, table_name: str, *,
         client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={
             "Enabled": True, "AttributeName": ATTR_EXPIRE_TIME})
     except ClientError as e:
-        message = e.response.get("Error", {}).get("Message", "")
+        message = _message(e)
         if _code(e) == "ValidationException" and "already enabled" in message.lower():
             pass
         elif _code(e) in ("UnknownOperationException", "UnrecognizedClientException",
@@ -345,7 +349,7 @@ def ttl_status(client: DynamoDBClient, table_name: str) -> str:
 
 
 def _admin_error(api: str, table_name: str, endpoint: str, e: ClientError) -> LogStoreError:
-    message = e.response.get("Error", {}).get("Message", "")
+    message = _message(e)
     return LogStoreError(f"{api} of DynamoDB table {table_name} at {endpoint} failed: "
                          f"{_code(e) or 'error'}: {message}")
 
@@ -891,7 +895,7 @@ class DynamoDBLogStore(LogStore):
 
     def _error(self, api: str, e: ClientError) -> LogStoreError:
         code = _code(e)
-        message = e.response.get("Error", {}).get("Message", "")
+        message = _message(e)
         where = f"DynamoDB table {self.table_name} at {self.endpoint}"
         if code == "ResourceNotFoundException":
             return LogStoreError(f"{where} does not exist (needed by AWS_S3_LOCKING_PROVIDER=dynamodb "
@@ -948,7 +952,19 @@ class DynamoDBLogStore(LogStore):
 
 
 def _code(e: ClientError) -> str:
-    return str(e.response.get("Error", {}).get("Code", ""))
+    error = e.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    if code.isdigit():
+        inner = _XML_CODE.search(str(error.get("Message", "")))
+        if inner:
+            return inner.group(1)
+    return code
+
+
+def _message(e: ClientError) -> str:
+    message = str(e.response.get("Error", {}).get("Message", ""))
+    inner = _XML_MESSAGE.search(message)
+    return inner.group(1) if inner else message
 
 
 def _snake(api: str) -> str:

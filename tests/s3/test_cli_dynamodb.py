@@ -1,0 +1,106 @@
+"""``deltacommit dynamodb create-table | status | repair`` against moto and dynalite."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.cli import main
+from deltacommit.testing import unique_name
+
+from .helpers import SCHEMA, DynamoSetup, batch, dynamodb_client
+from .test_dynamodb_log_store import append_stopped, create
+
+
+def _flags(options: dict[str, str]) -> list[str]:
+    return [f"--storage-option={k}={v}" for k, v in options.items()]
+
+
+def test_create_table_makes_a_pay_per_request_table_with_ttl(dynamo: DynamoSetup,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    name = unique_name("cli-log")
+    options = {**dynamo.options, "DELTA_DYNAMO_TABLE_NAME": name}
+    assert main(["dynamodb", "create-table", "--json", *_flags(options)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["table"], out["schema"], out["created"], out["status"]) == (
+        name, "delta-log", True, "ACTIVE")
+    client = dynamodb_client(dynamo.endpoint)
+    table = client.describe_table(TableName=name)["Table"]
+    assert table["TableStatus"] == "ACTIVE"
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert {(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]} == {
+        ("tablePath", "HASH"), ("fileName", "RANGE")}
+    if dynamo.backend == "moto":
+        ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expireTime")
+        assert out["ttl"] == "enabled on expireTime"
+    # Usable at once, and creating it again is harmless.
+    assert dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=options).version == 0
+    assert main(["dynamodb", "create-table", "--table-name", name, *_flags(dynamo.options)]) == 0
+    text = capsys.readouterr().out
+    assert f"DynamoDB table {name} already exists" in text
+    if dynamo.backend == "dynalite":   # no TTL there: said, not fatal
+        assert "warning: TTL could not be enabled on expireTime" in text
+
+
+def test_status_shows_the_latest_and_incomplete_entries(dynamo: DynamoSetup,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    flags = [dynamo.uri(), *_flags(dynamo.options)]
+    assert main(["dynamodb", "status", *flags]) == 0
+    text = capsys.readouterr().out
+    assert f"tablePath {dynamo.uri()}" in text
+    assert "latest entry: version 1 (complete, expireTime" in text
+    assert "incomplete entries: none" in text
+
+    version = append_stopped(dynamo, "after_put_entry")
+    assert main(["dynamodb", "status", "--json", *flags]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["latest"]["version"] == version and out["latest"]["complete"] is False
+    assert [e["version"] for e in out["incomplete"]] == [version]
+    assert out["incomplete"][0]["tempPath"].startswith(".tmp/00000000000000000002.json.")
+    assert out["ttl"].startswith("enabled on expireTime" if dynamo.backend == "moto" else "")
+    # Reporting repairs nothing.
+    assert not dynamo.entries(dynamo.uri())[-1].complete
+
+
+def test_repair_completes_incomplete_entries(dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    create(dynamo)
+    version = append_stopped(dynamo, "after_put_entry")
+    flags = [dynamo.uri(), *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", *flags]) == 0
+    assert f"version {version}: copied and completed" in capsys.readouterr().out
+    assert all(e.complete for e in dynamo.entries(dynamo.uri()))
+    assert main(["dynamodb", "repair", *flags]) == 0
+    assert "no incomplete entries" in capsys.readouterr().out
+    version = append_stopped(dynamo, "after_copy")
+    assert main(["dynamodb", "repair", "--json", *flags]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(e["version"], e["action"]) for e in out["entries"]] == [(version, "completed")]
+
+
+def test_repair_drops_stale_entries_of_a_deleted_table(dynamo: DynamoSetup,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    flags = [dynamo.uri(), *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", "--drop-stale-entries", *flags]) == 1
+    assert "not stale and are kept" in capsys.readouterr().err
+    store = table.log_store.store
+    for meta in list(store.list("")):
+        store.delete(meta.path)
+    assert main(["dynamodb", "repair", "--drop-stale-entries", *flags]) == 0
+    assert "deleted 2 stale entries" in capsys.readouterr().out
+    assert dynamo.entries(dynamo.uri()) == []
+
+
+def test_status_of_a_missing_table_names_the_command_that_creates_it(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    options = {**dynamo.options, "DELTA_DYNAMO_TABLE_NAME": "no-such-log-table"}
+    assert main(["dynamodb", "status", dynamo.uri(), *_flags(options)]) == 1
+    err = capsys.readouterr().err
+    assert "DynamoDB table no-such-log-table" in err
+    assert "deltacommit dynamodb create-table --table-name no-such-log-table" in err
