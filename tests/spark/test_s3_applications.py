@@ -1,0 +1,92 @@
+"""Two Spark applications (two processes, each with its own SparkSession) append to one table on
+S3 (moto, single-threaded) through the DynamoDB log store at the same time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+import deltalake
+import pyarrow as pa
+
+import deltacommit as dc
+from deltacommit import spark as dcs
+from deltacommit.logstore.dynamodb import create_log_table
+from deltacommit.testing import MotoServer, S3Bucket, unique_name
+
+APP = Path(__file__).with_name("writer_app.py")
+WRITERS, COMMITS, ROWS = 2, 10, 20
+
+
+def test_two_spark_applications_on_s3_with_the_dynamodb_log_store(
+        spark: Any, moto_server: MotoServer, s3_bucket: S3Bucket) -> None:
+    dynamodb = boto3.client("dynamodb", endpoint_url=moto_server.endpoint, region_name="us-east-1")
+    log_table = unique_name("delta-log")
+    create_log_table(dynamodb, log_table)
+    options = {**s3_bucket.storage_options, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+               "DELTA_DYNAMO_TABLE_NAME": log_table,
+               "AWS_ENDPOINT_URL_DYNAMODB": moto_server.endpoint}
+    uri = f"{s3_bucket.uri}/events"
+    schema = pa.schema([("writer", pa.int32()), ("batch", pa.int32()), ("id", pa.int64())])
+    dc.DeltaTable.create(uri, schema, partition_by=["writer"], storage_options=options)
+
+    env = {**os.environ, "DC_STORAGE_OPTIONS": json.dumps(options)}
+    apps = [subprocess.Popen([sys.executable, str(APP), "--uri", uri, "--writer", str(w),
+                              "--commits", str(COMMITS), "--rows", str(ROWS)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+            for w in range(WRITERS)]
+    try:
+        for app in apps:
+            assert app.stdout is not None and app.stdin is not None
+            line = app.stdout.readline()
+            if line.strip() != "ready":
+                app.kill()
+                raise AssertionError(f"application did not start: {line!r}\n{app.communicate()[1][-3000:]}")
+        for app in apps:
+            assert app.stdin is not None
+            app.stdin.write("go\n")
+            app.stdin.flush()
+        outputs = [app.communicate(timeout=240) for app in apps]
+    finally:
+        for app in apps:
+            if app.poll() is None:
+                app.kill()
+                app.wait()
+    for app, (_, err) in zip(apps, outputs, strict=True):
+        assert app.returncode == 0, err[-3000:]
+
+    lines = [json.loads(x) for out, _ in outputs for x in out.splitlines() if x.startswith("{")]
+    commits = [x for x in lines if "version" in x]
+    windows = [x for x in lines if "done" in x]
+    assert len(commits) == WRITERS * COMMITS and not any(c["skipped"] for c in commits)
+    # Every commit got its own version: none lost, none shared.
+    assert sorted(c["version"] for c in commits) == list(range(1, WRITERS * COMMITS + 1))
+    # The applications really wrote at the same time.
+    assert max(w["start"] for w in windows) < min(w["end"] for w in windows)
+
+    table = dc.DeltaTable(uri, storage_options=options)
+    assert table.version == WRITERS * COMMITS
+    rows = dcs.read(spark, uri, storage_options=options).collect()
+    counts = Counter((r["writer"], r["batch"]) for r in rows)
+    assert counts == {(w, b): ROWS for w in range(WRITERS) for b in range(COMMITS)}
+    assert all(table.app_version(f"writer-{w}") == COMMITS - 1 for w in range(WRITERS))
+
+    # One complete DynamoDB entry per version decided each commit.
+    items = dynamodb.query(TableName=log_table, KeyConditionExpression="tablePath = :p",
+                           ExpressionAttributeValues={":p": {"S": uri}}, ConsistentRead=True)["Items"]
+    assert sorted(i["fileName"]["S"] for i in items) == [
+        f"{v:020d}.json" for v in range(WRITERS * COMMITS + 1)]
+    assert all(i["complete"]["S"] == "true" for i in items)
+
+    # deltalake reads the same rows.
+    theirs = deltalake.DeltaTable(uri, storage_options=s3_bucket.storage_options).to_pyarrow_table()
+    assert Counter(zip(theirs.column("writer").to_pylist(), theirs.column("batch").to_pylist(),
+                       strict=True)) == counts
+    assert sorted(theirs.column("id").to_pylist()) == sorted(r["id"] for r in rows)
