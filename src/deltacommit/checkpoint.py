@@ -35,7 +35,7 @@ from deltacommit.errors import (
     StorageError,
     UnsupportedProtocolError,
 )
-from deltacommit.log.checkpoint_format import CHECKPOINT_SCHEMA, decode_checkpoint, encode_checkpoint
+from deltacommit.log.checkpoint_format import decode_checkpoint, encode_checkpoint
 from deltacommit.log.intervals import (
     DELETED_FILE_RETENTION,
     EXPIRED_LOG_CLEANUP,
@@ -45,7 +45,6 @@ from deltacommit.log.intervals import (
     flag,
     optional_duration_ms,
 )
-from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, checkpoint_path
 from deltacommit.log.replay import TableState
 
@@ -55,9 +54,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The action columns a reader needs; anything else in a checkpoint (``stats_parsed`` lives
-#: inside ``add``) is not read.
-_READ_COLUMNS = (*CHECKPOINT_SCHEMA.names, "checkpointMetadata", "sidecar")
+#: The action columns read when a checkpoint is opened; ``add`` and ``remove`` (nearly all of
+#: its bytes) are read only when the file list is needed.
+_SMALL_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar"]
 
 
 # --------------------------------------------------------------------------- _last_checkpoint
@@ -201,45 +200,97 @@ def checkpoint_candidates(files: list[LogFile], target: int | None = None
     return out
 
 
-def _read_parquet(log_store: LogStore, f: LogFile) -> pa.Table:
-    store = log_store.store
-    source = f"{log_store.table_uri}/{f.path}"
-    local = store.local_path(f.path)
-    try:
-        pf = pq.ParquetFile(local if local is not None else pa.BufferReader(store.get(f.path)))
-        names = set(pf.schema_arrow.names)
-        return pf.read(columns=[c for c in _READ_COLUMNS if c in names])
-    except FileNotFoundError:
-        raise ObjectNotFoundError("get", source, "checkpoint disappeared") from None
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise CorruptLogError(f"{source}: not a readable Parquet checkpoint: {e}") from None
+class _CheckpointFile:
+    """One open checkpoint Parquet file: footer parsed up front, columns read on request.
+
+    Local files stay open (a later read works even if cleanup unlinks the file meanwhile);
+    remote ones are fetched once and kept as bytes.
+    """
+
+    def __init__(self, log_store: LogStore, f: LogFile) -> None:
+        store = log_store.store
+        self.source = f"{log_store.table_uri}/{f.path}"
+        local = store.local_path(f.path)
+        try:
+            self.pf = pq.ParquetFile(local if local is not None
+                                     else pa.BufferReader(store.get(f.path)))
+        except FileNotFoundError:
+            raise ObjectNotFoundError("get", self.source, "checkpoint disappeared") from None
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
+        self.names = set(self.pf.schema_arrow.names)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.pf.metadata.num_rows)
+
+    def non_null(self, column_path: str) -> int | None:
+        """Rows where a leaf column is set, from the footer's statistics (None if absent)."""
+        md = self.pf.metadata
+        nulls = 0
+        for rg in range(md.num_row_groups):
+            group = md.row_group(rg)
+            for j in range(group.num_columns):
+                col = group.column(j)
+                if col.path_in_schema == column_path:
+                    stats = col.statistics
+                    if stats is None or not getattr(stats, "has_null_count", False):
+                        return None
+                    count = stats.null_count
+                    if count is None:
+                        return None
+                    nulls += count
+                    break
+            else:
+                return None
+        return self.num_rows - nulls
+
+    def read(self, columns: list[str]) -> pa.Table:
+        try:
+            return self.pf.read(columns=[c for c in columns if c in self.names])
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
 
 def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
                     hint: LastCheckpoint | None = None) -> TableState:
-    """The state a checkpoint holds, verified; CorruptLogError if it is torn or partial."""
+    """The state a checkpoint holds, verified; CorruptLogError if it is torn or partial.
+
+    Only the footers and the small action columns are read here; the ``add`` and ``remove``
+    columns are read when the snapshot first needs its file list.  A torn file has no footer,
+    so tearing is still caught here, before the checkpoint is used.
+    """
     source = f"{log_store.table_uri}/{LOG_DIR}/{cand.name}"
     if cand.kind == "checkpoint_v2":
         raise UnsupportedProtocolError(
             f"{source} is a V2 (UUID-named) checkpoint; this table uses the v2Checkpoint feature, "
             "which deltacommit does not support")
-    tables = [_read_parquet(log_store, f) for f in cand.files]
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    parts = [_CheckpointFile(log_store, f) for f in cand.files]
+    rows = sum(p.num_rows for p in parts)
     if hint is not None and hint.version == cand.version:
         if hint.parts is not None and hint.parts != len(cand.files) and hint.parts > 1:
             raise CorruptLogError(f"{source}: _last_checkpoint says {hint.parts} parts, found "
                                   f"{len(cand.files)}")
-        if hint.size and hint.parts in (None, 1, len(cand.files)) and table.num_rows != hint.size:
-            raise CorruptLogError(f"{source}: has {table.num_rows} actions but _last_checkpoint "
+        if hint.size and hint.parts in (None, 1, len(cand.files)) and rows != hint.size:
+            raise CorruptLogError(f"{source}: has {rows} actions but _last_checkpoint "
                                   f"records {hint.size}; the checkpoint is partial")
-    state = decode_checkpoint(table, cand.version, source)
-    if hint is not None and hint.version == cand.version and hint.num_of_add_files is not None:
-        files = state.files
-        adds = files.checkpoint_rows() if isinstance(files, LazyActionMap) else None
-        if adds is not None and adds != hint.num_of_add_files:
-            raise CorruptLogError(f"{source}: has {adds} add actions but _last_checkpoint "
-                                  f"records {hint.num_of_add_files}")
-    return state
+        if hint.num_of_add_files is not None:
+            counts = [p.non_null("add.path") for p in parts]
+            if all(c is not None for c in counts):
+                adds = sum(c for c in counts if c is not None)
+                if adds != hint.num_of_add_files:
+                    raise CorruptLogError(f"{source}: has {adds} add actions but "
+                                          f"_last_checkpoint records {hint.num_of_add_files}")
+    small = _concat([p.read(_SMALL_COLUMNS) for p in parts])
+
+    def read_column(name: str) -> pa.Table:
+        return _concat([p.read([name]) for p in parts])
+
+    return decode_checkpoint(small, cand.version, source, read_column)
 
 
 def load_checkpoint_base(log_store: LogStore, files: list[LogFile], target: int,

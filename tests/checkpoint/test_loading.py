@@ -227,3 +227,38 @@ def test_update_of_a_snapshot_older_than_the_cleaned_log(tmp_path: Path) -> None
     assert stale.update() == [] and stale.version == 8
     # Nothing new and nothing cleaned up: the same snapshot comes back.
     assert fresh.updated() == (fresh, [])
+
+
+def test_file_columns_are_read_only_when_needed(tmp_path: Path) -> None:
+    """Opening a table and appending to it never reads the checkpoint's add and remove rows;
+    they are read on first use, even if cleanup has deleted the checkpoint by then."""
+    root = tmp_path / "t"
+    t, _ = local_table(root, configuration={"delta.checkpointInterval": "3"})
+    for i in range(4):
+        dc.write(t, rows([i]))
+    fresh = open_table(root)
+    files = fresh.snapshot.state.files
+    assert isinstance(files, LazyActionMap)
+    base = files._base
+    assert base is not None and not base.loaded
+    dc.write(fresh, rows([10]))
+    assert not base.loaded
+    (root / checkpoint_path(3)).unlink()
+    assert ids_of(fresh.to_arrow()) == [0, 1, 2, 3, 10]
+    assert base.loaded
+
+
+def test_add_count_differing_from_last_checkpoint_is_caught(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    t, _ = local_table(root, configuration={"delta.checkpointInterval": "3"})
+    for i in range(3):
+        dc.write(t, rows([i]))
+    hint = json.loads((root / LAST_CHECKPOINT).read_text())
+    assert hint["numOfAddFiles"] == 3
+    (root / LAST_CHECKPOINT).write_text(json.dumps({**{k: v for k, v in hint.items()
+                                                       if k != "checksum"},
+                                                    "numOfAddFiles": 4}))
+    for v in range(3):
+        (root / commit_path(v)).unlink()
+    with pytest.raises(MissingVersionError, match="could not be used"):
+        open_table(root)

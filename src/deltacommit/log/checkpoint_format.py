@@ -16,6 +16,7 @@ types, and a missing column reads as null, as the protocol says.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -425,11 +426,13 @@ def _pairs(v: Any) -> dict[str, str | None]:
     return dict(v)
 
 
-def decode_checkpoint(table: pa.Table, version: int, source: str) -> TableState:
+def decode_checkpoint(table: pa.Table, version: int, source: str,
+                      read_column: Callable[[str], pa.Table] | None = None) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
     The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
-    turned into objects here.
+    turned into objects here.  With ``read_column``, ``table`` need not hold the ``add`` and
+    ``remove`` columns: they are read through it when first needed.
     """
     for name in V2_COLUMNS:
         col = _column(table, name)
@@ -465,14 +468,21 @@ def decode_checkpoint(table: pa.Table, version: int, source: str) -> TableState:
         if not d.get("removed"):
             domains[str(d["domain"])] = {"domain": d["domain"], "configuration": d["configuration"],
                                          "removed": False}
-    adds = _rows(table, "add", "path", ADD)
-    removes = _rows(table, "remove", "path", REMOVE)
+    if read_column is None:
+        files = ActionRows(_rows(table, "add", "path", ADD), adds_from_arrow)
+        tombstones = ActionRows(_rows(table, "remove", "path", REMOVE), removes_from_arrow)
+    else:
+        reader = read_column
+        files = ActionRows(None, adds_from_arrow,
+                           lambda: _rows(reader("add"), "add", "path", ADD))
+        tombstones = ActionRows(None, removes_from_arrow,
+                                lambda: _rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(
         version=version,
         protocol=protocol,
         metadata=metadata,
-        files=LazyActionMap(ActionRows(adds, adds_from_arrow)),
-        tombstones=LazyActionMap(ActionRows(removes, removes_from_arrow)),
+        files=LazyActionMap(files),
+        tombstones=LazyActionMap(tombstones),
         app_txns={t.app_id: t for t in txns},
         domains=domains,
     )

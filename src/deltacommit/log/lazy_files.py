@@ -188,18 +188,42 @@ def row_keys(arr: pa.StructArray) -> list[str]:
 
 
 class ActionRows(Generic[V]):
-    """The ``add`` or ``remove`` rows of one checkpoint, decoded on demand and then cached.
+    """The ``add`` or ``remove`` rows of one checkpoint, read and decoded on demand, then cached.
 
+    ``arrow`` is either given or produced by ``load`` on first use: a snapshot that never
+    looks at files (a blind append) never even reads those columns of the checkpoint.
     Immutable once built, so every snapshot derived from the same checkpoint shares it.
     """
 
-    def __init__(self, arrow: pa.StructArray, decode: Callable[[pa.StructArray], list[V]]) -> None:
-        self.arrow = arrow
+    def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
+                 load: Callable[[], pa.StructArray] | None = None) -> None:
+        if arrow is None and load is None:
+            raise ValueError("ActionRows needs the rows or a way to load them")
+        self._arrow = arrow
+        self._load = load
         self._decode = decode
         self._keys: list[str] | None = None
         self._index: dict[str, int] | None = None
         self._objects: list[V] | None = None
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._arrow is not None
+
+    @property
+    def arrow(self) -> pa.StructArray:
+        arrow = self._arrow
+        if arrow is None:
+            with self._load_lock:
+                if self._arrow is None:
+                    load = self._load
+                    assert load is not None
+                    self._arrow = load()
+                    self._load = None  # release the file it read from
+                arrow = self._arrow
+        return arrow
 
     def __len__(self) -> int:
         return len(self.arrow)
