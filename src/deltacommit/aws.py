@@ -234,11 +234,16 @@ class AwsConfig:
 
     # ----------------------------------------------------------------- clients
 
-    def s3_client(self) -> S3Client:
-        """A shared boto3 S3 client for these settings (one attempt per call, no retries)."""
+    def s3_client(self, timeout: float | None = None) -> S3Client:
+        """A shared boto3 S3 client for these settings (one attempt per call, no retries).
+
+        ``timeout`` caps the connect and read timeouts, for requests that must finish within a
+        deadline (writes under a DynamoCommit lease); callers should round it to a few steps so
+        that the cache stays small.
+        """
         key = ("s3", self.endpoint_url, self.region, self.access_key_id, self.secret_access_key,
-               self.session_token, self.profile, self.addressing_style)
-        return _cached(key, self._make_s3_client)  # type: ignore[no-any-return]
+               self.session_token, self.profile, self.addressing_style, timeout)
+        return _cached(key, lambda: self._make_s3_client(timeout))  # type: ignore[no-any-return]
 
     def dynamodb_client(self) -> DynamoDBClient:
         """A shared boto3 DynamoDB client for these settings (botocore standard retries).
@@ -257,15 +262,17 @@ class AwsConfig:
             return self.dynamodb_access_key_id, self.dynamodb_secret_access_key, self.dynamodb_session_token
         return self.access_key_id, self.secret_access_key, self.session_token
 
-    def _make_s3_client(self) -> S3Client:
+    def _make_s3_client(self, timeout: float | None = None) -> S3Client:
         from botocore.config import Config
         from botocore.handlers import add_expect_header
 
         style = self.addressing_style or ("path" if self.endpoint_url else None)
         s3_settings: dict[str, Any] = {"addressing_style": style} if style else {}
+        cap = CONNECT_TIMEOUT_SECONDS if timeout is None else min(CONNECT_TIMEOUT_SECONDS, timeout)
+        read_cap = READ_TIMEOUT_SECONDS if timeout is None else min(READ_TIMEOUT_SECONDS, timeout)
         config = Config(
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            read_timeout=READ_TIMEOUT_SECONDS,
+            connect_timeout=cap,
+            read_timeout=read_cap,
             max_pool_connections=MAX_POOL_CONNECTIONS,
             retries={"mode": "standard", "total_max_attempts": 1},
             s3=s3_settings,  # type: ignore[arg-type]

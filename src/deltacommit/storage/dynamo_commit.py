@@ -76,9 +76,7 @@ from botocore.exceptions import (
 )
 
 from deltacommit.aws import (
-    CONNECT_TIMEOUT_SECONDS,
     DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS,
-    READ_TIMEOUT_SECONDS,
     AwsConfig,
     ConditionalPut,
 )
@@ -554,7 +552,7 @@ class _S3Writer(_Writer):
     def put(self, op: str, path: str, data: bytes, lease: Lease) -> ObjectMeta:
         bucket, key = self.inner.bucket, self._key(path)
         response = self._under_lease(
-            op, path, lease, lambda c: c.put_object(Bucket=bucket, Key=key, Body=data),
+            op, "PutObject", path, lease, lambda c: c.put_object(Bucket=bucket, Key=key, Body=data),
             resolve=lambda: self._holds(path, data))
         if isinstance(response, ObjectMeta):
             return response
@@ -564,12 +562,13 @@ class _S3Writer(_Writer):
         source: CopySourceTypeDef = {"Bucket": self.inner.bucket, "Key": self._key(src)}
         bucket, key = self.inner.bucket, self._key(dst)
         self._under_lease(
-            op, dst, lease,
+            op, "CopyObject", dst, lease,
             lambda c: c.copy_object(Bucket=bucket, Key=key, CopySource=source),
             resolve=lambda: self._same_as(src, dst))
         return self.inner.head(dst)
 
-    def _under_lease(self, op: str, path: str, lease: Lease, call: Callable[[S3Client], T],
+    def _under_lease(self, op: str, api: str, path: str, lease: Lease,
+                     call: Callable[[S3Client], T],
                      resolve: Callable[[], ObjectMeta | None]) -> T | ObjectMeta:
         attempt = 0
         maybe_applied = False
@@ -593,6 +592,7 @@ class _S3Writer(_Writer):
                 raise self._expired(op, path, lease, remaining,
                                     f"the write failed ({last}) and could not be retried") from last
             attempt += 1
+            self.inner.count_request(api)
             try:
                 return call(bounded_s3_client(self.inner.config, timeout))
             except ClientError as e:
@@ -636,41 +636,12 @@ class _S3Writer(_Writer):
             return None
 
 
-_BOUNDED_CLIENTS: dict[tuple[AwsConfig, float], Any] = {}
-_BOUNDED_LOCK = threading.Lock()
 
 
 def bounded_s3_client(config: AwsConfig, timeout: float) -> S3Client:
     """An S3 client like ``config.s3_client()`` whose connect and read timeouts are ``timeout``
     (capped at the usual ones); cached per step of ``request_timeout``."""
-    key = (config, timeout)
-    with _BOUNDED_LOCK:
-        client = _BOUNDED_CLIENTS.get(key)
-        if client is None:
-            client = _make_bounded_client(config, timeout)
-            _BOUNDED_CLIENTS[key] = client
-        return client
-
-
-def _make_bounded_client(config: AwsConfig, timeout: float) -> S3Client:
-    import boto3.session
-    from botocore.config import Config
-    from botocore.handlers import add_expect_header
-
-    base = config.s3_client()
-    settings = base.meta.config.merge(Config(
-        connect_timeout=min(CONNECT_TIMEOUT_SECONDS, timeout),
-        read_timeout=min(READ_TIMEOUT_SECONDS, timeout),
-        retries={"mode": "standard", "total_max_attempts": 1}))
-    session = boto3.session.Session(
-        aws_access_key_id=config.access_key_id, aws_secret_access_key=config.secret_access_key,
-        aws_session_token=config.session_token,
-        profile_name=config.profile if config.access_key_id is None else None)
-    client = session.client("s3", endpoint_url=config.endpoint_url,
-                            region_name=base.meta.region_name, config=settings)
-    # As the store's own client: no "Expect: 100-continue" round trip before the body.
-    client.meta.events.unregister("before-call.s3", add_expect_header)
-    return client
+    return config.s3_client(timeout=timeout)
 
 
 # --------------------------------------------------------------------------- the lease table

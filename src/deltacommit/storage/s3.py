@@ -197,6 +197,10 @@ class S3Store(ObjectStore):
     def reset_requests(self) -> None:
         self._counter.reset()
 
+    def count_request(self, operation: str) -> None:
+        """Record a request made on this store's behalf by a wrapper with its own client."""
+        self._counter.add(operation)
+
     # ----------------------------------------------------------------- paths
 
     def _key(self, path: str) -> str:
