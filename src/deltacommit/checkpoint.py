@@ -45,6 +45,7 @@ from deltacommit.log.intervals import (
     flag,
     optional_duration_ms,
 )
+from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, checkpoint_path
 from deltacommit.log.replay import TableState
 
@@ -291,6 +292,16 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
         return _concat([p.read([name]) for p in parts])
 
     return decode_checkpoint(small, cand.version, source, read_column)
+
+
+def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate) -> TableState:
+    """``read_checkpoint`` that also reads every row now, for callers about to delete the log
+    the checkpoint replaces: after that, a checkpoint that only looked whole is no use."""
+    state = read_checkpoint(log_store, cand)
+    for m in (state.files, state.tombstones):
+        if isinstance(m, LazyActionMap):
+            m.read_rows()
+    return state
 
 
 def load_checkpoint_base(log_store: LogStore, files: list[LogFile], target: int,

@@ -106,7 +106,7 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
     Expired: older than ``delta.logRetentionDuration`` and before the newest usable checkpoint
     that is not newer than the cut-off commit.  With ``dry_run`` nothing is deleted.
     """
-    from deltacommit.checkpoint import checkpoint_candidates, read_checkpoint
+    from deltacommit.checkpoint import checkpoint_candidates, verify_checkpoint
 
     log_store = table.log_store
     uri = table.uri
@@ -121,7 +121,7 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
         if not files_before_checkpoint(files, cand.version):
             return []  # the newest usable checkpoint would have nothing before it to delete
         try:
-            read_checkpoint(log_store, cand)
+            verify_checkpoint(log_store, cand)
         except (CorruptLogError, StorageError) as e:
             logger.warning("log cleanup of %s: checkpoint %s is unusable (%s); trying an older "
                            "one", uri, cand.name, e)

@@ -286,10 +286,13 @@ class LazyActionMap(dict[str, V]):
     def is_lazy(self) -> bool:
         return self._base is not None
 
-    def checkpoint_rows(self) -> int | None:
-        """How many rows the checkpoint holds (None once materialised); no decoding needed."""
+    def read_rows(self) -> int:
+        """Read the checkpoint rows (as Arrow, no objects) if not yet read; how many there are.
+
+        For callers that must know the rows are readable before relying on them.
+        """
         base = self._base
-        return None if base is None else len(base)
+        return 0 if base is None else len(base.arrow)
 
     def lazy_copy(self) -> LazyActionMap[V]:
         """A copy sharing the checkpoint rows (cheap: only the overlay is copied)."""
