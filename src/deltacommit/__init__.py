@@ -6,6 +6,8 @@ exceptions, all importable from here; the PySpark front end is ``deltacommit.spa
 
 from __future__ import annotations
 
+from deltacommit.appender import Appender
+from deltacommit.coalesce import GroupCommitPolicy, append
 from deltacommit.conflicts import IsolationLevel
 from deltacommit.errors import (
     CommitFailedError,
@@ -40,6 +42,7 @@ from deltacommit.writer import WriteResult, write
 __version__ = "0.1.0"
 
 __all__ = [
+    "Appender",
     "CommitFailedError",
     "CommitPolicy",
     "CommitResult",
@@ -52,6 +55,7 @@ __all__ = [
     "CorruptLogError",
     "DeltaCommitError",
     "DeltaTable",
+    "GroupCommitPolicy",
     "InvalidArgumentError",
     "IsolationLevel",
     "LogStoreError",
@@ -71,5 +75,6 @@ __all__ = [
     "VersionExistsError",
     "WriteResult",
     "__version__",
+    "append",
     "write",
 ]

@@ -38,18 +38,24 @@ from deltacommit.transaction import ENGINE_INFO, CommitPolicy, CommitResult, Tra
 
 if TYPE_CHECKING:
     from deltacommit.checkpoint import CheckpointInfo
+    from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
 
 # How many recent commits a table object keeps for conflict checks of its transactions.
 _RECENT_COMMITS = 256
 
 
 class DeltaTable:
-    """A Delta table at a location; ``version`` pins a historical snapshot (read-only)."""
+    """A Delta table at a location; ``version`` pins a historical snapshot (read-only).
+
+    ``group_commit=True`` (or a ``GroupCommitPolicy``) lets transactions that threads of this
+    process commit through this object at the same time share one version (``coalesce.py``).
+    """
 
     def __init__(self, table_uri: str, version: int | None = None,
                  storage_options: Mapping[str, str] | None = None, *,
                  log_store: LogStore | None = None, clock: Clock | None = None,
                  random: RandomSource | None = None, policy: CommitPolicy | None = None,
+                 group_commit: bool | GroupCommitPolicy = False,
                  _snapshot: Snapshot | None = None) -> None:
         self.storage_options = dict(storage_options or {})
         self.log_store = log_store or open_log_store(table_uri, self.storage_options)
@@ -60,6 +66,21 @@ class DeltaTable:
         self._recent: OrderedDict[int, Commit] = OrderedDict()
         self._pinned = version is not None
         self._snapshot = _snapshot or Snapshot.load(self.log_store, version)
+        self._group_committer: GroupCommitter | None = None
+        if group_commit is not False:
+            from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
+
+            if self._pinned:
+                raise InvalidArgumentError(
+                    f"table {self.uri} was opened at version {self.version} and is read-only; "
+                    "group_commit needs a table that follows new commits")
+            if group_commit is True:
+                group_commit = GroupCommitPolicy()
+            if not isinstance(group_commit, GroupCommitPolicy):
+                raise InvalidArgumentError(
+                    f"group_commit for table {self.uri} must be a bool or a GroupCommitPolicy, "
+                    f"got {group_commit!r}")
+            self._group_committer = GroupCommitter(self, group_commit)
 
     def __repr__(self) -> str:
         return f"DeltaTable({self.uri!r}, version={self.version})"
@@ -72,7 +93,8 @@ class DeltaTable:
                storage_options: Mapping[str, str] | None = None, *, name: str | None = None,
                description: str | None = None, log_store: LogStore | None = None,
                clock: Clock | None = None, random: RandomSource | None = None,
-               policy: CommitPolicy | None = None) -> DeltaTable:
+               policy: CommitPolicy | None = None,
+               group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
         from deltacommit.partitions import check_partition_columns
         from deltacommit.schema import needs_timestamp_ntz, schema_to_json
@@ -126,7 +148,7 @@ class DeltaTable:
         state.apply(0, actions)
         snap = Snapshot(ls, state)
         return cls(uri, storage_options=options, log_store=ls, clock=clock, random=random,
-                   policy=policy, _snapshot=snap)
+                   policy=policy, group_commit=group_commit, _snapshot=snap)
 
     # ------------------------------------------------------------------ state
 
@@ -166,6 +188,11 @@ class DeltaTable:
         """The newest committed version of an application transaction id."""
         return self._snapshot.app_version(app_id)
 
+    @property
+    def group_committer(self) -> GroupCommitter | None:
+        """The committer that merges this object's concurrent transactions, if enabled."""
+        return self._group_committer
+
     def update(self) -> int:
         """Move to the newest version, reading only the commits after the cached one."""
         if self._pinned:
@@ -190,11 +217,16 @@ class DeltaTable:
             latest = snap.version
             if latest <= version:
                 return []
-            wanted = range(version + 1, latest + 1)
+        return self._known_commits(version + 1, latest)
+
+    def _known_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last``, known to exist: from the cache, else read (no probing)."""
+        with self._lock:
+            wanted = range(first, last + 1)
             if all(v in self._recent for v in wanted):
                 return [self._recent[v] for v in wanted]
         return [decode_commit(self.log_store, v, d)
-                for v, d in self.log_store._read_range(version + 1, latest)]
+                for v, d in self.log_store._read_range(first, last)]
 
     def _remember(self, commit: Commit) -> None:
         self._recent[commit.version] = commit
@@ -211,10 +243,18 @@ class DeltaTable:
                 new_snap.apply_commit(commit)
                 self._snapshot = new_snap
 
-    def _post_commit(self, commit: Commit) -> None:
+    def _post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """Checkpoint and clean up after ``commit``.  ``snapshot`` is the state exactly at its
+        version, for a caller that lets further commits proceed meanwhile (group commit): the
+        hook then reads that state instead of reloading the table at the version."""
         from deltacommit.checkpoint import after_commit
 
-        after_commit(self, commit.version)
+        table = self
+        if snapshot is not None and snapshot.version == commit.version \
+                and snapshot is not self._snapshot:
+            table = DeltaTable(self.uri, log_store=self.log_store, clock=self.clock,
+                               random=self.random, policy=self.policy, _snapshot=snapshot)
+        after_commit(table, commit.version)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -364,7 +404,7 @@ class _FileReader:
         parts = partition_column_arrays(
             {c: add.partition_values.get(c) for c in self.pcols if c in self.out_schema.names},
             self.out_schema, n)
-        arrays = []
+        arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
         for f in self.out_schema:
             if f.name in parts:
                 arrays.append(parts[f.name])

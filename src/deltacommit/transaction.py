@@ -91,6 +91,9 @@ class CommitResult:
     digest: str = ""
     #: The snapshot version the transaction read (``commitInfo.readVersion``).
     read_version: int = -1
+    #: How many transactions the version holds (more than one under group commit, see
+    #: ``coalesce.py``; ``digest`` is then the digest of the shared commit file).
+    group_size: int = 1
 
 
 @dataclass(slots=True)
@@ -240,8 +243,8 @@ class Transaction:
             read_metadata=snap.metadata,
         )
 
-    def _commit_info(self, summary: TransactionSummary) -> CommitInfo:
-        """A fresh commitInfo for one attempt (see the module docstring for what changes)."""
+    def _metrics(self) -> dict[str, Any]:
+        """``operationMetrics`` of this transaction's actions (a group sums its members')."""
         metrics = dict(self.operation_metrics)
         metrics.setdefault("numFiles", str(len(self._adds)))
         if self._removes:
@@ -249,17 +252,23 @@ class Transaction:
         rows = sum((a.num_records() or 0) for a in self._adds)
         metrics.setdefault("numOutputRows", str(rows))
         metrics.setdefault("numOutputBytes", str(sum(a.size for a in self._adds)))
+        return metrics
+
+    def _rendered_parameters(self) -> dict[str, str]:
+        """``operationParameters`` as Delta writes them: every value a string."""
+        return {k: v if isinstance(v, str) else _json_text(v)
+                for k, v in self.operation_parameters.items()}
+
+    def _commit_info(self, summary: TransactionSummary) -> CommitInfo:
+        """A fresh commitInfo for one attempt (see the module docstring for what changes)."""
         values: dict[str, Any] = {
             "timestamp": int(self.table.clock.time() * 1000),
             "operation": self.operation,
-            "operationParameters": {
-                k: v if isinstance(v, str) else _json_text(v)
-                for k, v in self.operation_parameters.items()
-            },
+            "operationParameters": self._rendered_parameters(),
             "readVersion": self.read_version,
             "isolationLevel": summary.effective_isolation.value,
             "isBlindAppend": summary.is_blind_append,
-            "operationMetrics": metrics,
+            "operationMetrics": self._metrics(),
             "engineInfo": ENGINE_INFO,
             "txnId": self.txn_id,
         }
@@ -315,18 +324,28 @@ class Transaction:
         """Commit the staged actions; retried while concurrent winners do not conflict.
 
         A lost race costs one read per commit made since the last version this transaction saw
-        (``DeltaTable._commits_after``), never a reload of the snapshot.
+        (``DeltaTable._commits_after``), never a reload of the snapshot.  Commits this process
+        already knows of (made or read by another thread sharing the table) are checked before
+        the first attempt, so that attempt does not lose a race that was already decided.  On a
+        table opened with ``group_commit``, the commit is handed to its group committer, which
+        may put it into one version with other threads' transactions (``coalesce.py``).
         """
         if self._done:
             assert self.result is not None
             return self.result
         self._validate()
         table = self.table
+        committer = table.group_committer
+        if committer is not None:
+            return committer.commit(self)
         log_store = table.log_store
         policy = table.policy
         summary = self.summary()
         base = self.read_version
         winners: list[int] = []
+        known = table.version
+        if known > base:
+            base = self._rebase(table._known_commits(base + 1, known), summary, winners)
         attempt = 0
         while True:
             attempt += 1
@@ -360,6 +379,17 @@ class Transaction:
                                        read_version=self.read_version)
             table._post_commit(commit)
             return self.result
+
+    def _rebase(self, commits: Iterable[Commit], summary: TransactionSummary,
+                winners: list[int]) -> int:
+        """Check commits this transaction has not seen; the version to commit after."""
+        base = self.read_version
+        for c in commits:
+            check_conflicts(summary, WinningCommit.from_actions(c.version, c.actions),
+                            self.table.uri)
+            winners.append(c.version)
+            base = c.version
+        return base
 
     def _landed_earlier(self, commit: Commit, attempts: int, winners: list[int]) -> CommitResult:
         """An earlier attempt of this transaction is in the log although the log store said the
