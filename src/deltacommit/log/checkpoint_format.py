@@ -156,8 +156,8 @@ def _filler(n: int, type_: pa.DataType, nullable: bool) -> Any:
     delta-rs's schema alike) refuse nulls in a field declared non-nullable even under a null
     parent, so required children get an empty value instead.
     """
+    repeat: Any = pa.repeat
     if pa.types.is_struct(type_):
-        repeat: Any = pa.repeat
         return pa.StructArray.from_arrays([_filler(n, f.type, f.nullable) for f in type_],
                                           fields=list(type_),
                                           mask=repeat(True, n) if nullable and n else None)
@@ -166,16 +166,12 @@ def _filler(n: int, type_: pa.DataType, nullable: bool) -> Any:
         return nulls(n, type_)
     if pa.types.is_map(type_):
         from_arrays: Any = pa.MapArray.from_arrays
-        return from_arrays(pa.array([0] * (n + 1), pa.int32()), pa.array([], pa.string()),
+        return from_arrays(repeat(pa.scalar(0, pa.int32()), n + 1), pa.array([], pa.string()),
                            pa.array([], pa.string()), type=type_)
     if pa.types.is_list(type_):
-        return pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()),
+        return pa.ListArray.from_arrays(repeat(pa.scalar(0, pa.int32()), n + 1),
                                         pa.array([], pa.string()), type=type_)
-    if pa.types.is_string(type_):
-        return pa.array([""] * n, type_)
-    if pa.types.is_boolean(type_):
-        return pa.array([False] * n, type_)
-    return pa.array([0] * n, type_)
+    return repeat(_placeholder(type_), n)
 
 
 def null_rows(n: int, type_: pa.StructType) -> Any:

@@ -255,11 +255,17 @@ class ActionRows(Generic[V]):
 
     def without(self, hidden: set[str]) -> pa.StructArray:
         """The rows whose key is not in ``hidden``, still as Arrow."""
-        if not hidden or not len(self.arrow):
-            return self.arrow
-        keys = pa.array(self.keys(), pa.string())
+        arrow = self.arrow
+        if not hidden or not len(arrow):
+            return arrow
+        paths = _child(arrow, "path")
+        if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not pc.any(
+                pc.match_substring(paths, "%")).as_py():
+            keys = paths  # the keys are the paths: no need to build them in Python
+        else:
+            keys = pa.array(self.keys(), pa.string())
         mask = pc.invert(pc.is_in(keys, value_set=pa.array(list(hidden), pa.string())))
-        return self.arrow.filter(mask)
+        return arrow.filter(mask)
 
 
 class LazyActionMap(dict[str, V]):
