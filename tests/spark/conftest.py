@@ -22,7 +22,7 @@ def spark() -> Iterator[Any]:
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
-    })
+    }, quick_start=True)
     yield session
     session.stop()
 

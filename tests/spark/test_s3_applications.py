@@ -25,7 +25,7 @@ WRITERS, COMMITS, ROWS = 2, 10, 20
 
 
 def test_two_spark_applications_on_s3_with_the_dynamodb_log_store(
-        spark: Any, moto_server: MotoServer, s3_bucket: S3Bucket) -> None:
+        spark: Any, moto_server: MotoServer, s3_bucket: S3Bucket, tmp_path: Path) -> None:
     dynamodb = boto3.client("dynamodb", endpoint_url=moto_server.endpoint, region_name="us-east-1")
     log_table = unique_name("delta-log")
     create_log_table(dynamodb, log_table)
@@ -37,32 +37,32 @@ def test_two_spark_applications_on_s3_with_the_dynamodb_log_store(
     dc.DeltaTable.create(uri, schema, partition_by=["writer"], storage_options=options)
 
     env = {**os.environ, "DC_STORAGE_OPTIONS": json.dumps(options)}
+    # Spark's logs go to files: a full stderr pipe would stall an application.
+    logs = [tmp_path / f"writer-{w}.log" for w in range(WRITERS)]
     apps = [subprocess.Popen([sys.executable, str(APP), "--uri", uri, "--writer", str(w),
                               "--commits", str(COMMITS), "--rows", str(ROWS)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=logs[w].open("w"), text=True, env=env)
             for w in range(WRITERS)]
     try:
-        for app in apps:
-            assert app.stdout is not None and app.stdin is not None
+        for app, log in zip(apps, logs, strict=True):
+            assert app.stdout is not None
             line = app.stdout.readline()
-            if line.strip() != "ready":
-                app.kill()
-                raise AssertionError(f"application did not start: {line!r}\n{app.communicate()[1][-3000:]}")
+            assert line.strip() == "ready", f"application did not start: {line!r}\n{log.read_text()[-3000:]}"
         for app in apps:
             assert app.stdin is not None
             app.stdin.write("go\n")
             app.stdin.flush()
-        outputs = [app.communicate(timeout=240) for app in apps]
+        outputs = [app.communicate(timeout=240)[0] for app in apps]
     finally:
         for app in apps:
             if app.poll() is None:
                 app.kill()
                 app.wait()
-    for app, (_, err) in zip(apps, outputs, strict=True):
-        assert app.returncode == 0, err[-3000:]
+    for app, log in zip(apps, logs, strict=True):
+        assert app.returncode == 0, log.read_text()[-3000:]
 
-    lines = [json.loads(x) for out, _ in outputs for x in out.splitlines() if x.startswith("{")]
+    lines = [json.loads(x) for out in outputs for x in out.splitlines() if x.startswith("{")]
     commits = [x for x in lines if "version" in x]
     windows = [x for x in lines if "done" in x]
     assert len(commits) == WRITERS * COMMITS and not any(c["skipped"] for c in commits)

@@ -27,7 +27,8 @@ def main() -> int:
 
     from deltacommit import spark as dcs
 
-    spark = dcs.local_session(f"writer-{args.writer}", "local[1]", {"spark.sql.shuffle.partitions": "1"})
+    spark = dcs.local_session(f"writer-{args.writer}", "local[1]", {"spark.sql.shuffle.partitions": "1"},
+                              quick_start=True)
     # Warm the JVM and the Python workers on the same kind of write, to a scratch table, so that
     # the applications' commits (not their start-up) overlap.
     with tempfile.TemporaryDirectory() as scratch:
