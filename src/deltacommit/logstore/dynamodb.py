@@ -617,26 +617,50 @@ class DynamoDBLogStore(LogStore):
         copy) are benign.  The temp file may be gone because delta-rs repairs by moving it;
         then N.json must exist.  If neither exists the commit cannot be recovered: reported,
         never marked complete (which would hide a missing version).
+
+        A temp file delta-rs wrote is moved, not copied: deleted once N.json holds it.  delta-rs
+        finishes its own commit by moving its temp file and treats an N.json that already
+        exists as a lost race, committing the same actions again at a later version; finding
+        the temp file gone instead, it completes the entry as a repair it was beaten to.
         """
         version = entry.version
         target = commit_path(version)
-        try:
-            data = self.store.get(entry.temp_key)
-        except ObjectNotFoundError:
-            try:
-                data = self.store.get(target)
-            except ObjectNotFoundError:
-                raise _Unrecoverable(self._unrecoverable_message(entry)) from None
+        data = self._read_temp(entry)
+        if data is None:
+            data = self._read_moved(entry)
         else:
             try:
                 self._create(target, data)
             except ObjectExistsError:
                 data = self.store.get(target)
+            else:
+                if _moved_by_writer(entry):
+                    self._delete_temp(entry)
             self._step("repair_after_copy", version)
         self._complete(entry, quiet=True)
         self._note_good(version)
         self._step("repair_after_complete", version)
         return data
+
+    def _read_temp(self, entry: CommitEntry) -> bytes | None:
+        try:
+            return self.store.get(entry.temp_key)
+        except ObjectNotFoundError:
+            return None
+
+    def _read_moved(self, entry: CommitEntry) -> bytes:
+        """N.json of an entry whose temp file is gone (moved there by delta-rs, or removed)."""
+        try:
+            return self.store.get(commit_path(entry.version))
+        except ObjectNotFoundError:
+            raise _Unrecoverable(self._unrecoverable_message(entry)) from None
+
+    def _delete_temp(self, entry: CommitEntry) -> None:
+        try:
+            self.store.delete(entry.temp_key)
+        except Exception as e:  # N.json is in place; a leftover temp file costs only storage
+            log.warning("could not delete temp file %s/%s after copying it (%s)",
+                        self.table_uri, entry.temp_key, e)
 
     def _unrecoverable_message(self, entry: CommitEntry) -> str:
         return (f"table {self.table_uri}: DynamoDB table {self.table_name} has an incomplete entry "
@@ -646,12 +670,17 @@ class DynamoDBLogStore(LogStore):
                 "was removed by a lifecycle rule, drop the entry with `deltacommit dynamodb "
                 f"repair {self.table_uri} --drop-unrecoverable` (the commit is lost either way)")
 
-    def _refresh(self) -> tuple[int | None, tuple[int, bytes] | None]:
+    def _refresh(self, *, catching_up: bool = False) -> tuple[int | None, tuple[int, bytes] | None]:
         """The latest version per DynamoDB (None if unknown), repairing the latest entry.
 
         Returns the repaired commit's content too, so a reader that needs it does not read it
         again.  An entry past its expiry is not trusted as the latest: TTL may already have
         removed newer ones.
+
+        ``catching_up`` (a writer reading the commit that just beat it) leaves a delta-rs
+        writer's incomplete entry to that writer, which is almost certainly still finishing it
+        and fails if its N.json appears under it (see ``_repair``); the content is read from
+        where it is.  Should that writer have died, the next writer's step 1 completes it.
         """
         since = self._clock.monotonic()
         entry = self.latest_entry()
@@ -659,7 +688,11 @@ class DynamoDBLogStore(LogStore):
             return None, None
         repaired = None
         if not entry.complete:
-            repaired = (entry.version, self._repair(entry))
+            if catching_up and _moved_by_writer(entry):
+                data = self._read_temp(entry)
+                repaired = (entry.version, data if data is not None else self._read_moved(entry))
+            else:
+                repaired = (entry.version, self._repair(entry))
         elif not self._trusted(entry):
             return None, None
         self._note_latest(entry.version, since)
@@ -779,7 +812,7 @@ class DynamoDBLogStore(LogStore):
     def read_commits_after(self, version: int) -> list[tuple[int, bytes]]:
         """One consistent Query finds the latest version; then one GET per newer commit."""
         since = self._clock.monotonic()
-        latest, repaired = self._refresh()
+        latest, repaired = self._refresh(catching_up=True)
         if latest is None:
             out = super().read_commits_after(version)
             self._note_latest(out[-1][0] if out else version, since)
@@ -949,6 +982,13 @@ class DynamoDBLogStore(LogStore):
             self._clock.sleep(0.25)
         with _CHECKED_LOCK:
             _CHECKED.add(key)
+
+
+def _moved_by_writer(entry: CommitEntry) -> bool:
+    """Whether the entry's writer finishes by moving its temp file (delta-rs) rather than
+    copying it (Spark, deltacommit): delta-rs keeps temp files beside the commits
+    (``_commit_<uuid>.json.tmp``), the copying writers under ``.tmp/``."""
+    return not entry.temp_path.startswith(".tmp/")
 
 
 def _code(e: ClientError) -> str:
