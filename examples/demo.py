@@ -1,104 +1,225 @@
-"""The main job: several writer processes append to one local Delta table at the same time.
+"""The main job: a PySpark pipeline with several concurrent writers on one local Delta table.
 
-Each writer appends batches of events tagged with its id and a batch number; afterwards the job
-reads the table back and checks that every batch is present exactly once and that the log has
-one version per commit.  Run it with ``make demo``.
+Each writer is a thread of one Spark application that owns one event source.  It runs a sequence
+of pipeline stages: most stages ingest a batch of generated events for a day (an append); some
+re-run the day's processing and replace that day's partition of its source (an overwrite with a
+predicate).  Spark tasks write the Parquet files, the driver commits them through deltacommit, and
+every stage carries ``(app_id, app_version)`` so that re-running it is a no-op.  The writers run
+at the same time, so their commits race for versions and are retried.
+
+Afterwards the job reads the table back through Spark and checks, partition by partition, that
+every event is present exactly once, that overwritten partitions hold only the corrected rows,
+and that the log holds exactly one version per stage.  Run it with ``make demo``.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
+from typing import Any
 
 import deltacommit as dc
+from deltacommit import spark as dcs
 
-SCHEMA = pa.schema([
-    ("writer", pa.int32()),
-    ("batch", pa.int32()),
-    ("event_id", pa.int64()),
-    ("day", pa.string()),
-    ("amount", pa.float64()),
-])
+DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
 
 
-def batch(writer: int, n: int, rows: int) -> pa.Table:
-    base = (writer * 1_000_000) + n * rows
-    return pa.table({
-        "writer": pa.array([writer] * rows, pa.int32()),
-        "batch": pa.array([n] * rows, pa.int32()),
-        "event_id": pa.array(range(base, base + rows), pa.int64()),
-        "day": pa.array([f"2026-11-{20 + (n % 3):02d}"] * rows),
-        "amount": pa.array([float(i % 97) for i in range(rows)]),
-    }, schema=SCHEMA)
+@dataclass
+class Stage:
+    kind: str  # "append" | "overwrite"
+    day: str
 
 
-def writer_main(uri: str, writer: int, batches: int, rows: int, start: mp.synchronize.Event,
-                results: mp.Queue[tuple[int, int, int, float]]) -> None:
-    table = dc.DeltaTable(uri)
-    start.wait()
-    attempts = 0
-    t0 = time.perf_counter()
-    for n in range(batches):
-        r = dc.write(table, batch(writer, n, rows), mode="append")
-        attempts += r.attempts
-    results.put((writer, batches, attempts, time.perf_counter() - t0))
+@dataclass
+class WriterReport:
+    source: str
+    appends: int = 0
+    overwrites: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    versions: list[int] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+def plan(stages: int) -> list[Stage]:
+    """Appends cycling over the days; every fourth stage corrects an earlier day instead."""
+    out: list[Stage] = []
+    for i in range(stages):
+        if i % 4 == 3:
+            out.append(Stage("overwrite", DAYS[(i // 4) % len(DAYS)]))
+        else:
+            out.append(Stage("append", DAYS[len([s for s in out if s.kind == "append"]) % len(DAYS)]))
+    return out
+
+
+def event_ids(writer: int, stage: int, rows: int) -> range:
+    base = writer * 1_000_000_000 + stage * 1_000_000
+    return range(base, base + rows)
+
+
+def events(spark: Any, source: str, day: str, ids: list[range], corrected: bool) -> Any:
+    """Generated events (in the JVM, no Python rows): ids from the given ranges."""
+    frames = [spark.range(r.start, r.stop) for r in ids]
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    return df.selectExpr(
+        "id as event_id",
+        f"'{source}' as source",
+        f"date'{day}' as day",
+        f"timestamp'{day} 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 86400) as ts",
+        "cast(id % 997 as int) as user_id",
+        "element_at(array('view', 'click', 'buy'), cast(id % 3 as int) + 1) as kind",
+        "cast((id % 10000) / 100 as decimal(12, 2)) as amount",
+        f"{'true' if corrected else 'false'} as corrected",
+    )
+
+
+def run_writer(spark: Any, table: dc.DeltaTable, writer: int, stages: list[Stage], rows: int,
+               start: threading.Barrier, report: WriterReport,
+               expected: dict[tuple[str, str], dict[int, bool]]) -> None:
+    source = report.source
+    ingested: dict[str, list[range]] = {d: [] for d in DAYS}
+    mine: dict[tuple[str, str], dict[int, bool]] = {}
+    try:
+        start.wait()
+        t0 = time.perf_counter()
+        for i, stage in enumerate(stages):
+            if stage.kind == "append":
+                ids = [event_ids(writer, i, rows)]
+                ingested[stage.day].extend(ids)
+                df = events(spark, source, stage.day, ids, corrected=False)
+                result = dcs.write(df, table, mode="append", app_id=f"ingest-{source}", app_version=i)
+                report.appends += 1
+                part = mine.setdefault((source, stage.day), {})
+                part.update(dict.fromkeys(ids[0], False))
+            else:
+                ids = ingested[stage.day]
+                df = events(spark, source, stage.day, ids, corrected=True)
+                result = dcs.write(df, table, mode="overwrite",
+                                   predicate=f"source = '{source}' AND day = '{stage.day}'",
+                                   app_id=f"ingest-{source}", app_version=i)
+                report.overwrites += 1
+                mine[(source, stage.day)] = {e: True for r in ids for e in r}
+            report.attempts += result.attempts
+            report.versions.append(result.version)
+        report.seconds = time.perf_counter() - t0
+        expected.update(mine)
+    except BaseException as e:  # reported by the main thread
+        report.error = e
+
+
+def verify(spark: Any, uri: str, expected: dict[tuple[str, str], dict[int, bool]]) -> list[str]:
+    """Problems found reading the table back through Spark (empty when all is well)."""
+    rows = dcs.read(spark, uri, columns=["source", "day", "event_id", "corrected"]).collect()
+    found: dict[tuple[str, str], Counter[tuple[int, bool]]] = {}
+    for r in rows:
+        found.setdefault((r["source"], r["day"].isoformat()), Counter())[(r["event_id"], r["corrected"])] += 1
+    problems: list[str] = []
+    for key in sorted(set(expected) | set(found)):
+        want = Counter(expected.get(key, {}).items())
+        got = found.get(key, Counter())
+        if got != want:
+            lost = want - got
+            extra = got - want
+            problems.append(f"partition source={key[0]}, day={key[1]}: {sum(lost.values())} rows lost, "
+                            f"{sum(extra.values())} rows duplicated or unexpected")
+    return problems
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--writers", type=int, default=6)
-    ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--rows", type=int, default=100)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--writers", type=int, default=4, help="concurrent writer threads (sources)")
+    ap.add_argument("--stages", type=int, default=8, help="pipeline stages per writer")
+    ap.add_argument("--rows", type=int, default=5000, help="events per ingested batch")
     ap.add_argument("--table", default=None, help="table directory (default: a temporary one)")
+    ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
 
     workdir = Path(args.table) if args.table else Path(tempfile.mkdtemp(prefix="deltacommit-demo-"))
-    if workdir.exists() and args.table:
+    if args.table and workdir.exists():
         shutil.rmtree(workdir)
     uri = str(workdir)
-    dc.DeltaTable.create(uri, SCHEMA, partition_by=["day"])
-    print(f"table {uri}: {args.writers} writer processes x {args.batches} appends")
+    t_start = time.perf_counter()
+    spark = dcs.local_session("deltacommit-demo", args.master, {"spark.sql.shuffle.partitions": "2"},
+                              quick_start=True)
+    sources = [f"s{w}" for w in range(args.writers)]
+    print(f"deltacommit demo: PySpark pipeline, {args.writers} concurrent writers x {args.stages} "
+          f"stages -> {uri} (partitioned by source, day)")
 
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    results: mp.Queue[tuple[int, int, int, float]] = ctx.Queue()
-    procs = [ctx.Process(target=writer_main, args=(uri, w, args.batches, args.rows, start, results))
-             for w in range(args.writers)]
-    for p in procs:
-        p.start()
+    # The table is created by the first write; this empty one fixes the schema and partitioning.
+    created = dcs.write(events(spark, "s0", DAYS[0], [range(0)], corrected=False), uri,
+                        partition_by=["source", "day"])
+    table = dc.DeltaTable(uri)
+    stages = plan(args.stages)
+    expected: dict[tuple[str, str], dict[int, bool]] = {}
+    reports = [WriterReport(s) for s in sources]
+    start = threading.Barrier(args.writers)
+    threads = [threading.Thread(target=run_writer, name=f"writer-{s}",
+                                args=(spark, table, w, stages, args.rows, start, reports[w], expected))
+               for w, s in enumerate(sources)]
     t0 = time.perf_counter()
-    start.set()
-    per_writer = [results.get() for _ in procs]
-    for p in procs:
-        p.join()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     wall = time.perf_counter() - t0
 
-    for w, n, attempts, secs in sorted(per_writer):
-        print(f"  writer {w}: {n} commits, {attempts} attempts, {secs:.2f} s")
-    table = dc.DeltaTable(uri)
-    data = table.to_arrow(columns=["writer", "batch"])
-    counts = Counter(zip(data.column("writer").to_pylist(), data.column("batch").to_pylist(),
-                         strict=True))
-    expected = {(w, n) for w in range(args.writers) for n in range(args.batches)}
-    missing = expected - set(counts)
-    duplicated = {k: c for k, c in counts.items() if c != args.rows}
-    commits = args.writers * args.batches
-    print(f"final version {table.version} (expected {commits}), {data.num_rows} rows, "
-          f"{commits / wall:.0f} commits/s")
-    ok = table.version == commits and not missing and not duplicated
-    print(f"verification: {'OK' if ok else 'FAILED'}: every batch present exactly once"
-          if ok else f"verification: FAILED: missing {sorted(missing)[:5]}, wrong counts {duplicated}")
+    failed = [r for r in reports if r.error is not None]
+    for r in reports:
+        if r.error is not None:
+            print(f"  writer {r.source}: FAILED: {type(r.error).__name__}: {r.error}")
+            continue
+        commits = r.appends + r.overwrites
+        print(f"  writer {r.source}: {commits} commits ({r.appends} appends, {r.overwrites} overwrites), "
+              f"{r.attempts} attempts, {r.seconds:.1f} s, versions {r.versions[0]}..{r.versions[-1]}")
+    commits = sum(r.appends + r.overwrites for r in reports)
+    print(f"  {commits} commits in {wall:.1f} s ({commits / wall:.1f} commits/s), "
+          f"{sum(r.attempts for r in reports) - commits} lost race(s) retried")
+
+    # Exactly-once: re-running a stage that already committed changes nothing.
+    last = len(stages) - 1
+    rerun = dcs.write(events(spark, "s0", stages[last].day, [event_ids(0, last, args.rows)], False),
+                      uri, mode="append", app_id="ingest-s0", app_version=last)
+    table.update()
+    print(f"  exactly-once: re-running stage {last} of s0 -> "
+          f"{'skipped' if rerun.skipped else 'WRITTEN AGAIN'}, version stays {table.version}")
+
+    problems = verify(spark, uri, expected)
+    final = dc.DeltaTable(uri)
+    total_rows = sum(len(v) for v in expected.values())
+    one_day = dcs.read(spark, uri, columns=["event_id"],
+                       partition_filters=[("day", "=", DAYS[0])]).count()
+    want_one_day = sum(len(v) for (_, d), v in expected.items() if d == DAYS[0])
+    print(f"final version {final.version} (1 create + {commits} stage commits), {total_rows} rows in "
+          f"{len(final.files())} files; day {DAYS[0]} read with partition pruning: {one_day} rows")
+    if one_day != want_one_day:
+        problems.append(f"pruned read of {DAYS[0]} gave {one_day} rows, expected {want_one_day}")
+    if final.version != created.version + commits:
+        problems.append(f"table version {final.version}, expected {created.version + commits}")
+    if not rerun.skipped:
+        problems.append("the re-run stage was written again")
+    if failed:
+        problems.append(f"{len(failed)} writer(s) failed")
+    if problems:
+        print("verification: FAILED")
+        for p in problems:
+            print(f"  {p}")
+    else:
+        print("verification: OK: every event present exactly once, overwritten partitions hold only "
+              "corrected rows, one version per stage, nothing lost or duplicated")
+    print(f"total {time.perf_counter() - t_start:.1f} s")
+    spark.stop()
     if not args.table:
         shutil.rmtree(workdir, ignore_errors=True)
-    return 0 if ok else 1
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
