@@ -101,7 +101,7 @@ def run_writer(spark: Any, table: dc.DeltaTable, writer: int, stages: list[Stage
                 part = mine.setdefault((source, stage.day), {})
                 part.update(dict.fromkeys(ids[0], False))
             else:
-                ids = ingested[stage.day]
+                ids = ingested[stage.day] or [range(0)]
                 df = events(spark, source, stage.day, ids, corrected=True)
                 result = dcs.write(df, table, mode="overwrite",
                                    predicate=f"source = '{source}' AND day = '{stage.day}'",
@@ -116,9 +116,11 @@ def run_writer(spark: Any, table: dc.DeltaTable, writer: int, stages: list[Stage
         report.error = e
 
 
-def verify(spark: Any, uri: str, expected: dict[tuple[str, str], dict[int, bool]]) -> list[str]:
+def verify(spark: Any, uri: str, expected: dict[tuple[str, str], dict[int, bool]],
+           storage_options: dict[str, str]) -> list[str]:
     """Problems found reading the table back through Spark (empty when all is well)."""
-    rows = dcs.read(spark, uri, columns=["source", "day", "event_id", "corrected"]).collect()
+    rows = dcs.read(spark, uri, columns=["source", "day", "event_id", "corrected"],
+                    storage_options=storage_options).collect()
     found: dict[tuple[str, str], Counter[tuple[int, bool]]] = {}
     for r in rows:
         found.setdefault((r["source"], r["day"].isoformat()), Counter())[(r["event_id"], r["corrected"])] += 1
@@ -134,36 +136,24 @@ def verify(spark: Any, uri: str, expected: dict[tuple[str, str], dict[int, bool]
     return problems
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--writers", type=int, default=4, help="concurrent writer threads (sources)")
-    ap.add_argument("--stages", type=int, default=8, help="pipeline stages per writer")
-    ap.add_argument("--rows", type=int, default=5000, help="events per ingested batch")
-    ap.add_argument("--table", default=None, help="table directory (default: a temporary one)")
-    ap.add_argument("--master", default="local[2]")
-    args = ap.parse_args()
-
-    workdir = Path(args.table) if args.table else Path(tempfile.mkdtemp(prefix="deltacommit-demo-"))
-    if args.table and workdir.exists():
-        shutil.rmtree(workdir)
-    uri = str(workdir)
-    t_start = time.perf_counter()
-    spark = dcs.local_session("deltacommit-demo", args.master, {"spark.sql.shuffle.partitions": "2"},
-                              quick_start=True)
-    sources = [f"s{w}" for w in range(args.writers)]
-    print(f"deltacommit demo: PySpark pipeline, {args.writers} concurrent writers x {args.stages} "
+def run_pipeline(spark: Any, uri: str, *, writers: int, stages_per_writer: int, rows: int,
+                 storage_options: dict[str, str] | None = None) -> bool:
+    """Run the pipeline on a new table at ``uri``, print what happened; True if verified."""
+    options = storage_options or {}
+    sources = [f"s{w}" for w in range(writers)]
+    print(f"deltacommit demo: PySpark pipeline, {writers} concurrent writers x {stages_per_writer} "
           f"stages -> {uri} (partitioned by source, day)")
 
     # The table is created by the first write; this empty one fixes the schema and partitioning.
     created = dcs.write(events(spark, "s0", DAYS[0], [range(0)], corrected=False), uri,
-                        partition_by=["source", "day"])
-    table = dc.DeltaTable(uri)
-    stages = plan(args.stages)
+                        partition_by=["source", "day"], storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options)
+    stages = plan(stages_per_writer)
     expected: dict[tuple[str, str], dict[int, bool]] = {}
     reports = [WriterReport(s) for s in sources]
-    start = threading.Barrier(args.writers)
+    start = threading.Barrier(writers)
     threads = [threading.Thread(target=run_writer, name=f"writer-{s}",
-                                args=(spark, table, w, stages, args.rows, start, reports[w], expected))
+                                args=(spark, table, w, stages, rows, start, reports[w], expected))
                for w, s in enumerate(sources)]
     t0 = time.perf_counter()
     for t in threads:
@@ -186,17 +176,18 @@ def main() -> int:
 
     # Exactly-once: re-running a stage that already committed changes nothing.
     last = len(stages) - 1
-    rerun = dcs.write(events(spark, "s0", stages[last].day, [event_ids(0, last, args.rows)], False),
-                      uri, mode="append", app_id="ingest-s0", app_version=last)
+    rerun = dcs.write(events(spark, "s0", stages[last].day, [event_ids(0, last, rows)], False),
+                      uri, mode="append", app_id="ingest-s0", app_version=last,
+                      storage_options=options)
     table.update()
     print(f"  exactly-once: re-running stage {last} of s0 -> "
           f"{'skipped' if rerun.skipped else 'WRITTEN AGAIN'}, version stays {table.version}")
 
-    problems = verify(spark, uri, expected)
-    final = dc.DeltaTable(uri)
+    problems = verify(spark, uri, expected, options)
+    final = dc.DeltaTable(uri, storage_options=options)
     total_rows = sum(len(v) for v in expected.values())
-    one_day = dcs.read(spark, uri, columns=["event_id"],
-                       partition_filters=[("day", "=", DAYS[0])]).count()
+    one_day = dcs.read(spark, uri, columns=["event_id"], partition_filters=[("day", "=", DAYS[0])],
+                       storage_options=options).count()
     want_one_day = sum(len(v) for (_, d), v in expected.items() if d == DAYS[0])
     print(f"final version {final.version} (1 create + {commits} stage commits), {total_rows} rows in "
           f"{len(final.files())} files; day {DAYS[0]} read with partition pruning: {one_day} rows")
@@ -215,11 +206,41 @@ def main() -> int:
     else:
         print("verification: OK: every event present exactly once, overwritten partitions hold only "
               "corrected rows, one version per stage, nothing lost or duplicated")
+    return not problems
+
+
+def add_pipeline_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--writers", type=int, default=4, help="concurrent writer threads (sources)")
+    ap.add_argument("--stages", type=int, default=8, help="pipeline stages per writer")
+    ap.add_argument("--rows", type=int, default=5000, help="events per ingested batch")
+    ap.add_argument("--master", default="local[2]")
+
+
+def start_spark(master: str) -> Any:
+    return dcs.local_session("deltacommit-demo", master, {"spark.sql.shuffle.partitions": "2"},
+                             quick_start=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_pipeline_arguments(ap)
+    ap.add_argument("--table", default=None, help="table directory (default: a temporary one)")
+    args = ap.parse_args()
+
+    workdir = Path(args.table) if args.table else Path(tempfile.mkdtemp(prefix="deltacommit-demo-"))
+    if args.table and workdir.exists():
+        shutil.rmtree(workdir)
+    t_start = time.perf_counter()
+    spark = start_spark(args.master)
+    try:
+        ok = run_pipeline(spark, str(workdir), writers=args.writers, stages_per_writer=args.stages,
+                          rows=args.rows)
+    finally:
+        spark.stop()
+        if not args.table:
+            shutil.rmtree(workdir, ignore_errors=True)
     print(f"total {time.perf_counter() - t_start:.1f} s")
-    spark.stop()
-    if not args.table:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if problems else 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
