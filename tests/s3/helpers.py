@@ -137,13 +137,15 @@ def deltalake_appender(uri: str, options: Mapping[str, str], writer: int, append
         import deltalake
         from deltalake.exceptions import DeltaError
 
+        # One table object, as a long-running deltalake writer keeps: each write then reads
+        # only the commits it has not seen instead of loading the table again.
+        table = deltalake.DeltaTable(uri, storage_options=dict(options))
         start.wait()
         acked: list[Acked] = []
         for b in range(appends):
             for attempt in range(1, DELTALAKE_RESUBMITS + 1):
                 try:
-                    deltalake.write_deltalake(uri, batch(writer, b), mode="append",
-                                              storage_options=dict(options))
+                    deltalake.write_deltalake(table, batch(writer, b), mode="append")
                     break
                 except DeltaError as e:
                     if not _deltalake_gave_up(str(e)):
