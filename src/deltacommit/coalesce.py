@@ -151,8 +151,8 @@ def _parameters_key(txn: Transaction) -> tuple[tuple[str, str], ...]:
 class _Member:
     """One transaction waiting for, or being carried by, a group."""
 
-    __slots__ = ("app_ids", "attempts", "checked", "error", "event", "files", "key", "lead",
-                 "queued", "result", "rows", "summary", "txn", "winners")
+    __slots__ = ("app_ids", "attempts", "checked", "deferred", "error", "event", "files", "key",
+                 "lead", "queued", "result", "rows", "summary", "txn", "winners")
 
     def __init__(self, txn: Transaction, summary: TransactionSummary, rows: pa.Table | None) -> None:
         self.txn = txn
@@ -172,6 +172,7 @@ class _Member:
         self.error: BaseException | None = None
         self.lead = False
         self.queued = False
+        self.deferred = False
         self.event = threading.Event()
 
     @property
@@ -348,7 +349,9 @@ class GroupCommitter:
     def _take(self) -> list[_Member]:
         policy = self.policy
         with self._lock:
-            if policy.max_wait > 0 and len(self._queue) < policy.max_members:
+            # Lingering is for fresh arrivals; members moved out of a group have waited once.
+            if policy.max_wait > 0 and len(self._queue) < policy.max_members \
+                    and not self._queue[0].deferred:
                 deadline = time.monotonic() + policy.max_wait
                 while len(self._queue) < policy.max_members:
                     left = deadline - time.monotonic()
@@ -362,14 +365,21 @@ class GroupCommitter:
             return batch
 
     def _requeue(self, members: Sequence[_Member]) -> None:
-        """Put deferred members back at the head of the queue, in their order."""
+        """Put deferred members back at the head of the queue, in their order; if no one holds
+        the first stage (it was passed on while the queue was empty), the first of them does."""
         if not members:
             return
         with self._lock:
             for m in reversed(members):
                 m.queued = True
+                m.deferred = True
                 self._queue.appendleft(m)
             self.stats.deferred += len(members)
+            if not self._leading:
+                self._leading = True
+                head = self._queue[0]
+                head.lead = True
+                head.event.set()
 
     def _hand_off(self) -> None:
         """Pass the first stage to the oldest queued transaction (or let the next arrival
