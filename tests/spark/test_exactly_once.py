@@ -14,6 +14,8 @@ from deltacommit.partitions import decode_add_path
 from deltacommit.transaction import Transaction
 from tests.spark.conftest import parquet_files
 
+pytestmark = pytest.mark.spark
+
 
 class Crash(BaseException):
     """Stands for the driver dying: nothing in the writer may catch or clean up after it."""

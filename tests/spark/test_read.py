@@ -15,6 +15,8 @@ from deltacommit import spark as dcs
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.partitions import decode_add_path
 
+pytestmark = pytest.mark.spark
+
 
 def three_days(spark: Any, uri: str) -> None:
     df = spark.sql("select id, date_add(date'2026-11-20', cast(id % 3 as int)) as day, "

@@ -14,11 +14,14 @@ from typing import Any
 import boto3
 import deltalake
 import pyarrow as pa
+import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
 from deltacommit.logstore.dynamodb import create_log_table
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
+
+pytestmark = pytest.mark.spark
 
 APP = Path(__file__).with_name("writer_app.py")
 WRITERS, COMMITS, ROWS = 2, 10, 20

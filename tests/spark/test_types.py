@@ -18,6 +18,8 @@ from deltacommit.errors import SchemaMismatchError
 from tests.spark.conftest import parquet_files
 from tests.spark.test_schema_mapping import EVERY_TYPE
 
+pytestmark = pytest.mark.spark
+
 UTC = dt.UTC
 
 

@@ -16,6 +16,8 @@ from deltacommit.errors import InvalidArgumentError
 from deltacommit.partitions import decode_add_path
 from tests.spark.conftest import parquet_files
 
+pytestmark = pytest.mark.spark
+
 
 def events(spark: Any, day: str, start: int, n: int, tag: str = "v1") -> Any:
     return spark.sql(f"select id, date'{day}' as day, '{tag}' as tag, id * 0.5 as amount "

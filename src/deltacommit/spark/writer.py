@@ -13,6 +13,10 @@ The order of events is what makes a pipeline stage exactly-once:
 A crash before step 3 leaves only orphan files, so a re-run writes the stage once; a crash after
 it leaves the ``txn`` action, so a re-run is skipped.  When a concurrent run of the same stage
 commits first, this run's files are deleted and the write reports itself as skipped.
+
+Files are deleted by the driver only when nothing can have been committed (bad data, a predicate
+the rows do not fit, a conflict).  A Spark job that fails outright leaves the files of its
+finished tasks behind, unreferenced, for vacuum: the driver never learned their names.
 """
 
 from __future__ import annotations
