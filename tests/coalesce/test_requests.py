@@ -1,0 +1,133 @@
+"""Requests per uncontended commit, counted on the wire (every HTTP request boto3 sends).
+
+A writer that already holds the table's current snapshot (the usual case after its first
+commit) pays only what its log store's protocol requires for a new version:
+
+============  ====  ====================================================================
+log store     reqs  requests
+============  ====  ====================================================================
+conditional   1     ``PutObject N.json`` with ``If-None-Match: *``
+dynamodb      4     ``PutObject`` temp file, ``PutItem`` entry (the linearisation point),
+                    ``PutObject N.json`` (the bytes are in memory: no copy), ``UpdateItem``
+                    complete
+dynamo-commit 3     ``HeadObject N.json`` (the precondition), ``PutItem`` lease, ``PutObject``
+============  ====  ====================================================================
+
+Appending data costs one more ``PutObject`` per data file, written before the commit.  Group
+commit keeps these costs per version, not per transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+
+import deltacommit as dc
+from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
+from deltacommit.logstore.dynamodb import DynamoDBLogStore, create_log_table
+from deltacommit.storage.dynamo_commit import create_lease_table
+from deltacommit.storage.s3 import S3Store
+from deltacommit.testing import MotoServer, S3Bucket, unique_name
+
+from .common import SCHEMA, data_files, rows
+
+
+@contextmanager
+def requests(table: dc.DeltaTable) -> Iterator[Counter[str]]:
+    """Count the requests sent while the block runs, by ``service.Operation``: S3 requests by
+    the store's own counter (every HTTP request, writes under a DynamoDB lease included),
+    DynamoDB requests as boto3 sends them."""
+    store = table.log_store.store
+    inner = getattr(store, "inner", store)
+    assert isinstance(inner, S3Store)
+    dynamodb = inner.config.dynamodb_client()
+    counts: Counter[str] = Counter()
+
+    def count(event_name: str, **_: Any) -> None:
+        _, service, operation = event_name.split(".", 2)
+        counts[f"{service}.{operation}"] += 1
+
+    before = Counter(inner.requests)
+    dynamodb.meta.events.register("before-send", count, unique_id="deltacommit-request-count")
+    try:
+        yield counts
+    finally:
+        dynamodb.meta.events.unregister("before-send", unique_id="deltacommit-request-count")
+        counts.update({f"s3.{k}": n for k, n in (Counter(inner.requests) - before).items()})
+
+
+def warm_table(uri: str, options: dict[str, str], **kw: Any) -> dc.DeltaTable:
+    """A table this process has created and committed to once (its knowledge established)."""
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options, **kw)
+    dc.write(table, rows("x", [0]))
+    return table
+
+
+def commit_once(table: dc.DeltaTable, ident: int) -> Counter[str]:
+    adds = data_files(table, "x", [ident])
+    txn = table.transaction()
+    txn.add(adds)
+    with requests(table) as counts:
+        txn.commit()
+    return counts
+
+
+def test_conditional_put_commits_with_one_request(s3_bucket: S3Bucket) -> None:
+    table = warm_table(f"{s3_bucket.uri}/t", s3_bucket.storage_options)
+    assert commit_once(table, 1) == {"s3.PutObject": 1}
+    with requests(table) as counts:
+        dc.write(table, rows("x", [2]))
+    assert counts == {"s3.PutObject": 2}  # the data file, then the commit
+
+    # Two transactions from one snapshot on one table object: the second learns of the first
+    # from the table (no lost race, no read), checks it and commits at the next version.
+    first, second = table.transaction(), table.transaction()
+    first.add(data_files(table, "x", [3]))
+    second.add(data_files(table, "x", [4]))
+    first.commit()
+    with requests(table) as counts:
+        result = second.commit()
+    assert counts == {"s3.PutObject": 1}
+    assert result.winners == (first.result.version,)  # type: ignore[union-attr]
+    assert table.version < 9  # no checkpoint was due in any of these
+
+
+def test_group_commit_costs_the_same_per_version(s3_bucket: S3Bucket) -> None:
+    table = warm_table(f"{s3_bucket.uri}/t", s3_bucket.storage_options, group_commit=True)
+    assert commit_once(table, 1) == {"s3.PutObject": 1}
+    with requests(table) as counts:
+        r = dc.append(table, rows("x", [2, 3]))
+    assert counts == {"s3.PutObject": 2} and r.num_files == 1
+
+
+def test_dynamodb_log_store_commits_with_four_requests(s3_bucket: S3Bucket,
+                                                       moto_server: MotoServer) -> None:
+    name = unique_name("delta-log")
+    create_log_table(boto3.client("dynamodb", endpoint_url=moto_server.endpoint,
+                                  region_name="us-east-1"), name)
+    options = {**s3_bucket.storage_options, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+               "DELTA_DYNAMO_TABLE_NAME": name, "AWS_ENDPOINT_URL_DYNAMODB": moto_server.endpoint}
+    table = warm_table(f"{s3_bucket.uri}/t", options)
+    assert isinstance(table.log_store, DynamoDBLogStore)
+    assert commit_once(table, 1) == {"s3.PutObject": 2, "dynamodb.PutItem": 1,
+                                     "dynamodb.UpdateItem": 1}
+    assert commit_once(table, 2) == {"s3.PutObject": 2, "dynamodb.PutItem": 1,
+                                     "dynamodb.UpdateItem": 1}
+
+
+def test_dynamo_commit_log_store_commits_with_three_requests(s3_bucket: S3Bucket,
+                                                             moto_server: MotoServer) -> None:
+    lease = unique_name("leases")
+    create_lease_table(boto3.client("dynamodb", endpoint_url=moto_server.endpoint,
+                                    region_name="us-east-1"), lease)
+    options = {**s3_bucket.storage_options, "conditional_put": f"dynamo:{lease}",
+               "DELTACOMMIT_S3_CONDITIONAL_WRITES": "false"}
+    table = warm_table(f"{s3_bucket.uri}/t", options)
+    assert isinstance(table.log_store, DynamoCommitLogStore)
+    assert commit_once(table, 1) == {"s3.HeadObject": 1, "dynamodb.PutItem": 1,
+                                     "s3.PutObject": 1}
