@@ -518,3 +518,38 @@ def test_a_table_written_in_dynamodb_mode_reads_with_plain_options(dynamo: Dynam
     plain = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.bucket.storage_options)
     assert plain.version == 1 and rows(plain) == [(0, 0)]
     assert pa.Table.equals(plain.to_arrow(), table.to_arrow())
+
+
+# --------------------------------------------------------------------------- after the entry
+
+
+@pytest.mark.parametrize("failing", ["copy", "complete"])
+def test_failures_after_the_entry_leave_the_commit_made(
+        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy, failing: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Once the entry exists the commit has happened (as in Spark): a failed copy or a failed
+    completion is logged, the writer is told it committed, and the next reader finishes."""
+    create(moto_dynamo)
+    options = {**moto_dynamo.options, "AWS_ENDPOINT_URL": dynamodb_proxy.endpoint,
+               "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_proxy.endpoint}
+
+    def fail_next(name: str, version: int) -> None:
+        # Requests are refused outright (403/400 are answers, not retried).
+        if failing == "copy" and name == "after_put_entry":
+            dynamodb_proxy.inject(Fault(status=403, code="AccessDenied", method="PUT"))
+        if failing == "complete" and name == "after_copy":
+            dynamodb_proxy.inject(Fault(status=400, code="ValidationException", method="POST"))
+
+    ls = DynamoDBLogStore.open(moto_dynamo.uri(), options, hook=fail_next)
+    writer = dc.DeltaTable(moto_dynamo.uri(), storage_options=options, log_store=ls)
+    with caplog.at_level("WARNING", logger="deltacommit.logstore.dynamodb"):
+        r = dc.write(writer, batch(5, 0))
+    assert (r.version, r.attempts) == (1, 1)
+    assert dynamodb_proxy.pending_faults == 0
+    expected = "copying it to" if failing == "copy" else "marking entry"
+    assert any(expected in m for m in caplog.messages), caplog.messages
+    assert dynamo_complete(moto_dynamo) == [(0, True), (1, False)]
+    assert ls.store.exists(commit_path(1)) == (failing == "complete")
+    reader = dc.DeltaTable(moto_dynamo.uri(), storage_options=moto_dynamo.options)
+    assert reader.version == 1 and rows(reader) == [(5, 0)]
+    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True)]

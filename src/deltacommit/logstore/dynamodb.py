@@ -54,6 +54,15 @@ file is read anyway, so repairing costs one PUT and one ``UpdateItem`` more) and
 missed commit.  Temp files are never deleted, as in Spark: expire ``_delta_log/.tmp/`` with an
 S3 lifecycle rule.
 
+delta-rs (deltalake up to 1.6.0) shares the items but finishes a commit by *moving* its temp
+file (``_delta_log/_commit_<uuid>.json.tmp``) and takes an N.json that already exists as a lost
+race, after which it commits the same actions again.  So an entry of that kind is repaired by
+moving too (its temp file is deleted once N.json holds it), and a writer catching up after a
+lost race reads a fresh delta-rs entry's content without copying it, leaving the move to its
+writer.  delta-rs readers still fail ("version N already exists") if they try to repair an
+entry of a copying writer (Spark's or ours) between its copy and its completion; that is
+delta-rs's limitation, shared with Spark writers.
+
 DynamoDB throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``) is
 retried with jittered exponential backoff until ``DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME`` has
 passed, then reported as a LogStoreError; a throttled request was not executed, so retrying a
@@ -814,7 +823,9 @@ class DynamoDBLogStore(LogStore):
         since = self._clock.monotonic()
         latest, repaired = self._refresh(catching_up=True)
         if latest is None:
-            out = super().read_commits_after(version)
+            # No trustworthy entry (none yet, or expired): the listing says what exists.
+            listed = [f.version for f in self._list_files(version + 1) if f.kind == "commit"]
+            out = self._read_range(version + 1, max(listed)) if listed else []
             self._note_latest(out[-1][0] if out else version, since)
             return out
         if latest <= version:
