@@ -184,6 +184,30 @@ def test_catching_up_after_a_lost_race_costs_one_query_and_one_get_per_commit(
     assert store.requests == {"PutObject": 4, "GetObject": 3}  # type: ignore[attr-defined]
 
 
+def test_the_existence_check_returns_once_knowledge_is_older_than_half_the_ttl(
+        dynamo: DynamoSetup) -> None:
+    """Step 0's HEAD is skipped only while an entry created since the last look would still
+    be alive (half the entry TTL); after that the writer looks again."""
+    options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "600"}
+    clock = ManualClock()
+    base = open_log_store(dynamo.uri(), options)
+    assert isinstance(base, DynamoDBLogStore)
+    ls = DynamoDBLogStore(base.store, base.config, clock=clock)
+    table = dc.DeltaTable.create(dynamo.uri(), SCHEMA, log_store=ls, clock=clock)
+    store = ls.store
+    dc.write(table, batch(0, 0))
+    clock.advance(299)
+    store.reset_requests()  # type: ignore[attr-defined]
+    dc.write(table, batch(0, 1))
+    assert "HeadObject" not in store.requests  # type: ignore[attr-defined]
+    clock.advance(301)
+    store.reset_requests()  # type: ignore[attr-defined]
+    dc.write(table, batch(0, 2))
+    assert store.requests["HeadObject"] == 1  # type: ignore[attr-defined]
+    entry = dynamo.entries(dynamo.uri())[-1]
+    assert entry.expire_time == int(clock.time()) + 600
+
+
 # --------------------------------------------------------------------------- exclusion
 
 

@@ -218,6 +218,10 @@ class _Unrecoverable(LogStoreError):
     """An incomplete entry whose temp file and commit file are both gone."""
 
 
+#: (monotonic seconds, wall-clock seconds) of an observation.
+_Moment = tuple[float, float]
+
+
 class _ConditionFailed(Exception):
     """A conditional write's condition did not hold; ``retried``: after a retried request."""
 
@@ -402,8 +406,8 @@ class DynamoDBLogStore(LogStore):
         # Knowledge this process has established (see the module docstring):
         # every entry <= _good_upto is complete and its commit file exists;
         self._good_upto = -1
-        # _latest[0] was the newest version at monotonic time _latest[1].
-        self._latest: tuple[int, float] | None = None
+        # _latest[0] was the newest version at the moment _latest[1].
+        self._latest: tuple[int, _Moment] | None = None
 
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -455,7 +459,10 @@ class DynamoDBLogStore(LogStore):
         with self._lock:
             self._good_upto = max(self._good_upto, version)
 
-    def _note_latest(self, version: int, since: float) -> None:
+    def _now(self) -> _Moment:
+        return self._clock.monotonic(), self._clock.time()
+
+    def _note_latest(self, version: int, since: _Moment) -> None:
         with self._lock:
             if self._latest is None or version > self._latest[0] \
                     or (version == self._latest[0] and since > self._latest[1]):
@@ -471,7 +478,11 @@ class DynamoDBLogStore(LogStore):
             latest = self._latest
         if latest is None or latest[0] != version - 1:
             return False
-        return self._clock.monotonic() - latest[1] < self.ttl_seconds / 2
+        # Both clocks must agree it is recent: the monotonic one stands still while the
+        # machine sleeps, the wall clock may be stepped.
+        mono, wall = self._now()
+        elapsed = max(mono - latest[1][0], wall - latest[1][1])
+        return 0 <= elapsed < self.ttl_seconds / 2
 
     def _trusted(self, entry: CommitEntry) -> bool:
         """Whether no newer entry can have been removed by TTL while this one remains."""
@@ -502,7 +513,7 @@ class DynamoDBLogStore(LogStore):
                             f".tmp/{file_name}.{self._random.uuid()}", complete=False)
         self.store.put(entry.temp_key, data)
         self._step("after_write_temp", version)
-        claimed_at = self._clock.monotonic()
+        claimed_at = self._now()
         self._put_entry(entry)
         self._note_latest(version, claimed_at)
         self._step("after_put_entry", version)
@@ -691,7 +702,7 @@ class DynamoDBLogStore(LogStore):
         and fails if its N.json appears under it (see ``_repair``); the content is read from
         where it is.  Should that writer have died, the next writer's step 1 completes it.
         """
-        since = self._clock.monotonic()
+        since = self._now()
         entry = self.latest_entry()
         if entry is None:
             return None, None
@@ -786,7 +797,7 @@ class DynamoDBLogStore(LogStore):
 
     def list_log(self, from_version: int = 0) -> list[LogFile]:
         """Repair the latest entry (as Spark's ``listFrom`` does), then list."""
-        since = self._clock.monotonic()
+        since = self._now()
         latest, _ = self._refresh()
         files = self._list_files(from_version)
         commits = [f.version for f in files if f.kind == "commit"]
@@ -820,7 +831,7 @@ class DynamoDBLogStore(LogStore):
 
     def read_commits_after(self, version: int) -> list[tuple[int, bytes]]:
         """One consistent Query finds the latest version; then one GET per newer commit."""
-        since = self._clock.monotonic()
+        since = self._now()
         latest, repaired = self._refresh(catching_up=True)
         if latest is None:
             # No trustworthy entry (none yet, or expired): the listing says what exists.
