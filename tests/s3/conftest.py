@@ -19,9 +19,3 @@ def dynamo(request: pytest.FixtureRequest, s3_bucket: S3Bucket, moto_server: Mot
         server: Dynalite = request.getfixturevalue("dynalite_server")
         endpoint = server.endpoint
     return DynamoSetup(s3_bucket, request.param, endpoint, new_log_table(endpoint))
-
-
-@pytest.fixture
-def moto_dynamo(s3_bucket: S3Bucket, moto_server: MotoServer) -> DynamoSetup:
-    """The same on moto only, for tests about S3 or the client rather than DynamoDB itself."""
-    return DynamoSetup(s3_bucket, "moto", moto_server.endpoint, new_log_table(moto_server.endpoint))

@@ -429,7 +429,14 @@ def test_a_writer_coordinating_elsewhere_refuses_to_commit(dynamo: DynamoSetup, 
 
 
 @pytest.fixture
-def dynamodb_proxy(moto_server: MotoServer) -> Iterator[FaultInjectingProxy]:
+def dynamodb_proxy(dynamo: DynamoSetup) -> Iterator[FaultInjectingProxy]:
+    """A fault-injecting proxy in front of the test's DynamoDB (moto or dynalite)."""
+    with FaultInjectingProxy(dynamo.endpoint) as p:
+        yield p
+
+
+@pytest.fixture
+def s3_proxy(moto_server: MotoServer) -> Iterator[FaultInjectingProxy]:
     with FaultInjectingProxy(moto_server.endpoint) as p:
         yield p
 
@@ -449,10 +456,10 @@ def _proxied_log_store(dynamo: DynamoSetup, proxy: FaultInjectingProxy, clock: M
 
 
 def test_throttling_is_retried_with_backoff_on_the_injected_clock(
-        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
-    create(moto_dynamo)
+        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+    create(dynamo)
     clock = ManualClock()
-    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock)
+    ls = _proxied_log_store(dynamo, dynamodb_proxy, clock)
     ls.latest_entry()   # the table check is done; only commit requests follow
     dynamodb_proxy.inject(Fault(status=400, code="ProvisionedThroughputExceededException", times=3))
     ls.reset_requests()
@@ -461,7 +468,7 @@ def test_throttling_is_retried_with_backoff_on_the_injected_clock(
     assert dynamodb_proxy.pending_faults == 0
     assert ls.requests["GetItem"] + ls.requests["PutItem"] >= 4   # three throttled, then through
     assert clock.monotonic() > start
-    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True)]
+    assert dynamo_complete(dynamo) == [(0, True), (1, True)]
 
 
 def dynamo_complete(dynamo: DynamoSetup) -> list[tuple[int, bool]]:
@@ -469,27 +476,27 @@ def dynamo_complete(dynamo: DynamoSetup) -> list[tuple[int, bool]]:
 
 
 def test_throttling_for_too_long_is_reported_not_fatal(
-        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
-    create(moto_dynamo)
+        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+    create(dynamo)
     clock = ManualClock()
-    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock)
+    ls = _proxied_log_store(dynamo, dynamodb_proxy, clock)
     ls.latest_entry()
     dynamodb_proxy.inject(Fault(status=400, code="ThrottlingException", times=10_000))
     with pytest.raises(LogStoreError, match=r"was throttled \(ThrottlingException\) for 30\.\d s .* "
                                             r"PAY_PER_REQUEST"):
         ls.write_commit(1, b'{"commitInfo":{}}\n')
     dynamodb_proxy.clear()
-    assert dynamo_complete(moto_dynamo) == [(0, True)]
+    assert dynamo_complete(dynamo) == [(0, True)]
 
 
 def test_a_put_item_whose_answer_was_lost_is_recognised_as_ours(
-        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
     """The PutItem reaches DynamoDB but its answer is a 500; botocore retries it, the retry's
     condition fails on our own entry, and the entry's tempPath shows the commit is ours."""
-    table = create(moto_dynamo)
+    table = create(dynamo)
     clock = ManualClock()
-    ls = _proxied_log_store(moto_dynamo, dynamodb_proxy, clock, attempts=3)
-    writer = dc.DeltaTable(moto_dynamo.uri(), storage_options=moto_dynamo.options, log_store=ls)
+    ls = _proxied_log_store(dynamo, dynamodb_proxy, clock, attempts=3)
+    writer = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)
     dc.write(writer, batch(0, 0))  # learns the table: the next commit starts with its PutItem
     dynamodb_proxy.inject(Fault(status=500, code="InternalServerError", forward=True, times=1))
     r = dc.write(writer, batch(0, 1))
@@ -498,7 +505,7 @@ def test_a_put_item_whose_answer_was_lost_is_recognised_as_ours(
     table.update()
     assert table.version == 2
     assert rows(table) == [(0, 0), (0, 1)]
-    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True), (2, True)]
+    assert dynamo_complete(dynamo) == [(0, True), (1, True), (2, True)]
 
 
 # --------------------------------------------------------------------------- entries read back
@@ -549,31 +556,31 @@ def test_a_table_written_in_dynamodb_mode_reads_with_plain_options(dynamo: Dynam
 
 @pytest.mark.parametrize("failing", ["copy", "complete"])
 def test_failures_after_the_entry_leave_the_commit_made(
-        moto_dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy, failing: str,
-        caplog: pytest.LogCaptureFixture) -> None:
+        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy, s3_proxy: FaultInjectingProxy,
+        failing: str, caplog: pytest.LogCaptureFixture) -> None:
     """Once the entry exists the commit has happened (as in Spark): a failed copy or a failed
     completion is logged, the writer is told it committed, and the next reader finishes."""
-    create(moto_dynamo)
-    options = {**moto_dynamo.options, "AWS_ENDPOINT_URL": dynamodb_proxy.endpoint,
+    create(dynamo)
+    options = {**dynamo.options, "AWS_ENDPOINT_URL": s3_proxy.endpoint,
                "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_proxy.endpoint}
 
     def fail_next(name: str, version: int) -> None:
         # Requests are refused outright (403/400 are answers, not retried).
         if failing == "copy" and name == "after_put_entry":
-            dynamodb_proxy.inject(Fault(status=403, code="AccessDenied", method="PUT"))
+            s3_proxy.inject(Fault(status=403, code="AccessDenied", method="PUT"))
         if failing == "complete" and name == "after_copy":
             dynamodb_proxy.inject(Fault(status=400, code="ValidationException", method="POST"))
 
-    ls = DynamoDBLogStore.open(moto_dynamo.uri(), options, hook=fail_next)
-    writer = dc.DeltaTable(moto_dynamo.uri(), storage_options=options, log_store=ls)
+    ls = DynamoDBLogStore.open(dynamo.uri(), options, hook=fail_next)
+    writer = dc.DeltaTable(dynamo.uri(), storage_options=options, log_store=ls)
     with caplog.at_level("WARNING", logger="deltacommit.logstore.dynamodb"):
         r = dc.write(writer, batch(5, 0))
     assert (r.version, r.attempts) == (1, 1)
-    assert dynamodb_proxy.pending_faults == 0
+    assert dynamodb_proxy.pending_faults == s3_proxy.pending_faults == 0
     expected = "copying it to" if failing == "copy" else "marking entry"
     assert any(expected in m for m in caplog.messages), caplog.messages
-    assert dynamo_complete(moto_dynamo) == [(0, True), (1, False)]
+    assert dynamo_complete(dynamo) == [(0, True), (1, False)]
     assert ls.store.exists(commit_path(1)) == (failing == "complete")
-    reader = dc.DeltaTable(moto_dynamo.uri(), storage_options=moto_dynamo.options)
+    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     assert reader.version == 1 and rows(reader) == [(5, 0)]
-    assert dynamo_complete(moto_dynamo) == [(0, True), (1, True)]
+    assert dynamo_complete(dynamo) == [(0, True), (1, True)]
