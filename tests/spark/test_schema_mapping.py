@@ -12,6 +12,7 @@ from deltacommit.errors import SchemaMismatchError
 from deltacommit.schema import schema_from_json, schema_to_json
 from deltacommit.spark import (
     arrow_to_spark_schema,
+    as_nullable,
     delta_to_spark_schema,
     spark_to_arrow_schema,
     spark_to_arrow_type,
@@ -73,6 +74,16 @@ def test_spark_schema_survives_arrow_and_delta_round_trips() -> None:
     assert arrow_to_spark_schema(arrow) == EVERY_TYPE
     assert delta_to_spark_schema(schema_to_json(arrow)) == EVERY_TYPE
     assert schema_from_json(schema_to_json(arrow)).equals(arrow)
+
+
+def test_as_nullable_relaxes_every_level_but_map_keys() -> None:
+    relaxed = as_nullable(spark_to_arrow_schema(EVERY_TYPE))
+    delta = json.loads(schema_to_json(relaxed))
+    text = json.dumps(delta)
+    assert '"nullable": false' not in text
+    assert '"containsNull": false' not in text and '"valueContainsNull": false' not in text
+    assert relaxed.field("s").metadata == {b"comment": b"free text"}
+    assert not relaxed.field("m").type.key_field.nullable
 
 
 def test_timestamps_are_instants_in_utc_and_ntz_has_no_zone() -> None:

@@ -15,6 +15,7 @@ from pyspark.sql import Row
 import deltacommit as dc
 from deltacommit import spark as dcs
 from deltacommit.errors import SchemaMismatchError
+from deltacommit.spark.schema import arrow_to_spark_schema, as_nullable, spark_to_arrow_schema
 from tests.spark.conftest import parquet_files
 from tests.spark.test_schema_mapping import EVERY_TYPE
 
@@ -43,8 +44,15 @@ def collect_sorted(df: Any, key: str) -> list[Row]:
     return sorted(df.collect(), key=lambda r: r[key])
 
 
+def nullable(schema: Any) -> Any:
+    """What Delta on Spark makes of a DataFrame's schema when it creates a table from it."""
+    return arrow_to_spark_schema(as_nullable(spark_to_arrow_schema(schema)))
+
+
 def test_every_type_round_trips_through_spark_and_deltalake(spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "types")
+    # Created with the DataFrame's schema as declared, NOT NULL fields (nested ones too) included.
+    dc.DeltaTable.create(uri, spark_to_arrow_schema(EVERY_TYPE))
     df = spark.createDataFrame(every_type_rows(), EVERY_TYPE)
     result = dcs.write(df, uri)
     assert (result.version, result.num_rows, result.skipped) == (1, 3, False)
@@ -107,7 +115,7 @@ def test_partition_columns_of_every_partition_type_are_restored(spark: Any, tmp_
     pcols = ["flag", "n", "dec", "day", "hour", "label"]
     dcs.write(df, uri, partition_by=pcols)
     back = dcs.read(spark, uri)
-    assert back.schema == df.schema
+    assert back.schema == nullable(df.schema)
     assert collect_sorted(back, "id") == collect_sorted(df, "id")
     theirs = deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("id")
     assert_same_columns(dc.DeltaTable(uri).to_arrow().sort_by("id"), theirs)
@@ -140,7 +148,9 @@ def test_data_that_does_not_match_the_table_schema_is_refused(spark: Any, tmp_pa
 def test_nulls_in_a_non_nullable_column_fail_in_the_task_and_leave_no_files(
         spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "nn"
-    dcs.write(spark.range(10), str(root))  # id: bigint NOT NULL
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    dc.DeltaTable.create(str(root), schema)
+    dcs.write(spark.range(10), str(root))
     files_before = parquet_files(root)
     bad = spark.sql("select id from values (1L), (null), (3L) as v(id)")
     with pytest.raises(SchemaMismatchError, match=r"column 'id' is not nullable"):
@@ -154,7 +164,8 @@ def test_empty_dataframe_creates_an_empty_table_with_the_schema(spark: Any, tmp_
     df = spark.createDataFrame([], EVERY_TYPE)
     dcs.write(df, uri)
     back = dcs.read(spark, uri)
-    assert back.schema == EVERY_TYPE
+    # As Delta on Spark does, a table created from a DataFrame has nullable columns.
+    assert back.schema == nullable(EVERY_TYPE)
     assert back.count() == 0
     assert dc.DeltaTable(uri).to_arrow().schema.names == EVERY_TYPE.names
     assert isinstance(dc.DeltaTable(uri).schema, pa.Schema)

@@ -16,6 +16,7 @@ from deltacommit.spark.reader import read
 from deltacommit.spark.schema import (
     arrow_to_spark_schema,
     arrow_to_spark_type,
+    as_nullable,
     delta_to_spark_schema,
     spark_to_arrow_schema,
     spark_to_arrow_type,
@@ -28,6 +29,7 @@ __all__ = [
     "WriteResult",
     "arrow_to_spark_schema",
     "arrow_to_spark_type",
+    "as_nullable",
     "delta_to_spark_schema",
     "local_session",
     "read",

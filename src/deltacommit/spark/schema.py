@@ -126,6 +126,29 @@ def spark_to_arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([_field_to_arrow(f, None) for f in schema.fields])
 
 
+def _nullable_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_nullable_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        nullable_map: pa.DataType = pa.map_(  # type: ignore[call-overload]
+            t.key_field.with_type(_nullable_type(t.key_type)),
+            _nullable_field(t.item_field))
+        return nullable_map
+    if pa.types.is_list(t):
+        return pa.list_(_nullable_field(t.value_field))
+    return t
+
+
+def _nullable_field(f: pa.Field[Any]) -> pa.Field[Any]:
+    return pa.field(f.name, _nullable_type(f.type), nullable=True, metadata=f.metadata)
+
+
+def as_nullable(schema: pa.Schema) -> pa.Schema:
+    """Every field, array element and map value nullable (map keys stay non-null), as Spark's
+    ``StructType.asNullable``: the schema Delta on Spark gives a table created from a DataFrame."""
+    return pa.schema([_nullable_field(f) for f in schema])
+
+
 # --------------------------------------------------------------------------- Arrow -> Spark
 
 

@@ -35,7 +35,7 @@ from deltacommit.errors import (
     TableNotFoundError,
 )
 from deltacommit.log.actions import Add
-from deltacommit.spark.schema import spark_to_arrow_schema
+from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
 from deltacommit.writer import MODES, WriteResult, num_indexed_cols
@@ -87,7 +87,12 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, mode: str = "append",
           configuration: Mapping[str, str] | None = None,
           repartition: bool = True) -> WriteResult:
     """Write a DataFrame to a Delta table: append, or overwrite all or the partitions
-    ``predicate`` matches.  The table is created (schema from the DataFrame) on first write.
+    ``predicate`` matches.
+
+    The table is created on first write with the DataFrame's schema made nullable, as Delta on
+    Spark creates it (a later batch may then carry nulls the first one could not); create it
+    with ``DeltaTable.create`` to declare NOT NULL columns, which writes then enforce, nested
+    fields included.
 
     ``repartition`` (partitioned tables only) shuffles rows by the partition columns first, so
     each partition value is written by one task into one file (or one per ``target_file_rows``
@@ -103,8 +108,8 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, mode: str = "append",
         table = table_or_uri
         table.update()
     else:
-        table = _open_or_create(table_or_uri, arrow_schema, partition_by, configuration,
-                                storage_options)
+        table = _open_or_create(table_or_uri, as_nullable(arrow_schema), partition_by,
+                                configuration, storage_options)
     uri = table.uri
     if partition_by is not None and list(partition_by) != table.partition_columns:
         raise InvalidArgumentError(
