@@ -41,6 +41,17 @@ every append in the group as one Parquet file per partition, then commits them i
 The rows are kept until the commit is decided, so if one of those appends fails (its app id
 was committed concurrently by another process) the files are written again without its rows.
 
+Across processes (``GroupCommitPolicy(processes=True)``).  Writers in separate processes
+cannot share a version by themselves, and each must read every version the others write (a
+Delta writer checks every intervening commit), so N optimistic writers pay about N requests per
+commit between them.  Processes of one host that open the same table with ``processes=True``
+instead share one committer: the first to take the table's lock file serves on a Unix socket,
+the others send it their transactions (their data files already written) and get back their
+result together with the commits they have not seen, so they never read the log to stay
+current.  If the serving process exits, another one takes over; if it dies holding a
+transaction, the sender finds its ``txnId`` in the log or commits the transaction itself (see
+``_HostLink``).  Writers on other hosts are excluded as usual.
+
 Costs.  An uncontended group costs what one commit costs (one conditional put on S3, see
 ``logstore/``), plus for coalesced appends one PUT per partition written.  A lost race costs
 one read per concurrent version, for the whole group.
@@ -48,14 +59,22 @@ one read per concurrent version, for the whole group.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import pickle
+import socket
+import struct
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -80,6 +99,8 @@ __all__ = ["MEMBERS_KEY", "GroupCommitPolicy", "GroupCommitStats", "GroupCommitt
            "committed_txn_ids"]
 
 T = TypeVar("T")
+#: A version as the catch-up checks see it: its conflict view and the txnIds it holds.
+_Seen = tuple[WinningCommit, frozenset[str]]
 
 #: ``commitInfo`` field listing the ``txnId`` of every transaction a group's version holds.
 MEMBERS_KEY = "deltacommit.memberTxnIds"
@@ -111,6 +132,12 @@ class GroupCommitPolicy:
 
     max_members: int = 1000
     max_wait: float = 0.0
+    #: Share one committer with the other processes of this host that open the same table
+    #: (same location, store endpoint and commit mechanism) with ``processes=True``.
+    processes: bool = False
+    #: Where those processes meet (a lock file and a Unix socket per table); default: a
+    #: directory of this user's under the system's temporary directory.
+    socket_dir: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.max_members, bool) or not isinstance(self.max_members, int) \
@@ -262,6 +289,7 @@ class GroupCommitter:
         self._queue: deque[_Member] = deque()
         self._leading = False
         self._commit_lock = threading.Lock()
+        self._host = _HostLink(self) if policy.processes else None
 
     def __repr__(self) -> str:
         return f"GroupCommitter({self.table.uri!r}, {self.policy})"
@@ -278,7 +306,24 @@ class GroupCommitter:
 
     def commit(self, txn: Transaction) -> CommitResult:
         """Commit ``txn`` (already validated), possibly in one version with others."""
+        if self._host is not None:
+            return self._host.commit(txn)
         return self._submit(txn, None).outcome()
+
+    @property
+    def shares_processes(self) -> bool:
+        return self._host is not None
+
+    @property
+    def serving(self) -> bool:
+        """Whether this process commits for the other processes of the host (``processes``)."""
+        return self._host is not None and self._host.serving
+
+    def close(self) -> None:
+        """Stop committing for other processes (they elect another committer); the process
+        does so by itself when it exits."""
+        if self._host is not None:
+            self._host.close()
 
     def commit_rows(self, txn: Transaction, rows: pa.Table) -> tuple[CommitResult, int]:
         """Commit ``txn`` with ``rows`` that a leader writes, before the commit, into files
@@ -287,8 +332,9 @@ class GroupCommitter:
         member = self._submit(txn, rows)
         return member.outcome(), member.files
 
-    def _submit(self, txn: Transaction, rows: pa.Table | None) -> _Member:
-        member = _Member(txn, txn.summary(), rows)
+    def _submit(self, txn: Transaction, rows: pa.Table | None,
+                summary: TransactionSummary | None = None) -> _Member:
+        member = _Member(txn, summary if summary is not None else txn.summary(), rows)
         with self._lock:
             self._queue.append(member)
             member.queued = True
@@ -454,7 +500,7 @@ class GroupCommitter:
         """Check the group against history and each other, then commit it."""
         table = self.table
         base = table.version
-        history: dict[int, WinningCommit] = {}
+        history: dict[int, _Seen] = {}
         appends = [m for m in group.appends if self._catch_up(m, base, history)]
         if len(appends) != len(group.appends):
             group.appends = appends
@@ -482,18 +528,29 @@ class GroupCommitter:
         self._requeue(deferred)
         return self._attempt(group, base)
 
-    def _catch_up(self, m: _Member, base: int, history: dict[int, WinningCommit]) -> bool:
-        """Check ``m`` against the versions after its snapshot up to ``base``; False if failed."""
+    def _catch_up(self, m: _Member, base: int, history: dict[int, _Seen]) -> bool:
+        """Check ``m`` against the versions after its snapshot up to ``base``; False if it
+        failed, or if one of them already holds it (a member resubmitted after the process
+        that committed it for another process died before answering)."""
         if m.checked >= base:
             return True
         table = self.table
         missing = [v for v in range(m.checked + 1, base + 1) if v not in history]
         if missing:
             for c in table._known_commits(missing[0], base):
-                history.setdefault(c.version, WinningCommit.from_actions(c.version, c.actions))
+                if c.version not in history:
+                    history[c.version] = (WinningCommit.from_actions(c.version, c.actions),
+                                          frozenset(committed_txn_ids(c.commit_info)))
         for v in range(m.checked + 1, base + 1):
+            winner, ids = history[v]
+            if m.txn.txn_id in ids:
+                data = table.log_store.read_commit(v)
+                m.resolve(CommitResult(v, m.attempts, winners=tuple(m.winners),
+                                       txn_id=m.txn.txn_id, digest=hashlib.sha256(data).hexdigest(),
+                                       read_version=m.txn.read_version, group_size=len(ids)))
+                return False
             try:
-                check_conflicts(m.summary, history[v], table.uri)
+                check_conflicts(m.summary, winner, table.uri)
             except ConcurrentModificationException as e:
                 self._fail(m, e)
                 return False
@@ -662,7 +719,9 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
     from deltacommit.writer import WriteResult, write
 
     committer = table.group_committer if not isinstance(table, str) else None
-    if committer is None:
+    if committer is None or committer.shares_processes:
+        # Across processes each append carries its own file (rows are not shipped between
+        # processes); the commits are still shared.
         return write(table, data, mode="append", app_id=app_id, app_version=app_version,
                      storage_options=storage_options)
     assert not isinstance(table, str)
@@ -713,3 +772,304 @@ def _prepare(table: DeltaTable, data: Any) -> _Prepared:
               "partitionBy": json.dumps(table.partition_columns, separators=(",", ":"))}
     return _Prepared(arrow, params)
 
+
+# --------------------------------------------------------------------------- across processes
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A transaction handed to the host's committer by another process (its files written)."""
+
+    txn_id: str
+    read_version: int
+    operation: str
+    operation_parameters: dict[str, Any]
+    operation_metrics: dict[str, Any]
+    adds: list[Add]
+    removes: list[Remove]
+    txns: list[Txn]
+    metadata: Metadata | None
+    protocol: Protocol | None
+    summary: TransactionSummary
+    #: The version of the sender's snapshot: the answer carries the commits after it.
+    known_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    result: CommitResult | None
+    #: (class name, message, attributes) of the error the transaction ended with.
+    error: tuple[str, str, dict[str, Any]] | None
+    #: Commits after the sender's snapshot up to its version, so it stays current for free.
+    commits: list[Commit]
+
+
+_FRAME = struct.Struct("!Q")
+
+
+def _send(sock: socket.socket, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_FRAME.pack(len(data)) + data)
+
+
+def _recv(sock: socket.socket) -> Any:
+    (size,) = _FRAME.unpack(_recv_exactly(sock, _FRAME.size))
+    return pickle.loads(_recv_exactly(sock, size))
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(min(size - len(buf), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the other side closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _encode_error(e: BaseException) -> tuple[str, str, dict[str, Any]]:
+    attrs = {k: v for k, v in vars(e).items() if isinstance(v, str | int | float | bool | None)}
+    return type(e).__name__, str(e), attrs
+
+
+def _decode_error(encoded: tuple[str, str, dict[str, Any]]) -> BaseException:
+    """The error as this process's own exception class, with the same message and attributes
+    (errors of other kinds arrive as CommitFailedError naming their kind)."""
+    from deltacommit import errors
+
+    name, message, attrs = encoded
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.DeltaCommitError)):
+        return CommitFailedError(f"the committer of this host failed: {name}: {message}")
+    e = cls.__new__(cls)
+    Exception.__init__(e, message)
+    e.__dict__.update(attrs)
+    return e
+
+
+def _remote_transaction(table: DeltaTable, req: _Request) -> Transaction:
+    """The sender's transaction, rebuilt on this process's table object."""
+    txn = Transaction(table, req.operation, req.operation_parameters)
+    txn.read_version = req.read_version
+    txn.txn_id = req.txn_id
+    txn.operation_metrics = dict(req.operation_metrics)
+    txn._adds = list(req.adds)
+    txn._removes = list(req.removes)
+    txn._txns = {t.app_id: t for t in req.txns}
+    txn._metadata = req.metadata
+    txn._protocol = req.protocol
+    return txn
+
+
+def _host_paths(table: DeltaTable, policy: GroupCommitPolicy) -> tuple[Path, Path]:
+    """The lock file and socket of a table's committer on this host.
+
+    Keyed by location, store (its endpoint) and commit mechanism, so processes that would not
+    exclude each other's commits never share a committer.
+    """
+    ls = table.log_store
+    ident = json.dumps([ls.table_uri, repr(ls.store), sorted(ls.coordination_config().items())])
+    key = hashlib.sha256(ident.encode()).hexdigest()[:24]
+    base = Path(policy.socket_dir) if policy.socket_dir else \
+        Path(tempfile.gettempdir()) / f"deltacommit-{os.getuid()}"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = base.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise InvalidArgumentError(
+            f"group commit across processes for table {table.uri}: {base} must be a directory "
+            "of this user's that no one else can read or write (mode 0700)")
+    sock = base / f"{key}.sock"
+    if len(str(sock)) > 100:
+        raise InvalidArgumentError(
+            f"group commit across processes for table {table.uri}: socket path {sock} is too "
+            "long for a Unix socket; give GroupCommitPolicy a shorter socket_dir")
+    return base / f"{key}.lock", sock
+
+
+class _HostLink:
+    """This process's way to the host's shared committer for one table.
+
+    The process holding the table's lock file serves: it accepts transactions on a Unix socket
+    and commits them with its own (local) transactions, answering each with its result and the
+    commits its sender has not seen.  Every other process sends its transactions there.  When
+    no process serves, the first to take the lock does; a process that finds the lock taken
+    but nobody answering (one is starting or stopping) commits by itself, which is always safe:
+    a commit through the host's committer and one made directly exclude each other like any
+    two writers.
+
+    If the serving process dies with a transaction in hand, its sender cannot know whether it
+    was committed: it looks for its ``txnId`` in the versions after its snapshot and, if absent,
+    submits it again with the same ``txnId``.  Every submission first checks the versions after
+    the transaction's snapshot for that ``txnId`` (``GroupCommitter._catch_up``), and a commit
+    attempt that loses its version checks the winner the same way, so an earlier submission
+    landing late is recognised instead of committed twice.  Only this user's processes can
+    reach the socket (its directory is 0700); messages are pickled.
+    """
+
+    def __init__(self, committer: GroupCommitter) -> None:
+        self.committer = committer
+        self.lock_path, self.socket_path = _host_paths(committer.table, committer.policy)
+        self._lock = threading.Lock()
+        self._server: socket.socket | None = None
+        self._lock_fd: int | None = None
+        self._handlers: set[threading.Thread] = set()
+        self._closed = False
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
+    # ----------------------------------------------------------------- sending
+
+    def commit(self, txn: Transaction) -> CommitResult:
+        committer = self.committer
+        if self._server is None and not self._closed:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(self.socket_path))
+            except OSError:
+                sock.close()
+                self._serve()  # serving now, or someone else is starting: commit here either way
+            else:
+                try:
+                    with sock:
+                        _send(sock, self._request(txn))
+                        reply: _Reply = _recv(sock)
+                except (OSError, EOFError, pickle.UnpicklingError):
+                    landed = self._find(txn)
+                    if landed is not None:
+                        return landed
+                    # Not in the log (yet): commit it here; a late landing of the lost
+                    # submission is recognised by its txnId.
+                else:
+                    return self._settle(txn, reply)
+        return committer._submit(txn, None).outcome()
+
+    def _request(self, txn: Transaction) -> _Request:
+        return _Request(
+            txn.txn_id, txn.read_version, txn.operation, dict(txn.operation_parameters),
+            dict(txn.operation_metrics), list(txn._adds), list(txn._removes),
+            list(txn._txns.values()), txn._metadata, txn._protocol, txn.summary(),
+            self.committer.table.version)
+
+    def _settle(self, txn: Transaction, reply: _Reply) -> CommitResult:
+        table = self.committer.table
+        for c in reply.commits:
+            table._committed(c)
+        if reply.error is not None:
+            raise _decode_error(reply.error)
+        assert reply.result is not None
+        txn._done = True
+        txn.result = reply.result
+        return reply.result
+
+    def _find(self, txn: Transaction) -> CommitResult | None:
+        """The version holding ``txn``, if the process that had it committed it before dying."""
+        table = self.committer.table
+        for c in table._commits_after(txn.read_version):
+            ids = committed_txn_ids(c.commit_info)
+            if txn.txn_id in ids:
+                data = table.log_store.read_commit(c.version)
+                result = CommitResult(c.version, 1, txn_id=txn.txn_id,
+                                      digest=hashlib.sha256(data).hexdigest(),
+                                      read_version=txn.read_version, group_size=len(ids))
+                txn._done = True
+                txn.result = result
+                return result
+        return None
+
+    # ----------------------------------------------------------------- serving
+
+    def _serve(self) -> bool:
+        """Become the host's committer for the table if no process is; False if one is."""
+        with self._lock:
+            if self._server is not None:
+                return True
+            if self._closed:
+                return False
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return False
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    self.socket_path.unlink()  # left by a process that died serving
+                server.bind(str(self.socket_path))
+                server.listen(256)
+            except OSError:
+                server.close()
+                os.close(fd)
+                raise
+            self._server, self._lock_fd = server, fd
+            threading.Thread(target=self._accept, args=(server,), daemon=True,
+                             name="deltacommit-host-committer").start()
+            _SERVING.add(self)
+            return True
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return  # closed
+            handler = threading.Thread(target=self._handle, args=(conn,), daemon=True,
+                                       name="deltacommit-host-member")
+            with self._lock:
+                self._handlers.add(handler)
+            handler.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        table = self.committer.table
+        try:
+            with conn:
+                try:
+                    req: _Request = _recv(conn)
+                    txn = _remote_transaction(table, req)
+                except (OSError, EOFError):
+                    return  # the sender went away before sending it all
+                except Exception as e:
+                    _send(conn, _Reply(None, _encode_error(e), []))
+                    return
+                member = self.committer._submit(txn, None, req.summary)
+                result, error = member.result, member.error
+                commits: list[Commit] = []
+                if result is not None and result.version > req.known_version:
+                    commits = table._cached_commits(req.known_version + 1, result.version)
+                _send(conn, _Reply(result, None if error is None else _encode_error(error),
+                                   commits))
+        except OSError:
+            pass  # the sender died: nobody waits for the answer
+        finally:
+            with self._lock:
+                self._handlers.discard(threading.current_thread())
+
+    def close(self) -> None:
+        """Stop serving: refuse new senders, answer the ones in hand, release the lock."""
+        with self._lock:
+            self._closed = True
+            server, self._server = self._server, None
+            handlers = list(self._handlers)
+        if server is None:
+            return
+        server.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        for h in handlers:
+            h.join(60)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = None
+        _SERVING.discard(self)
+
+
+#: Links serving in this process, closed at exit so that senders are answered first.
+_SERVING: set[_HostLink] = set()
+
+
+@atexit.register
+def _close_serving() -> None:
+    for link in list(_SERVING):
+        link.close()

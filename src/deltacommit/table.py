@@ -219,6 +219,14 @@ class DeltaTable:
                 return []
         return self._known_commits(version + 1, latest)
 
+    def _cached_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last`` if this object still holds them all, else none."""
+        with self._lock:
+            wanted = range(first, last + 1)
+            if all(v in self._recent for v in wanted):
+                return [self._recent[v] for v in wanted]
+            return []
+
     def _known_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last``, known to exist: from the cache, else read (no probing)."""
         with self._lock:

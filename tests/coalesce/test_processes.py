@@ -1,0 +1,191 @@
+"""Group commit across the processes of one host (``GroupCommitPolicy(processes=True)``).
+
+Real processes on a real socket: one serves, the others send it their transactions.  The
+serving process is killed (``os._exit``) before and after committing a sender's transaction;
+the sender then finds out from the log and never commits twice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.coalesce import GroupCommitPolicy, committed_txn_ids
+from deltacommit.storage.local import LocalStore
+
+from ..concurrency.hooks import HookedLogStore
+from .common import SCHEMA, actions_of, commit_info, ids_in, rows
+
+SENDERS = 3
+
+# A process that opens the table with host-wide group commit and commits one transaction
+# (its own data file), then prints its result or error as JSON.
+_SENDER = """
+import json, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.writer import write_data_files
+uri, sockets, ident, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
+table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+txn = table.transaction()
+if mode == "reads-a":
+    txn.scan(predicate="p = 'a'")
+print("ready", flush=True)
+sys.stdin.readline()
+data = pa.table({"p": ["a"], "id": [ident]}, schema=schema)
+txn.add(write_data_files(table.log_store.store, data, table.partition_columns,
+                         clock=table.clock, random=table.random))
+try:
+    r = txn.commit()
+    out = {"version": r.version, "txn_id": r.txn_id, "group_size": r.group_size,
+           "serving": table.group_committer.serving, "table_version": table.version}
+except dc.DeltaCommitError as e:
+    out = {"error": type(e).__name__, "message": str(e),
+           "winning_version": getattr(e, "winning_version", None)}
+print(json.dumps(out), flush=True)
+"""
+
+# A process that serves: it commits one transaction (so it holds the lock and listens), says
+# so, and then dies at a chosen point of the next commit it makes for someone else.
+_SERVER = """
+import os, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.logstore.conditional import ConditionalPutLogStore
+from deltacommit.storage.local import LocalStore
+uri, sockets, when = sys.argv[1], sys.argv[2], sys.argv[3]
+schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
+
+class Dying(ConditionalPutLogStore):
+    def write_commit(self, version, data):
+        if version >= 2 and when == "before":
+            os._exit(17)
+        super().write_commit(version, data)
+        if version >= 2 and when == "after":
+            os._exit(17)
+
+table = dc.DeltaTable(uri, log_store=Dying(LocalStore(uri)),
+                      group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+dc.write(table, pa.table({"p": ["b"], "id": [1]}, schema=schema))
+assert table.group_committer.serving
+print("serving", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def sockets() -> Iterator[str]:
+    """A short private directory for the sockets (Unix socket paths are limited in length)."""
+    with tempfile.TemporaryDirectory(prefix="dc-") as d:
+        yield d
+
+
+def start(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_processes_send_their_transactions_to_one_committer(tmp_path: Path, sockets: str) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    holder: list[dc.DeltaTable] = []
+    first = [True]
+
+    def hold(version: int) -> None:
+        # This process's own first commit waits until every sender's transaction has arrived.
+        if first[0]:
+            first[0] = False
+            assert holder[0].group_committer.wait_submitted(1 + SENDERS, 60)  # type: ignore[union-attr]
+
+    table = dc.DeltaTable(uri, log_store=HookedLogStore(LocalStore(uri), hold),
+                          group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+    holder.append(table)
+    committer = table.group_committer
+    assert committer is not None and committer.shares_processes
+    senders = [start(_SENDER, uri, sockets, str(100 + i), "blind") for i in range(SENDERS)]
+    for p in senders:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    own: list[dc.WriteResult] = []
+    writer = threading.Thread(target=lambda: own.append(dc.write(table, rows("b", [1]))))
+    writer.start()
+    assert committer.wait_submitted(1, 60)
+    assert committer.serving
+    for p in senders:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = []
+    for p in senders:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    writer.join(60)
+    assert all("version" in r and not r["serving"] for r in results), results
+    # Every sender's transaction is in exactly the version its result names; the senders'
+    # tables were kept current by the answers, without reading the log.
+    versions = {r["version"] for r in results} | {own[0].version}
+    assert len(versions) <= 3 < 1 + SENDERS
+    for r in results:
+        assert r["txn_id"] in committed_txn_ids(commit_info(actions_of(uri, r["version"])))
+        assert r["table_version"] >= r["version"]
+    assert ids_in(table) == [1, 100, 101, 102]
+    assert committer.stats.transactions == 1 + SENDERS
+    committer.close()
+    assert not committer.serving
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_sender_whose_committer_dies_commits_exactly_once(tmp_path: Path, sockets: str,
+                                                           when: str) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])  # version 0
+    server = start(_SERVER, uri, sockets, when)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "serving"
+        table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True,
+                                                                   socket_dir=sockets))
+        result = dc.write(table, rows("a", [7]))
+    finally:
+        server.wait(30)
+    assert server.returncode == 17  # it died inside the commit it made for us
+    # "after": the version it wrote holds our transaction, found in the log; "before": nothing
+    # was written, so this process committed it.  Either way: version 2, once.
+    assert result.version == 2 and dc.DeltaTable(uri).version == 2
+    assert committed_txn_ids(commit_info(actions_of(uri, 2))) == (result.txn_id,)
+    assert ids_in(table) == [1, 7]
+    # With the dead committer's lock released, the next commit makes this process serve.
+    dc.write(table, rows("a", [8]))
+    committer = table.group_committer
+    assert committer is not None and committer.serving
+    assert ids_in(table) == [1, 7, 8]
+    committer.close()
+
+
+def test_a_conflict_reaches_the_sender_as_its_own_exception(tmp_path: Path, sockets: str) -> None:
+    uri = str(tmp_path / "t")
+    t = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    dc.write(t, rows("a", [1]))
+    table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+    dc.write(table, rows("b", [2]))  # this process serves from now on
+    assert table.group_committer.serving  # type: ignore[union-attr]
+    sender = start(_SENDER, uri, sockets, "50", "reads-a")
+    assert sender.stdout is not None and sender.stdout.readline().strip() == "ready"
+    table.delete("p = 'a'")  # version 3 removes the file the sender read
+    out, _ = sender.communicate("go\n", timeout=60)
+    answer = json.loads(out.strip().splitlines()[-1])
+    assert answer["error"] == "ConcurrentAppendException" or \
+        answer["error"] == "ConcurrentDeleteReadException", answer
+    assert answer["winning_version"] == 3 and uri in answer["message"]
+    assert ids_in(table) == [2]
+    table.group_committer.close()  # type: ignore[union-attr]
