@@ -131,15 +131,45 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
     if keep_from is None:
         return []
     doomed = files_before_checkpoint(files, keep_from)
-    paths = [f.path for f in doomed]
+    kept_commit = next((f for f in files if f.kind == "commit" and f.version == keep_from), None)
+    temps: list[str] = []
+    if kept_commit is not None and kept_commit.last_modified_ms is not None:
+        temps = _expired_temp_files(log_store, min(cutoff, kept_commit.last_modified_ms))
+    paths = [f.path for f in doomed] + temps
     if dry_run:
         return paths
     store = log_store.store
-    for f in doomed:
-        store.delete(f.path)
-    logger.info("log cleanup of %s deleted %d files before checkpoint %d", uri, len(doomed),
-                keep_from)
+    for path in paths:
+        store.delete(path)
+    logger.info("log cleanup of %s deleted %d files before checkpoint %d and %d temporary files",
+                uri, len(doomed), keep_from, len(temps))
     return paths
+
+
+# Where commit protocols leave temporary files in the log: Spark's S3DynamoDBLogStore and ours
+# (``.tmp/<N>.json.<uuid>``, kept after the copy), delta-rs (``_commit_<uuid>.json.tmp``) and the
+# local store's residue of a crash between writing and linking.
+_TEMP_PREFIXES = (f"{LOG_DIR}/.tmp/", f"{LOG_DIR}/_commit_", f"{LOG_DIR}/.dc-tmp-")
+
+
+def _expired_temp_files(log_store: LogStore, before_ms: int) -> list[str]:
+    """Temporary commit files written before ``before_ms``.
+
+    ``before_ms`` is the earlier of the retention cut-off and the creation of the kept
+    checkpoint's commit.  A temporary file is needed only to repair the newest, incomplete
+    DynamoDB entry.  Spark's and deltacommit's writers make sure the previous version exists
+    before writing their temporary file, so the temporary file of any entry that can still be
+    incomplete is younger than the kept commit; delta-rs may reuse one temporary file across
+    the attempts of a commit, which the retention cut-off covers (no commit attempt lasts the
+    retention period).  Spark never deletes these files and asks for an S3 lifecycle rule
+    instead; deleting them with the log they belong to needs no extra setup.
+    """
+    out: list[str] = []
+    for prefix in _TEMP_PREFIXES:
+        for meta in log_store.store.list(prefix):
+            if meta.last_modified_ms < before_ms:
+                out.append(meta.path)
+    return out
 
 
 # --------------------------------------------------------------------------- vacuum

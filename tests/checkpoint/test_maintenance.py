@@ -61,6 +61,27 @@ def test_cleanup_keeps_the_newest_checkpoint_before_the_cutoff_and_everything_af
     assert t.cleanup_log() == []
 
 
+def test_cleanup_deletes_temporary_commit_files_older_than_what_it_keeps() -> None:
+    clock = ManualClock(START)
+    t = memory_table(fresh_name(), clock, {"delta.checkpointInterval": "5",
+                                           "delta.enableExpiredLogCleanup": "false"})
+    store = t.log_store.store
+    old_temps = [f"{LOG_DIR}/.tmp/{commit_path(1)[11:]}.{uuid.uuid4()}",
+                 f"{LOG_DIR}/_commit_{uuid.uuid4()}.json.tmp"]
+    for p in old_temps:
+        store.put(p, b"{}")
+    clock.advance(60)
+    for i in range(12):
+        dc.write(t, rows([i]))
+    clock.advance(31 * DAY)
+    fresh_temp = f"{LOG_DIR}/.tmp/{commit_path(13)[11:]}.{uuid.uuid4()}"
+    store.put(fresh_temp, b"{}")  # an entry that may still need repair
+    deleted = t.cleanup_log()
+    assert set(old_temps) <= set(deleted)
+    assert fresh_temp not in deleted and store.exists(fresh_temp)
+    assert not any(store.exists(p) for p in old_temps)
+
+
 def test_cutoff_is_midnight_utc_and_commits_after_it_stay() -> None:
     clock = ManualClock(START)
     t = memory_table(fresh_name(), clock, {"delta.checkpointInterval": "5",
