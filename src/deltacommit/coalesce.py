@@ -365,6 +365,10 @@ class GroupCommitter:
             batch = self._take()
             group = self._guarded(batch, lambda: self._prepare(batch))
             with self._commit_lock:
+                if group is not None:
+                    # Transactions that carry their own files and arrived while this group
+                    # waited for the commit stage need no first stage: they join now.
+                    group.others += self._take_late(group.key, len(batch))
                 self._hand_off()
                 handed = True
                 if group is not None:
@@ -409,6 +413,20 @@ class GroupCommitter:
             for m in batch:
                 m.queued = False
             return batch
+
+    def _take_late(self, key: tuple[Any, ...], taken: int) -> list[_Member]:
+        """Queued members without rows to write and with the group's key (up to the limit)."""
+        room = self.policy.max_members - taken
+        with self._lock:
+            if room <= 0 or not self._queue:
+                return []
+            late = [m for m in self._queue if m.rows is None and m.key == key][:room]
+            if late:
+                chosen = {id(m) for m in late}
+                self._queue = deque(m for m in self._queue if id(m) not in chosen)
+                for m in late:
+                    m.queued = False
+            return late
 
     def _requeue(self, members: Sequence[_Member]) -> None:
         """Put deferred members back at the head of the queue, in their order; if no one holds
