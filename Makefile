@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
-.PHONY: demo test lint unit bench torture clean
+.PHONY: demo test lint unit bench bench-commits torture clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ lint: $(VENV)/.test-deps
 
 test: $(VENV)/.test-deps $(DYNALITE_STAMP) lint
 	$(PY) -m pytest -q
+
+# Benchmarks print JSON lines and write bench/results/ (see bench/README.md); not part of `make test`.
+bench-commits: $(VENV)/.test-deps
+	$(PY) bench/commits.py
+
+bench: bench-commits
+	$(PY) bench/snapshot_load.py
+	$(PY) bench/spark_write.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
