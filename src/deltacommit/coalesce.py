@@ -400,7 +400,7 @@ class GroupCommitter:
         policy = self.policy
         with self._lock:
             # Lingering is for fresh arrivals; members moved out of a group have waited once.
-            if policy.max_wait > 0 and len(self._queue) < policy.max_members \
+            if policy.max_wait > 0 and 0 < len(self._queue) < policy.max_members \
                     and not self._queue[0].deferred:
                 deadline = time.monotonic() + policy.max_wait
                 while len(self._queue) < policy.max_members:
