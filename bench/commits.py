@@ -123,6 +123,7 @@ def _worker_deltalake(uri: str, options: dict[str, str], writer: int, appends: i
     _ready()
     start = time.monotonic()
     acked, latencies, calls, failures, gave_up = [], [], 0, 0, False
+    kinds: Counter[str] = Counter()
     for seq, data in enumerate(batches):
         t0 = time.perf_counter()
         for _ in range(resubmits + 1):
@@ -130,10 +131,12 @@ def _worker_deltalake(uri: str, options: dict[str, str], writer: int, appends: i
             try:
                 deltalake.write_deltalake(target, data, mode="append", **extra)
                 break
-            except Exception as e:  # deltalake.exceptions.CommitFailedError
-                if GIVE_UP not in str(e):
+            except Exception as e:  # deltalake's CommitFailedError / DeltaError
+                kind = _failure_kind(str(e))
+                if kind is None:
                     raise
                 failures += 1
+                kinds[kind] += 1
                 if not by_uri:
                     table.update_incremental()
         else:
@@ -144,7 +147,16 @@ def _worker_deltalake(uri: str, options: dict[str, str], writer: int, appends: i
     end = time.monotonic()
     return {"start": start, "end": end, "acked": acked, "latencies": latencies,
             "attempts": calls, "calls": calls, "failures": failures, "gave_up": gave_up,
-            "requests": {}}
+            "failure_kinds": dict(kinds), "requests": {}}
+
+
+def _failure_kind(message: str) -> str | None:
+    """A deltalake write that failed without committing, by kind; None for anything else."""
+    if GIVE_UP in message:
+        return "Failed to commit transaction (retries exhausted)"
+    if "already exists" in message and "version" in message:
+        return "version already exists (DeltaError from the DynamoDB log store)"
+    return None
 
 
 def _ready() -> None:
@@ -340,14 +352,16 @@ def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends:
         p99_ms=round(percentile(latencies, 0.99) * 1000, 1),
         attempts=sum(r["attempts"] for r in reports),
         failures=sum(r["failures"] for r in reports),
+        failure_kinds=dict(sum((Counter(r.get("failure_kinds", {})) for r in reports), Counter())),
         failed_writers=sum(1 for r in reports if r["gave_up"]),
         lost=lost, duplicated=duplicated, versions=version,
         requests=dict(requests) or None,
         requests_per_commit=round(sum(requests.values()) / len(acked), 2) if requests else None,
         retry_policy=("dc.write retries internally (CommitPolicy: 10000 attempts, jittered "
                       "backoff)") if lib.name == "deltacommit" else
-        (f"write_deltalake failing with '{GIVE_UP}: 15' is counted in failures and resubmitted "
-         f"(table refreshed first), at most {resubmits} times per append"))
+        (f"a write_deltalake call failing with '{GIVE_UP}: 15' (or 'version N already exists') "
+         f"wrote nothing to the log: it is counted in failures and resubmitted (table object "
+         f"refreshed first), at most {resubmits} times per append; lost/duplicated verify it"))
 
 
 # --------------------------------------------------------------------------- group commit runs
@@ -531,6 +545,7 @@ def bench_requests(env: Env, out: list[dict[str, Any]]) -> None:
 
 
 def chart(results: list[dict[str, Any]], path: Path) -> None:
+    """Throughput against writer count, one panel per backend, and the group commit runs."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -538,36 +553,50 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
 
     runs = [r for r in results if r.get("bench") == "commits"]
     groups = [r for r in results if r.get("bench") == "group_commit"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [3, 2]})
-    styles = {"local": "-", "s3-conditional": "--", "s3-dynamodb": ":"}
-    colors: dict[str, str] = {}
+    backends = [b for b in BACKENDS if any(r["backend"] == b for r in runs)]
+    libraries = sorted({r["library"] for r in runs}, key=lambda x: (not x.startswith("deltacommit"), x))
     palette = ["tab:blue", "tab:cyan", "tab:red", "tab:orange", "tab:purple", "tab:brown",
-               "tab:pink", "tab:olive", "tab:gray"]
-    for (backend, library) in sorted({(r["backend"], r["library"]) for r in runs}):
-        pts = sorted((r["writers"], r["commits_per_s"]) for r in runs
-                     if r["backend"] == backend and r["library"] == library)
-        color = colors.setdefault(library, palette[len(colors) % len(palette)])
-        left.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(backend, "-"), marker="o",
-                  color=color, label=f"{library} · {backend}")
-    left.set_xscale("log", base=2)
-    left.set_yscale("log")
-    left.set_xlabel("writer processes (each appending one small file per commit)")
-    left.set_ylabel("commits per second (log)")
-    left.set_title("One table, N writer processes (moto single-threaded; local disk)")
-    left.grid(True, which="both", alpha=0.3)
-    left.legend(fontsize=8)
-    labels = [f"{g['backend']}\n{g['api']}" for g in groups]
-    right.bar(labels, [g["transactions_per_s"] for g in groups], color="tab:blue")
-    for i, g in enumerate(groups):
-        right.text(i, g["transactions_per_s"], f"{g['transactions_per_s']:.0f}/s\n"
-                   f"{g['mean_group']:.0f} per version", ha="center", va="bottom", fontsize=8)
+               "tab:olive", "tab:gray"]
+    colors = {lib: palette[i % len(palette)] for i, lib in enumerate(libraries)}
+    fig, grid = plt.subplots(2, 2, figsize=(13, 10), squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(backends) + (1 if groups else 0):]:
+        ax.set_visible(False)
+    for ax, backend in zip(axes, backends, strict=False):
+        for lib in libraries:
+            pts = sorted((r["writers"], r["commits_per_s"]) for r in runs
+                         if r["backend"] == backend and r["library"] == lib)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colors[lib],
+                        linestyle="-" if lib.startswith("deltacommit") else "--", label=lib)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(backend)
+        ax.set_xlabel("writer processes")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_ylabel("commits per second (log)")
     if groups:
-        right.set_title(f"Group commit: {groups[0]['threads']} threads x "
-                        f"{groups[0]['appends_per_thread']} appends, one process")
-    right.set_ylabel("transactions per second")
-    fig.tight_layout()
+        ax = axes[len(backends)]
+        labels = [f"{g['backend']}\n{g['api']}" for g in groups]
+        ax.bar(labels, [g["transactions_per_s"] for g in groups], color="tab:blue")
+        for i, g in enumerate(groups):
+            ax.text(i, g["transactions_per_s"], f"{g['transactions_per_s']:.0f}/s\n"
+                    f"{g['mean_group']:.0f} per version", ha="center", va="bottom", fontsize=8)
+        ax.set_title(f"group commit, one process: {groups[0]['threads']} threads x "
+                     f"{groups[0]['appends_per_thread']} appends")
+        ax.set_ylabel("transactions per second")
+        ax.set_ylim(0, 1.15 * max(g["transactions_per_s"] for g in groups))
+        ax.tick_params(axis="x", labelsize=8)
+    seen: dict[str, Any] = {}
+    for ax in axes[:len(backends)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=2, fontsize=9)
+    fig.suptitle("Many small appends to one table (each append one Parquet file; "
+                 "S3 = single-threaded moto)")
+    fig.tight_layout(rect=(0, 0.09, 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
