@@ -65,6 +65,10 @@ class DeltaTable:
         self._lock = threading.RLock()
         self._recent: OrderedDict[int, Commit] = OrderedDict()
         self._pinned = version is not None
+        # When this object last knew its snapshot to be the newest version (wall clock): a
+        # snapshot much older than the log's retention may predate a cleanup (see
+        # ``_refresh_if_stale``).
+        self._confirmed_at = self.clock.time()
         self._snapshot = _snapshot or Snapshot.load(self.log_store, version)
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
@@ -199,25 +203,48 @@ class DeltaTable:
             raise InvalidArgumentError(
                 f"table {self.uri} was opened at version {self.version}; open it without a "
                 "version to follow new commits")
-        self._commits_after(self.version)
-        return self.version
+        return self._refresh()
 
     def _commits_after(self, version: int) -> list[Commit]:
         """Commits newer than ``version``, from the cache or the log; advances the snapshot.
 
         The lock is held while reading so that threads sharing this table read each new commit
-        once between them.
+        once between them.  If log cleanup deleted commits this object never read, the snapshot
+        is reloaded from the newest checkpoint, and asking for those commits raises
+        MissingVersionError (they can no longer be checked for conflicts).
         """
-        with self._lock:
-            snap, new = self._snapshot.updated()
-            if new:
-                self._snapshot = snap
-                for c in new:
-                    self._remember(c)
-            latest = snap.version
-            if latest <= version:
-                return []
+        latest = self._refresh()
+        if latest <= version:
+            return []
         return self._known_commits(version + 1, latest)
+
+    def _refresh(self) -> int:
+        """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
+        with self._lock:
+            started = self.clock.time()
+            snap, new = self._snapshot.updated()
+            self._snapshot = snap
+            self._confirmed_at = started
+            for c in new:
+                self._remember(c)
+            return snap.version
+
+    def _refresh_if_stale(self) -> None:
+        """Catch up before committing if this object's snapshot may predate a log cleanup.
+
+        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
+        commit (it was older than ``delta.logRetentionDuration``), a put-if-absent there would
+        succeed and create a file no reader ever looks at: a silently lost commit.  That commit
+        was made after this object last saw the snapshot as newest, so it cannot have expired
+        while that moment is younger than the retention (less a day for the cut-off's rounding
+        to midnight and an hour for clock skew).  Only an older snapshot costs a refresh.
+        """
+        from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+
+        retention = duration_ms(self._snapshot.configuration, LOG_RETENTION, self.uri) / 1000
+        window = retention - 86_400 - 3_600
+        if self.clock.time() - self._confirmed_at > window:
+            self._refresh()
 
     def _cached_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last`` if this object still holds them all, else none."""
@@ -250,6 +277,7 @@ class DeltaTable:
                 new_snap = snap.copy()
                 new_snap.apply_commit(commit)
                 self._snapshot = new_snap
+                self._confirmed_at = self.clock.time()
 
     def _post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
         """Checkpoint and clean up after ``commit``.  ``snapshot`` is the state exactly at its

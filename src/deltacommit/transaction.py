@@ -30,6 +30,7 @@ from deltacommit.errors import (
     CommitFailedError,
     CoordinationMismatchError,
     InvalidArgumentError,
+    MissingVersionError,
     VersionExistsError,
 )
 from deltacommit.log.actions import (
@@ -335,6 +336,7 @@ class Transaction:
             return self.result
         self._validate()
         table = self.table
+        table._refresh_if_stale()
         committer = table.group_committer
         if committer is not None:
             return committer.commit(self)
@@ -345,7 +347,8 @@ class Transaction:
         winners: list[int] = []
         known = table.version
         if known > base:
-            base = self._rebase(table._known_commits(base + 1, known), summary, winners)
+            self._rebase(self._missed(base, known, summary), summary, winners)
+            base = known
         attempt = 0
         while True:
             attempt += 1
@@ -355,13 +358,14 @@ class Transaction:
             try:
                 log_store.write_commit(version, data)
             except VersionExistsError:
-                for c in table._commits_after(base):
+                latest = table._refresh()
+                for c in self._missed(base, latest, summary):
                     winner = WinningCommit.from_actions(c.version, c.actions)
                     if winner.txn_id == self.txn_id:
                         return self._landed_earlier(c, attempt, winners)
                     check_conflicts(summary, winner, table.uri)
                     winners.append(c.version)
-                    base = c.version
+                base = max(base, latest)
                 if attempt >= policy.max_attempts:
                     raise CommitFailedError(
                         f"gave up committing {self.operation} to table {table.uri} after "
@@ -380,16 +384,38 @@ class Transaction:
             table._post_commit(commit)
             return self.result
 
+    def _missed(self, base: int, latest: int, summary: TransactionSummary) -> list[Commit]:
+        """Commits after ``base`` up to ``latest`` that this transaction must check.
+
+        If log cleanup has deleted some of them, they cannot be checked one by one.  A blind
+        append that read no application id conflicts only with a change of metadata or
+        protocol, which comparing the newest snapshot with the one it read settles; any other
+        transaction gets a clear error instead of committing blind.
+        """
+        if latest <= base:
+            return []
+        try:
+            return self.table._known_commits(base + 1, latest)
+        except MissingVersionError as e:
+            now = self.table.snapshot
+            if (summary.is_blind_append and not summary.read_app_ids
+                    and now.metadata == self.snapshot.metadata
+                    and now.protocol == self.snapshot.protocol):
+                return []
+            raise CommitFailedError(
+                f"cannot commit {self.operation} to table {self.table.uri}: this transaction read "
+                f"version {self.read_version}, but commits made since then are gone from the log "
+                f"(deleted by log cleanup past delta.logRetentionDuration: {e}), so they cannot "
+                "be checked for conflicts. Re-read the table and run the transaction again."
+            ) from None
+
     def _rebase(self, commits: Iterable[Commit], summary: TransactionSummary,
-                winners: list[int]) -> int:
-        """Check commits this transaction has not seen; the version to commit after."""
-        base = self.read_version
+                winners: list[int]) -> None:
+        """Check commits this transaction has not seen."""
         for c in commits:
             check_conflicts(summary, WinningCommit.from_actions(c.version, c.actions),
                             self.table.uri)
             winners.append(c.version)
-            base = c.version
-        return base
 
     def _landed_earlier(self, commit: Commit, attempts: int, winners: list[int]) -> CommitResult:
         """An earlier attempt of this transaction is in the log although the log store said the
