@@ -130,3 +130,30 @@ def test_unknown_table_property_is_refused(tmp_path: Path) -> None:
     with pytest.raises(dc.InvalidArgumentError, match="checkpointInterval"):
         dc.DeltaTable.create(str(tmp_path / "x"), SCHEMA,
                              configuration={"delta.checkpointIntervall": "10"})
+
+
+def _replace_schema(table: str, schema_string: str) -> None:
+    import json
+
+    path = Path(table) / commit_path(0)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for a in lines:
+        if "metaData" in a:
+            a["metaData"]["schemaString"] = schema_string
+    path.write_text("".join(json.dumps(a) + "\n" for a in lines))
+
+
+def test_unsupported_column_type_is_refused_on_open(table: str) -> None:
+    _replace_schema(table, '{"type":"struct","fields":[{"name":"v","type":"variant",'
+                           '"nullable":true,"metadata":{}},{"name":"day","type":"string",'
+                           '"nullable":true,"metadata":{}}]}')
+    with pytest.raises(dc.UnsupportedProtocolError, match="variant") as e:
+        dc.DeltaTable(table)
+    assert table in str(e.value) and "'v'" in str(e.value)
+
+
+def test_malformed_schema_string_is_a_corrupt_log(table: str) -> None:
+    _replace_schema(table, '{"type":"struct","fields":[{"name":')
+    with pytest.raises(dc.CorruptLogError, match="schemaString") as e:
+        dc.DeltaTable(table)
+    assert table in str(e.value)

@@ -33,6 +33,7 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
     UnsupportedProtocolError,
+    UnsupportedTypeError,
     VersionExistsError,
 )
 from deltacommit.table import DeltaTable
@@ -72,6 +73,7 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "UnsupportedProtocolError",
+    "UnsupportedTypeError",
     "VersionExistsError",
     "WriteResult",
     "__version__",

@@ -72,6 +72,10 @@ class SchemaMismatchError(DeltaCommitError):
     """Data does not match the table's schema, or a schema cannot be converted."""
 
 
+class UnsupportedTypeError(SchemaMismatchError):
+    """A schema uses a data type deltacommit cannot read or write (variant, interval, ...)."""
+
+
 class InvalidArgumentError(DeltaCommitError, ValueError):
     """An argument (partition column, predicate, mode, option) is not valid for this table."""
 

@@ -33,7 +33,7 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 
-from deltacommit.errors import SchemaMismatchError
+from deltacommit.errors import SchemaMismatchError, UnsupportedTypeError
 
 DeltaType: TypeAlias = str | dict[str, Any]
 
@@ -83,8 +83,8 @@ _JSON_VALUED_METADATA_KEYS = frozenset({
 # --------------------------------------------------------------------------- Arrow -> Delta
 
 
-def _unsupported(column: str, what: str) -> SchemaMismatchError:
-    return SchemaMismatchError(
+def _unsupported(column: str, what: str) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
         f"column {column!r} has Arrow type {what}, which Delta tables cannot store without losing "
         f"values; supported Arrow types: {SUPPORTED_ARROW_TYPES}")
 
@@ -193,6 +193,12 @@ def _bad(column: str, detail: str) -> SchemaMismatchError:
     return SchemaMismatchError(f"schemaString: column {column!r}: {detail}")
 
 
+def _unsupported_delta(column: str, delta_type: object) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"schemaString: column {column!r}: Delta type {delta_type!r} is not supported by "
+        f"deltacommit (supported: {SUPPORTED_DELTA_TYPES})")
+
+
 def _get(d: Mapping[str, Any], key: str, column: str, kind: type | tuple[type, ...]) -> Any:
     if key not in d:
         raise _bad(column, f"{d.get('type', 'field')} lacks {key!r}")
@@ -218,8 +224,7 @@ def delta_to_arrow_type(t: DeltaType, column: str) -> pa.DataType:
             return pa.decimal128(p, s)
         if name.lower() == "decimal":
             return pa.decimal128(10, 0)  # Spark's DecimalType.USER_DEFAULT
-        raise _bad(column, f"Delta type {name!r} is not supported by deltacommit "
-                           f"(supported: {SUPPORTED_DELTA_TYPES})")
+        raise _unsupported_delta(column, name)
     if not isinstance(t, dict):
         raise _bad(column, f"type must be a string or an object, got {t!r}")
     kind = t.get("type")
@@ -236,8 +241,7 @@ def delta_to_arrow_type(t: DeltaType, column: str) -> pa.DataType:
         return map_type
     if kind == "struct":
         return pa.struct(_fields_from_delta(_get(t, "fields", column, list), column))
-    raise _bad(column, f"Delta type {kind!r} is not supported by deltacommit "
-                       f"(supported: {SUPPORTED_DELTA_TYPES})")
+    raise _unsupported_delta(column, kind)
 
 
 def _metadata_from_delta(md: Any, column: str) -> dict[str, str] | None:

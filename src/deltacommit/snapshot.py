@@ -15,7 +15,10 @@ from deltacommit.errors import (
     CorruptLogError,
     MissingVersionError,
     ObjectNotFoundError,
+    SchemaMismatchError,
     TableNotFoundError,
+    UnsupportedProtocolError,
+    UnsupportedTypeError,
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
 from deltacommit.log.features import check_readable
@@ -130,8 +133,7 @@ class Snapshot:
         snap = cls(log_store, state)
         snap._apply_range(needed)
         state.validate(uri)
-        assert state.protocol is not None
-        check_readable(uri, state.protocol, state.metadata)
+        snap._check_readable()
         return snap
 
     def _apply_range(self, versions: list[int]) -> list[Commit]:
@@ -196,8 +198,10 @@ class Snapshot:
         return Snapshot.load(self.log_store)
 
     def _check_readable(self) -> None:
+        """Refuse a protocol, feature or column type this library cannot read, up front."""
         assert self.state.protocol is not None
         check_readable(self.log_store.table_uri, self.state.protocol, self.state.metadata)
+        self.schema  # noqa: B018  (parsing the schema is the check)
 
     def apply_commit(self, commit: Commit) -> None:
         """Fold a commit this process wrote (or already read) without reading it again."""
@@ -242,8 +246,11 @@ class Snapshot:
         if self._schema is None or self._schema_source != s:
             try:
                 self._schema = schema_from_json(s)
-            except ValueError as e:
-                raise CorruptLogError(f"table {self.log_store.table_uri}: bad schemaString: {e}") from None
+            except UnsupportedTypeError as e:
+                raise UnsupportedProtocolError(f"table {self.log_store.table_uri}: {e}") from None
+            except SchemaMismatchError as e:
+                raise CorruptLogError(
+                    f"table {self.log_store.table_uri}: bad schemaString in metaData: {e}") from None
             self._schema_source = s
         return self._schema
 

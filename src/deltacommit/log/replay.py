@@ -54,15 +54,10 @@ class TableState:
     domains: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def copy(self) -> TableState:
-        return TableState(
-            version=self.version,
-            protocol=self.protocol,
-            metadata=self.metadata,
-            files=dict(self.files),
-            tombstones=dict(self.tombstones),
-            app_txns=dict(self.app_txns),
-            domains=dict(self.domains),
-        )
+        """An independent state; file maps still backed by checkpoint rows stay unread."""
+        from deltacommit.log.lazy_files import copy_state
+
+        return copy_state(self)
 
     def apply(self, version: int, actions: Iterable[Action], source: str = "") -> None:
         """Fold one commit into the state, in place.
