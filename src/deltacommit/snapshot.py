@@ -166,15 +166,19 @@ class Snapshot:
             self.state = reloaded.state
         return []
 
-    def updated(self) -> tuple[Snapshot, list[Commit]]:
+    def updated(self, may_predate_cleanup: bool = True) -> tuple[Snapshot, list[Commit]]:
         """A new snapshot with the commits newer than this one (``self`` if there are none).
 
         Snapshots handed to readers are never mutated, so a scan on another thread never sees
         the file set change under it.  As with ``update``, a snapshot older than the log's
-        retention comes back reloaded from the newest checkpoint, with no commits.
+        retention comes back reloaded from the newest checkpoint, with no commits.  A caller
+        that knows this snapshot was the newest version recently enough that no commit after it
+        can have expired passes ``may_predate_cleanup=False`` and saves that check's request.
         """
         pairs = self.log_store.read_commits_after(self.state.version)
         if not pairs:
+            if not may_predate_cleanup:
+                return self, []
             reloaded = self._reload_past_cleanup()
             return (self, []) if reloaded is None else (reloaded, [])
         snap = self.copy()

@@ -222,28 +222,33 @@ class DeltaTable:
         """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
         with self._lock:
             started = self.clock.time()
-            snap, new = self._snapshot.updated()
+            snap, new = self._snapshot.updated(self._may_predate_cleanup())
             self._snapshot = snap
             self._confirmed_at = started
             for c in new:
                 self._remember(c)
             return snap.version
 
-    def _refresh_if_stale(self) -> None:
-        """Catch up before committing if this object's snapshot may predate a log cleanup.
+    def _may_predate_cleanup(self) -> bool:
+        """Whether log cleanup may have deleted commits made after this object's snapshot.
 
-        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
-        commit (it was older than ``delta.logRetentionDuration``), a put-if-absent there would
-        succeed and create a file no reader ever looks at: a silently lost commit.  That commit
-        was made after this object last saw the snapshot as newest, so it cannot have expired
-        while that moment is younger than the retention (less a day for the cut-off's rounding
-        to midnight and an hour for clock skew).  Only an older snapshot costs a refresh.
+        A commit made after this object last saw its snapshot as the newest version cannot
+        have expired while that moment is younger than ``delta.logRetentionDuration`` (less a
+        day for the cut-off's rounding to midnight and an hour for clock skew).
         """
         from deltacommit.log.intervals import LOG_RETENTION, duration_ms
 
         retention = duration_ms(self._snapshot.configuration, LOG_RETENTION, self.uri) / 1000
-        window = retention - 86_400 - 3_600
-        if self.clock.time() - self._confirmed_at > window:
+        return self.clock.time() - self._confirmed_at > retention - 86_400 - 3_600
+
+    def _refresh_if_stale(self) -> None:
+        """Catch up before committing if this object's snapshot may predate a log cleanup.
+
+        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
+        commit, a put-if-absent there would succeed and create a file no reader ever looks at:
+        a silently lost commit.  Only a snapshot older than the retention costs a refresh.
+        """
+        if self._may_predate_cleanup():
             self._refresh()
 
     def _cached_commits(self, first: int, last: int) -> list[Commit]:
