@@ -369,18 +369,14 @@ def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> Ch
     """Publish the checkpoint of ``state`` (its version must already be committed).
 
     If the checkpoint exists, it is left as it is: it was published atomically by a writer
-    that replayed the same log, so it holds the same state.
+    that replayed the same log, so it holds the same state.  No existence check comes first:
+    the writer of version N is normally the only one checkpointing it, so the put-if-absent
+    alone settles the rare race for two requests fewer per checkpoint.
     """
     uri = log_store.table_uri
     version = state.version
     path = checkpoint_path(version)
     store = log_store.store
-    try:
-        meta = store.head(path)
-    except ObjectNotFoundError:
-        pass
-    else:
-        return CheckpointInfo(version, f"{uri}/{path}", -1, -1, meta.size, created=False)
     data, rows, adds = checkpoint_bytes(state, now_ms(clock), uri)
     try:
         store.put_if_absent(path, data)
@@ -389,21 +385,12 @@ def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> Ch
         # _last_checkpoint (our row count could differ from its by tombstones that expired
         # in between, so we must not describe its file).
         return CheckpointInfo(version, f"{uri}/{path}", -1, -1, len(data), created=False)
-    _advance_last_checkpoint(log_store, LastCheckpoint(version, rows, None, len(data), adds))
+    # Only the writer that published the checkpoint describes it.  Writers of two different
+    # checkpoints finishing out of order can move the hint back; that costs readers a longer
+    # listing (they find newer checkpoints themselves), never a wrong state, so the hint is not
+    # read first to prevent it.
+    store.put(LAST_CHECKPOINT, LastCheckpoint(version, rows, None, len(data), adds).to_bytes())
     return CheckpointInfo(version, f"{uri}/{path}", rows, adds, len(data), created=True)
-
-
-def _advance_last_checkpoint(log_store: LogStore, new: LastCheckpoint) -> None:
-    """Point ``_last_checkpoint`` at ``new`` unless it already names the same or a newer one.
-
-    Two writers of different checkpoints may still interleave read and write; the loser of that
-    race moves the hint back, which costs readers a longer listing but never a wrong state
-    (readers list from the hint and find newer checkpoints themselves).
-    """
-    current = read_last_checkpoint(log_store)
-    if current is not None and current.version >= new.version:
-        return
-    log_store.store.put(LAST_CHECKPOINT, new.to_bytes())
 
 
 def create_checkpoint(table: DeltaTable) -> CheckpointInfo:
