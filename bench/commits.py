@@ -498,9 +498,9 @@ def bench_requests(env: Env, out: list[dict[str, Any]]) -> None:
     import pyarrow as pa
 
     import deltacommit as dc
+    from deltacommit.datafiles import write_data_files
     from deltacommit.storage.dynamo_commit import create_lease_table
     from deltacommit.testing import unique_name
-    from deltacommit.writer import write_data_files
 
     schema = pa.schema([(n, getattr(pa, t)()) for n, t in SCHEMA_FIELDS])
 

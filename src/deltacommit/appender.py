@@ -249,8 +249,8 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
+        from deltacommit.datafiles import num_indexed_cols, write_data_files
         from deltacommit.schema import cast_to_table_schema, check_write_compatible
-        from deltacommit.writer import num_indexed_cols, write_data_files
 
         table = self._open(batch[0][1])
         while True:

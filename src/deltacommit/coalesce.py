@@ -484,7 +484,7 @@ class GroupCommitter:
         """One set of data files (a file per partition) holding every coalesced append's rows."""
         if not appends:
             return []
-        from deltacommit.writer import num_indexed_cols, write_data_files
+        from deltacommit.datafiles import num_indexed_cols, write_data_files
 
         table = self.table
         snap = table.snapshot
@@ -778,14 +778,14 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
 def _prepare(table: DeltaTable, data: Any) -> _Prepared:
     """The checks and casts ``write`` applies to appended data."""
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
-    from deltacommit.writer import _check_not_null, to_arrow_table
+    from deltacommit.writer import check_not_null, to_arrow_table
 
     arrow = to_arrow_table(data)
     schema = table.schema
     if not arrow.schema.equals(schema):
         check_write_compatible(schema, arrow.schema, table.uri)
         arrow = cast_to_table_schema(arrow, schema)
-    _check_not_null(arrow, schema, table.uri)
+    check_not_null(arrow, schema, table.uri)
     params = {"mode": "Append",
               "partitionBy": json.dumps(table.partition_columns, separators=(",", ":"))}
     return _Prepared(arrow, params)

@@ -417,6 +417,7 @@ class _FileReader:
         self.decode = decode_add_path
 
     def __call__(self, add: Add) -> pa.Table:
+        from deltacommit.nested import conform
         from deltacommit.partitions import partition_column_arrays
 
         rel = self.decode(add.path)
@@ -451,7 +452,11 @@ class _FileReader:
                 arrays.append(parts[f.name])
             elif f.name in data.column_names:
                 col = data.column(f.name)
-                arrays.append(col if col.type == f.type else col.cast(f.type))
+                if col.type != f.type:
+                    # Foreign files: other timestamp units, large strings, nullability of
+                    # nested fields (Spark leaves nulls below null structs).
+                    col = pa.chunked_array([conform(c, f.type) for c in col.chunks], type=f.type)
+                arrays.append(col)
             else:
                 arrays.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(arrays, schema=self.out_schema)

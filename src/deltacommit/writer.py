@@ -8,17 +8,14 @@ commit as the data, so "already written" and "written now" can never both be tru
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from deltacommit.clock import Clock, RandomSource
+from deltacommit.datafiles import num_indexed_cols, write_data_files
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
@@ -26,8 +23,6 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from deltacommit.log.actions import Add
-from deltacommit.storage.base import ObjectStore
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -69,63 +64,6 @@ def to_arrow_table(data: Any) -> pa.Table:
     raise InvalidArgumentError(
         f"cannot write data of type {type(data).__name__}: pass a pyarrow Table, RecordBatch, "
         "RecordBatchReader, pandas DataFrame or an object with __arrow_c_stream__")
-
-
-def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
-    raw = configuration.get("delta.dataSkippingNumIndexedCols")
-    try:
-        return 32 if raw is None else int(raw)
-    except ValueError:
-        return 32
-
-
-def data_file_name(random: RandomSource, index: int) -> str:
-    return f"part-{index:05d}-{random.uuid()}-c000.snappy.parquet"
-
-
-def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,
-                     clock: Clock, random: RandomSource, indexed_cols: int = 32,
-                     target_file_rows: int | None = None) -> list[Add]:
-    """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
-
-    One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
-    directories, each with Delta statistics over its data columns.
-    """
-    from deltacommit.partitions import encode_add_path, partition_path, split_by_partition
-
-    groups = split_by_partition(data, partition_columns) if partition_columns else [({}, data)]
-    jobs: list[tuple[dict[str, str | None], pa.Table]] = []
-    for values, part in groups:
-        if target_file_rows and part.num_rows > target_file_rows:
-            for off in range(0, part.num_rows, target_file_rows):
-                jobs.append((values, part.slice(off, target_file_rows)))
-        else:
-            jobs.append((values, part))
-
-    def write_one(job: tuple[int, tuple[dict[str, str | None], pa.Table]]) -> Add:
-        from deltacommit.stats import compute_stats
-
-        index, (values, part) = job
-        directory = partition_path([(c, values.get(c)) for c in partition_columns])
-        rel = (directory + "/" if directory else "") + data_file_name(random, index)
-        buf = io.BytesIO()
-        pq.write_table(part, buf, compression="snappy")
-        body = buf.getvalue()
-        meta = store.put(rel, body)
-        return Add(
-            path=encode_add_path(rel),
-            partition_values=dict(values),
-            size=len(body),
-            modification_time=meta.last_modified_ms or int(clock.time() * 1000),
-            data_change=True,
-            stats=compute_stats(part, indexed_cols),
-        )
-
-    numbered = list(enumerate(jobs))
-    if len(numbered) > 1 and store.local_path("") is None:
-        with ThreadPoolExecutor(max_workers=min(16, len(numbered))) as pool:
-            return list(pool.map(write_one, numbered))
-    return [write_one(j) for j in numbered]
 
 
 def _open_or_create(uri: str, data: pa.Table, partition_by: Sequence[str] | None,
@@ -191,7 +129,7 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
             f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
     check_write_compatible(table.schema, table_data.schema, uri)
     table_data = cast_to_table_schema(table_data, table.schema)
-    _check_not_null(table_data, table.schema, uri)
+    check_not_null(table_data, table.schema, uri)
     pred = None
     if predicate is not None:
         pred = parse_predicate(predicate)
@@ -251,7 +189,8 @@ def _rel_path(add_path: str) -> str:
     return decode_add_path(add_path)
 
 
-def _check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
+def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
+    """Top-level NOT NULL columns; nested ones are checked while writing (``nested.py``)."""
     for f in schema:
         if not f.nullable and data.column(f.name).null_count:
             raise SchemaMismatchError(

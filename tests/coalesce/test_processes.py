@@ -33,7 +33,7 @@ import json, sys
 import pyarrow as pa
 import deltacommit as dc
 from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.writer import write_data_files
+from deltacommit.datafiles import write_data_files
 uri, sockets, ident, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
 table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))

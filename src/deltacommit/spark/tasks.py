@@ -15,11 +15,7 @@ as the deltacommit exception, after deleting every file the job wrote.
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltacommit.spark.nested import conform, enforce_nested_not_null, has_nested_required
+from deltacommit.nested import conform, enforce_nested_not_null, has_nested_required
 
 #: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
 #: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
@@ -43,13 +39,6 @@ _SPLIT_ROWS = 131_072
 #: ``_MIN_RUN_ROWS`` on average, rows are grouped by sorting instead of sliced run by run.
 _MAX_RUNS = 64
 _MIN_RUN_ROWS = 256
-
-#: Parquet settings of data files.  Snappy, as Spark writes.  Dictionary pages are capped at
-#: 256 KiB instead of pyarrow's 1 MiB: a high-cardinality column (ids, measurements) then falls
-#: back to plain encoding after 32k values instead of 128k, which makes such files about 15%
-#: smaller and several times faster to write; columns with few distinct values keep their
-#: dictionaries.
-PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "dictionary_pagesize_limit": 256 * 1024}
 
 #: A task's buffered rows (all partitions together) are flushed, largest partition first, once
 #: they hold this many bytes, so a task with a huge input keeps bounded memory at the price of
@@ -210,35 +199,12 @@ class WriteTask:
 
     def _write_file(self, store: Any, index: int, values: dict[str, str | None],
                     data: pa.Table) -> str:
-        from deltacommit.log.actions import Add
-        from deltacommit.partitions import encode_add_path, partition_path
-        from deltacommit.stats import compute_stats
+        from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
+        from deltacommit.datafiles import write_data_file
 
-        pcols = self.partition_columns
-        directory = partition_path([(c, values.get(c)) for c in pcols])
-        name = f"part-{index:05d}-{uuid.uuid4()}-c000.snappy.parquet"
-        rel = f"{directory}/{name}" if directory else name
-        stats = compute_stats(data, self.indexed_cols)
-        local = store.local_path(rel)
-        if local is not None:
-            # Straight to the final name: the file has a fresh unique name and is invisible
-            # until the driver commits it, so a partial file left by a crash is only an orphan.
-            # Synced before its add is returned, so a commit never outlives its data on power loss.
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            with open(local, "wb") as f:
-                pq.write_table(data, f, **PARQUET_OPTIONS)
-                f.flush()
-                os.fsync(f.fileno())
-            st = os.stat(local)
-            size, mtime = st.st_size, st.st_mtime_ns // 1_000_000
-        else:
-            sink = io.BytesIO()
-            pq.write_table(data, sink, **PARQUET_OPTIONS)
-            body = sink.getvalue()
-            meta = store.put(rel, body)
-            size, mtime = len(body), meta.last_modified_ms or int(time.time() * 1000)
-        add = Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
-                  modification_time=mtime, data_change=True, stats=stats)
+        add = write_data_file(store, values, self.partition_columns, data, index=index,
+                              random=DEFAULT_RANDOM, clock=SYSTEM_CLOCK,
+                              indexed_cols=self.indexed_cols)
         return json.dumps({"add": add.to_json()}, separators=(",", ":"))
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltacommit import errors
+from deltacommit.datafiles import num_indexed_cols
 from deltacommit.errors import (
     ConcurrentModificationException,
     ConcurrentTransactionException,
@@ -38,7 +39,7 @@ from deltacommit.log.actions import Add
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
-from deltacommit.writer import MODES, WriteResult, num_indexed_cols
+from deltacommit.writer import MODES, WriteResult
 
 if TYPE_CHECKING:
     import pyarrow as pa

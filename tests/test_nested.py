@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltacommit.errors import SchemaMismatchError
-from deltacommit.spark.nested import conform, enforce_nested_not_null, has_nested_required
+from deltacommit.nested import conform, enforce_nested_not_null, has_nested_required
 
 INNER = pa.struct([pa.field("a", pa.int32(), nullable=False), pa.field("b", pa.string())])
 SCHEMA = pa.schema([
@@ -107,3 +107,23 @@ def test_conform_relabels_optional_children_written_by_other_writers() -> None:
     assert out.type == INNER
     assert out.to_pylist() == [{"a": 1, "b": None}, None]
     assert conform(pa.array([1], pa.int32()), pa.int64()).type == pa.int64()
+
+
+def test_a_table_with_nested_required_fields_writes_and_reads_spark_shaped_data(tmp_path: Any) -> None:
+    import deltacommit as dc
+    from deltacommit.log.actions import Add
+
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA)
+    dc.write(table, spark_like(ROWS))
+    assert dc.DeltaTable(uri).to_arrow().to_pylist() == spark_like(ROWS).to_pylist()
+    # A foreign writer's file with optional children holding nulls below null parents, as
+    # Spark writes them, reads back in the table schema too.
+    loose = pa.schema([pa.field(f.name, _loosen(f.type)) for f in SCHEMA])
+    foreign = spark_like(ROWS).cast(loose)
+    path = tmp_path / "t" / "foreign.parquet"
+    pq.write_table(foreign, path)
+    with table.transaction() as txn:
+        txn.add([Add("foreign.parquet", {}, path.stat().st_size, 0)])
+    rows = dc.DeltaTable(uri).to_arrow().to_pylist()
+    assert rows == spark_like(ROWS).to_pylist() * 2
