@@ -43,9 +43,13 @@ test: $(VENV)/.test-deps $(DYNALITE_STAMP) lint
 bench-commits: $(VENV)/.test-deps
 	$(PY) bench/commits.py
 
-bench: bench-commits
+bench-snapshot: $(VENV)/.test-deps
 	$(PY) bench/snapshot_load.py
+
+bench-spark: $(VENV)/.test-deps
 	$(PY) bench/spark_write.py
+
+bench: bench-commits bench-snapshot bench-spark
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
