@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
-.PHONY: demo test lint unit bench bench-commits torture clean
+.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark torture clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
