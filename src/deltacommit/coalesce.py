@@ -716,12 +716,6 @@ class GroupCommitter:
 # --------------------------------------------------------------------------- coalesced appends
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    data: pa.Table
-    params: dict[str, Any]
-
-
 def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
            app_version: int | None = None,
            storage_options: Mapping[str, str] | None = None) -> WriteResult:
@@ -734,7 +728,14 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
     still returns its own result (``num_files`` counts the files its group wrote).  On any
     other table, or given a URI, this is ``write``.
     """
-    from deltacommit.writer import WriteResult, write
+    from deltacommit.writer import (
+        WriteResult,
+        already_written,
+        check_write_arguments,
+        recorded_concurrently,
+        start_write,
+        write,
+    )
 
     committer = table.group_committer if not isinstance(table, str) else None
     if committer is None or committer.shares_processes:
@@ -743,39 +744,28 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
         return write(table, data, mode="append", app_id=app_id, app_version=app_version,
                      storage_options=storage_options)
     assert not isinstance(table, str)
-    if (app_id is None) != (app_version is None):
-        raise InvalidArgumentError("app_id and app_version must be given together")
-    if app_version is not None and (isinstance(app_version, bool) or not isinstance(app_version, int)
-                                    or app_version < 0):
-        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
-    prepared = _prepare(table, data)
-    txn = table.transaction("WRITE", prepared.params)
+    check_write_arguments("append", None, app_id, app_version)
+    arrow = _prepare(table, data)
+    txn, _ = start_write(table, "append", None, None)
+    if already_written(txn, app_id, app_version):
+        return WriteResult(txn.read_version, 0, skipped=True)
     if app_id is not None and app_version is not None:
-        done = txn.app_version(app_id)
-        if done is not None and done >= app_version:
-            return WriteResult(txn.read_version, 0, skipped=True)
         txn.set_app_version(app_id, app_version)
-    rows = prepared.data.num_rows
+    rows = arrow.num_rows
     txn.operation_metrics["numOutputRows"] = str(rows)
     txn._validate()
     try:
-        result, files = committer.commit_rows(txn, prepared.data)
+        result, files = committer.commit_rows(txn, arrow)
     except ConcurrentTransactionException:
-        # As in ``write``: another writer recorded this app id meanwhile; if it recorded this
-        # version or a newer one, these rows are already in the table (and were left out of
-        # the group's files).
-        if app_id is None or app_version is None:
-            raise
-        table.update()
-        recorded = table.app_version(app_id)
-        if recorded is None or recorded < app_version:
+        # As in ``write``; these rows were left out of the group's files, so nothing to delete.
+        if not recorded_concurrently(table, app_id, app_version):
             raise
         return WriteResult(table.version, 0, skipped=True)
     return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows,
                        txn_id=result.txn_id, digest=result.digest)
 
 
-def _prepare(table: DeltaTable, data: Any) -> _Prepared:
+def _prepare(table: DeltaTable, data: Any) -> pa.Table:
     """The checks and casts ``write`` applies to appended data."""
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
     from deltacommit.writer import check_not_null, to_arrow_table
@@ -786,9 +776,7 @@ def _prepare(table: DeltaTable, data: Any) -> _Prepared:
         check_write_compatible(schema, arrow.schema, table.uri)
         arrow = cast_to_table_schema(arrow, schema)
     check_not_null(arrow, schema, table.uri)
-    params = {"mode": "Append",
-              "partitionBy": json.dumps(table.partition_columns, separators=(",", ":"))}
-    return _Prepared(arrow, params)
+    return arrow
 
 
 # --------------------------------------------------------------------------- across processes

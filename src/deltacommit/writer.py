@@ -23,10 +23,13 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from deltacommit.log.actions import Add
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
     from deltacommit.predicates import Predicate
+    from deltacommit.storage.base import ObjectStore
+    from deltacommit.transaction import Transaction
 
 MODES = ("append", "overwrite")
 
@@ -66,18 +69,122 @@ def to_arrow_table(data: Any) -> pa.Table:
         "RecordBatchReader, pandas DataFrame or an object with __arrow_c_stream__")
 
 
-def _open_or_create(uri: str, data: pa.Table, partition_by: Sequence[str] | None,
-                    configuration: Mapping[str, str] | None,
-                    storage_options: Mapping[str, str] | None) -> DeltaTable:
+def check_write_arguments(mode: str, predicate: str | None, app_id: str | None,
+                          app_version: int | None, target_file_rows: int | None = None) -> None:
+    """The arguments every writer (Arrow, Spark, coalesced) takes, checked before any I/O."""
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
+    if (app_id is None) != (app_version is None):
+        raise InvalidArgumentError("app_id and app_version must be given together")
+    if app_version is not None and (isinstance(app_version, bool) or not isinstance(app_version, int)
+                                    or app_version < 0):
+        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
+    if predicate is not None and mode != "overwrite":
+        raise InvalidArgumentError("a predicate is only meaningful with mode='overwrite'")
+    if target_file_rows is not None and (isinstance(target_file_rows, bool)
+                                         or not isinstance(target_file_rows, int)
+                                         or target_file_rows < 1):
+        raise InvalidArgumentError(
+            f"target_file_rows must be a positive integer, got {target_file_rows!r}")
+
+
+def open_or_create(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None,
+                   configuration: Mapping[str, str] | None,
+                   storage_options: Mapping[str, str] | None) -> DeltaTable:
+    """The table at ``uri``, created with ``schema`` if there is none (a concurrent creator
+    winning is fine: its table is opened)."""
     try:
         return DeltaTable(uri, storage_options=storage_options)
     except TableNotFoundError:
         pass
     try:
-        return DeltaTable.create(uri, data.schema, partition_by=partition_by,
+        return DeltaTable.create(uri, schema, partition_by=partition_by,
                                  configuration=configuration, storage_options=storage_options)
     except TableExistsError:
         return DeltaTable(uri, storage_options=storage_options)
+
+
+def start_write(table: DeltaTable, mode: str, predicate: str | None,
+                partition_by: Sequence[str] | None) -> tuple[Transaction, Predicate | None]:
+    """The transaction of a write, and its parsed overwrite predicate.
+
+    The transaction starts before any data is written, so that the "already written?" check of
+    an app id (``already_written``) and the conflict tracking of that app id read one snapshot.
+    Were the check to read an older snapshot than the transaction (another thread sharing the
+    table object may move it on), a commit of the same app id in between would be neither seen
+    by the check nor reported as a conflict, and the data would be written twice.
+    """
+    from deltacommit.predicates import parse_predicate
+
+    uri = table.uri
+    if partition_by is not None and list(partition_by) != table.partition_columns:
+        raise InvalidArgumentError(
+            f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
+    pred = None
+    if predicate is not None:
+        pred = parse_predicate(predicate)
+        pred.check_columns(table.partition_columns, uri)
+    params: dict[str, Any] = {
+        "mode": "Overwrite" if mode == "overwrite" else "Append",
+        "partitionBy": json.dumps(table.partition_columns, separators=(",", ":")),
+    }
+    if predicate is not None:
+        params["predicate"] = predicate
+    return table.transaction("WRITE", params), pred
+
+
+def already_written(txn: Transaction, app_id: str | None, app_version: int | None) -> bool:
+    """Whether the transaction's snapshot records ``app_version`` (or newer) for ``app_id``;
+    the read is tracked, so a concurrent commit of the same app id is a conflict."""
+    if app_id is None or app_version is None:
+        return False
+    done = txn.app_version(app_id)
+    return done is not None and done >= app_version
+
+
+def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
+                 predicate: Predicate | None, app_id: str | None, app_version: int | None,
+                 num_rows: int) -> WriteResult:
+    """Stage the removes of an overwrite, the app id and the new files, and commit.
+
+    If another writer recorded this app id meanwhile with this version or a newer one, this
+    write's data is already in the table: its files are deleted and the write is reported as
+    skipped.  Otherwise the ConcurrentTransactionException propagates (the caller must redo the
+    write from a fresh read).
+    """
+    table = txn.table
+    if overwrite:
+        txn.remove(txn.scan(predicate=predicate))
+    if app_id is not None and app_version is not None:
+        txn.set_app_version(app_id, app_version)
+    txn.add(adds)
+    txn.operation_metrics["numOutputRows"] = str(num_rows)
+    try:
+        result = txn.commit()
+    except ConcurrentTransactionException:
+        if not recorded_concurrently(table, app_id, app_version):
+            raise
+        delete_files(table.log_store.store, adds)
+        return WriteResult(table.version, 0, skipped=True)
+    return WriteResult(result.version, result.attempts, num_files=len(adds), num_rows=num_rows,
+                       txn_id=result.txn_id, digest=result.digest)
+
+
+def recorded_concurrently(table: DeltaTable, app_id: str | None, app_version: int | None) -> bool:
+    """After a ConcurrentTransactionException: did the winner record this app version?"""
+    if app_id is None or app_version is None:
+        return False
+    table.update()
+    done = table.app_version(app_id)
+    return done is not None and done >= app_version
+
+
+def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
+    """Delete data files that no commit references (a write that did not commit)."""
+    from deltacommit.partitions import decode_add_path
+
+    for a in adds:
+        store.delete(decode_add_path(a.path))
 
 
 def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) -> None:
@@ -104,89 +211,32 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
           configuration: Mapping[str, str] | None = None,
           target_file_rows: int | None = None) -> WriteResult:
     """Append or overwrite; creates the table on first write.  See DESIGN.md for the contract."""
-    from deltacommit.predicates import parse_predicate
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
 
-    if mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
-    if (app_id is None) != (app_version is None):
-        raise InvalidArgumentError("app_id and app_version must be given together")
-    if app_version is not None and (not isinstance(app_version, int) or app_version < 0):
-        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
-    if predicate is not None and mode != "overwrite":
-        raise InvalidArgumentError("a predicate is only meaningful with mode='overwrite'")
+    check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     table_data = to_arrow_table(data)
     if isinstance(table_or_uri, DeltaTable):
         table = table_or_uri
         if app_id is not None:
             table.update()
     else:
-        table = _open_or_create(table_or_uri, table_data, partition_by, configuration,
-                                storage_options)
+        table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
+                               storage_options)
+    txn, pred = start_write(table, mode, predicate, partition_by)
     uri = table.uri
-    if partition_by is not None and list(partition_by) != table.partition_columns:
-        raise InvalidArgumentError(
-            f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
     check_write_compatible(table.schema, table_data.schema, uri)
     table_data = cast_to_table_schema(table_data, table.schema)
     check_not_null(table_data, table.schema, uri)
-    pred = None
-    if predicate is not None:
-        pred = parse_predicate(predicate)
-        pred.check_columns(table.partition_columns, uri)
-        if table_data.num_rows:
-            _check_predicate_covers(pred, table_data, table)
-
-    params: dict[str, Any] = {
-        "mode": "Overwrite" if mode == "overwrite" else "Append",
-        "partitionBy": json.dumps(table.partition_columns, separators=(",", ":")),
-    }
-    if predicate is not None:
-        params["predicate"] = predicate
-    # The transaction starts before the data is written, so that the "already written?" check
-    # and the conflict tracking of the app id read one snapshot.  Were the check to read an
-    # older snapshot than the transaction (another thread sharing this table object may move
-    # it on), a commit of the same app id in between would be neither seen by the check nor
-    # reported as a conflict, and the data would be written twice.
-    txn = table.transaction("WRITE", params)
-    if app_id is not None and app_version is not None:
-        done = txn.app_version(app_id)
-        if done is not None and done >= app_version:
-            return WriteResult(txn.read_version, 0, skipped=True)
-
+    if pred is not None and table_data.num_rows:
+        _check_predicate_covers(pred, table_data, table)
+    if already_written(txn, app_id, app_version):
+        return WriteResult(txn.read_version, 0, skipped=True)
     adds = write_data_files(
         table.log_store.store, table_data, table.partition_columns, clock=table.clock,
         random=table.random, indexed_cols=num_indexed_cols(table.configuration),
         target_file_rows=target_file_rows)
-    if mode == "overwrite":
-        txn.remove(txn.scan(predicate=pred))
-    if app_id is not None and app_version is not None:
-        txn.set_app_version(app_id, app_version)
-    txn.add(adds)
-    txn.operation_metrics["numOutputRows"] = str(table_data.num_rows)
-    try:
-        result = txn.commit()
-    except ConcurrentTransactionException:
-        # Another writer committed this app id meanwhile.  If it recorded this version or a
-        # newer one, this write's data is already in the table: skip it.  Otherwise the caller
-        # must retry (with a fresh read), so the conflict propagates.
-        if app_id is None or app_version is None:
-            raise
-        table.update()
-        done = table.app_version(app_id)
-        if done is None or done < app_version:
-            raise
-        for a in adds:
-            table.log_store.store.delete(_rel_path(a.path))
-        return WriteResult(table.version, 0, skipped=True)
-    return WriteResult(result.version, result.attempts, num_files=len(adds),
-                       num_rows=table_data.num_rows, txn_id=result.txn_id, digest=result.digest)
-
-
-def _rel_path(add_path: str) -> str:
-    from deltacommit.partitions import decode_add_path
-
-    return decode_add_path(add_path)
+    return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred, app_id=app_id,
+                        app_version=app_version, num_rows=table_data.num_rows)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

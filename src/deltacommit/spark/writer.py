@@ -23,61 +23,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deltacommit import errors
 from deltacommit.datafiles import num_indexed_cols
 from deltacommit.errors import (
     ConcurrentModificationException,
-    ConcurrentTransactionException,
     DeltaCommitError,
     InvalidArgumentError,
-    TableExistsError,
-    TableNotFoundError,
 )
 from deltacommit.log.actions import Add
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
-from deltacommit.writer import MODES, WriteResult
+from deltacommit.writer import (
+    WriteResult,
+    already_written,
+    check_write_arguments,
+    delete_files,
+    finish_write,
+    open_or_create,
+    start_write,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from deltacommit.predicates import Predicate
-
-
-def _check_arguments(mode: str, predicate: str | None, app_id: str | None,
-                     app_version: int | None, target_file_rows: int | None) -> None:
-    if mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
-    if (app_id is None) != (app_version is None):
-        raise InvalidArgumentError("app_id and app_version must be given together")
-    if app_version is not None and (isinstance(app_version, bool) or not isinstance(app_version, int)
-                                    or app_version < 0):
-        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
-    if predicate is not None and mode != "overwrite":
-        raise InvalidArgumentError("a predicate is only meaningful with mode='overwrite'")
-    if target_file_rows is not None and (isinstance(target_file_rows, bool)
-                                         or not isinstance(target_file_rows, int)
-                                         or target_file_rows < 1):
-        raise InvalidArgumentError(
-            f"target_file_rows must be a positive integer, got {target_file_rows!r}")
-
-
-def _open_or_create(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None,
-                    configuration: Mapping[str, str] | None,
-                    storage_options: Mapping[str, str] | None) -> DeltaTable:
-    try:
-        return DeltaTable(uri, storage_options=storage_options)
-    except TableNotFoundError:
-        pass
-    try:
-        return DeltaTable.create(uri, schema, partition_by=partition_by,
-                                 configuration=configuration, storage_options=storage_options)
-    except TableExistsError:
-        return DeltaTable(uri, storage_options=storage_options)
 
 
 def write(df: DataFrame, table_or_uri: DeltaTable | str, mode: str = "append",
@@ -100,71 +72,32 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, mode: str = "append",
     rows); without it every task writes one file per partition value it happens to hold, as
     ``DataFrame.write.partitionBy`` does.
     """
-    from deltacommit.predicates import parse_predicate
     from deltacommit.schema import check_write_compatible
 
-    _check_arguments(mode, predicate, app_id, app_version, target_file_rows)
+    check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     arrow_schema = spark_to_arrow_schema(df.schema)
     if isinstance(table_or_uri, DeltaTable):
         table = table_or_uri
         table.update()
     else:
-        table = _open_or_create(table_or_uri, as_nullable(arrow_schema), partition_by,
-                                configuration, storage_options)
-    uri = table.uri
-    if partition_by is not None and list(partition_by) != table.partition_columns:
-        raise InvalidArgumentError(
-            f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
-    check_write_compatible(table.schema, arrow_schema, uri)
-    pred = None
-    if predicate is not None:
-        pred = parse_predicate(predicate)
-        pred.check_columns(table.partition_columns, uri)
-
-    if app_id is not None and app_version is not None:
-        done = table.app_version(app_id)
-        if done is not None and done >= app_version:
-            return WriteResult(table.version, 0, skipped=True)
-
+        table = open_or_create(table_or_uri, as_nullable(arrow_schema), partition_by,
+                               configuration, storage_options)
+    txn, pred = start_write(table, mode, predicate, partition_by)
+    check_write_compatible(table.schema, arrow_schema, table.uri)
+    if already_written(txn, app_id, app_version):
+        return WriteResult(txn.read_version, 0, skipped=True)
     adds = write_files(df, table, target_file_rows=target_file_rows, repartition=repartition)
-    store = table.log_store.store
     try:
         if pred is not None:
             _check_predicate_covers(pred, adds, table)
-        params: dict[str, Any] = {
-            "mode": "Overwrite" if mode == "overwrite" else "Append",
-            "partitionBy": json.dumps(table.partition_columns, separators=(",", ":")),
-        }
-        if predicate is not None:
-            params["predicate"] = predicate
-        txn = table.transaction("WRITE", params)
-        if mode == "overwrite":
-            txn.remove(txn.scan(predicate=pred))
-        if app_id is not None and app_version is not None:
-            txn.app_version(app_id)
-            txn.set_app_version(app_id, app_version)
-        txn.add(adds)
-        num_rows = sum(a.num_records() or 0 for a in adds)
-        txn.operation_metrics["numOutputRows"] = str(num_rows)
-        try:
-            result = txn.commit()
-        except ConcurrentTransactionException:
-            if app_id is None or app_version is None:
-                raise
-            table.update()
-            done = table.app_version(app_id)
-            if done is None or done < app_version:
-                raise
-            # The same stage committed concurrently: this run's files are surplus.
-            _delete_files(store, adds)
-            return WriteResult(table.version, 0, skipped=True)
+        return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
+                            app_id=app_id, app_version=app_version,
+                            num_rows=sum(a.num_records() or 0 for a in adds))
     except (ConcurrentModificationException, InvalidArgumentError):
         # Nothing was committed (a conflict or bad input is decided before or instead of the
         # commit), so the files are garbage.  Any other error may hide a commit that happened.
-        _delete_files(store, adds)
+        delete_files(table.log_store.store, adds)
         raise
-    return WriteResult(result.version, result.attempts, num_files=len(adds), num_rows=num_rows,
-                       txn_id=result.txn_id, digest=result.digest)
 
 
 def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | None = None,
@@ -200,7 +133,7 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
         else:
             failures.append(doc["error"])
     if failures:
-        _delete_files(table.log_store.store, adds)
+        delete_files(table.log_store.store, adds)
         raise _task_error(failures[0], table.uri, len(failures))
     return adds
 
@@ -232,8 +165,3 @@ def _check_predicate_covers(pred: Predicate, adds: Sequence[Add], table: DeltaTa
                 f"predicate {pred.to_sql()!r} does not select")
 
 
-def _delete_files(store: Any, adds: Sequence[Add]) -> None:
-    from deltacommit.partitions import decode_add_path
-
-    for a in adds:
-        store.delete(decode_add_path(a.path))
