@@ -48,7 +48,10 @@ class LogStore(ABC):
 
     def list_log(self, from_version: int = 0) -> list[LogFile]:
         """Recognised ``_delta_log`` files with version >= ``from_version``, sorted by name."""
-        start_after = None if from_version <= 0 else f"{LOG_DIR}/{from_version - 1:020d}.z"
+        # Every log file name begins with a digit; starting after "_delta_log/0"'s predecessors
+        # skips the temporary-file folder ``.tmp/``, which grows by a file per commit attempt.
+        start_after = (f"{LOG_DIR}/{from_version - 1:020d}.z" if from_version > 0
+                       else f"{LOG_DIR}/0")
         out: list[LogFile] = []
         for meta in self.store.list(f"{LOG_DIR}/", start_after=start_after):
             name = meta.path[len(LOG_DIR) + 1:]

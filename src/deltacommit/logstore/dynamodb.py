@@ -95,7 +95,7 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     VersionExistsError,
 )
-from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path, parse_log_name
+from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.logstore.base import COORDINATION_KEY, LogStore
 from deltacommit.storage.base import ObjectStore
 from deltacommit.storage.s3 import RequestCounter
@@ -754,7 +754,7 @@ class DynamoDBLogStore(LogStore):
         For a table deleted and re-created at the same location before TTL removed the old
         entries (which would otherwise make version 0 fail).  Refused while any commit exists.
         """
-        listed = [f for f in self._list_files(0) if f.kind == "commit"]
+        listed = [f for f in super().list_log(0) if f.kind == "commit"]
         if listed:
             raise LogStoreError(
                 f"table {self.table_uri} has {len(listed)} commit files (newest version "
@@ -794,7 +794,7 @@ class DynamoDBLogStore(LogStore):
         """Repair the latest entry (as Spark's ``listFrom`` does), then list."""
         since = self._now()
         latest, _ = self._refresh()
-        files = self._list_files(from_version)
+        files = super().list_log(from_version)
         commits = [f.version for f in files if f.kind == "commit"]
         if not files and from_version <= 0:
             self._note_latest(-1, since)  # no version exists yet: version 0 needs no HEAD
@@ -805,22 +805,6 @@ class DynamoDBLogStore(LogStore):
                 self._note_good(newest)
         return files
 
-    def _list_files(self, from_version: int) -> list[LogFile]:
-        # Start after "_delta_log/0"'s predecessors: skips the ".tmp/" folder (which grows by a
-        # file per attempt) without missing any log file, all of which begin with a digit.
-        start_after = (f"{LOG_DIR}/{from_version - 1:020d}.z" if from_version > 0
-                       else f"{LOG_DIR}/0")
-        out: list[LogFile] = []
-        for meta in self.store.list(f"{LOG_DIR}/", start_after=start_after):
-            name = meta.path[len(LOG_DIR) + 1:]
-            if "/" in name:
-                continue
-            lf = parse_log_name(name, meta.size, meta.last_modified_ms)
-            if lf is not None:
-                out.append(lf)
-        out.sort(key=lambda f: f.name)
-        return out
-
     def latest_version_hint(self) -> int | None:
         return self._refresh()[0]
 
@@ -830,7 +814,7 @@ class DynamoDBLogStore(LogStore):
         latest, repaired = self._refresh(catching_up=True)
         if latest is None:
             # No trustworthy entry (none yet, or expired): the listing says what exists.
-            listed = [f.version for f in self._list_files(version + 1) if f.kind == "commit"]
+            listed = [f.version for f in super().list_log(version + 1) if f.kind == "commit"]
             out = self._read_range(version + 1, max(listed)) if listed else []
             self._note_latest(out[-1][0] if out else version, since)
             return out

@@ -58,7 +58,6 @@ Limitations (object_store's own)
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -90,7 +89,7 @@ from deltacommit.errors import (
     StorageError,
 )
 from deltacommit.storage.base import ObjectMeta, ObjectStore
-from deltacommit.storage.s3 import S3Store
+from deltacommit.storage.s3 import RequestCounter, S3Store
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -167,23 +166,9 @@ class _Conflict:
     lease: Lease
 
 
-class LeaseStats:
-    """What the leases of one store did, for tests, benchmarks and ``describe``."""
-
-    __slots__ = ("_counts", "_lock")
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def add(self, name: str) -> None:
-        with self._lock:
-            self._counts[name] = self._counts.get(name, 0) + 1
-
-    def snapshot(self) -> dict[str, int]:
-        """Counts of ``acquired``, ``reclaimed``, ``conflicts``, ``polls``, ``expired``."""
-        with self._lock:
-            return dict(self._counts)
+class LeaseStats(RequestCounter):
+    """What the leases of one store did (counts of ``acquired``, ``reclaimed``, ``conflicts``,
+    ``polls``, ``expired``), for tests, benchmarks and ``describe``."""
 
 
 def request_timeout(remaining: float, min_write_seconds: float = DEFAULT_MIN_WRITE_SECONDS) -> float | None:
