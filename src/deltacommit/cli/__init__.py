@@ -10,10 +10,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from deltacommit.cli import dynamodb_commands, maintenance_commands, table_commands
+from deltacommit.cli import (
+    coordination_commands,
+    dynamodb_commands,
+    maintenance_commands,
+    stress_commands,
+    table_commands,
+    verify_commands,
+)
 from deltacommit.errors import DeltaCommitError
 
-MODULES = [table_commands, maintenance_commands, dynamodb_commands]
+MODULES = [table_commands, maintenance_commands, dynamodb_commands, coordination_commands,
+           verify_commands, stress_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,9 @@
+"""The ``deltacommit verify`` command."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Nothing registered yet."""
