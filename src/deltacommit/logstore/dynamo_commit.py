@@ -13,13 +13,13 @@ lease table in its configuration, and writers configured otherwise refuse to com
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from deltacommit.aws import DYNAMO_TABLE_NAME, LOCKING_PROVIDER
 from deltacommit.clock import SYSTEM_CLOCK, Clock
 from deltacommit.errors import ObjectExistsError, StorageConfigError, VersionExistsError
-from deltacommit.log.names import commit_path
+from deltacommit.log.names import commit_path, parse_log_name
 from deltacommit.logstore.base import COORDINATION_KEY, LogStore
 from deltacommit.storage.base import ObjectStore
 from deltacommit.storage.dynamo_commit import (
@@ -28,7 +28,7 @@ from deltacommit.storage.dynamo_commit import (
     create_lease_table,
 )
 
-__all__ = ["LEASE_TABLE_KEY", "MECHANISM", "DynamoCommitLogStore", "LeaseTableStatus",
+__all__ = ["LEASE_TABLE_KEY", "MECHANISM", "STEPS", "DynamoCommitLogStore", "LeaseTableStatus",
            "create_lease_table"]
 
 #: Table configuration key naming the lease table: writers using another lease table do not
@@ -36,17 +36,26 @@ __all__ = ["LEASE_TABLE_KEY", "MECHANISM", "DynamoCommitLogStore", "LeaseTableSt
 LEASE_TABLE_KEY = "deltacommit.coordination.leaseTable"
 MECHANISM = "dynamo-commit"
 
+#: Points of a commit where ``hook(step, version)`` is called: the lease on ``N.json`` is held
+#: and nothing written; ``N.json`` is written under the lease.  A hook that raises (or ends the
+#: process) there models a writer stopped at that point.
+STEPS = ("after_lock", "after_write")
+
+FaultHook = Callable[[str, int], None]
+
 
 class DynamoCommitLogStore(LogStore):
     mechanism = MECHANISM
     store: DynamoCommitStore
 
-    def __init__(self, store: DynamoCommitStore) -> None:
+    def __init__(self, store: DynamoCommitStore, *, hook: FaultHook | None = None) -> None:
         self.store = store
+        if hook is not None:
+            store.hook = _commit_hook(hook)
 
     @classmethod
     def for_store(cls, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK,
-                  **kwargs: Any) -> DynamoCommitLogStore:
+                  hook: FaultHook | None = None, **kwargs: Any) -> DynamoCommitLogStore:
         """The log store for an S3 store opened with ``conditional_put = dynamo:<table>``."""
         from deltacommit.storage.s3 import S3Store
 
@@ -61,7 +70,7 @@ class DynamoCommitLogStore(LogStore):
                 f"and conditional_put={store.config.conditional_put} (object_store's DynamoCommit) "
                 "are set; they are different commit mechanisms that do not exclude each other: "
                 "choose one")
-        return cls(DynamoCommitStore.for_s3(store, clock=clock, **kwargs))
+        return cls(DynamoCommitStore.for_s3(store, clock=clock, **kwargs), hook=hook)
 
     @property
     def lease_table(self) -> str:
@@ -80,3 +89,16 @@ class DynamoCommitLogStore(LogStore):
         yield from super().describe()
         yield "lease table", self.store.table_name
         yield "lease timeout", f"{self.store.timeout_ms} ms (stale after {self.store.stale_after:g} s)"
+
+
+def _commit_hook(hook: FaultHook) -> Callable[[str, str], None]:
+    """The store's ``hook(step, path)`` as ``hook(step, version)`` for commit files only
+    (the same leases guard checkpoints, which are not commit steps)."""
+
+    def on_step(step: str, path: str) -> None:
+        name = path.rsplit("/", 1)[-1]
+        lf = parse_log_name(name, 0, 0)
+        if lf is not None and lf.kind == "commit":
+            hook(step, lf.version)
+
+    return on_step

@@ -118,6 +118,11 @@ CONDITION_ACQUIRE = "attribute_not_exists(#pk)"
 CONDITION_RECLAIM = "attribute_exists(#pk) AND generation = :g"
 _NAMES = {"#pk": ATTR_PATH}
 
+#: Points of a guarded operation where ``hook(step, path)`` is called: the lease is held and
+#: nothing is written yet; the object is written and the lease not yet left to expire.  A hook
+#: that raises (or ends the process) there models a writer stopped while holding the lease.
+LEASE_STEPS = ("after_lock", "after_write")
+
 #: Below this much lease time left, no write is started: it could not be sent in time.
 DEFAULT_MIN_WRITE_SECONDS = 0.1
 #: Socket timeouts under a lease are one of these (the largest not above half the time left),
@@ -205,7 +210,8 @@ class DynamoCommitStore(ObjectStore):
                  test_interval: float = DEFAULT_TEST_INTERVAL_SECONDS,
                  min_write_seconds: float = DEFAULT_MIN_WRITE_SECONDS,
                  clock: Clock = SYSTEM_CLOCK, random: RandomSource = DEFAULT_RANDOM,
-                 stats: LeaseStats | None = None) -> None:
+                 stats: LeaseStats | None = None,
+                 hook: Callable[[str, str], None] | None = None) -> None:
         if not table_name:
             raise StorageConfigError("DynamoCommit needs the name of its DynamoDB lease table")
         for name, value in (("timeout_ms", timeout_ms), ("max_clock_skew_rate", max_clock_skew_rate),
@@ -225,6 +231,8 @@ class DynamoCommitStore(ObjectStore):
         self.test_interval = test_interval
         self.min_write_seconds = min_write_seconds
         self.stats = stats if stats is not None else LeaseStats()
+        #: ``hook(step, path)`` at each of ``LEASE_STEPS`` (tests stop a writer there).
+        self.hook = hook
         self._client = client
         self._clock = clock
         self._random = random
@@ -273,7 +281,7 @@ class DynamoCommitStore(ObjectStore):
             self.inner.child(prefix), self.table_name, self._client, timeout_ms=self.timeout_ms,
             max_clock_skew_rate=self.max_clock_skew_rate, ttl_seconds=self.ttl_seconds,
             test_interval=self.test_interval, min_write_seconds=self.min_write_seconds,
-            clock=self._clock, random=self._random, stats=self.stats)
+            clock=self._clock, random=self._random, stats=self.stats, hook=self.hook)
 
     # ----------------------------------------------------------------- unguarded operations
 
@@ -338,11 +346,18 @@ class DynamoCommitStore(ObjectStore):
                     # by TTL) in between could hide a write.  Holding the lease, one more HEAD is
                     # authoritative for every guarded writer.
                     self._check_precondition(op, path, etag)
-                return write(lease)
+                self._step("after_lock", path)
+                meta = write(lease)
+                self._step("after_write", path)
+                return meta
             conflict = result.lease
             self.stats.add("conflicts")
             previous = self._wait_for(op, path, etag, conflict)
             checked = self._clock.monotonic()
+
+    def _step(self, name: str, path: str) -> None:
+        if self.hook is not None:
+            self.hook(name, path)
 
     def _wait_for(self, op: str, path: str, etag: str | None, conflict: Lease) -> Lease:
         """Poll the precondition until it fails (raised) or ``conflict`` is stale (returned)."""

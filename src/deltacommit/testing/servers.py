@@ -15,6 +15,7 @@ outlives the run that started it.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import http.client
 import os
 import select
@@ -362,6 +363,12 @@ class Fault:
     ``forward=True`` sends the request upstream first, so the write happens, and then fails
     the response: the client cannot know its request succeeded.  ``drop=True`` closes the
     connection without any response (a connection reset) instead of answering ``status``.
+
+    ``path`` (fnmatch on the request path without its query, e.g. ``"*/_delta_log/*.json"``)
+    and ``target`` (the DynamoDB operation, e.g. ``"PutItem"``) narrow which requests match.
+    ``hang`` holds the answer until the event is set (a client with a short read timeout gives
+    up first: a timeout); the connection is then closed without an answer.  ``reached`` is set
+    when a request is held, so a test can wait for that instead of sleeping.
     """
 
     status: int = 503
@@ -371,6 +378,18 @@ class Fault:
     forward: bool = False
     drop: bool = False
     times: int = 1
+    path: str | None = None
+    target: str | None = None
+    hang: threading.Event | None = None
+    hang_limit: float = 60.0
+    reached: threading.Event = field(default_factory=threading.Event)
+
+    def matches(self, method: str, path: str, target: str) -> bool:
+        if self.method is not None and self.method != method:
+            return False
+        if self.path is not None and not fnmatch.fnmatchcase(path.split("?", 1)[0], self.path):
+            return False
+        return self.target is None or target.rsplit(".", 1)[-1] == self.target
 
 
 @dataclass
@@ -389,10 +408,10 @@ class _ProxyState:
     records: list[ProxyRecord] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def take_fault(self, method: str) -> Fault | None:
+    def take_fault(self, method: str, path: str = "", target: str = "") -> Fault | None:
         with self.lock:
             for fault in self.faults:
-                if fault.times > 0 and (fault.method is None or fault.method == method):
+                if fault.times > 0 and fault.matches(method, path, target):
                     fault.times -= 1
                     return fault
         return None
@@ -421,16 +440,18 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         state = self.server.state
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        fault = state.take_fault(self.command)
+        fault = state.take_fault(self.command, self.path, self.headers.get("X-Amz-Target") or "")
         # Each request is recorded before its answer goes out, so a client that has its answer
         # always finds it in ``records``.
         if fault is not None and not fault.forward:
-            state.record(ProxyRecord(self.command, self.path, None if fault.drop else fault.status, True))
+            state.record(ProxyRecord(self.command, self.path,
+                                     None if fault.drop or fault.hang else fault.status, True))
             self._fail(fault)
             return
         upstream_status, headers, payload = self._forward(body)
         if fault is not None:
-            state.record(ProxyRecord(self.command, self.path, None if fault.drop else fault.status, True))
+            state.record(ProxyRecord(self.command, self.path,
+                                     None if fault.drop or fault.hang else fault.status, True))
             self._fail(fault)
             return
         state.record(ProxyRecord(self.command, self.path, upstream_status, False))
@@ -465,7 +486,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
 
     def _fail(self, fault: Fault) -> None:
-        if fault.drop:
+        if fault.hang is not None:
+            fault.reached.set()
+            fault.hang.wait(fault.hang_limit)
+        if fault.drop or fault.hang is not None:
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)

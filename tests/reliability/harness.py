@@ -1,0 +1,220 @@
+"""The rig of the fault tests: one table per log store, writers with faults, and the check.
+
+``Rig`` builds log stores of one kind on one table (conditional put on a local directory or
+on moto's S3, Spark's DynamoDB protocol, object_store's DynamoCommit), each writer's with its
+own ``FaultyStore`` plan, protocol-step hook and, for network faults, endpoints behind the
+fault proxy.  ``History`` makes the writes, journals every acknowledged one, and at the end
+proves with the history checker that each acknowledged write is in the table exactly once and
+nothing else is (counting transactions and the rows of every (writer, batch)).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pyarrow as pa
+from botocore.config import Config
+
+import deltacommit as dc
+from deltacommit.aws import resolve_aws_config
+from deltacommit.clock import ManualClock
+from deltacommit.datafiles import write_data_files
+from deltacommit.errors import LogStoreError, StorageError
+from deltacommit.journal import JournalEntry
+from deltacommit.logstore.base import LogStore
+from deltacommit.logstore.conditional import ConditionalPutLogStore
+from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
+from deltacommit.logstore.dynamodb import DynamoDBLogStore
+from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.dynamo_commit import DynamoCommitStore
+from deltacommit.storage.faults import FaultPlan, FaultyStore, StepFaults
+from deltacommit.storage.local import LocalStore
+from deltacommit.storage.s3 import S3Store
+from deltacommit.transaction import CommitResult, Transaction
+from deltacommit.verify import VerifyReport, verify_table
+
+SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64())])
+ROWS = 2
+#: Every fourth version is checkpointed by the writer that commits it: the victim's faulted
+#: write lands at version 4 (after three writes), so its checkpoint runs under the fault too.
+CHECKPOINT_INTERVAL = 4
+#: DynamoCommit leases in these tests: 1 s, stale after 3 s of the injected clock, polled
+#: every 0.5 s of it (six HEADs of real time, no sleeping).
+LEASE_TIMEOUT_MS = 1000
+LEASE_POLL_SECONDS = 0.5
+#: Read timeout of clients whose answers the proxy holds back.
+SHORT_TIMEOUT = 0.3
+
+
+@dataclass
+class Rig:
+    """One table of one log store kind, and how to open writers on it."""
+
+    kind: str                      # "local" | "s3" | "dynamodb" | "dynamo-commit"
+    uri: str
+    options: dict[str, str]        # what verify and plain readers use
+    s3_options: dict[str, str] = field(default_factory=dict)
+    dynamodb_endpoint: str = ""
+    lease_table: str = ""
+    #: The injected clock of every writer: retry backoff and lease waits pass instantly.
+    clock: ManualClock = field(default_factory=lambda: ManualClock(start=time.time()))
+
+    def store(self, *, s3_endpoint: str | None = None, timeout: float | None = None) -> ObjectStore:
+        if self.kind == "local":
+            return LocalStore(self.uri)
+        opts = dict(self.s3_options)
+        if s3_endpoint is not None:
+            opts["AWS_ENDPOINT_URL"] = s3_endpoint
+        if self.kind == "dynamo-commit":
+            opts["DELTACOMMIT_S3_CONDITIONAL_WRITES"] = "false"
+        config = resolve_aws_config(opts)
+        bucket = self.uri.split("://", 1)[1].split("/", 1)[0]
+        client = config.s3_client(timeout=timeout) if timeout is not None else None
+        return S3Store(bucket, "t", config=config, clock=self.clock, client=client)
+
+    def dynamodb_client(self, endpoint: str | None = None, timeout: float | None = None) -> Any:
+        """A DynamoDB client making one attempt per call: retries are the code's own."""
+        config = Config(connect_timeout=5, read_timeout=timeout or 30,
+                        retries={"mode": "standard", "total_max_attempts": 1})
+        return boto3.client("dynamodb", endpoint_url=endpoint or self.dynamodb_endpoint,
+                            region_name="us-east-1", config=config)
+
+    def log_store(self, plan: FaultPlan | None = None, steps: StepFaults | None = None, *,
+                  s3_endpoint: str | None = None, dynamodb_endpoint: str | None = None,
+                  timeout: float | None = None, faulty: bool = True) -> LogStore:
+        """A log store on this table whose object store is ``FaultyStore(plan)`` and whose
+        protocol steps call ``steps``.  ``faulty=False`` leaves the store unwrapped (then a
+        DynamoCommit store writes through S3 directly, as in production)."""
+        inner = self.store(s3_endpoint=s3_endpoint, timeout=timeout)
+        store: ObjectStore = FaultyStore(inner, plan) if faulty else inner
+        if self.kind in ("local", "s3"):
+            return ConditionalPutLogStore(store)
+        client = (self.dynamodb_client(dynamodb_endpoint, timeout)
+                  if dynamodb_endpoint is not None or timeout is not None else None)
+        if self.kind == "dynamodb":
+            config = resolve_aws_config(self.options)
+            return DynamoDBLogStore(store, config, client=client, hook=steps, clock=self.clock)
+        assert self.kind == "dynamo-commit"
+        leases = DynamoCommitStore(
+            store, self.lease_table, client or self.dynamodb_client(), clock=self.clock,
+            timeout_ms=LEASE_TIMEOUT_MS, test_interval=LEASE_POLL_SECONDS)
+        return DynamoCommitLogStore(leases, hook=steps)
+
+    def create(self) -> None:
+        dc.DeltaTable.create(self.uri, SCHEMA, log_store=self.log_store(faulty=False),
+                             configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
+                             clock=self.clock)
+
+
+@dataclass
+class Writer:
+    name: str
+    table: dc.DeltaTable
+    batches: int = 0
+    dead: bool = False
+
+
+def batch(writer: str, b: int) -> pa.Table:
+    return pa.table({"writer": [writer] * ROWS, "batch": [b] * ROWS, "i": list(range(ROWS))},
+                    schema=SCHEMA)
+
+
+class History:
+    """Writes to a rig's table and the journal of those acknowledged, then the check."""
+
+    #: Errors a writer retries: the same transaction if it was staged, else the whole write.
+    RETRIED = (StorageError, LogStoreError)
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.entries: list[JournalEntry] = []
+        self.expected: Counter[tuple[str, int]] = Counter()
+        self.landed_unacknowledged = 0
+        self.retries = 0
+        self._lock = threading.Lock()
+
+    def writer(self, name: str, plan: FaultPlan | None = None, steps: StepFaults | None = None,
+               **kwargs: Any) -> Writer:
+        ls = self.rig.log_store(plan, steps, **kwargs)
+        return Writer(name, dc.DeltaTable(self.rig.uri, log_store=ls, clock=self.rig.clock))
+
+    def append(self, w: Writer, *, attempts: int = 4) -> CommitResult:
+        """One append by ``w``, retried after storage and coordinator errors (the transaction
+        itself when it was already staged: it finds its own commit if an attempt landed)."""
+        assert not w.dead, f"writer {w.name} crashed and must not be used again"
+        b = w.batches
+        w.batches += 1
+        table = w.table
+        txn: Transaction | None = None
+        for attempt in range(1, attempts + 1):
+            try:
+                if txn is None:
+                    adds = write_data_files(table.log_store.store, batch(w.name, b), [],
+                                            clock=table.clock, random=table.random)
+                    txn = table.transaction("WRITE", {"mode": "Append"})
+                    txn.add(adds)
+                result = txn.commit()
+                break
+            except self.RETRIED:
+                with self._lock:
+                    self.retries += 1
+                if attempt == attempts:
+                    raise
+        with self._lock:
+            self.entries.append(JournalEntry.from_result(result, rows=ROWS, writer=w.name))
+            self.expected[(w.name, b)] += 1
+        return result
+
+    def crashed(self, w: Writer, *, landed: bool) -> None:
+        """``w`` died in its last append; whether that write is in the table all the same."""
+        w.dead = True
+        if landed:
+            self.expected[(w.name, w.batches - 1)] += 1
+            self.landed_unacknowledged += 1
+
+    def append_in_thread(self, w: Writer) -> Background:
+        return Background(lambda: self.append(w))
+
+    def check(self) -> VerifyReport:
+        """The history checker passes, and the table holds exactly the expected writes."""
+        rig = self.rig
+        report = verify_table(rig.uri, self.entries, storage_options=rig.options)
+        assert report.ok, "\n".join(report.problems)
+        assert report.acknowledged == len(self.entries)
+        # The table's creation, every acknowledged write, and crashed writes that landed.
+        assert report.transactions == 1 + len(self.entries) + self.landed_unacknowledged
+        assert report.rows == ROWS * sum(self.expected.values())
+        data = dc.DeltaTable(rig.uri, storage_options=rig.options).to_arrow()
+        got = Counter(zip(data.column("writer").to_pylist(), data.column("batch").to_pylist(),
+                          strict=True))
+        assert got == Counter({k: n * ROWS for k, n in self.expected.items()})
+        return report
+
+
+class Background:
+    """A call running in a thread; ``join`` returns its result or raises its exception."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._result = call()
+        except BaseException as e:  # re-raised in join
+            self._error = e
+
+    def join(self, timeout: float = 60.0) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the background writer did not finish"
+        if self._error is not None:
+            raise self._error
+        return self._result
