@@ -41,9 +41,9 @@ from deltacommit.verify import VerifyReport, verify_table
 
 SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64())])
 ROWS = 2
-#: Every fourth version is checkpointed by the writer that commits it: the victim's faulted
-#: write lands at version 4 (after three writes), so its checkpoint runs under the fault too.
-CHECKPOINT_INTERVAL = 4
+#: Every second version is checkpointed by the writer that commits it: the victim's faulted
+#: write lands at version 2 (after one write of its own), so its checkpoint runs under the fault.
+CHECKPOINT_INTERVAL = 2
 #: DynamoCommit leases in these tests: 1 s, stale after 3 s of the injected clock, polled
 #: every 0.5 s of it (six HEADs of real time, no sleeping).
 LEASE_TIMEOUT_MS = 1000
