@@ -78,16 +78,19 @@ class Rig:
         client = config.s3_client(timeout=timeout) if timeout is not None else None
         return S3Store(bucket, "t", config=config, clock=self.clock, client=client)
 
-    def dynamodb_client(self, endpoint: str | None = None, timeout: float | None = None) -> Any:
-        """A DynamoDB client making one attempt per call: retries are the code's own."""
+    def dynamodb_client(self, endpoint: str | None = None, timeout: float | None = None,
+                        attempts: int = 1) -> Any:
+        """A DynamoDB client making ``attempts`` attempts per call (botocore's standard retries;
+        with one, every retry is the code's own)."""
         config = Config(connect_timeout=5, read_timeout=timeout or 30,
-                        retries={"mode": "standard", "total_max_attempts": 1})
+                        retries={"mode": "standard", "total_max_attempts": attempts})
         return boto3.client("dynamodb", endpoint_url=endpoint or self.dynamodb_endpoint,
                             region_name="us-east-1", config=config)
 
     def log_store(self, plan: FaultPlan | None = None, steps: StepFaults | None = None, *,
                   s3_endpoint: str | None = None, dynamodb_endpoint: str | None = None,
-                  timeout: float | None = None, faulty: bool = True) -> LogStore:
+                  timeout: float | None = None, faulty: bool = True,
+                  dynamodb_attempts: int = 1) -> LogStore:
         """A log store on this table whose object store is ``FaultyStore(plan)`` and whose
         protocol steps call ``steps``.  ``faulty=False`` leaves the store unwrapped (then a
         DynamoCommit store writes through S3 directly, as in production)."""
@@ -95,7 +98,7 @@ class Rig:
         store: ObjectStore = FaultyStore(inner, plan) if faulty else inner
         if self.kind in ("local", "s3"):
             return ConditionalPutLogStore(store)
-        client = (self.dynamodb_client(dynamodb_endpoint, timeout)
+        client = (self.dynamodb_client(dynamodb_endpoint, timeout, dynamodb_attempts)
                   if dynamodb_endpoint is not None or timeout is not None else None)
         if self.kind == "dynamodb":
             config = resolve_aws_config(self.options)
@@ -140,9 +143,10 @@ class History:
         self._lock = threading.Lock()
 
     def writer(self, name: str, plan: FaultPlan | None = None, steps: StepFaults | None = None,
-               **kwargs: Any) -> Writer:
+               *, group_commit: bool = False, **kwargs: Any) -> Writer:
         ls = self.rig.log_store(plan, steps, **kwargs)
-        return Writer(name, dc.DeltaTable(self.rig.uri, log_store=ls, clock=self.rig.clock))
+        return Writer(name, dc.DeltaTable(self.rig.uri, log_store=ls, clock=self.rig.clock,
+                                          group_commit=group_commit))
 
     def append(self, w: Writer, *, attempts: int = 4) -> CommitResult:
         """One append by ``w``, retried after storage and coordinator errors (the transaction

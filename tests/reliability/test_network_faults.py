@@ -31,13 +31,16 @@ S3_FAULTS = {
     "s3-500-applied": Fault(status=500, code="InternalError", method="PUT", forward=True),
     "s3-reset": Fault(drop=True, method="PUT"),
     "s3-reset-applied": Fault(drop=True, method="PUT", forward=True),
-    "s3-timeout-applied": Fault(method="PUT", forward=True),  # held: see _arm
+    "s3-timeout-applied": Fault(method="PUT", forward=True),  # held: see below
 }
 DYNAMODB_FAULTS = {
     "throttled": Fault(status=400, code="ProvisionedThroughputExceededException", times=2),
     "500": Fault(status=500, code="InternalServerError"),
     "reset-applied": Fault(drop=True, forward=True),
-    "timeout-applied": Fault(forward=True),  # held: see _arm
+    "timeout-applied": Fault(forward=True),  # held: see below
+    # The same two with the SDK's own retries: the retried request meets its own first attempt.
+    "reset-applied-sdk-retry": Fault(drop=True, forward=True),
+    "timeout-applied-sdk-retry": Fault(forward=True),
 }
 #: Which S3 object and which DynamoDB operation make a commit, per log store kind.
 S3_TARGETS = {"s3": {"commit": COMMIT}, "dynamodb": {"temp": TEMP, "copy": COMMIT},
@@ -55,11 +58,12 @@ def test_network_fault_then_recovery_keeps_every_acknowledged_write(
         make_rig: MakeRig, proxy: FaultInjectingProxy, kind: str, fault: str, target: str) -> None:
     rig = make_rig(kind)
     history = History(rig)
-    timed_out = fault.endswith("timeout-applied")
+    timed_out = "timeout-applied" in fault
     on_dynamodb = fault.startswith("ddb-")
     timeout = SHORT_TIMEOUT if timed_out else None
     if on_dynamodb:
-        victim = history.writer("victim", dynamodb_endpoint=proxy.endpoint, timeout=timeout)
+        victim = history.writer("victim", dynamodb_endpoint=proxy.endpoint, timeout=timeout,
+                                dynamodb_attempts=3 if fault.endswith("sdk-retry") else 1)
         armed = replace(DYNAMODB_FAULTS[fault[4:]], target=target)
     else:
         # Under DynamoCommit the store writes to S3 itself (its own retries and read-back).
@@ -81,6 +85,10 @@ def test_network_fault_then_recovery_keeps_every_acknowledged_write(
         held.set()
     history.append(other)
     history.append(history.writer("late"))
+    if fault.endswith("sdk-retry"):
+        # The SDK's retry met the first attempt's entry or lease, which the code recognised as
+        # its own: the writer never saw an error.
+        assert history.retries == 0
     assert proxy.pending_faults == 0
     assert sum(r.injected for r in proxy.records) == times
     history.check()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from deltacommit.errors import LogStoreError
 from deltacommit.logstore import dynamo_commit, dynamodb
 from deltacommit.storage.dynamo_commit import DynamoCommitStore
 from deltacommit.storage.faults import SimulatedCrash, StepFaults
@@ -78,4 +79,35 @@ def test_step_fault_then_recovery_keeps_every_acknowledged_write(
         assert history.retries == (1 if action == "hang" else 0)
     history.append(history.writer("late"))
     assert steps.count() == 1, steps.injections
+    history.check()
+
+
+REPAIR_CASES = [pytest.param(backend, step, action, id=f"{backend}-{step}-{action}")
+                for backend in BACKENDS["dynamodb"]
+                for step in ("repair_after_copy", "repair_after_complete")
+                for action in ("fail", "crash")]
+
+
+@pytest.mark.parametrize(("backend", "step", "action"), REPAIR_CASES)
+def test_a_reader_stopped_while_repairing_leaves_the_commit_repairable(
+        make_rig: MakeRig, backend: str, step: str, action: str) -> None:
+    """A writer dies after claiming a version; the next reader dies (or fails) in the middle
+    of completing it; the reader after that completes it."""
+    rig = make_rig(backend)
+    history = History(rig)
+    crashes = StepFaults()
+    victim = history.writer("victim", steps=crashes)
+    history.append(victim)
+    crashes.crash("after_put_entry")
+    with pytest.raises(SimulatedCrash):
+        history.append(victim)
+    history.crashed(victim, landed=True)
+
+    repairs = StepFaults()
+    rule = repairs.crash(step) if action == "crash" else repairs.fail(step)
+    with pytest.raises(SimulatedCrash if action == "crash" else LogStoreError):
+        history.writer("reader", steps=repairs)   # opening the table repairs the latest entry
+    assert rule.fired == 1
+    history.append(history.writer("reader", steps=repairs))
+    history.append(history.writer("late"))
     history.check()

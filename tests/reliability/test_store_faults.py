@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deltacommit.storage.faults import FaultPlan, SimulatedCrash, StorageError
+from deltacommit.storage.faults import FaultPlan, SimulatedCrash
 
 from .conftest import MakeRig
 from .harness import History
@@ -81,7 +81,7 @@ def test_store_fault_then_recovery_keeps_every_acknowledged_write(
     rig = make_rig(kind)
     where = POINTS[kind][point]
     history = History(rig)
-    plan = FaultPlan(lambda op, path, detail: StorageError(op, path, detail))
+    plan = FaultPlan()
     victim = history.writer("victim", plan)
     other = history.writer("other")
     history.append(victim)

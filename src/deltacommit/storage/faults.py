@@ -120,7 +120,7 @@ class FaultRule:
 class FaultPlan:
     """A list of rules and a record of what fired; shared by the stores and hooks using it."""
 
-    def __init__(self, default_error: ErrorFactory) -> None:
+    def __init__(self, default_error: ErrorFactory | None = None) -> None:
         self.rules: list[FaultRule] = []
         self.injections: list[Injection] = []
         self._default_error = default_error
@@ -174,7 +174,8 @@ class FaultPlan:
                     return rule
         return None
 
-    def _fire(self, rule: FaultRule, operation: str, path: str, phase: str) -> None:
+    def _fire(self, rule: FaultRule, operation: str, path: str, phase: str,
+              fallback: ErrorFactory | None = None) -> None:
         with self._lock:
             self.injections.append(Injection(rule.action, operation, path, phase))
         if rule.action == "crash":
@@ -185,16 +186,20 @@ class FaultPlan:
                 raise AssertionError(f"hang {phase} {operation} {path} was not released within "
                                      f"{rule.hang_limit:g} s")
             return
-        factory = rule.error or self._default_error
+        factory = rule.error or self._default_error or fallback or _storage_error
         raise factory(operation, path, f"injected fault ({phase} the operation)")
 
-    def run(self, operation: str, path: str, call: Callable[[], T]) -> T:
-        """Run ``call`` (the real operation) under the first rule matching, if any."""
+    def run(self, operation: str, path: str, call: Callable[[], T], *,
+            error: ErrorFactory | None = None) -> T:
+        """Run ``call`` (the real operation) under the first rule matching, if any.
+
+        A ``fail`` raises the rule's error, else the plan's, else ``error``, else a
+        ``StorageError``."""
         rule = self._take(operation, path)
         if rule is None:
             return call()
         if rule.phase == "before":
-            self._fire(rule, operation, path, "before")
+            self._fire(rule, operation, path, "before", error)
             return call()
         try:
             result = call()
@@ -205,7 +210,7 @@ class FaultPlan:
                 rule.times += 1
                 rule.fired -= 1
             raise
-        self._fire(rule, operation, path, "after")
+        self._fire(rule, operation, path, "after", error)
         return result
 
 
@@ -221,14 +226,17 @@ class FaultyStore(ObjectStore):
         self.inner = inner
         self.uri = inner.uri
         self.supports_conditional_put = inner.supports_conditional_put
-        self.plan = plan if plan is not None else FaultPlan(self._storage_error)
+        self.plan = plan if plan is not None else FaultPlan()
         self._prefix = prefix.strip("/")
 
     def __repr__(self) -> str:
         return f"FaultyStore({self.inner!r}, {len(self.plan.rules)} rules)"
 
-    def _storage_error(self, operation: str, path: str, detail: str) -> BaseException:
-        return StorageError(operation.replace("_", "-"), f"{self.uri}/{path}", detail)
+    def _run(self, operation: str, path: str, call: Callable[[], T]) -> T:
+        def error(op: str, _matched: str, detail: str) -> BaseException:
+            return _storage_error(op, f"{self.uri}/{path}", detail)
+
+        return self.plan.run(operation, self._rel(path), call, error=error)
 
     # Arming, for convenience on the store itself.
     def fail(self, operation: str = "*", pattern: str = "*", *, after: bool = False,
@@ -253,35 +261,35 @@ class FaultyStore(ObjectStore):
     # ------------------------------------------------------------------ operations
 
     def get(self, path: str) -> bytes:
-        return self.plan.run("get", self._rel(path), lambda: self.inner.get(path))
+        return self._run("get", path, lambda: self.inner.get(path))
 
     def head(self, path: str) -> ObjectMeta:
-        return self.plan.run("head", self._rel(path), lambda: self.inner.head(path))
+        return self._run("head", path, lambda: self.inner.head(path))
 
     def put(self, path: str, data: bytes) -> ObjectMeta:
-        return self.plan.run("put", self._rel(path), lambda: self.inner.put(path, data))
+        return self._run("put", path, lambda: self.inner.put(path, data))
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
-        return self.plan.run("put_if_absent", self._rel(path),
+        return self._run("put_if_absent", path,
                              lambda: self.inner.put_if_absent(path, data))
 
     def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
-        return self.plan.run("put_if_match", self._rel(path),
+        return self._run("put_if_match", path,
                              lambda: self.inner.put_if_match(path, data, etag))
 
     def delete(self, path: str) -> None:
-        self.plan.run("delete", self._rel(path), lambda: self.inner.delete(path))
+        self._run("delete", path, lambda: self.inner.delete(path))
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         # Listed eagerly, so a fault after the listing fires before the caller sees any of it.
-        return iter(self.plan.run("list", self._rel(prefix),
+        return iter(self._run("list", prefix,
                                   lambda: list(self.inner.list(prefix, start_after))))
 
     def copy(self, src: str, dst: str) -> ObjectMeta:
-        return self.plan.run("copy", self._rel(dst), lambda: self.inner.copy(src, dst))
+        return self._run("copy", dst, lambda: self.inner.copy(src, dst))
 
     def copy_if_absent(self, src: str, dst: str) -> ObjectMeta:
-        return self.plan.run("copy_if_absent", self._rel(dst),
+        return self._run("copy_if_absent", dst,
                              lambda: self.inner.copy_if_absent(src, dst))
 
     def exists(self, path: str) -> bool:
@@ -289,7 +297,7 @@ class FaultyStore(ObjectStore):
         return super().exists(path)
 
     def open_input(self, path: str) -> BinaryIO:
-        return self.plan.run("get", self._rel(path), lambda: self.inner.open_input(path))
+        return self._run("get", path, lambda: self.inner.open_input(path))
 
     def local_path(self, path: str) -> str | None:
         # None: reads then go through ``get`` (and its rules) instead of around the store.
@@ -329,6 +337,10 @@ class StepFaults(FaultPlan):
         rule = self._take(step, str(where))
         if rule is not None:
             self._fire(rule, step, str(where), "at")
+
+
+def _storage_error(operation: str, path: str, detail: str) -> BaseException:
+    return StorageError(operation.replace("_", "-"), path, detail)
 
 
 def _step_error(step: str, version: str, detail: str) -> BaseException:
