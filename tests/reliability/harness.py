@@ -170,10 +170,14 @@ class History:
                     self.retries += 1
                 if attempt == attempts:
                     raise
+        self.acknowledge(w, b, result)
+        return result
+
+    def acknowledge(self, w: Writer, b: int, result: CommitResult) -> None:
+        """Journal batch ``b`` of ``w`` as committed in ``result``."""
         with self._lock:
             self.entries.append(JournalEntry.from_result(result, rows=ROWS, writer=w.name))
             self.expected[(w.name, b)] += 1
-        return result
 
     def crashed(self, w: Writer, *, landed: bool) -> None:
         """``w`` died in its last append; whether that write is in the table all the same."""

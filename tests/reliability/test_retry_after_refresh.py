@@ -1,0 +1,51 @@
+"""Retrying a transaction after an ambiguous failure, once the table object has moved on.
+
+A commit whose write happened but whose answer was lost raises; retrying the same
+``Transaction`` must then find its own ``txnId`` in the log instead of committing it again.
+That holds while the table object is where the failed attempt left it.  But if the table object
+learns of newer versions before the retry (``update()``, or another thread sharing the object
+commits after losing the race to the landed attempt), ``Transaction.commit`` takes its
+"commits this process already knows of" path (``known > base``), checks them for conflicts
+with ``_rebase`` without looking for its own ``txnId``, and commits a second time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from deltacommit.datafiles import write_data_files
+from deltacommit.errors import StorageError
+from deltacommit.storage.faults import FaultPlan
+
+from .conftest import MakeRig
+from .harness import History, Writer, batch
+
+BUG = ("transaction.py Transaction.commit: when table.version > read_version before the first "
+       "attempt, _rebase checks the known commits for conflicts but not for the transaction's "
+       "own txnId, so a retry after an ambiguous failure whose attempt landed commits again")
+
+
+@pytest.mark.xfail(strict=True, reason=BUG)
+@pytest.mark.parametrize("moved_by", ["update", "a thread sharing the table"])
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_retry_after_the_table_object_saw_the_landed_attempt_commits_once(
+        make_rig: MakeRig, kind: str, moved_by: str) -> None:
+    history = History(make_rig(kind))
+    plan = FaultPlan()
+    victim = history.writer("victim", plan)
+    plan.fail("put_if_absent", "_delta_log/0*.json", after=True)
+    table = victim.table
+    txn = table.transaction("WRITE", {"mode": "Append"})
+    txn.add(write_data_files(table.log_store.store, batch("victim", 0), [],
+                             clock=table.clock, random=table.random))
+    victim.batches = 1
+    with pytest.raises(StorageError):
+        txn.commit()  # version 1 was written; the writer was told it failed
+    if moved_by == "update":
+        table.update()
+    else:
+        history.append(Writer("neighbour", table))  # loses version 1, reads it, commits 2
+    assert table.version >= 1
+    history.acknowledge(victim, 0, txn.commit())  # the retry
+    history.check()
+
