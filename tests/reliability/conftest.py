@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -13,22 +14,24 @@ from deltacommit.testing import FaultInjectingProxy, MotoServer, S3Bucket, uniqu
 from ..s3.helpers import dynamo_options, dynamodb_client, new_log_table
 from .harness import LEASE_TIMEOUT_MS, Rig
 
-MakeRig = Callable[[str], Rig]
+
+class MakeRig(Protocol):
+    def __call__(self, kind: str, configuration: Mapping[str, str] | None = None) -> Rig: ...
 
 
 @pytest.fixture
 def make_rig(tmp_path: Path, request: pytest.FixtureRequest) -> MakeRig:
-    """``make_rig(kind)``: a new table of that log store kind (created, version 0).
+    """``make_rig(kind, configuration)``: a new table of that log store kind (version 0).
 
     Kinds: ``local`` and ``s3`` (conditional put), ``dynamodb`` / ``dynamodb-dynalite``
     (Spark's S3DynamoDBLogStore protocol, log table on moto or dynalite), ``dynamo-commit``
     (object_store's leases, lease table on moto).
     """
 
-    def make(kind: str) -> Rig:
+    def make(kind: str, configuration: Mapping[str, str] | None = None) -> Rig:
         if kind == "local":
             rig = Rig("local", str(tmp_path / "t"), {})
-            rig.create()
+            rig.create(configuration)
             return rig
         moto: MotoServer = request.getfixturevalue("moto_server")
         bucket: S3Bucket = request.getfixturevalue("s3_bucket")
@@ -48,7 +51,7 @@ def make_rig(tmp_path: Path, request: pytest.FixtureRequest) -> MakeRig:
             rig = Rig("dynamo-commit", uri, options, s3, moto.endpoint, lease_table)
         else:
             raise AssertionError(f"unknown log store kind {kind!r}")
-        rig.create()
+        rig.create(configuration)
         return rig
 
     return make

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from deltacommit.datafiles import write_data_files
-from deltacommit.errors import StorageError
-from deltacommit.storage.faults import FaultPlan
+from deltacommit.errors import LogStoreError, StorageError
+from deltacommit.storage.faults import FaultPlan, StepFaults
 
 from .conftest import MakeRig
 from .harness import History, Writer, batch
@@ -27,19 +27,24 @@ BUG = ("transaction.py Transaction.commit: when table.version > read_version bef
 
 @pytest.mark.xfail(strict=True, reason=BUG)
 @pytest.mark.parametrize("moved_by", ["update", "a thread sharing the table"])
-@pytest.mark.parametrize("kind", ["local", "s3"])
+@pytest.mark.parametrize("kind", ["local", "s3", "dynamodb", "dynamo-commit"])
 def test_a_retry_after_the_table_object_saw_the_landed_attempt_commits_once(
         make_rig: MakeRig, kind: str, moved_by: str) -> None:
     history = History(make_rig(kind))
     plan = FaultPlan()
-    victim = history.writer("victim", plan)
-    plan.fail("put_if_absent", "_delta_log/0*.json", after=True)
+    steps = StepFaults()
+    victim = history.writer("victim", plan, steps)
+    # The commit is made, then its writer is told it failed.
+    if kind in ("local", "s3"):
+        plan.fail("put_if_absent", "_delta_log/0*.json", after=True)
+    else:
+        steps.fail("after_put_entry" if kind == "dynamodb" else "after_write")
     table = victim.table
     txn = table.transaction("WRITE", {"mode": "Append"})
     txn.add(write_data_files(table.log_store.store, batch("victim", 0), [],
                              clock=table.clock, random=table.random))
     victim.batches = 1
-    with pytest.raises(StorageError):
+    with pytest.raises((StorageError, LogStoreError)):
         txn.commit()  # version 1 was written; the writer was told it failed
     if moved_by == "update":
         table.update()

@@ -109,3 +109,30 @@ def test_store_fault_then_recovery_keeps_every_acknowledged_write(
     history.append(history.writer("late"))
     assert plan.count() == 1, (plan.injections, plan.rules)
     history.check()
+
+
+@pytest.mark.parametrize("point", ["checkpoint", "last_checkpoint"])
+@pytest.mark.parametrize("kind", ["local", "s3", "dynamodb"])
+def test_a_checkpoint_held_up_past_a_log_cleanup(make_rig: MakeRig, kind: str, point: str) -> None:
+    """The victim commits version 2 and stalls writing its checkpoint; days pass, the other
+    writer commits 3 and 4, checkpoints 4 and deletes the expired log before it.  Released, the
+    victim publishes its checkpoint of 2 (and moves ``_last_checkpoint`` back to it, then its
+    own cleanup removes that checkpoint): readers must still find the table's whole state."""
+    rig = make_rig(kind, {"delta.logRetentionDuration": "interval 1 day"})
+    where = POINTS[kind][point]
+    history = History(rig)
+    plan = FaultPlan()
+    victim = history.writer("victim", plan)
+    other = history.writer("other")
+    history.append(victim)
+    rule = plan.hang(where.operation, where.pattern)
+    held = history.append_in_thread(victim)
+    rule.wait_reached()
+    rig.clock.advance(3 * 86_400)
+    history.append(other)
+    history.append(other)
+    assert not other.table.log_store.store.exists("_delta_log/00000000000000000001.json")
+    rule.release()
+    assert held.join().version == 2
+    history.append(history.writer("late"))
+    history.check()
