@@ -80,7 +80,6 @@ def test_network_fault_then_recovery_keeps_every_acknowledged_write(
     proxy.inject(armed)
     try:
         history.append(victim)
-        history.append(victim)
     finally:
         held.set()
     history.append(other)

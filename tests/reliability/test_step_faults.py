@@ -35,9 +35,12 @@ assert set(LANDS["dynamo-commit"]) == set(dynamo_commit.STEPS)
 
 BACKENDS = {"dynamodb": ("dynamodb", "dynamodb-dynalite"), "dynamo-commit": ("dynamo-commit",)}
 
+#: On dynalite (a second DynamoDB implementation) the crashes: what a writer leaves behind must
+#: be completed by others whatever answers their requests.
 CASES = [pytest.param(backend, step, action, id=f"{backend}-{step}-{action}")
          for protocol, steps in LANDS.items() for backend in BACKENDS[protocol]
-         for step in steps for action in ("fail", "crash", "hang")]
+         for step in steps for action in ("fail", "crash", "hang")
+         if action == "crash" or not backend.endswith("dynalite")]
 
 
 @pytest.mark.parametrize(("backend", "step", "action"), CASES)
