@@ -114,3 +114,32 @@ def test_a_reader_stopped_while_repairing_leaves_the_commit_repairable(
     history.append(history.writer("reader", steps=repairs))
     history.append(history.writer("late"))
     history.check()
+
+
+def test_a_reclaimed_lease_abandoned_again_is_reclaimed_by_the_next_writer(
+        make_rig: MakeRig) -> None:
+    """DynamoCommit: a writer dies holding the lease on version 2; the next one waits it out,
+    reclaims it (generation 1) and dies too; the third reclaims generation 1 and commits."""
+    rig = make_rig("dynamo-commit")
+    history = History(rig)
+    first, second = StepFaults(), StepFaults()
+    victim = history.writer("victim", steps=first)
+    successor = history.writer("successor", steps=second)
+    history.append(victim)
+    first.crash("after_lock")
+    second.crash("after_lock")
+    for w in (victim, successor):
+        with pytest.raises(SimulatedCrash):
+            history.append(w)
+        history.crashed(w, landed=False)
+    late = history.writer("late")
+    assert history.append(late).version == 2
+    leases = late.table.log_store.store
+    assert isinstance(leases, DynamoCommitStore)
+    assert leases.stats.snapshot().get("reclaimed") == 1
+    items = rig.dynamodb_client().get_item(
+        TableName=rig.lease_table, ConsistentRead=True,
+        Key={"path": {"S": leases.lease_key("_delta_log/00000000000000000002.json")},
+             "etag": {"S": "*"}})["Item"]
+    assert items["generation"] == {"N": "2"}  # taken, reclaimed, reclaimed again
+    history.check()
