@@ -1,7 +1,7 @@
-"""Local servers and helpers for tests, benchmarks and ``deltacommit stress``.
+"""Local servers, fault injection and helpers for tests, benchmarks and ``deltacommit stress``.
 
 Kept inside the package (not under ``tests/``) because benchmarks and the stress command start
-the same servers the tests do.
+the same servers the tests do, and inject the same faults (``storage.faults``, re-exported).
 """
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from deltacommit.storage.faults import (
+    FaultPlan,
+    FaultRule,
+    FaultyStore,
+    Injection,
+    SimulatedCrash,
+    StepFaults,
+)
 from deltacommit.testing.servers import (
     DYNALITE_INSTALL_HINT,
     TEST_AWS_ENV,
@@ -37,11 +45,17 @@ __all__ = [
     "DynaliteNotInstalledError",
     "Fault",
     "FaultInjectingProxy",
+    "FaultPlan",
+    "FaultRule",
+    "FaultyStore",
+    "Injection",
     "MotoServer",
     "ProxyRecord",
     "S3Bucket",
     "ServerProcess",
     "ServerStartError",
+    "SimulatedCrash",
+    "StepFaults",
     "apply_test_aws_environment",
     "find_dynalite",
     "port_is_open",
