@@ -347,7 +347,9 @@ class Transaction:
         winners: list[int] = []
         known = table.version
         if known > base:
-            self._rebase(self._missed(base, known, summary), summary, winners)
+            landed = self._rebase(self._missed(base, known, summary), summary, winners)
+            if landed is not None:
+                return self._landed_earlier(landed, 1, winners)
             base = known
         attempt = 0
         while True:
@@ -410,12 +412,23 @@ class Transaction:
             ) from None
 
     def _rebase(self, commits: Iterable[Commit], summary: TransactionSummary,
-                winners: list[int]) -> None:
-        """Check commits this transaction has not seen."""
+                winners: list[int]) -> Commit | None:
+        """Check commits this transaction has not seen; the one that is this transaction's own
+        earlier attempt, if any.
+
+        A retry after an ambiguous failure (the write landed, the answer was lost) may find its
+        table object already past the landed attempt: read by ``update()`` or by another thread
+        sharing the object.  That attempt never conflicts with the retry (an append does not
+        conflict with itself), so without looking for the ``txnId`` the retry would commit the
+        same transaction a second time.
+        """
         for c in commits:
-            check_conflicts(summary, WinningCommit.from_actions(c.version, c.actions),
-                            self.table.uri)
+            winner = WinningCommit.from_actions(c.version, c.actions)
+            if winner.txn_id == self.txn_id:
+                return c
+            check_conflicts(summary, winner, self.table.uri)
             winners.append(c.version)
+        return None
 
     def _landed_earlier(self, commit: Commit, attempts: int, winners: list[int]) -> CommitResult:
         """An earlier attempt of this transaction is in the log although the log store said the

@@ -1,12 +1,11 @@
 """Retrying a transaction after an ambiguous failure, once the table object has moved on.
 
 A commit whose write happened but whose answer was lost raises; retrying the same
-``Transaction`` must then find its own ``txnId`` in the log instead of committing it again.
-That holds while the table object is where the failed attempt left it.  But if the table object
-learns of newer versions before the retry (``update()``, or another thread sharing the object
-commits after losing the race to the landed attempt), ``Transaction.commit`` takes its
-"commits this process already knows of" path (``known > base``), checks them for conflicts
-with ``_rebase`` without looking for its own ``txnId``, and commits a second time.
+``Transaction`` must then find its own ``txnId`` in the log instead of committing it again,
+also when the table object has learnt of newer versions before the retry (``update()``, or
+another thread sharing the object commits after losing the race to the landed attempt): the
+commits the object already knows of are searched for the ``txnId`` before they are checked for
+conflicts (``Transaction._rebase``).
 """
 
 from __future__ import annotations
@@ -20,12 +19,7 @@ from deltacommit.storage.faults import FaultPlan, StepFaults
 from .conftest import MakeRig
 from .harness import History, Writer, batch
 
-BUG = ("transaction.py Transaction.commit: when table.version > read_version before the first "
-       "attempt, _rebase checks the known commits for conflicts but not for the transaction's "
-       "own txnId, so a retry after an ambiguous failure whose attempt landed commits again")
 
-
-@pytest.mark.xfail(strict=True, reason=BUG)
 @pytest.mark.parametrize("moved_by", ["update", "a thread sharing the table"])
 @pytest.mark.parametrize("kind", ["local", "s3", "dynamodb", "dynamo-commit"])
 def test_a_retry_after_the_table_object_saw_the_landed_attempt_commits_once(
