@@ -378,9 +378,21 @@ def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> Ch
     path = checkpoint_path(version)
     store = log_store.store
     data, rows, adds = checkpoint_bytes(state, now_ms(clock), uri)
-    try:
-        store.put_if_absent(path, data)
-    except ObjectExistsError:
+    if store.supports_conditional_put:
+        try:
+            store.put_if_absent(path, data)
+            published = True
+        except ObjectExistsError:
+            published = False
+    else:
+        # An S3-compatible store without conditional writes (the reason a table uses the
+        # DynamoDB protocol at all): check, then a plain put, as Spark does.  Two writers racing
+        # here write the same state, and a PUT replaces an object whole, so a reader never
+        # sees a mixture.
+        published = not store.exists(path)
+        if published:
+            store.put(path, data)
+    if not published:
         # Lost the race: the winner's file stands, and the winner records it in
         # _last_checkpoint (our row count could differ from its by tombstones that expired
         # in between, so we must not describe its file).

@@ -2,27 +2,19 @@
 
 The DynamoDB protocol exists for S3-compatible stores that lack ``If-None-Match``
 (``DELTACOMMIT_S3_CONDITIONAL_WRITES=false``): its commits copy with a check then a plain put,
-as Spark's Hadoop ``create(overwrite=false)`` does.  Checkpoints, however, are published with
-``store.put_if_absent``, which such a store refuses (``StorageConfigError``); the post-commit
-hook logs the failure and carries on, so these tables never get a checkpoint (loading replays
-the whole log, and log cleanup never runs).
+as Spark's Hadoop ``create(overwrite=false)`` does.  Checkpoints are published the same way
+there (an existence check, then a plain put), since such a store refuses ``put_if_absent``:
+without that, these tables would never get a checkpoint.
 """
 
 from __future__ import annotations
-
-import pytest
 
 from deltacommit.log.names import checkpoint_path
 
 from .conftest import MakeRig
 from .harness import CHECKPOINT_INTERVAL, History
 
-BUG = ("checkpoint.py write_checkpoint publishes with store.put_if_absent, which an S3 store "
-       "with conditional writes turned off refuses; the DynamoDB protocol's tables on such "
-       "stores are never checkpointed (Spark writes checkpoints with a plain put)")
 
-
-@pytest.mark.xfail(strict=True, reason=BUG)
 def test_a_dynamodb_table_on_s3_without_conditional_writes_is_checkpointed(
         make_rig: MakeRig) -> None:
     rig = make_rig("dynamodb")
