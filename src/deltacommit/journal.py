@@ -18,10 +18,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.transaction import CommitResult
+
+
+class Acknowledged(Protocol):
+    """What a commit's acknowledgement carries: ``CommitResult`` and ``WriteResult`` both."""
+
+    @property
+    def txn_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def digest(self) -> str: ...
 
 #: File names a directory given as a journal is searched for.
 JOURNAL_SUFFIX = ".jsonl"
@@ -40,7 +50,7 @@ class JournalEntry:
     writer: str = ""
 
     @classmethod
-    def from_result(cls, result: CommitResult, *, rows: int = 0, writer: str = "") -> JournalEntry:
+    def from_result(cls, result: Acknowledged, *, rows: int = 0, writer: str = "") -> JournalEntry:
         return cls(result.txn_id, result.version, result.digest, rows, writer)
 
     def to_json(self) -> dict[str, Any]:
@@ -78,7 +88,7 @@ class Journal:
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         return self._file
 
-    def append(self, result: CommitResult, *, rows: int = 0) -> JournalEntry:
+    def append(self, result: Acknowledged, *, rows: int = 0) -> JournalEntry:
         """Record an acknowledged commit durably (written, flushed and fsynced)."""
         entry = JournalEntry.from_result(result, rows=rows, writer=self.writer)
         self.write(entry)
