@@ -51,5 +51,11 @@ bench-spark: $(VENV)/.test-deps
 
 bench: bench-commits bench-snapshot bench-spark
 
+# Long torture runs (minutes per mode): writers killed with SIGKILL at random, then the history
+# checker; `make torture TORTURE_SECONDS=60` for a shorter one.
+TORTURE_SECONDS ?= 300
+torture: $(VENV)/.test-deps
+	$(PY) bench/torture.py --seconds $(TORTURE_SECONDS) --writers 8 --kill-rate 0.5
+
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
