@@ -319,7 +319,9 @@ class Transaction:
                     f"table {self.table.uri} records {key}={recorded!r} but this writer is "
                     f"configured for {mine!r}; writers using different commit mechanisms do not "
                     "exclude each other, so this writer refuses to commit. Configure the same "
-                    "mechanism as the table's other writers (see `deltacommit show`).")
+                    "mechanism as the table's other writers (see `deltacommit coordination "
+                    "show`), or, once every writer has moved, record the new mechanism with "
+                    "`deltacommit coordination set`.")
 
     def commit(self) -> CommitResult:
         """Commit the staged actions; retried while concurrent winners do not conflict.
