@@ -151,6 +151,7 @@ def test_endpoints_must_be_urls() -> None:
     ({"DELTA_DYNAMO_BILLING_MODE": "cheap"}, "PAY_PER_REQUEST, PROVISIONED"),
     ({"DELTACOMMIT_DYNAMO_TTL_SECONDS": "1.5"}, "whole number"),
     ({"DELTACOMMIT_DYNAMO_TTL_SECONDS": "-1"}, "must be positive"),
+    ({"DELTACOMMIT_DYNAMO_TTL_SECONDS": "600"}, "must be at least 3600 seconds"),
     ({"DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME": "soon"}, "must be a number"),
     ({"DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "gs"}, "uri, s3a, s3"),
     ({"DELTACOMMIT_S3_CONDITIONAL_WRITES": "nope"}, "must be true or false"),

@@ -26,7 +26,7 @@ deltacommit's own names
     ``s3a`` (what Spark writes: choose it when Spark writers share the table) or ``s3``.
     Writers whose ``tablePath`` differ do not exclude each other.
     ``DELTACOMMIT_DYNAMO_TTL_SECONDS``: delay before a completed entry's ``expireTime``
-    (default 86400, Spark's and delta-rs's one day).
+    (default 86400, Spark's and delta-rs's one day; at least 3600).
     ``DELTACOMMIT_S3_CONDITIONAL_WRITES``: ``false`` makes the S3 store behave as if S3 had no
     conditional writes (``put_if_absent`` refuses); for testing the DynamoDB mechanisms.
 
@@ -126,6 +126,13 @@ _OUR_PREFIXES = ("AWS_", "DELTA_", "DELTACOMMIT_")
 
 DEFAULT_DYNAMO_TABLE_NAME = "delta_log"
 DEFAULT_DYNAMO_TTL_SECONDS = 86_400
+#: The shortest ``DELTACOMMIT_DYNAMO_TTL_SECONDS`` accepted.  The entry of version N is what
+#: makes a second ``PutItem`` for N fail: once TTL has deleted it, a writer that has not yet
+#: seen version N (stalled, partitioned, or reading a lagging listing) can win N again and
+#: overwrite a commit.  An entry must therefore outlive every writer's view of the log; Spark
+#: and delta-rs keep a day, and an hour still covers stalls and retries with a wide margin,
+#: while anything shorter trades safety for a smaller table.
+MIN_DYNAMO_TTL_SECONDS = 3_600
 DEFAULT_DYNAMO_MAX_ELAPSED_REQUEST_TIME = 60.0
 #: object_store's DynamoCommit lease length when ``dynamo:<table>`` gives none.
 DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS = 20_000
@@ -444,8 +451,7 @@ def resolve_aws_config(storage_options: Mapping[str, str] | None,
         conditional_put=_conditional_put(o),
         dynamo_table_path_scheme=_choice(o, DYNAMO_TABLE_PATH_SCHEME, ("uri", "s3a", "s3"),  # type: ignore[arg-type]
                                          "uri"),
-        dynamo_ttl_seconds=int(_number(o, DYNAMO_TTL_SECONDS, DEFAULT_DYNAMO_TTL_SECONDS,
-                                       integer=True)),
+        dynamo_ttl_seconds=_ttl_seconds(o),
         s3_conditional_writes=_bool(o, S3_CONDITIONAL_WRITES, True),
     )
 
@@ -524,6 +530,17 @@ def _number(o: _Options, name: str, default: float, *, integer: bool = False) ->
     if number <= 0:
         raise StorageConfigError(f"{name} must be positive; got {value!r} ({o.source(name)})")
     return number
+
+
+def _ttl_seconds(o: _Options) -> int:
+    ttl = int(_number(o, DYNAMO_TTL_SECONDS, DEFAULT_DYNAMO_TTL_SECONDS, integer=True))
+    if ttl < MIN_DYNAMO_TTL_SECONDS:
+        raise StorageConfigError(
+            f"{DYNAMO_TTL_SECONDS} must be at least {MIN_DYNAMO_TTL_SECONDS} seconds (one hour); "
+            f"got {ttl} ({o.source(DYNAMO_TTL_SECONDS)}). A DynamoDB entry deleted by TTL while "
+            "a writer has not yet seen its version lets that writer commit the version again; "
+            "the default, as in Spark and delta-rs, is 86400 (one day)")
+    return ttl
 
 
 def _conditional_put(o: _Options) -> ConditionalPut:

@@ -106,11 +106,11 @@ def test_items_are_written_as_spark_writes_them(dynamo: DynamoSetup) -> None:
 
 
 def test_the_expiry_delay_is_configurable(dynamo: DynamoSetup) -> None:
-    table = create(dynamo, DELTACOMMIT_DYNAMO_TTL_SECONDS="600")
+    table = create(dynamo, DELTACOMMIT_DYNAMO_TTL_SECONDS="7200")
     before = int(time.time())
-    dc.write(table, batch(0, 0), storage_options={**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "600"})
+    dc.write(table, batch(0, 0), storage_options={**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "7200"})
     entry = dynamo.entries(dynamo.uri())[-1]
-    assert entry.expire_time is not None and before + 600 <= entry.expire_time <= int(time.time()) + 600
+    assert entry.expire_time is not None and before + 7200 <= entry.expire_time <= int(time.time()) + 7200
 
 
 def test_table_path_has_no_trailing_slash_and_can_use_spark_s3a_scheme(dynamo: DynamoSetup) -> None:
@@ -188,7 +188,7 @@ def test_the_existence_check_returns_once_knowledge_is_older_than_half_the_ttl(
         dynamo: DynamoSetup) -> None:
     """Step 0's HEAD is skipped only while an entry created since the last look would still
     be alive (half the entry TTL); after that the writer looks again."""
-    options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "600"}
+    options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "3600"}
     clock = ManualClock()
     base = open_log_store(dynamo.uri(), options)
     assert isinstance(base, DynamoDBLogStore)
@@ -196,16 +196,16 @@ def test_the_existence_check_returns_once_knowledge_is_older_than_half_the_ttl(
     table = dc.DeltaTable.create(dynamo.uri(), SCHEMA, log_store=ls, clock=clock)
     store = ls.store
     dc.write(table, batch(0, 0))
-    clock.advance(299)
+    clock.advance(1799)
     store.reset_requests()  # type: ignore[attr-defined]
     dc.write(table, batch(0, 1))
     assert "HeadObject" not in store.requests  # type: ignore[attr-defined]
-    clock.advance(301)
+    clock.advance(1801)
     store.reset_requests()  # type: ignore[attr-defined]
     dc.write(table, batch(0, 2))
     assert store.requests["HeadObject"] == 1  # type: ignore[attr-defined]
     entry = dynamo.entries(dynamo.uri())[-1]
-    assert entry.expire_time == int(clock.time()) + 600
+    assert entry.expire_time == int(clock.time()) + 3600
 
 
 # --------------------------------------------------------------------------- exclusion
