@@ -502,6 +502,15 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
     level = configuration.get("delta.isolationLevel")
     if level is not None:
         IsolationLevel.from_table({"delta.isolationLevel": level}, uri)
+    from deltacommit.log.intervals import (
+        DELETED_FILE_RETENTION,
+        LOG_RETENTION,
+        TXN_RETENTION,
+        optional_duration_ms,
+    )
+
+    for key in (LOG_RETENTION, DELETED_FILE_RETENTION, TXN_RETENTION):
+        optional_duration_ms(configuration, key, uri)
     interval = configuration.get("delta.checkpointInterval")
     if interval is not None and (not interval.isdigit() or int(interval) < 1):
         raise InvalidArgumentError(

@@ -310,6 +310,14 @@ class Transaction:
             removed.add(k)
         self._check_coordination(snap.configuration)
 
+    def check_can_commit(self) -> None:
+        """Refuse now, before any data file is written, what ``commit`` would refuse anyway:
+        a table whose protocol this writer cannot write, or one coordinated otherwise."""
+        snap = self.snapshot
+        check_writable(self.table.uri, self._protocol or snap.protocol,
+                       self._metadata or snap.metadata)
+        self._check_coordination(snap.configuration)
+
     def _check_coordination(self, configuration: Mapping[str, str | None]) -> None:
         expected = self.table.log_store.coordination_config()
         for key, mine in expected.items():

@@ -130,7 +130,9 @@ def start_write(table: DeltaTable, mode: str, predicate: str | None,
     }
     if predicate is not None:
         params["predicate"] = predicate
-    return table.transaction("WRITE", params), pred
+    txn = table.transaction("WRITE", params)
+    txn.check_can_commit()
+    return txn, pred
 
 
 def already_written(txn: Transaction, app_id: str | None, app_version: int | None) -> bool:

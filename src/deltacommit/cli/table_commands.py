@@ -136,8 +136,14 @@ def cmd_append(args: argparse.Namespace) -> int:
         raise SchemaMismatchError(f"input files have incompatible schemas: {e}") from None
     partition_by = ([c.strip() for c in args.partition_by.split(",") if c.strip()]
                     if args.partition_by is not None else None)
-    result = write(args.uri, data, mode="append", partition_by=partition_by, app_id=args.app_id,
-                   app_version=args.app_version, storage_options=storage_options(args))
+    try:
+        result = write(args.uri, data, mode="append", partition_by=partition_by,
+                       app_id=args.app_id, app_version=args.app_version,
+                       storage_options=storage_options(args))
+    except SchemaMismatchError as e:
+        # The schema was inferred from the files (CSV and JSON lines have no declared types),
+        # so a bad value shows up as a wrong column type: name the files it came from.
+        raise SchemaMismatchError(f"{e} (read from {', '.join(args.files)})") from None
     if result.skipped:
         print(f"skipped: {args.app_id} version {args.app_version} is already committed "
               f"(table at version {result.version})")
