@@ -22,7 +22,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
 from deltacommit.log.features import check_readable
-from deltacommit.log.names import LOG_DIR, LogFile, commit_name
+from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.log.replay import TableState
 
 if TYPE_CHECKING:
@@ -118,6 +118,11 @@ class Snapshot:
         start = 0 if base is None else base.version + 1
         needed = list(range(start, target + 1))
         missing = [v for v in needed if v not in commits]
+        if missing:
+            # A directory listing taken while commits are being created is not a snapshot of
+            # the directory: readdir(3) may return a new N+1.json and miss the N.json created
+            # just before it.  A version that is really there is found by asking for it.
+            missing = [v for v in missing if not log_store.store.exists(commit_path(v))]
         if missing:
             skipped = sorted({v for v in checkpoints if v <= target})
             why = (f" (checkpoint(s) at version {_ranges(skipped)} could not be used; see the "

@@ -34,7 +34,7 @@ from deltacommit.coalesce import committed_txn_ids
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
 from deltacommit.journal import JournalEntry
 from deltacommit.log.actions import Action, CommitInfo, parse_commit
-from deltacommit.log.names import LOG_DIR, commit_name
+from deltacommit.log.names import LOG_DIR, commit_name, commit_path
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.logstore.base import LogStore
@@ -102,6 +102,13 @@ def verify_table(table_uri: str, journal: Iterable[JournalEntry] = (), *,
     uri = report.table_uri
     files = reader.list_log(0)
     versions = sorted(f.version for f in files if f.kind == "commit")
+    if versions:
+        # A listing is no snapshot of a directory being written (see Snapshot._load_listed):
+        # a gap is a gap only if the version cannot be read either.
+        listed = set(versions)
+        versions += [v for v in range(versions[0], versions[-1] + 1)
+                     if v not in listed and reader.store.exists(commit_path(v))]
+        versions.sort()
     candidates = checkpoint_candidates(files)
     if not versions and not candidates:
         raise TableNotFoundError(f"no Delta table at {uri}: {uri}/{LOG_DIR} has no commit files")
