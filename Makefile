@@ -54,7 +54,7 @@ bench: bench-commits bench-snapshot bench-spark
 # Long torture runs (minutes per mode): writers killed with SIGKILL at random, then the history
 # checker; `make torture TORTURE_SECONDS=60` for a shorter one.
 TORTURE_SECONDS ?= 300
-torture: $(VENV)/.test-deps
+torture: $(VENV)/.test-deps $(DYNALITE_STAMP)
 	$(PY) bench/torture.py --seconds $(TORTURE_SECONDS) --writers 8 --kill-rate 0.5
 
 clean:
