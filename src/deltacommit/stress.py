@@ -89,7 +89,9 @@ class StressReport:
             "kill_rate": self.kill_rate, "commits": self.commits, "kills": self.kills,
             "restarts": self.restarts, "transient_errors": self.transient_errors,
             "commits_per_second": round(self.commits / self.elapsed, 2) if self.elapsed else 0.0,
-            "elapsed": round(self.elapsed, 2), "failed_writers": list(self.failed_writers),
+            "elapsed": round(self.elapsed, 2),
+            "final_version": self.verify.last_version if self.verify is not None else None,
+            "failed_writers": list(self.failed_writers),
             "journal_dir": self.journal_dir, "ok": self.ok,
             "verify": self.verify.to_json() if self.verify is not None else None,
         }
