@@ -3,7 +3,8 @@
 Each mode runs N writer processes for S seconds while one writer is killed with SIGKILL at
 random R times a second and restarted; then the history checker reads the whole log.  Prints
 one JSON line per mode (commits, kills, restarts, the checker's counts and ``ok``) and exits
-1 if any mode lost or duplicated an acknowledged write.  ``make torture`` runs it.
+1 if any mode lost or duplicated an acknowledged write.  Journals and writer logs stay in the
+directory printed first.  ``make torture`` runs it.
 
     .venv/bin/python bench/torture.py --seconds 300 --writers 8 --kill-rate 0.5
 """
@@ -35,7 +36,10 @@ def main() -> int:
 
     apply_test_aws_environment()
     ok = True
-    with MotoServer() as moto, tempfile.TemporaryDirectory(prefix="dc-torture-") as tmp:
+    # Kept after the run: the journals and writer logs of a failing mode are the evidence.
+    tmp = tempfile.mkdtemp(prefix="dc-torture-")
+    print(f"torture: journals, writer logs and the local table in {tmp}", file=sys.stderr)
+    with MotoServer() as moto:
         for mode in [m for m in args.modes.split(",") if m]:
             options: dict[str, str] = {}
             if mode == "local":
@@ -60,7 +64,6 @@ def main() -> int:
                                 on_progress=lambda line: print(line, file=sys.stderr, flush=True))
             doc: dict[str, Any] = {"bench": "torture", "mode": mode, **report.to_json()}
             v = doc.pop("verify") or {}
-            doc.pop("journal_dir", None)
             doc.update({k: v.get(k) for k in ("last_version", "transactions", "acknowledged",
                                                "rows", "incomplete_entries", "problems")})
             print(json.dumps(doc), flush=True)
