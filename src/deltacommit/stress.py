@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -46,6 +46,10 @@ from deltacommit.errors import (
 from deltacommit.journal import Journal, read_journals
 from deltacommit.verify import VerifyReport, verify_table
 
+if TYPE_CHECKING:
+    from deltacommit.table import DeltaTable
+    from deltacommit.transaction import CommitResult
+
 #: The table a stress run writes: who wrote each row, in which life of the writer process.
 _FIELDS: list[pa.Field[Any]] = [
     pa.field("writer", pa.string()), pa.field("incarnation", pa.int32()),
@@ -55,10 +59,12 @@ SCHEMA = pa.schema(_FIELDS)
 OPTIONS_ENV = "DELTACOMMIT_STRESS_OPTIONS"
 #: How long stopped writers get to finish the commit they are in before they are killed.
 STOP_GRACE_SECONDS = 30.0
-#: Errors a writer survives: the outcome of that one write is unknown (it may or may not be in
-#: the log), and the writer goes on with a new one.  Anything else ends the writer, and the run
-#: reports it.
+#: Errors a writer survives: it retries the same transaction, and if every try fails the
+#: outcome of that write is unknown (in the log once or not at all) and the writer goes on with
+#: a new one.  Anything else ends the writer, and the run reports it.
 TRANSIENT = (StorageError, LogStoreError, CommitFailedError)
+#: Tries of one transaction's commit before the writer gives it up as of unknown outcome.
+COMMIT_TRIES = 5
 
 
 @dataclass
@@ -243,7 +249,7 @@ def _count_lines(jdir: Path) -> int:
 
 def _count_transient(log: Path) -> int:
     try:
-        return log.read_text(errors="replace").count("transient error:")
+        return log.read_text(errors="replace").count("transient error")
     except OSError:
         return 0
 
@@ -264,7 +270,6 @@ class _Stop:
 def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int) -> int:
     """Append batches until SIGTERM, journaling each acknowledged commit."""
     from deltacommit.table import DeltaTable
-    from deltacommit.writer import write
 
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
@@ -279,16 +284,40 @@ def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, 
                 "seq": list(range(seq * rows, (seq + 1) * rows)),
                 "payload": [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows)],
             }, schema=SCHEMA)
-            try:
-                result = write(table, data)
-            except TRANSIENT as e:
-                # The outcome of this write is unknown; it was never acknowledged, so the
-                # history may hold it once or not at all.  Go on with a new write.
-                print(f"{name}#{incarnation} transient error: {e}", file=sys.stderr, flush=True)
+            result = _append(table, data, f"{name}#{incarnation}")
+            if result is None:
                 continue
             journal.append(result, rows=rows)
             seq += 1
     return 0
+
+
+def _append(table: DeltaTable, data: pa.Table, who: str) -> CommitResult | None:
+    """One append through a Transaction, retried as the SAME transaction after a transient
+    error, as an application should: if the failed attempt had in fact landed (the answer was
+    lost), the retry finds its own txnId in the log and reports that version instead of
+    committing the rows twice.  None when every try failed (the write's outcome is unknown and
+    it is never acknowledged)."""
+    from deltacommit.datafiles import num_indexed_cols, write_data_files
+
+    txn = table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    try:
+        adds = write_data_files(table.log_store.store, data, table.partition_columns,
+                                clock=table.clock, random=table.random,
+                                indexed_cols=num_indexed_cols(table.configuration))
+    except TRANSIENT as e:
+        print(f"{who} transient error: {e}", file=sys.stderr, flush=True)
+        return None
+    txn.add(adds)
+    txn.operation_metrics["numOutputRows"] = str(data.num_rows)
+    for attempt in range(1, COMMIT_TRIES + 1):
+        try:
+            return txn.commit()
+        except TRANSIENT as e:
+            print(f"{who} transient error (try {attempt} of {COMMIT_TRIES} of txn "
+                  f"{txn.txn_id}): {e}", file=sys.stderr, flush=True)
+            time.sleep(0.05 * attempt)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
