@@ -71,6 +71,7 @@ class DeltaTable:
         self._confirmed_at = self.clock.time()
         self._snapshot = _snapshot or Snapshot.load(self.log_store, version)
         self._group_committer: GroupCommitter | None = None
+        self._foreign: tuple[str | None] | None = None
         if group_commit is not False:
             from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
 
@@ -298,6 +299,14 @@ class DeltaTable:
         after_commit(table, commit.version)
 
     # ------------------------------------------------------------------ maintenance
+
+    def _foreign_coordination(self) -> str | None:
+        """``coordination.dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""
+        if self._foreign is None:
+            from deltacommit.coordination import dynamodb_fleet_sign
+
+            self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
+        return self._foreign[0]
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""

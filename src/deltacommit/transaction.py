@@ -45,6 +45,7 @@ from deltacommit.log.actions import (
 )
 from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.replay import file_key
+from deltacommit.logstore.base import COORDINATION_KEY
 from deltacommit.snapshot import Commit
 
 if TYPE_CHECKING:
@@ -125,6 +126,9 @@ class Transaction:
         self._removes: list[Remove] = []
         self._txns: dict[str, Txn] = {}
         self._metadata: Metadata | None = None
+        #: Set by ``coordination.set_coordination``: this commit records the table's mechanism,
+        #: so signs of another fleet on an unpinned table are the operator's call, not a refusal.
+        self.pinning = False
         self._protocol: Protocol | None = None
         self.operation_metrics: dict[str, Any] = {}
         self.txn_id = table.random.uuid()
@@ -319,6 +323,16 @@ class Transaction:
         self._check_coordination(snap.configuration)
 
     def _check_coordination(self, configuration: Mapping[str, str | None]) -> None:
+        if COORDINATION_KEY not in configuration and not self.pinning:
+            sign = self.table._foreign_coordination()
+            if sign is not None:
+                raise CoordinationMismatchError(
+                    f"table {self.table.uri} records no commit mechanism, but it shows signs of "
+                    f"writers committing through DynamoDB: {sign}. This writer uses "
+                    f"{self.table.log_store.mechanism!r}, which does not exclude them, so it "
+                    "refuses to commit. Configure the DynamoDB mechanism the table's writers use "
+                    "(AWS_S3_LOCKING_PROVIDER=dynamodb), or, if none is left, pin the table to "
+                    "this one with `deltacommit coordination set`.")
         expected = self.table.log_store.coordination_config()
         for key, mine in expected.items():
             recorded = configuration.get(key)
