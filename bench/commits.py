@@ -7,8 +7,9 @@ the same local disk:
     N writer processes x M appends of one small Parquet file each, on one table, for each
     backend (``local``, ``s3-conditional``: S3 ``If-None-Match``, ``s3-dynamodb``: Spark's
     S3DynamoDBLogStore protocol) and each library: deltacommit, deltalake 1.6.0 (the project
-    venv; the last release with the DynamoDB log store) and, for local and s3-conditional, the
-    newest deltalake release, installed into ``bench/.venvs/deltalake-latest`` on first use.
+    venv; the last release with the DynamoDB log store) and, for s3-conditional (the mode the
+    newest release commits in), the newest deltalake release, installed into
+    ``bench/.venvs/deltalake-latest`` on first use.
     Every writer keeps one table object open for all its appends (each library's fastest way
     to append repeatedly).  A deltalake write that fails with "Failed to commit transaction: 15"
     (its retries exhausted) is counted in ``failures`` and submitted again, after refreshing the

@@ -93,17 +93,24 @@ def test_deltalake_reads_what_deltacommit_writes(tmp_path: Path, partition_by: l
     assert sum(actions["num_records"]) == expected
 
 
-def test_deltacommit_reads_what_deltalake_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("partition_by", [None, ["part"]])
+def test_deltacommit_reads_what_deltalake_writes(tmp_path: Path, partition_by: list[str] | None) -> None:
     uri = str(tmp_path / "t")
-    deltalake.write_deltalake(uri, sample(40), partition_by=["part"])
+    deltalake.write_deltalake(uri, sample(40), partition_by=partition_by)
     deltalake.write_deltalake(uri, sample(10, offset=50), mode="append")
+    # Partitioned, deltalake replaces the matching partition's files; unpartitioned, it rewrites
+    # the files holding matching rows (a remove and an add of the survivors).
     deltalake.write_deltalake(uri, sample(5, offset=70, part_values=("b",)), mode="overwrite",
                               predicate="part = 'b'")
     theirs = deltalake.DeltaTable(uri)
     ours = dc.DeltaTable(uri)
     assert ours.version == theirs.version() == 2
-    assert ours.partition_columns == ["part"]
+    assert ours.partition_columns == (partition_by or [])
+    kept = [p for t in (sample(40), sample(10, offset=50)) for p in t.column("part").to_pylist() if p != "b"]
+    assert ours.to_arrow().num_rows == len(kept) + 5
     assert normalise(ours.to_arrow()) == normalise(theirs.to_pyarrow_dataset().to_table())
+    if not partition_by:
+        return
     # Partition pruning gives the same rows as deltalake's.
     ours_b = ours.to_arrow(partition_filters=[("part", "=", "b")])
     theirs_b = theirs.to_pyarrow_dataset(partitions=[("part", "=", "b")]).to_table()
@@ -121,3 +128,36 @@ def test_writers_of_both_kinds_append_to_one_table(tmp_path: Path) -> None:
     assert ours.version == theirs.version() == 4  # version 0 is our CREATE TABLE
     assert normalise(ours.to_arrow()) == normalise(theirs.to_pyarrow_dataset().to_table())
     assert ours.to_arrow().num_rows == 40
+
+
+NTZ = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us")), ("day", pa.string())])
+
+
+def ntz_rows(n: int, offset: int = 0) -> pa.Table:
+    rows = range(offset, offset + n)
+    return pa.table({
+        "id": pa.array(list(rows), pa.int64()),
+        "at": pa.array([dt.datetime(2026, 11, 22, 23, 59) + dt.timedelta(minutes=i) if i % 4 else None
+                        for i in rows], pa.timestamp("us")),
+        "day": pa.array([f"2026-11-{20 + i % 3}" for i in rows]),
+    }, schema=NTZ)
+
+
+def test_timestamp_without_time_zone_both_ways(tmp_path: Path) -> None:
+    """``timestamp_ntz`` needs table features (protocol 3, 7): each library reads the other's."""
+    ours_uri, theirs_uri = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    dc.write(ours_uri, ntz_rows(20), partition_by=["day"])
+    dc.write(ours_uri, ntz_rows(10, offset=20))
+    deltalake.write_deltalake(theirs_uri, ntz_rows(20), partition_by=["day"])
+    deltalake.write_deltalake(theirs_uri, ntz_rows(10, offset=20), mode="append")
+    expected = sorted(pa.concat_tables([ntz_rows(20), ntz_rows(10, offset=20)]).to_pylist(),
+                      key=lambda r: r["id"])
+    # dc.write on a new location commits the table's creation as version 0, then the data.
+    for uri, version in ((ours_uri, 2), (theirs_uri, 1)):
+        ours, theirs = dc.DeltaTable(uri), deltalake.DeltaTable(uri)
+        assert ours.version == theirs.version() == version
+        assert "timestampNtz" in (theirs.protocol().writer_features or [])
+        assert ours.schema.field("at").type == pa.timestamp("us")
+        for table in (ours.to_arrow(), theirs.to_pyarrow_dataset().to_table()):
+            got = table.select(NTZ.names).cast(NTZ).to_pylist()
+            assert sorted(got, key=lambda r: r["id"]) == expected

@@ -334,6 +334,35 @@ def test_concurrent_repairs_are_benign(dynamo: DynamoSetup) -> None:
     assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == version
 
 
+def test_every_dynamodb_read_is_consistent(dynamo: DynamoSetup) -> None:
+    """An eventually consistent read can miss the entry that decided a version: a writer would
+    then claim a taken version as free of a previous commit, or a reader miss a commit.  So each
+    GetItem and Query, by writers, readers, repairers and the status listing, asks for a
+    consistent read."""
+    reads: list[tuple[str, Any]] = []
+
+    def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name in ("GetItem", "Query", "Scan", "BatchGetItem"):
+            reads.append((model.name, params.get("ConsistentRead")))
+
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    append_stopped(dynamo, "after_put_entry")          # leaves an incomplete latest entry
+    stores = [open_log_store(dynamo.uri(), dynamo.options) for _ in range(3)]
+    for ls in stores:
+        assert isinstance(ls, DynamoDBLogStore)
+        ls.client.meta.events.register("provide-client-params.dynamodb.*", record)
+    reader, writer, lister = stores
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=reader).version == 2
+    w = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=writer)
+    assert dc.write(w, batch(1, 0)).version == 3
+    assert isinstance(lister, DynamoDBLogStore)
+    assert [e.version for e in lister.entries()] == [0, 1, 2, 3]
+    assert lister.latest_entry() is not None and lister.get_entry(2) is not None
+    assert {name for name, _ in reads} >= {"GetItem", "Query"}
+    assert all(consistent is True for _, consistent in reads), reads
+
+
 def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(dynamo: DynamoSetup) -> None:
     """The reader copies T(N) while the writer is between its PutItem and its copy; the
     writer's copy then finds N.json present with its own bytes, and the commit stands."""

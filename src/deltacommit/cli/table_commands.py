@@ -90,8 +90,13 @@ def parse_schema_spec(spec: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def read_input(path: str, fmt: str | None) -> pa.Table:
-    """Read one input file, choosing the reader by ``--format`` or the file's extension."""
+def read_input(path: str, fmt: str | None, schema: pa.Schema | None = None) -> pa.Table:
+    """Read one input file, choosing the reader by ``--format`` or the file's extension.
+
+    CSV and JSON lines carry no types, and pyarrow's guesses differ between the two (a date-like
+    string is a ``date32`` in CSV and a ``timestamp`` in JSON): given the table's ``schema``, the
+    columns it knows are parsed as the table declares them, so text reaches a string column as
+    text and both formats agree."""
     p = Path(path)
     if not p.is_file():
         raise InvalidArgumentError(f"input file {path} does not exist")
@@ -109,12 +114,42 @@ def read_input(path: str, fmt: str | None) -> pa.Table:
         if kind == "csv":
             import pyarrow.csv as pcsv
 
-            return pcsv.read_csv(p)
+            types = {f.name: f.type for f in schema} if schema is not None else None
+            return pcsv.read_csv(p, convert_options=pcsv.ConvertOptions(column_types=types))
         import pyarrow.json as pjson
 
-        return pjson.read_json(p)
-    except (pa.ArrowInvalid, OSError) as e:
+        if schema is None:
+            return pjson.read_json(p)
+        # Declared columns that a file lacks are left out, not added as nulls: the write then
+        # applies the table's own rules for missing columns.
+        table = pjson.read_json(p, parse_options=pjson.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="infer"))
+        present = _json_keys(p)
+        return table.select([n for n in table.column_names if n in present])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
         raise InvalidArgumentError(f"cannot read {path} as {kind}: {e}") from None
+
+
+def _json_keys(path: Path) -> set[str]:
+    """Top-level keys used anywhere in a JSON-lines file."""
+    keys: set[str] = set()
+    with path.open("rb") as f:
+        for line in f:
+            if line.strip():
+                obj = json.loads(line)
+                if isinstance(obj, dict):
+                    keys.update(obj)
+    return keys
+
+
+def _table_schema(uri: str, options: dict[str, str]) -> pa.Schema | None:
+    """The schema of the table at ``uri``, or None when there is no table yet."""
+    from deltacommit.errors import TableNotFoundError
+
+    try:
+        return DeltaTable(uri, storage_options=options).schema
+    except TableNotFoundError:
+        return None
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -129,11 +164,13 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    tables = [read_input(f, args.format) for f in args.files]
+    schema = _table_schema(args.uri, storage_options(args))
+    tables = [read_input(f, args.format, schema) for f in args.files]
     try:
         data = pa.concat_tables(tables, promote_options="default")
-    except pa.ArrowInvalid as e:
-        raise SchemaMismatchError(f"input files have incompatible schemas: {e}") from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaMismatchError(
+            f"input files {', '.join(args.files)} have incompatible schemas: {e}") from None
     partition_by = ([c.strip() for c in args.partition_by.split(",") if c.strip()]
                     if args.partition_by is not None else None)
     try:
