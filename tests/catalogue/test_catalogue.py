@@ -277,7 +277,7 @@ CASES = [
     # command line input
     Case("cli-csv-with-a-bad-row", "local",
          lambda c: cli("append", c.uri, str(Path(c.uri).parent.parent / "input.csv")), CLIFailed,
-         ("{uri}", "input.csv", "id: table has long, data has string"), damage=bad_csv),
+         ("{uri}", "input.csv", "id int64", "invalid value 'not-a-number'"), damage=bad_csv),
     Case("cli-missing-input-file", "local",
          lambda c: cli("append", c.uri, "/nonexistent/input.parquet"), CLIFailed,
          ("input file /nonexistent/input.parquet does not exist",)),

@@ -90,7 +90,8 @@ def parse_schema_spec(spec: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def read_input(path: str, fmt: str | None, schema: pa.Schema | None = None) -> pa.Table:
+def read_input(path: str, fmt: str | None, schema: pa.Schema | None = None,
+               table_uri: str | None = None) -> pa.Table:
     """Read one input file, choosing the reader by ``--format`` or the file's extension.
 
     CSV and JSON lines carry no types, and pyarrow's guesses differ between the two (a date-like
@@ -127,6 +128,11 @@ def read_input(path: str, fmt: str | None, schema: pa.Schema | None = None) -> p
         present = _json_keys(p)
         return table.select([n for n in table.column_names if n in present])
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
+        if schema is not None and kind != "parquet":
+            declared = ", ".join(f"{f.name} {f.type}" for f in schema)
+            raise SchemaMismatchError(
+                f"cannot read {path} as {kind} with the columns of table {table_uri} "
+                f"({declared}): {e}") from None
         raise InvalidArgumentError(f"cannot read {path} as {kind}: {e}") from None
 
 
@@ -142,14 +148,15 @@ def _json_keys(path: Path) -> set[str]:
     return keys
 
 
-def _table_schema(uri: str, options: dict[str, str]) -> pa.Schema | None:
-    """The schema of the table at ``uri``, or None when there is no table yet."""
+def _table_schema(uri: str, options: dict[str, str]) -> tuple[pa.Schema | None, str]:
+    """The schema and URI of the table at ``uri``; no schema when there is no table yet."""
     from deltacommit.errors import TableNotFoundError
 
     try:
-        return DeltaTable(uri, storage_options=options).schema
+        t = DeltaTable(uri, storage_options=options)
     except TableNotFoundError:
-        return None
+        return None, uri
+    return t.schema, t.uri
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -164,8 +171,8 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    schema = _table_schema(args.uri, storage_options(args))
-    tables = [read_input(f, args.format, schema) for f in args.files]
+    schema, table_uri = _table_schema(args.uri, storage_options(args))
+    tables = [read_input(f, args.format, schema, table_uri) for f in args.files]
     try:
         data = pa.concat_tables(tables, promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
