@@ -148,15 +148,14 @@ def _json_keys(path: Path) -> set[str]:
     return keys
 
 
-def _table_schema(uri: str, options: dict[str, str]) -> tuple[pa.Schema | None, str]:
-    """The schema and URI of the table at ``uri``; no schema when there is no table yet."""
+def _existing_table(uri: str, options: dict[str, str]) -> DeltaTable | None:
+    """The table at ``uri``, or None when there is no table yet (the append creates it)."""
     from deltacommit.errors import TableNotFoundError
 
     try:
-        t = DeltaTable(uri, storage_options=options)
+        return DeltaTable(uri, storage_options=options)
     except TableNotFoundError:
-        return None, uri
-    return t.schema, t.uri
+        return None
 
 
 def cmd_create(args: argparse.Namespace) -> int:
@@ -171,8 +170,11 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    schema, table_uri = _table_schema(args.uri, storage_options(args))
-    tables = [read_input(f, args.format, schema, table_uri) for f in args.files]
+    options = storage_options(args)
+    # Opened once: its schema types the inputs, and the write commits through it.
+    table = _existing_table(args.uri, options)
+    tables = [read_input(f, args.format, table.schema if table else None,
+                         table.uri if table else None) for f in args.files]
     try:
         data = pa.concat_tables(tables, promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -181,9 +183,9 @@ def cmd_append(args: argparse.Namespace) -> int:
     partition_by = ([c.strip() for c in args.partition_by.split(",") if c.strip()]
                     if args.partition_by is not None else None)
     try:
-        result = write(args.uri, data, mode="append", partition_by=partition_by,
-                       app_id=args.app_id, app_version=args.app_version,
-                       storage_options=storage_options(args))
+        result = write(table if table is not None else args.uri, data, mode="append",
+                       partition_by=partition_by, app_id=args.app_id, app_version=args.app_version,
+                       storage_options=options)
     except SchemaMismatchError as e:
         # The schema was inferred from the files (CSV and JSON lines have no declared types),
         # so a bad value shows up as a wrong column type: name the files it came from.
