@@ -294,10 +294,16 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
     return decode_checkpoint(small, cand.version, source, read_column)
 
 
-def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate) -> TableState:
+def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
+                      hint: LastCheckpoint | None = None) -> TableState:
     """``read_checkpoint`` that also reads every row now, for callers about to delete the log
-    the checkpoint replaces: after that, a checkpoint that only looked whole is no use."""
-    state = read_checkpoint(log_store, cand)
+    the checkpoint replaces: after that, a checkpoint that only looked whole is no use.
+
+    Applies the reader's own checks, ``_last_checkpoint`` included (``hint``; read here when
+    not given), so nothing a reader would reject is ever relied on by a deletion.
+    """
+    state = read_checkpoint(log_store, cand, hint if hint is not None
+                            else read_last_checkpoint(log_store))
     for m in (state.files, state.tombstones):
         if isinstance(m, LazyActionMap):
             m.read_rows()

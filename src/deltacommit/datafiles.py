@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from deltacommit.clock import Clock, RandomSource
 from deltacommit.log.actions import Add
+from deltacommit.log.paths import ResolvedPath
 from deltacommit.storage.base import ObjectStore
 
 #: Parquet settings of data files.  Snappy, as Spark writes.  Dictionary pages are capped at
@@ -105,3 +106,23 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
         with ThreadPoolExecutor(max_workers=min(16, len(numbered))) as pool:
             return list(pool.map(write_one, numbered))
     return [write_one(j) for j in numbered]
+
+
+def open_data_file(store: ObjectStore, resolved: ResolvedPath,
+                   storage_options: Mapping[str, str] | None = None) -> tuple[Any, str]:
+    """A source pyarrow can read for a resolved data file, and the path to name in errors.
+
+    Files inside the table are read through the table's own store; a file outside it (allowed
+    only when the caller opted in) through a store opened on its directory.
+    """
+    if resolved.relative is not None:
+        rel = resolved.relative
+        local = store.local_path(rel)
+        return (local if local is not None else store.open_input(rel)), rel
+    loc = resolved.location
+    parent, _, name = loc.path.rpartition("/")
+    from deltacommit.storage import open_store
+
+    other = open_store(f"{loc.scheme}://{loc.authority}{parent or '/'}", storage_options)
+    local = other.local_path(name)
+    return (local if local is not None else other.open_input(name)), loc.uri()

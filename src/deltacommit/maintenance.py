@@ -21,14 +21,28 @@ age test on every file protects data that a writer has written but not yet commi
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from deltacommit.clock import now_ms
-from deltacommit.errors import CorruptLogError, InvalidArgumentError, StorageError
+from deltacommit.errors import (
+    CorruptLogError,
+    InvalidArgumentError,
+    StorageError,
+    UnsupportedProtocolError,
+)
 from deltacommit.log.features import check_writable
 from deltacommit.log.intervals import DELETED_FILE_RETENTION, LOG_RETENTION, duration_ms
 from deltacommit.log.names import LOG_DIR, LogFile, parse_log_name
+from deltacommit.log.paths import (
+    deletion_vector_path,
+    is_plain_relative,
+    normalise_segments,
+    parse_location,
+    resolve,
+)
+from deltacommit.log.replay import TableState
 
 if TYPE_CHECKING:
     from deltacommit.logstore.base import LogStore
@@ -121,10 +135,11 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
         if not files_before_checkpoint(files, cand.version):
             return []  # the newest usable checkpoint would have nothing before it to delete
         try:
-            verify_checkpoint(log_store, cand)
-        except (CorruptLogError, StorageError) as e:
-            logger.warning("log cleanup of %s: checkpoint %s is unusable (%s); trying an older "
-                           "one", uri, cand.name, e)
+            state = verify_checkpoint(log_store, cand)
+            _check_against_log(log_store, files, cand.version, state)
+        except (CorruptLogError, StorageError, UnsupportedProtocolError) as e:
+            logger.warning("log cleanup of %s: checkpoint %s is unusable (%s); keeping the "
+                           "commits before it and trying an older one", uri, cand.name, e)
             continue
         keep_from = cand.version
         break
@@ -144,6 +159,51 @@ def cleanup_log(table: DeltaTable, dry_run: bool = False) -> list[str]:
     logger.info("log cleanup of %s deleted %d files before checkpoint %d and %d temporary files",
                 uri, len(doomed), keep_from, len(temps))
     return paths
+
+
+def _check_against_log(log_store: LogStore, files: list[LogFile], version: int,
+                       state: TableState) -> None:
+    """CorruptLogError unless the checkpoint at ``version`` holds what replaying the commits it
+    replaces gives: the live files, protocol, metadata and application versions.
+
+    The commits are the only other record of those versions; once cleanup deletes them, a
+    checkpoint that silently lacks a file (and whose ``_last_checkpoint`` agrees with it) would
+    lose that file for every reader.  The replay starts from version 0 when its commit is still
+    there, else from the newest older checkpoint that verifies; without either nothing can be
+    compared, and the reader's checks above are all that is applied.
+    """
+    from deltacommit.checkpoint import checkpoint_candidates, verify_checkpoint
+    from deltacommit.snapshot import decode_commit
+
+    commits = {f.version for f in files if f.kind == "commit"}
+    base: TableState | None = None
+    start = 0
+    if 0 in commits:
+        base = TableState()
+    else:
+        for older in checkpoint_candidates(files, version - 1):
+            try:
+                base = verify_checkpoint(log_store, older)
+            except (CorruptLogError, StorageError, UnsupportedProtocolError):
+                continue
+            start = older.version + 1
+            break
+    if base is None or any(v not in commits for v in range(start, version + 1)):
+        return
+    source = f"{log_store.table_uri}/{LOG_DIR}"
+    for v in range(start, version + 1):
+        base.apply(v, decode_commit(log_store, v, log_store.read_commit(v)).actions, source)
+    where = f"{source}: the checkpoint at version {version}"
+    if set(base.files) != set(state.files):
+        missing = sorted(set(base.files) - set(state.files))[:3]
+        extra = sorted(set(state.files) - set(base.files))[:3]
+        raise CorruptLogError(f"{where} does not hold the live files the commits before it give "
+                              f"(missing {missing}, extra {extra})")
+    if base.protocol != state.protocol or base.metadata != state.metadata:
+        raise CorruptLogError(f"{where} holds another protocol or metaData than its commits")
+    if {k: t.version for k, t in base.app_txns.items()} != {
+            k: t.version for k, t in state.app_txns.items()}:
+        raise CorruptLogError(f"{where} holds other application versions than its commits")
 
 
 # Where commit protocols leave temporary files in the log: Spark's S3DynamoDBLogStore and ours
@@ -188,16 +248,35 @@ def is_hidden(path: str, partition_columns: list[str]) -> bool:
     return False
 
 
-def _relative(path: str, uri: str) -> str | None:
-    from deltacommit.partitions import decode_add_path
+def live_relative_paths(uri: str, paths: Iterable[tuple[str, dict[str, object] | None]]
+                        ) -> set[str]:
+    """The store keys, inside the table, of every data file and deletion-vector file that
+    ``paths`` (log path, deletion vector descriptor) reference, by the one path rule.
 
-    rel = decode_add_path(path)
-    if "://" in rel:
-        prefix = uri.rstrip("/") + "/"
-        if not rel.startswith(prefix):
-            return None
-        rel = rel[len(prefix):]
-    return rel
+    A path that cannot be resolved makes the whole set unknowable, so it raises: a vacuum that
+    guessed would delete a live file.
+    """
+    root = parse_location(uri)
+    out: set[str] = set()
+    for path, dv in paths:
+        for p in (path, deletion_vector_path(dv, table=uri) if dv else None):
+            if p is None:
+                continue
+            try:
+                resolved = resolve(root, p, table=uri)
+            except CorruptLogError as e:
+                raise CorruptLogError(
+                    f"vacuum of {uri}: cannot tell which file the log path {p!r} names ({e}); "
+                    "nothing was deleted") from None
+            if resolved.relative is not None:
+                out.add(resolved.relative)
+    return out
+
+
+def _listed_key(path: str) -> str:
+    """A listed store key in canonical form: keys are literal (never percent-decoded), so
+    only empty and dot segments are folded."""
+    return normalise_segments("/" + path).lstrip("/")
 
 
 def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: bool = True,
@@ -232,16 +311,11 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
                 "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
                 "if no such reader or writer exists")
     cutoff = now_ms(table.clock) - retention_ms
-    valid: set[str] = set()
-    for a in snap.iter_files():
-        rel = _relative(a.path, uri)
-        if rel is not None:
-            valid.add(rel)
-    for r in snap.state.tombstones.values():
-        if r.deletion_timestamp is None or r.deletion_timestamp > cutoff:
-            rel = _relative(r.path, uri)
-            if rel is not None:
-                valid.add(rel)
+    referenced: list[tuple[str, dict[str, object] | None]] = [
+        (a.path, a.deletion_vector) for a in snap.iter_files()]
+    referenced += [(r.path, r.deletion_vector) for r in snap.state.tombstones.values()
+                   if r.deletion_timestamp is None or r.deletion_timestamp > cutoff]
+    valid = live_relative_paths(uri, referenced)
     pcols = snap.partition_columns
     store = table.log_store.store
     doomed: list[str] = []
@@ -250,6 +324,10 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
         if path.startswith(LOG_DIR + "/") or is_hidden(path, pcols):
             continue
         if path in valid or meta.last_modified_ms >= cutoff:
+            continue
+        if not is_plain_relative(path) and _listed_key(path) in valid:
+            # A key spelled with empty or dot segments ("a//b", "./b") that the log names in
+            # its canonical form: when in doubt, keep it.
             continue
         doomed.append(path)
     doomed.sort()

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.conflicts import IsolationLevel
+from deltacommit.datafiles import open_data_file
 from deltacommit.errors import (
     CorruptLogError,
     InvalidArgumentError,
@@ -30,6 +31,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
 from deltacommit.log.features import DEFAULT_PROTOCOL
+from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
@@ -56,8 +58,11 @@ class DeltaTable:
                  log_store: LogStore | None = None, clock: Clock | None = None,
                  random: RandomSource | None = None, policy: CommitPolicy | None = None,
                  group_commit: bool | GroupCommitPolicy = False,
+                 allow_external_paths: bool = False,
                  _snapshot: Snapshot | None = None) -> None:
         self.storage_options = dict(storage_options or {})
+        #: Whether reads may open data files outside the table location (shallow clones).
+        self.allow_external_paths = allow_external_paths
         self.log_store = log_store or open_log_store(table_uri, self.storage_options)
         self.clock = clock or SYSTEM_CLOCK
         self.random = random or DEFAULT_RANDOM
@@ -353,9 +358,15 @@ class DeltaTable:
         return self._select_files(self._snapshot, pred)
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
-        from deltacommit.partitions import decode_add_path
-
-        return [f"{self.uri}/{decode_add_path(a.path)}" for a in self.files(partition_filters)]
+        """The full location of each data file, as the one path rule resolves it."""
+        root = parse_location(self.uri)
+        out: list[str] = []
+        for a in self.files(partition_filters):
+            resolved = locate_data_file(root, a.path, table=self.uri,
+                                        allow_external=self.allow_external_paths)
+            out.append(f"{self.uri}/{resolved.relative}" if resolved.relative is not None
+                       else resolved.location.uri())
+        return out
 
     def to_arrow(self, columns: Sequence[str] | None = None,
                  partition_filters: Sequence[Any] | None = None) -> pa.Table:
@@ -416,29 +427,22 @@ class _FileReader:
     """Reads one data file into the output schema, restoring partition columns."""
 
     def __init__(self, table: DeltaTable, out_schema: pa.Schema) -> None:
-        from deltacommit.partitions import decode_add_path
-
         self.table = table
+        self.root = parse_location(table.uri)
         self.store = table.log_store.store
         self.out_schema = out_schema
         self.pcols = set(table.partition_columns)
         self.data_cols = [f.name for f in out_schema if f.name not in self.pcols]
-        self.decode = decode_add_path
 
     def __call__(self, add: Add) -> pa.Table:
         from deltacommit.nested import conform
         from deltacommit.partitions import partition_column_arrays
 
-        rel = self.decode(add.path)
-        if "://" in rel:
-            prefix = self.table.uri + "/"
-            if not rel.startswith(prefix):
-                raise CorruptLogError(
-                    f"table {self.table.uri}: data file {rel} lies outside the table location")
-            rel = rel[len(prefix):]
-        local = self.store.local_path(rel)
+        resolved = locate_data_file(self.root, add.path, table=self.table.uri,
+                                    allow_external=self.table.allow_external_paths)
+        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
         try:
-            source: Any = local if local is not None else self.store.open_input(rel)
+            source, rel = open_data_file(self.store, resolved, self.table.storage_options)
             pf = pq.ParquetFile(source)
             present = set(pf.schema_arrow.names)
             cols = [c for c in self.data_cols if c in present]

@@ -44,6 +44,7 @@ from deltacommit.log.actions import (
     serialize_commit,
 )
 from deltacommit.log.features import check_writable, is_append_only
+from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
 from deltacommit.snapshot import Commit
@@ -301,7 +302,10 @@ class Transaction:
                 f"table {uri} is append-only (delta.appendOnly=true): this {self.operation} would "
                 "remove data")
         seen: set[str] = set()
+        root = parse_location(uri) if self._adds else None
         for a in self._adds:
+            if root is not None and not is_plain_relative(a.path):
+                resolve(root, a.path, table=uri)  # a path readers could not resolve is refused
             k = file_key(a.path, a.deletion_vector)
             if k in seen:
                 raise InvalidArgumentError(f"file {a.path} is added twice in one commit to {uri}")

@@ -16,8 +16,9 @@ from deltacommit.clock import ManualClock
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.log.names import LOG_DIR, checkpoint_path, commit_path
 from deltacommit.maintenance import cutoff_commit, is_hidden
+from deltacommit.verify import verify_table
 
-from .helpers import ids_of, local_table, memory_table, open_table, rows
+from .helpers import ids_of, local_table, log_names, memory_table, open_table, rows
 
 DAY = 86_400.0
 START = 1_800_000_000.0  # 2027-01-15, a few hours after midnight UTC
@@ -246,3 +247,54 @@ def test_hidden_paths() -> None:
     assert not is_hidden("_p=1/f.parquet", pcols)
     assert not is_hidden("day=a/f.parquet", pcols)
     assert not is_hidden("f.parquet", pcols)
+
+
+def _drop_one_add(path: Path) -> None:
+    """Rewrite a checkpoint parquet without its first add row: a checkpoint that lost a file."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    adds = pc.is_valid(table.column("add")).to_pylist()
+    drop = adds.index(True)
+    keep = [i for i in range(table.num_rows) if i != drop]
+    pq.write_table(table.take(keep), path)
+
+
+@pytest.mark.parametrize("hint", ["kept", "rewritten", "deleted"])
+def test_cleanup_never_deletes_commits_below_a_checkpoint_that_lost_a_file(
+        tmp_path: Path, hint: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint missing an add: with ``_last_checkpoint`` recording more actions the reader
+    itself rejects it; with a hint that agrees (or none) only the commits show the file.  Either
+    way cleanup keeps every commit below it (and says why), so the file is not lost: our reader
+    falls back to the commits where it can tell, and ``verify`` names the bad checkpoint."""
+    import json as _json
+
+    root = tmp_path / "t"
+    t, _ = local_table(root, configuration={"delta.checkpointInterval": "5",
+                                            "delta.enableExpiredLogCleanup": "false"})
+    for i in range(7):
+        dc.write(t, rows([i]))
+    _drop_one_add(root / checkpoint_path(5))
+    last = root / LOG_DIR / "_last_checkpoint"
+    if hint == "rewritten":
+        obj = _json.loads(last.read_text())
+        obj["size"] -= 1
+        obj.pop("numOfAddFiles", None)
+        obj.pop("checksum", None)
+        last.write_text(_json.dumps(obj))
+    elif hint == "deleted":
+        last.unlink()
+    old = time.time() - 40 * DAY
+    for p in (root / LOG_DIR).iterdir():
+        os.utime(p, (old, old))
+    before = log_names(root)
+    with caplog.at_level(logging.WARNING, logger="deltacommit.maintenance"):
+        assert open_table(root).cleanup_log() == []
+    assert "unusable" in caplog.text and "keeping the commits before it" in caplog.text
+    assert log_names(root) == before
+    if hint == "kept":
+        assert ids_of(open_table(root).to_arrow()) == list(range(7))
+    report = verify_table(str(root))
+    assert not report.ok
+    assert any("00000000000000000005.checkpoint.parquet" in p for p in report.problems)

@@ -104,3 +104,30 @@ def test_status_of_a_missing_table_names_the_command_that_creates_it(
     err = capsys.readouterr().err
     assert "DynamoDB table no-such-log-table" in err
     assert "deltacommit dynamodb create-table --table-name no-such-log-table" in err
+
+
+@pytest.mark.parametrize("temp_path", ["00000000000000000001.json", "_last_checkpoint",
+                                       ".tmp/00000000000000000001.json.abc",
+                                       "00000000000000000000.checkpoint.parquet", ".tmp/x"])
+def test_an_entry_naming_a_committed_file_as_its_temp_is_reported_never_acted_on(
+        dynamo: DynamoSetup, temp_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repair copies an incomplete entry's temp file to N.json and may delete it: a tempPath
+    that names a committed log file must be refused, not copied or deleted."""
+    from deltacommit.errors import LogStoreError
+
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    table.checkpoint()
+    client = dynamodb_client(dynamo.endpoint)
+    client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": dynamo.uri()}, "fileName": {"S": "00000000000000000002.json"},
+        "tempPath": {"S": temp_path}, "complete": {"S": "false"}})
+    store = table.log_store.store
+    before = {m.path: store.get(m.path) for m in store.list("")}
+    with pytest.raises(LogStoreError, match="not a temp file name"):
+        dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    flags = [dynamo.uri(), *_flags(dynamo.options)]
+    for command in (["dynamodb", "status"], ["dynamodb", "repair"], ["show"]):
+        assert main([*command, *flags]) != 0
+        assert "not a temp file name" in capsys.readouterr().err
+    assert {m.path: store.get(m.path) for m in store.list("")} == before

@@ -21,12 +21,12 @@ import threading
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.log.actions import Add, Remove
+from deltacommit.log.paths import canonical_key
 from deltacommit.log.replay import TableState, file_key
 
 V = TypeVar("V")
@@ -171,14 +171,19 @@ def removes_from_arrow(arr: pa.StructArray) -> list[Remove]:
                    base_row[i], drcv[i]) for i in range(n)]
 
 
+# Paths ``canonical_key`` may change (see ``log.paths.is_plain_relative``): an escape, a scheme
+# or drive colon, a leading or trailing slash, an empty segment, or a ``.``/``..`` segment.
+_NOT_PLAIN = r"%|:|^/|/$|//|(^|/)\.\.?(/|$)"
+
+
 def row_keys(arr: pa.StructArray) -> list[str]:
     """``file_key`` of every row, computed column-wise when no row has a deletion vector."""
     paths_arr = _child(arr, "path")
     paths: list[str] = paths_arr.to_pylist()
     dv_arr = _child(arr, "deletionVector")
     if _all_null(dv_arr):
-        if len(paths_arr) and pc.any(pc.match_substring(paths_arr, "%")).as_py():
-            return [unquote(p) for p in paths]
+        if len(paths_arr) and pc.any(pc.match_substring_regex(paths_arr, _NOT_PLAIN)).as_py():
+            return [canonical_key(p) for p in paths]
         return paths
     dvs = _dv_dicts(dv_arr)
     return [file_key(p, d) for p, d in zip(paths, dvs, strict=True)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 from deltacommit.errors import CorruptLogError
 from deltacommit.log.actions import (
@@ -23,6 +22,7 @@ from deltacommit.log.actions import (
     Txn,
     UnknownAction,
 )
+from deltacommit.log.paths import canonical_key
 
 # Action types other writers may put in a log of a table whose protocol we accept, which do
 # not change the set of live files we compute.
@@ -32,9 +32,10 @@ IGNORABLE_ACTIONS = frozenset({"cdc", "checkpointMetadata", "sidecar"})
 def file_key(path: str, deletion_vector: dict[str, object] | None = None) -> str:
     """The identity of a data file across add and remove actions.
 
-    Paths are compared decoded, because writers differ in which characters they escape.
+    Paths are compared in their canonical form (``log.paths.canonical_key``): writers differ
+    in which characters they escape, and Delta treats ``/p`` and ``file:/p`` as one file.
     """
-    key = unquote(path)
+    key = canonical_key(path)
     if deletion_vector:
         key += "#" + str(deletion_vector.get("storageType", "")) + str(
             deletion_vector.get("pathOrInlineDv", "")) + "@" + str(deletion_vector.get("offset", ""))

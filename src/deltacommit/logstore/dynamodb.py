@@ -202,6 +202,16 @@ class CommitEntry:
         if temp_path.startswith("/") or "://" in temp_path or ".." in temp_path.split("/"):
             raise LogStoreError(f"{where}: entry {table_path} / {file_name} has {ATTR_TEMP_PATH}="
                                 f"{temp_path!r}; expected a path relative to _delta_log")
+        if complete == "false" and not _is_temp_name(temp_path, file_name):
+            # Repair copies the temp file to N.json and, for delta-rs's names, deletes it: a
+            # tempPath naming anything else (a commit, _last_checkpoint, a checkpoint) would
+            # copy or delete a committed file.  Never acted on; reported instead.
+            raise LogStoreError(
+                f"{where}: incomplete entry {table_path} / {file_name} has {ATTR_TEMP_PATH}="
+                f"{temp_path!r}, which is not a temp file name Spark (.tmp/{file_name}.<uuid>) "
+                "or delta-rs (_commit_<uuid>.json.tmp) writes; the entry is corrupt and nothing "
+                "was copied or deleted. Inspect it, then delete the item if the commit is not "
+                "needed")
         return cls(table_path, file_name, temp_path, complete == "true", expire_time)
 
 
@@ -979,6 +989,20 @@ class DynamoDBLogStore(LogStore):
             self._clock.sleep(0.25)
         with _CHECKED_LOCK:
             _CHECKED.add(key)
+
+
+_TOKEN = r"[0-9A-Za-z][0-9A-Za-z\-]*"
+_DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
+
+
+def _is_temp_name(temp_path: str, file_name: str) -> bool:
+    """Whether ``temp_path`` is a temp file name one of the protocol's writers creates for
+    ``file_name``: Spark's and ours ``.tmp/<N>.json.<uuid>``, delta-rs's
+    ``_commit_<uuid>.json.tmp``."""
+    prefix = f".tmp/{file_name}."
+    if temp_path.startswith(prefix):
+        return re.fullmatch(_TOKEN, temp_path[len(prefix):]) is not None
+    return _DELTA_RS_TEMP.fullmatch(temp_path) is not None
 
 
 def _moved_by_writer(entry: CommitEntry) -> bool:

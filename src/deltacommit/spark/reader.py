@@ -41,7 +41,8 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     if isinstance(table_or_uri, DeltaTable):
         table = table_or_uri
         if version is not None and version != table.version:
-            table = DeltaTable(table.uri, version=version, storage_options=table.storage_options)
+            table = DeltaTable(table.uri, version=version, storage_options=table.storage_options,
+                               allow_external_paths=table.allow_external_paths)
     else:
         table = DeltaTable(table_or_uri, version=version, storage_options=storage_options)
     schema = table.schema
@@ -59,7 +60,7 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     if not files:
         return spark.createDataFrame([], spark_schema)
     task = ReadTask(table.uri, table.storage_options, table.version, out_schema,
-                    table.partition_columns)
+                    table.partition_columns, allow_external_paths=table.allow_external_paths)
     shares = _balanced_shares(files, spark.sparkContext.defaultParallelism * _TASKS_PER_CORE)
     rdd = spark.sparkContext.parallelize(shares, len(shares)).flatMap(lambda share: share)
     listing = spark.createDataFrame(rdd, ReadTask.INPUT_DDL)

@@ -217,8 +217,9 @@ class ReadTask:
 
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
                  out_schema: pa.Schema, partition_columns: Sequence[str],
-                 batch_rows: int = 65_536) -> None:
+                 batch_rows: int = 65_536, allow_external_paths: bool = False) -> None:
         self.table_uri = table_uri
+        self.allow_external_paths = allow_external_paths
         self.storage_options = dict(storage_options)
         self.version = version
         self.out_schema = out_schema
@@ -235,31 +236,21 @@ class ReadTask:
             for path, pv in zip(paths, values, strict=True):
                 yield from self._read_file(store, str(path), json.loads(pv))
 
-    def _relative(self, path: str) -> str:
-        from deltacommit.errors import CorruptLogError
-        from deltacommit.partitions import decode_add_path
-
-        rel = decode_add_path(path)
-        if "://" in rel:
-            prefix = self.table_uri.rstrip("/") + "/"
-            if not rel.startswith(prefix):
-                raise CorruptLogError(
-                    f"table {self.table_uri}: data file {rel} lies outside the table location")
-            rel = rel[len(prefix):]
-        return rel
-
     def _read_file(self, store: Any, path: str, partition_values: dict[str, str | None]
                    ) -> Iterator[pa.RecordBatch]:
+        from deltacommit.datafiles import open_data_file
         from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+        from deltacommit.log.paths import locate_data_file, parse_location
         from deltacommit.partitions import partition_column_arrays
 
-        rel = self._relative(path)
-        where = f"{self.table_uri}/{rel}"
+        resolved = locate_data_file(parse_location(self.table_uri), path, table=self.table_uri,
+                                    allow_external=self.allow_external_paths)
+        where = (f"{self.table_uri}/{resolved.relative}" if resolved.relative is not None
+                 else resolved.location.uri())
         pcols = set(self.partition_columns)
         data_fields = [f for f in self.out_schema if f.name not in pcols]
         try:
-            local = store.local_path(rel)
-            source: Any = local if local is not None else store.open_input(rel)
+            source, _ = open_data_file(store, resolved, self.storage_options)
             pf = pq.ParquetFile(source)
             present = set(pf.schema_arrow.names)
             wanted = [f.name for f in data_fields if f.name in present]
@@ -289,5 +280,5 @@ class ReadTask:
             raise StorageError("read", where,
                                f"data file of version {self.version} is missing") from None
         except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"table {self.table_uri}: cannot read data file {rel}: {e}") from None
+            raise CorruptLogError(f"table {self.table_uri}: cannot read data file {where}: {e}") from None
 

@@ -39,3 +39,4 @@ def open_store(uri: str, storage_options: Mapping[str, str] | None = None) -> Ob
     raise StorageConfigError(
         f"unsupported location {uri!r}: the supported schemes are local paths, "
         + ", ".join(f"{s}://" for s in SUPPORTED_SCHEMES))
+
