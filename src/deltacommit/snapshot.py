@@ -7,6 +7,7 @@ commit retry does, so refreshing state costs one request per new commit instead 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +23,14 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
 from deltacommit.log.features import check_readable
-from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
+from deltacommit.log.names import (
+    LOG_DIR,
+    LogFile,
+    commit_name,
+    commit_path,
+    format_gaps,
+    version_gaps,
+)
 from deltacommit.log.replay import TableState
 
 if TYPE_CHECKING:
@@ -31,6 +39,8 @@ if TYPE_CHECKING:
     from deltacommit.checkpoint import LastCheckpoint
     from deltacommit.logstore.base import LogStore
 
+
+logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Commit:
@@ -97,6 +107,18 @@ class Snapshot:
         uri = log_store.table_uri
         commits = {f.version for f in files if f.kind == "commit"}
         checkpoints = [f.version for f in files if f.kind.startswith("checkpoint")]
+        if commits:
+            # A checkpoint at v is written only once v.json exists, and cleanup never deletes
+            # the commit of the checkpoint it keeps: one newer than every commit is stray, and
+            # using it would replace the table with whatever it holds.
+            newest = max(commits)
+            stray = sorted({v for v in checkpoints if v > newest})
+            if stray:
+                logger.warning("table %s: ignoring checkpoint(s) at version %s, newer than the "
+                               "newest commit %d", uri, _ranges(stray), newest)
+                files = [f for f in files if not (f.kind.startswith("checkpoint")
+                                                  and f.version > newest)]
+                checkpoints = [v for v in checkpoints if v <= newest]
         if not commits and not checkpoints:
             if partial:
                 return None
@@ -116,24 +138,26 @@ class Snapshot:
         if base is None and partial:
             return None
         start = 0 if base is None else base.version + 1
-        needed = list(range(start, target + 1))
-        missing = [v for v in needed if v not in commits]
-        if missing:
+        gaps = version_gaps(sorted(commits), start, target)
+        if gaps:
             # A directory listing taken while commits are being created is not a snapshot of
             # the directory: readdir(3) may return a new N+1.json and miss the N.json created
-            # just before it.  A version that is really there is found by asking for it.
-            missing = [v for v in missing if not log_store.store.exists(commit_path(v))]
-        if missing:
+            # just before it.  One more listing from the first gap finds such a version; the
+            # cost follows the files listed, never the width of a gap.
+            commits |= found_after_listing(log_store, commits, gaps, target)
+            gaps = version_gaps(sorted(commits), start, target)
+        if gaps:
             skipped = sorted({v for v in checkpoints if v <= target})
             why = (f" (checkpoint(s) at version {_ranges(skipped)} could not be used; see the "
                    "logged warnings)") if base is None and skipped else ""
-            if base is None and 0 in missing and version is None:
+            if base is None and gaps[0][0] == 0 and version is None:
                 raise MissingVersionError(
                     f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no usable "
                     f"checkpoint covers it; the log cannot be replayed{why}")
             raise MissingVersionError(
-                f"table {uri}: the log lacks version(s) {_ranges(missing)} needed to reach "
+                f"table {uri}: the log lacks version(s) {format_gaps(gaps)} needed to reach "
                 f"version {target}{why}")
+        needed = list(range(start, target + 1))
         state = base if base is not None else TableState()
         snap = cls(log_store, state)
         snap._apply_range(needed)
@@ -287,6 +311,24 @@ class Snapshot:
                 continue
             out.append((v, decode_commit(self.log_store, v, data).commit_info))
         return out
+
+
+# Missing versions few enough to ask for one by one when a second listing misses them too.
+_PROBE_MISSING = 16
+
+
+def found_after_listing(log_store: LogStore, commits: set[int], gaps: list[tuple[int, int]],
+                         target: int) -> set[int]:
+    """Commits a listing missed: one more listing from the first gap, then (only if the
+    versions still missing are few) a HEAD each.  Bounded by the files listed plus
+    ``_PROBE_MISSING``, whatever the version numbers."""
+    found = {f.version for f in log_store.list_log(gaps[0][0])
+             if f.kind == "commit" and f.version <= target}
+    remaining = version_gaps(sorted(commits | found), gaps[0][0], target, limit=_PROBE_MISSING + 1)
+    if sum(b - a + 1 for a, b in remaining) <= _PROBE_MISSING:
+        found |= {v for a, b in remaining for v in range(a, b + 1)
+                  if log_store.store.exists(commit_path(v))}
+    return found
 
 
 def _ranges(versions: list[int]) -> str:

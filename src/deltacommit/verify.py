@@ -34,11 +34,11 @@ from deltacommit.coalesce import committed_txn_ids
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
 from deltacommit.journal import JournalEntry
 from deltacommit.log.actions import Action, CommitInfo, parse_commit
-from deltacommit.log.names import LOG_DIR, commit_name, commit_path
+from deltacommit.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.logstore.base import LogStore
-from deltacommit.snapshot import Snapshot
+from deltacommit.snapshot import Snapshot, found_after_listing
 
 #: Problems listed in full; beyond this a count stands for the rest (a broken log can have
 #: one problem per version).
@@ -105,10 +105,10 @@ def verify_table(table_uri: str, journal: Iterable[JournalEntry] = (), *,
     if versions:
         # A listing is no snapshot of a directory being written (see Snapshot._load_listed):
         # a gap is a gap only if the version cannot be read either.
-        listed = set(versions)
-        versions += [v for v in range(versions[0], versions[-1] + 1)
-                     if v not in listed and reader.store.exists(commit_path(v))]
-        versions.sort()
+        gaps = version_gaps(versions, versions[0], versions[-1], limit=1)
+        if gaps:
+            versions = sorted(set(versions) | found_after_listing(reader, set(versions), gaps,
+                                                                   versions[-1]))
     candidates = checkpoint_candidates(files)
     if not versions and not candidates:
         raise TableNotFoundError(f"no Delta table at {uri}: {uri}/{LOG_DIR} has no commit files")
@@ -140,11 +140,15 @@ def verify_table(table_uri: str, journal: Iterable[JournalEntry] = (), *,
 def _check_contiguous(report: VerifyReport, versions: list[int], checkpoints: list[int]) -> None:
     if not versions:
         return
-    present = set(versions)
-    gaps = [v for v in range(versions[0], versions[-1] + 1) if v not in present]
+    gaps = version_gaps(versions, versions[0], versions[-1])
     if gaps:
-        report.problem(f"the log has no commit file for version(s) {_ranges(gaps)} between "
+        report.problem(f"the log has no commit file for version(s) {format_gaps(gaps)} between "
                        f"versions {versions[0]} and {versions[-1]}")
+    stray = sorted({c for c in checkpoints if c > versions[-1]})
+    if stray:
+        report.problem(f"checkpoint(s) at version {_ranges(stray)} are newer than the newest "
+                       f"commit {versions[-1]}: no commit vouches for them and readers ignore "
+                       "them")
     if versions[0] > 0 and not any(versions[0] - 1 <= c <= versions[-1] for c in checkpoints):
         report.problem(f"the oldest commit file is version {versions[0]} and no checkpoint at or "
                        f"after version {versions[0] - 1} covers the versions before it")

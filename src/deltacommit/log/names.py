@@ -49,9 +49,49 @@ class LogFile:
         return f"{LOG_DIR}/{self.name}"
 
 
+MAX_VERSION = 2**63 - 1  # versions are signed 64-bit numbers (Spark's and delta-rs's Long/i64)
+
+
 def parse_log_name(name: str, size: int | None = None, last_modified_ms: int | None = None
                    ) -> LogFile | None:
-    """Classify a file name in ``_delta_log``; ``None`` for anything that is not a log file."""
+    """Classify a file name in ``_delta_log``; ``None`` for anything that is not a log file.
+
+    A name whose version does not fit in a signed 64-bit number is no log file any writer
+    could have made, and is ignored like any other stray name.
+    """
+    lf = _parse_log_name(name, size, last_modified_ms)
+    if lf is not None and lf.version > MAX_VERSION:
+        return None
+    return lf
+
+
+def version_gaps(versions: list[int], first: int, last: int, limit: int = 8
+                 ) -> list[tuple[int, int]]:
+    """Up to ``limit`` inclusive ranges of ``first..last`` absent from the sorted, distinct
+    ``versions``.  Pure; costs the length of ``versions``, never the width of the range, so a
+    stray commit a trillion versions ahead is found as one gap at once."""
+    out: list[tuple[int, int]] = []
+    expect = first
+    for v in versions:
+        if v < first:
+            continue
+        if v > last:
+            break
+        if v > expect:
+            out.append((expect, v - 1))
+            if len(out) >= limit:
+                return out
+        expect = v + 1
+    if expect <= last and len(out) < limit:
+        out.append((expect, last))
+    return out
+
+
+def format_gaps(gaps: list[tuple[int, int]]) -> str:
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in gaps)
+
+
+def _parse_log_name(name: str, size: int | None, last_modified_ms: int | None) -> LogFile | None:
     if m := _COMMIT.match(name):
         return LogFile(name, "commit", int(m.group(1)), size=size, last_modified_ms=last_modified_ms)
     if m := _CHECKPOINT_CLASSIC.match(name):

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from deltacommit.errors import MissingVersionError, ObjectNotFoundError
-from deltacommit.log.names import LOG_DIR, LogFile, commit_path, parse_log_name
+from deltacommit.log.names import (
+    LOG_DIR,
+    LogFile,
+    commit_path,
+    format_gaps,
+    parse_log_name,
+    version_gaps,
+)
 from deltacommit.storage.base import ObjectStore
 
 # How many consecutive new versions to probe one by one before listing instead.
@@ -92,9 +99,18 @@ class LogStore(ABC):
 
     def _read_range(self, first: int, last: int) -> list[tuple[int, bytes]]:
         """Read versions ``first..last``; a missing one in between is a gap in the log."""
-        versions = list(range(first, last + 1))
-        if not versions:
+        if last < first:
             return []
+        if last - first >= _PROBE_LIMIT:
+            # Check a wide range against one listing before reading it: a stray commit far
+            # ahead must be a gap found at once, not millions of reads.
+            listed = sorted({f.version for f in self.list_log(first) if f.kind == "commit"})
+            gaps = version_gaps(listed, first, last)
+            if gaps:
+                raise MissingVersionError(
+                    f"table {self.table_uri}: the log has version {last} but lacks version(s) "
+                    f"{format_gaps(gaps)}")
+        versions = list(range(first, last + 1))
         try:
             if len(versions) == 1:
                 return [(first, self.read_commit(first))]
