@@ -10,16 +10,19 @@ from deltacommit.appender import Appender
 from deltacommit.coalesce import GroupCommitPolicy, append
 from deltacommit.conflicts import IsolationLevel
 from deltacommit.errors import (
+    CheckConstraintViolationError,
     CommitFailedError,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
     ConcurrentTransactionException,
+    ConstraintViolationError,
     CoordinationMismatchError,
     CorruptLogError,
     DeltaCommitError,
     InvalidArgumentError,
+    InvariantViolationError,
     LogStoreError,
     MetadataChangedException,
     MissingVersionError,
@@ -44,6 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Appender",
+    "CheckConstraintViolationError",
     "CommitFailedError",
     "CommitPolicy",
     "CommitResult",
@@ -52,12 +56,14 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationException",
     "ConcurrentTransactionException",
+    "ConstraintViolationError",
     "CoordinationMismatchError",
     "CorruptLogError",
     "DeltaCommitError",
     "DeltaTable",
     "GroupCommitPolicy",
     "InvalidArgumentError",
+    "InvariantViolationError",
     "IsolationLevel",
     "LogStoreError",
     "MetadataChangedException",

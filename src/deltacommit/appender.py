@@ -44,6 +44,7 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from deltacommit.log.actions import MAX_LONG
 from deltacommit.partitions import decode_add_path
 from deltacommit.table import DeltaTable
 from deltacommit.transaction import CommitResult
@@ -150,10 +151,10 @@ class Appender:
         from deltacommit.writer import to_arrow_table
 
         self._raise_background_error()
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_LONG:
             raise InvalidArgumentError(
-                f"Appender {self.app_id!r} on {self._uri}: offset must be a non-negative integer, "
-                f"got {offset!r}")
+                f"Appender {self.app_id!r} on {self._uri}: offset must be an integer from 0 to "
+                f"2**63-1 (it is recorded as a txn version), got {offset!r}")
         arrow = to_arrow_table(data)
         with self._lock:
             if self._closed:
@@ -251,6 +252,7 @@ class Appender:
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
         from deltacommit.datafiles import num_indexed_cols, write_data_files
         from deltacommit.schema import cast_to_table_schema, check_write_compatible
+        from deltacommit.writer import check_not_null, check_table_constraints
 
         table = self._open(batch[0][1])
         while True:
@@ -269,6 +271,8 @@ class Appender:
                 check_write_compatible(schema, t.schema, table.uri)
                 parts.append(cast_to_table_schema(t, schema))
             data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            check_not_null(data, schema, table.uri)
+            check_table_constraints(table, data)
             adds = []
             if data.num_rows:
                 adds = write_data_files(

@@ -27,6 +27,10 @@ deltacommit's own names
     Writers whose ``tablePath`` differ do not exclude each other.
     ``DELTACOMMIT_DYNAMO_TTL_SECONDS``: delay before a completed entry's ``expireTime``
     (default 86400, Spark's and delta-rs's one day; at least 3600).
+    ``DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS``: how long an incomplete entry of a writer that
+    finishes by moving its temp file (delta-rs) is left to that writer before it is repaired
+    (default 2000; 0 repairs at once).  Repairing it while its writer is still moving makes
+    that writer see its own commit as a lost race.
     ``DELTACOMMIT_S3_CONDITIONAL_WRITES``: ``false`` makes the S3 store behave as if S3 had no
     conditional writes (``put_if_absent`` refuses); for testing the DynamoDB mechanisms.
 
@@ -84,6 +88,7 @@ CONDITIONAL_PUT = "AWS_CONDITIONAL_PUT"
 CONDITIONAL_PUT_ALIAS = "CONDITIONAL_PUT"
 DYNAMO_TABLE_PATH_SCHEME = "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME"
 DYNAMO_TTL_SECONDS = "DELTACOMMIT_DYNAMO_TTL_SECONDS"
+DYNAMO_REPAIR_GRACE_MS = "DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS"
 S3_CONDITIONAL_WRITES = "DELTACOMMIT_S3_CONDITIONAL_WRITES"
 
 #: Every option this module reads (upper-case; ``storage_options`` keys match in any case).
@@ -92,7 +97,7 @@ KNOWN_OPTIONS: frozenset[str] = frozenset({
     ALLOW_HTTP, PROFILE, LOCKING_PROVIDER, ADDRESSING_STYLE, DYNAMO_TABLE_NAME, DYNAMO_BILLING_MODE,
     DYNAMO_MAX_ELAPSED_REQUEST_TIME, REGION_DYNAMODB, ACCESS_KEY_ID_DYNAMODB,
     SECRET_ACCESS_KEY_DYNAMODB, SESSION_TOKEN_DYNAMODB, CONDITIONAL_PUT, CONDITIONAL_PUT_ALIAS,
-    DYNAMO_TABLE_PATH_SCHEME, DYNAMO_TTL_SECONDS, S3_CONDITIONAL_WRITES,
+    DYNAMO_TABLE_PATH_SCHEME, DYNAMO_TTL_SECONDS, DYNAMO_REPAIR_GRACE_MS, S3_CONDITIONAL_WRITES,
 })
 
 #: Options deltalake 1.6.0 accepts that tune its own HTTP stack or credential loading and have
@@ -126,6 +131,9 @@ _OUR_PREFIXES = ("AWS_", "DELTA_", "DELTACOMMIT_")
 
 DEFAULT_DYNAMO_TABLE_NAME = "delta_log"
 DEFAULT_DYNAMO_TTL_SECONDS = 86_400
+#: How long a fresh incomplete entry of a moving writer (delta-rs) is left to it.  Its move is
+#: a copy, a delete and an UpdateItem: tens of milliseconds, seconds under load.
+DEFAULT_DYNAMO_REPAIR_GRACE_MS = 2_000
 #: The shortest ``DELTACOMMIT_DYNAMO_TTL_SECONDS`` accepted.  The entry of version N is what
 #: makes a second ``PutItem`` for N fail: once TTL has deleted it, a writer that has not yet
 #: seen version N (stalled, partitioned, or reading a lagging listing) can win N again and
@@ -198,6 +206,7 @@ class AwsConfig:
     conditional_put: ConditionalPut = field(default_factory=ConditionalPut)
     dynamo_table_path_scheme: TablePathScheme = "uri"
     dynamo_ttl_seconds: int = DEFAULT_DYNAMO_TTL_SECONDS
+    dynamo_repair_grace_ms: int = DEFAULT_DYNAMO_REPAIR_GRACE_MS
     s3_conditional_writes: bool = True
 
     def __repr__(self) -> str:
@@ -452,6 +461,8 @@ def resolve_aws_config(storage_options: Mapping[str, str] | None,
         dynamo_table_path_scheme=_choice(o, DYNAMO_TABLE_PATH_SCHEME, ("uri", "s3a", "s3"),  # type: ignore[arg-type]
                                          "uri"),
         dynamo_ttl_seconds=_ttl_seconds(o),
+        dynamo_repair_grace_ms=int(_number(o, DYNAMO_REPAIR_GRACE_MS, DEFAULT_DYNAMO_REPAIR_GRACE_MS,
+                                           integer=True)),
         s3_conditional_writes=_bool(o, S3_CONDITIONAL_WRITES, True),
     )
 

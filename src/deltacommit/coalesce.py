@@ -768,7 +768,7 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
 def _prepare(table: DeltaTable, data: Any) -> pa.Table:
     """The checks and casts ``write`` applies to appended data."""
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
-    from deltacommit.writer import check_not_null, to_arrow_table
+    from deltacommit.writer import check_not_null, check_table_constraints, to_arrow_table
 
     arrow = to_arrow_table(data)
     schema = table.schema
@@ -776,6 +776,7 @@ def _prepare(table: DeltaTable, data: Any) -> pa.Table:
         check_write_compatible(schema, arrow.schema, table.uri)
         arrow = cast_to_table_schema(arrow, schema)
     check_not_null(arrow, schema, table.uri)
+    check_table_constraints(table, arrow)
     return arrow
 
 

@@ -115,7 +115,8 @@ def dynamodb_fleet_sign(store: ObjectStore, mechanism: str) -> str | None:
     A table created by Spark or delta-rs records nothing, yet its fleet may commit through
     Spark's DynamoDB protocol, which neither a conditional put nor a DynamoCommit lease
     excludes.  Spark's temp files in ``_delta_log/.tmp/`` stay after every commit, so one is a
-    durable sign.  delta-rs's ``_delta_log/_commit_<uuid>.json.tmp`` is not: delta-rs writes it
+    durable sign; deltacommit deletes its own once the commit is in place and leaves a marker
+    there instead.  delta-rs's ``_delta_log/_commit_<uuid>.json.tmp`` is not: delta-rs writes it
     for every log store but its default one and renames it away on success, so it proves
     nothing about DynamoDB and is not looked for.
 
@@ -126,5 +127,8 @@ def dynamodb_fleet_sign(store: ObjectStore, mechanism: str) -> str | None:
     if mechanism == "dynamodb" or store.local_path("") is not None:
         return None
     for meta in store.list(SPARK_TEMP_PREFIX):
+        if meta.path.endswith("/_deltacommit_dynamodb"):
+            return (f"Spark's S3DynamoDBLogStore protocol (marker {meta.path}, left by "
+                    "deltacommit writers on that protocol)")
         return f"Spark's S3DynamoDBLogStore (temp file {meta.path})"
     return None

@@ -76,6 +76,18 @@ class UnsupportedTypeError(SchemaMismatchError):
     """A schema uses a data type deltacommit cannot read or write (variant, interval, ...)."""
 
 
+class ConstraintViolationError(DeltaCommitError):
+    """Data violates a constraint of the table; nothing was written."""
+
+
+class InvariantViolationError(ConstraintViolationError):
+    """Data violates a column invariant (``delta.invariants``)."""
+
+
+class CheckConstraintViolationError(ConstraintViolationError):
+    """Data violates a CHECK constraint (``delta.constraints.<name>``)."""
+
+
 class InvalidArgumentError(DeltaCommitError, ValueError):
     """An argument (partition column, predicate, mode, option) is not valid for this table."""
 

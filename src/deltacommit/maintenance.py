@@ -21,6 +21,7 @@ age test on every file protects data that a writer has written but not yet commi
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
+# A retention longer than a million years keeps everything anyway; bounding it keeps the
+# millisecond arithmetic in range.
+_MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
 
 
 # --------------------------------------------------------------------------- log cleanup
@@ -227,9 +231,14 @@ def _expired_temp_files(log_store: LogStore, before_ms: int) -> list[str]:
     out: list[str] = []
     for prefix in _TEMP_PREFIXES:
         for meta in log_store.store.list(prefix):
-            if meta.last_modified_ms < before_ms:
+            if meta.last_modified_ms < before_ms and meta.path != _DYNAMODB_MARKER:
                 out.append(meta.path)
     return out
+
+
+# deltacommit's sign that a table is written through Spark's DynamoDB protocol (see
+# ``logstore.dynamodb.DYNAMODB_MARKER``): kept, it is no temp file.
+_DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"
 
 
 # --------------------------------------------------------------------------- vacuum
@@ -299,9 +308,12 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
     if retention_hours is None:
         retention_ms = table_ms
     else:
-        if retention_hours < 0:
+        if (isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float)
+                or not math.isfinite(retention_hours) or retention_hours < 0
+                or retention_hours > _MAX_RETENTION_HOURS):
             raise InvalidArgumentError(
-                f"vacuum of {uri}: retention_hours must not be negative, got {retention_hours}")
+                f"vacuum of {uri}: retention_hours must be a finite number of hours from 0 to "
+                f"{_MAX_RETENTION_HOURS:.0f}, got {retention_hours!r}")
         retention_ms = int(retention_hours * 3_600_000)
         if enforce_retention_duration and retention_ms < table_ms:
             raise InvalidArgumentError(

@@ -103,6 +103,11 @@ def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], tabl
             raise InvalidArgumentError(
                 f"table {table}: partition column {c!r} has type {t}; partition columns must be "
                 f"of type {PARTITION_TYPES}")
+        segment = escape_path_name(c) + "="
+        if len(segment.encode()) > MAX_PATH_SEGMENT_BYTES - 1:
+            raise InvalidArgumentError(
+                f"table {table}: partition column name {c[:40]!r}... is too long: its directory "
+                f"name would exceed {MAX_PATH_SEGMENT_BYTES} bytes, which file systems refuse")
     if len(set(partition_by)) != len(partition_by):
         raise InvalidArgumentError(f"table {table}: partition columns {list(partition_by)} repeat")
     if partition_by and len(set(partition_by)) == len(names):
@@ -331,12 +336,22 @@ def unescape_path_name(text: str) -> str:
     return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
+# Longest file or directory name most file systems accept (ext4, XFS, APFS; NAME_MAX).
+MAX_PATH_SEGMENT_BYTES = 255
+
+
 def partition_path(items: Sequence[tuple[str, str | None]]) -> str:
     """``col=value/col2=__HIVE_DEFAULT_PARTITION__`` for serialized partition values."""
     parts = []
     for col, value in items:
         v = HIVE_DEFAULT_PARTITION if value is None or value == "" else escape_path_name(value)
-        parts.append(f"{escape_path_name(col)}={v}")
+        segment = f"{escape_path_name(col)}={v}"
+        if len(segment.encode()) > MAX_PATH_SEGMENT_BYTES:
+            raise InvalidArgumentError(
+                f"partition value {(value or '')[:40]!r}... of column {col!r} is too long: its directory "
+                f"name would be {len(segment.encode())} bytes, over the "
+                f"{MAX_PATH_SEGMENT_BYTES} file systems accept; nothing was written")
+        parts.append(segment)
     return "/".join(parts)
 
 

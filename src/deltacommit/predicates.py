@@ -669,8 +669,13 @@ _TOKEN_RE = re.compile(r"""
 
 
 def _syntax_error(text: str, pos: int, message: str) -> InvalidArgumentError:
-    caret = text[:pos] + " >>> " + text[pos:]
-    return InvalidArgumentError(f"invalid predicate {text!r}: {message} at position {pos}: {caret!r}")
+    if len(text) <= 200:
+        caret = text[:pos] + " >>> " + text[pos:]
+        return InvalidArgumentError(
+            f"invalid predicate {text!r}: {message} at position {pos}: {caret!r}")
+    around = text[max(0, pos - 40):pos] + " >>> " + text[pos:pos + 40]
+    return InvalidArgumentError(f"invalid predicate of {len(text)} characters: {message} at "
+                                f"position {pos}: ...{around!r}...")
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -710,11 +715,25 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
+# Nesting (parentheses and NOT) a predicate may have: far beyond any written by hand, and far
+# below Python's recursion limit, which the parser and the evaluator both recurse into.
+MAX_PREDICATE_DEPTH = 100
+MAX_PREDICATE_CHARS = 1_000_000
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_PREDICATE_DEPTH:
+            raise _syntax_error(self.text, self.peek().pos,
+                                f"the predicate nests deeper than {MAX_PREDICATE_DEPTH} levels "
+                                "of parentheses and NOT")
 
     # ---- token helpers
 
@@ -776,15 +795,20 @@ class _Parser:
 
     def parse_not(self) -> Predicate:
         if self.accept_kw("NOT"):
-            return not_(self.parse_not())
+            self._enter()
+            inner = self.parse_not()
+            self.depth -= 1
+            return not_(inner)
         return self.parse_primary()
 
     def parse_primary(self) -> Predicate:
         tok = self.peek()
         if tok.kind == "op" and tok.text == "(":
             self.next()
+            self._enter()
             p = self.parse_or()
             self.expect_op(")")
+            self.depth -= 1
             return p
         if (self.is_kw("TRUE") or self.is_kw("FALSE")) and not self._starts_comparison(1):
             return TRUE if self.next().text.upper() == "TRUE" else FALSE
@@ -919,6 +943,9 @@ def parse_predicate(text: str) -> Predicate:
     """Parse a SQL predicate over partition columns (see the module docstring for the grammar)."""
     if not isinstance(text, str):
         raise InvalidArgumentError(f"predicate must be a string, got {type(text).__name__}")
+    if len(text) > MAX_PREDICATE_CHARS:
+        raise InvalidArgumentError(f"predicate is {len(text)} characters long; at most "
+                                   f"{MAX_PREDICATE_CHARS} are accepted")
     return _Parser(text).parse()
 
 

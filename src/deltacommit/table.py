@@ -7,6 +7,7 @@ each missed commit once per process, not once per transaction.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -107,7 +108,7 @@ class DeltaTable:
                group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
         from deltacommit.partitions import check_partition_columns
-        from deltacommit.schema import needs_timestamp_ntz, schema_to_json
+        from deltacommit.schema import schema_to_json
 
         options = dict(storage_options or {})
         ls = log_store or open_log_store(table_uri, options)
@@ -118,6 +119,7 @@ class DeltaTable:
             raise InvalidArgumentError(f"schema for new table {uri} must be a pyarrow.Schema, "
                                        f"got {type(schema).__name__}")
         pcols = list(partition_by or [])
+        check_column_names(schema, uri)
         check_partition_columns(schema, pcols, uri)
         _check_configuration(configuration or {}, uri)
         existing = ls.list_log(0)
@@ -126,11 +128,11 @@ class DeltaTable:
                 f"a Delta table already exists at {uri} ({len(existing)} log files, newest "
                 f"version {max(f.version for f in existing)}); open it with DeltaTable({uri!r})")
         config: dict[str, str | None] = dict(configuration or {})
+        # Protocol requests, not properties: Delta applies them and does not store them.
+        wanted_reader = config.pop("delta.minReaderVersion", None)
+        wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
-        if needs_timestamp_ntz(schema):
-            protocol = Protocol(3, 7, ["timestampNtz"], ["timestampNtz"])
-        else:
-            protocol = Protocol(*DEFAULT_PROTOCOL)
+        protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
         now = int(clock.time() * 1000)
         metadata = Metadata(
             id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
@@ -394,6 +396,11 @@ class DeltaTable:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each version, newest first, with ``version`` added."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise InvalidArgumentError(
+                f"history of table {self.uri}: limit must be a positive integer or None, "
+                f"got {limit!r}")
         out: list[dict[str, Any]] = []
         for v, info in self._snapshot.commit_infos(limit):
             d: dict[str, Any] = dict(info.values) if info is not None else {}
@@ -499,14 +506,133 @@ _KNOWN_DELTA_KEYS = frozenset({
 })
 
 
+_BOOLEAN_KEYS = ("delta.appendOnly", "delta.checkpoint.writeStatsAsJson",
+                 "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
+                 "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
+                 "delta.compatibility.symlinkFormatManifest.enabled")
+_SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
+
+
+# Characters Spark refuses in column names of tables without column mapping
+# (``SchemaUtils.checkFieldNames``): they cannot be stored in Parquet or Hive metadata safely.
+_BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
+
+
+def check_column_names(schema: pa.Schema, uri: str) -> None:
+    """Refuse column names Spark refuses without column mapping, which deltacommit does not
+    support: empty, or containing any of `` ,;{}()\\n\\t=``."""
+
+    def visit(t: pa.DataType, prefix: str) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                check(t.field(i).name, prefix)
+                visit(t.field(i).type, f"{prefix}{t.field(i).name}.")
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            visit(t.value_type, prefix)
+        elif pa.types.is_map(t):
+            visit(t.key_type, prefix)
+            visit(t.item_type, prefix)
+
+    def check(name: str, prefix: str) -> None:
+        bad = sorted(set(name) & _BAD_NAME_CHARS)
+        if not name or bad:
+            what = "is empty" if not name else f"contains {''.join(bad)!r}"
+            raise InvalidArgumentError(
+                f"table {uri}: column name {prefix + name!r} {what}; Delta allows such names only "
+                "with column mapping (delta.columnMapping.mode), which deltacommit does not "
+                "support yet")
+
+    for f in schema:
+        check(f.name, "")
+        visit(f.type, f"{f.name}.")
+
+
+def _has_invariants(schema: pa.Schema) -> bool:
+    from deltacommit.constraints import INVARIANTS_KEY
+
+    def visit(t: pa.DataType) -> bool:
+        return pa.types.is_struct(t) and any(
+            INVARIANTS_KEY in (t.field(i).metadata or {}) or visit(t.field(i).type)
+            for i in range(t.num_fields))
+
+    return any(INVARIANTS_KEY in (f.metadata or {}) or visit(f.type) for f in schema)
+
+
+def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
+                     wanted_reader: str | None, wanted_writer: str | None, uri: str) -> Protocol:
+    """The lowest protocol that carries what the table uses (timestamp_ntz columns, CHECK
+    constraints), raised to any ``delta.minReaderVersion``/``delta.minWriterVersion`` asked
+    for; a version whose features deltacommit cannot honour is refused, never ignored."""
+    from deltacommit.constraints import CONSTRAINT_PREFIX
+    from deltacommit.schema import needs_timestamp_ntz
+
+    def version(value: str | None, key: str, allowed: tuple[int, ...]) -> int:
+        if value is None:
+            return 0
+        if not value.isdigit():
+            raise InvalidArgumentError(f"table {uri}: {key} must be a protocol version number, "
+                                       f"got {value!r}")
+        v = int(value)
+        if v not in allowed:
+            raise InvalidArgumentError(
+                f"table {uri}: {key}={v} asks for a protocol deltacommit cannot write (it "
+                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); versions 2 and "
+                "4-6 need column mapping, change data feed or generated columns")
+        return v
+
+    reader = version(wanted_reader, "delta.minReaderVersion", (1, 3))
+    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 7))
+    checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
+    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7:
+        writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        if (config.get("delta.appendOnly") or "").lower() == "true":
+            writer_features.append("appendOnly")
+        if _has_invariants(schema):
+            writer_features.append("invariants")
+        if checks:
+            writer_features.append("checkConstraints")
+        reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        if reader == 3 or reader_features:
+            return Protocol(3, 7, reader_features, writer_features)
+        return Protocol(1, 7, None, writer_features)
+    base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
+    return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
+
+
 def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
-    """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored)."""
+    """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored),
+    and values Delta would not parse."""
     import difflib
+
+    from deltacommit.constraints import CONSTRAINT_PREFIX
+    from deltacommit.predicates import parse_predicate
 
     for key, value in configuration.items():
         if not isinstance(value, str):
             raise InvalidArgumentError(
                 f"table {uri}: configuration value of {key!r} must be a string, got {value!r}")
+        if key.lower().startswith(CONSTRAINT_PREFIX):
+            if not key[len(CONSTRAINT_PREFIX):]:
+                raise InvalidArgumentError(f"table {uri}: CHECK constraint {key!r} has no name")
+            try:
+                parse_predicate(value)
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError(
+                    f"table {uri}: CHECK constraint {key!r} cannot be enforced by deltacommit: "
+                    f"{e}") from None
+            continue
+        if key in _BOOLEAN_KEYS and value.lower() not in ("true", "false"):
+            raise InvalidArgumentError(
+                f"table {uri}: {key} must be true or false, got {value!r}")
+        if key in ("delta.dataSkippingNumIndexedCols",) and not re.fullmatch(r"-?\d+", value):
+            raise InvalidArgumentError(f"table {uri}: {key} must be an integer, got {value!r}")
+        if key in ("delta.randomPrefixLength",) and not (value.isdigit() and int(value) > 0):
+            raise InvalidArgumentError(
+                f"table {uri}: {key} must be a positive integer, got {value!r}")
+        if key == "delta.targetFileSize" and not _SIZE.match(value.strip()):
+            raise InvalidArgumentError(
+                f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
+                f"got {value!r}")
         if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
             close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""

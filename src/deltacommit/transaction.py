@@ -34,6 +34,7 @@ from deltacommit.errors import (
     VersionExistsError,
 )
 from deltacommit.log.actions import (
+    MAX_LONG,
     Action,
     Add,
     CommitInfo,
@@ -189,9 +190,9 @@ class Transaction:
         if not isinstance(app_id, str) or not app_id:
             raise InvalidArgumentError(f"app id for table {self.table.uri} must be a non-empty "
                                        f"string, got {app_id!r}")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_LONG:
             raise InvalidArgumentError(f"app version for {app_id!r} on table {self.table.uri} must "
-                                       f"be a non-negative integer, got {version!r}")
+                                       f"be an integer from 0 to 2**63-1, got {version!r}")
         self._reads.app_ids.add(app_id)
         self._txns[app_id] = Txn(app_id, version, int(self.table.clock.time() * 1000))
 

@@ -23,7 +23,7 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from deltacommit.log.actions import Add
+from deltacommit.log.actions import MAX_LONG, Add
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -77,8 +77,10 @@ def check_write_arguments(mode: str, predicate: str | None, app_id: str | None,
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("app_id and app_version must be given together")
     if app_version is not None and (isinstance(app_version, bool) or not isinstance(app_version, int)
-                                    or app_version < 0):
-        raise InvalidArgumentError(f"app_version must be a non-negative integer, got {app_version!r}")
+                                    or not 0 <= app_version <= MAX_LONG):
+        raise InvalidArgumentError(
+            f"app_version of {app_id!r} must be an integer from 0 to 2**63-1 (a txn version is "
+            f"a signed 64-bit number in every Delta engine), got {app_version!r}")
     if predicate is not None and mode != "overwrite":
         raise InvalidArgumentError("a predicate is only meaningful with mode='overwrite'")
     if target_file_rows is not None and (isinstance(target_file_rows, bool)
@@ -229,6 +231,7 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
     check_write_compatible(table.schema, table_data.schema, uri)
     table_data = cast_to_table_schema(table_data, table.schema)
     check_not_null(table_data, table.schema, uri)
+    check_table_constraints(table, table_data)
     if pred is not None and table_data.num_rows:
         _check_predicate_covers(pred, table_data, table)
     if already_written(txn, app_id, app_version):
@@ -239,6 +242,20 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
         target_file_rows=target_file_rows)
     return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred, app_id=app_id,
                         app_version=app_version, num_rows=table_data.num_rows)
+
+
+def check_table_constraints(table: DeltaTable, data: pa.Table) -> None:
+    """The table's invariants and CHECK constraints on ``data``, before any file is written."""
+    from deltacommit.constraints import (
+        check_constraints,
+        check_partition_not_null,
+        table_constraints,
+    )
+
+    check_partition_not_null(data, table.schema, table.partition_columns, table.uri)
+    constraints = table_constraints(table.schema, table.configuration, table.uri)
+    if constraints:
+        check_constraints(data, constraints, table.uri)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

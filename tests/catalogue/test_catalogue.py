@@ -121,6 +121,34 @@ def append_action(action: dict[str, Any]) -> Callable[[Ctx], None]:
     return damage
 
 
+def append_actions(actions: list[dict[str, Any]]) -> Callable[[Ctx], None]:
+    def damage(ctx: Ctx) -> None:
+        ctx.log_file(2).write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return damage
+
+
+def stray_commit(version: int) -> Callable[[Ctx], None]:
+    def damage(ctx: Ctx) -> None:
+        ctx.log_file(version).write_bytes(ctx.log_file(1).read_bytes())
+    return damage
+
+
+def invariant_table(ctx: Ctx) -> None:
+    assert ctx.root is not None
+    meta = {"delta.invariants": json.dumps({"expression": {"expression": "id > 0"}})}
+    uri = str(ctx.root / "inv")
+    dc.DeltaTable.create(uri, pa.schema([pa.field("id", pa.int64(), metadata=meta)]))
+    ctx.extra["inv"] = uri
+
+
+def check_table(ctx: Ctx) -> None:
+    assert ctx.root is not None
+    uri = str(ctx.root / "chk")
+    dc.DeltaTable.create(uri, pa.schema([("id", pa.int64())]),
+                         configuration={"delta.constraints.positive": "id > 0"})
+    ctx.extra["chk"] = uri
+
+
 def checkpoint_then_clean(spoil: Callable[[Path], None]) -> Callable[[Ctx], None]:
     """A checkpoint at version 1, version 2 after it, the JSON commits it covers deleted (as log
     cleanup does), then ``spoil`` applied to the checkpoint file."""
@@ -299,7 +327,8 @@ CASES = [
          ("{uri}", "deltacommit.coordination='dynamodb'", "configured for 'conditional'")),
     Case("table-path-scheme-mismatch", "dynamodb",
          lambda c: c.write(_data, DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME="s3a"),
-         CoordinationMismatchError, ("{uri}", "tablePath='{uri}'", "'s3a://")),
+         CoordinationMismatchError, ("{uri}", "the fleet's entries use tablePath '{uri}'",
+                                     "'s3a://")),
     Case("locking-provider-and-dynamo-conditional-put", "dynamodb",
          lambda c: c.table(conditional_put="dynamo:leases"), StorageConfigError,
          ("{uri}", "AWS_S3_LOCKING_PROVIDER=dynamodb", "conditional_put=dynamo:leases",
@@ -321,6 +350,73 @@ CASES = [
          lambda c: dc.DeltaTable.create(c.uri, SCHEMA, storage_options=c.options),
          LogStoreError, ("old entries for table {uri}", "--drop-stale-entries"),
          damage=delete_all_objects, reads_back=False),
+    # paths, bounds and malformed logs (data safety)
+    Case("add-path-outside-the-table", "local", lambda c: c.table().to_arrow(), CorruptLogError,
+         ("{uri}", "../outside/x.parquet", "outside the table location", "allow_external_paths"),
+         damage=append_action({"add": {"path": "../outside/x.parquet", "partitionValues": {},
+                                       "size": 1, "modificationTime": 0, "dataChange": True}}),
+         reads_back=False),
+    Case("add-path-escaping-by-percent-encoding", "local", lambda c: c.table().to_arrow(),
+         CorruptLogError, ("{uri}", "%2e%2e%2foutside", "outside the table location"),
+         damage=append_action({"add": {"path": "%2e%2e%2foutside%2fx.parquet",
+                                       "partitionValues": {}, "size": 1,
+                                       "modificationTime": 0, "dataChange": True}}),
+         reads_back=False),
+    Case("two-protocols-in-one-commit", "local", lambda c: c.write(_data), CorruptLogError,
+         ("{uri}", "00000000000000000002.json", "two protocol actions in one commit"),
+         damage=append_actions([{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}]),
+         reads_back=False),
+    Case("reader-version-3-without-reader-features", "local", lambda c: c.table(), CorruptLogError,
+         ("{uri}", "minReaderVersion 3 but no readerFeatures list"),
+         damage=append_action({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                            "writerFeatures": []}}),
+         reads_back=False),
+    Case("txn-version-beyond-64-bits-in-the-log", "local", lambda c: c.table(), CorruptLogError,
+         ("{uri}", "00000000000000000002.json", "outside the signed 64-bit range"),
+         damage=append_action({"txn": {"appId": "x", "version": 2**64}}), reads_back=False),
+    Case("app-version-beyond-64-bits", "local",
+         lambda c: dc.write(c.uri, _data, app_id="ingest", app_version=2**63),
+         InvalidArgumentError, ("'ingest'", "from 0 to 2**63-1", str(2**63))),
+    Case("stray-commit-a-trillion-versions-ahead", "local", lambda c: c.table(),
+         MissingVersionError, ("{uri}", "lacks version(s) 2-999999999999"),
+         damage=stray_commit(10**12), reads_back=False),
+    Case("vacuum-retention-not-finite", "local",
+         lambda c: c.table().vacuum(retention_hours=float("nan")), InvalidArgumentError,
+         ("vacuum of {uri}", "retention_hours must be a finite number", "nan")),
+    Case("vacuum-retention-1e400-from-the-cli", "local",
+         lambda c: cli("vacuum", c.uri, "--retention-hours", "1e400"), CLIFailed,
+         ("retention_hours must be a finite number", "inf")),
+    Case("predicate-nested-5000-deep", "local",
+         lambda c: cli("delete", c.uri, "--where", "(" * 5000 + "day = 'a'" + ")" * 5000),
+         CLIFailed, ("nests deeper than 100 levels",)),
+    Case("partition-value-over-255-bytes", "local",
+         lambda c: c.write(pa.table({"id": [3], "day": ["x" * 300]}, schema=SCHEMA)),
+         InvalidArgumentError, ("column 'day' is too long", "255")),
+    Case("history-limit-negative", "local", lambda c: cli("history", c.uri, "--limit", "-1"),
+         CLIFailed, ("limit must be a positive integer", "-1")),
+    Case("append-a-directory", "local",
+         lambda c: cli("append", c.uri, str(Path(c.uri).parent)), CLIFailed,
+         ("is a directory", "name the data files in it")),
+    Case("invariant-violated", "local",
+         lambda c: dc.write(c.extra["inv"], pa.table({"id": [-1]})), dc.InvariantViolationError,
+         ("column 'id' (id > 0)", "'id': -1", "nothing was written"), damage=invariant_table),
+    Case("check-constraint-violated", "local",
+         lambda c: dc.write(c.extra["chk"], pa.table({"id": [0]})),
+         dc.CheckConstraintViolationError, ("CHECK constraint 'positive' (id > 0)", "'id': 0"),
+         damage=check_table),
+    Case("boolean-property-not-a-boolean", "local",
+         lambda c: dc.DeltaTable.create(str(Path(c.uri).parent / "t2"), SCHEMA,
+                                        configuration={"delta.appendOnly": "yes please"}),
+         InvalidArgumentError, ("delta.appendOnly must be true or false", "'yes please'")),
+    Case("protocol-request-unsupported", "local",
+         lambda c: dc.DeltaTable.create(str(Path(c.uri).parent / "t2"), SCHEMA,
+                                        configuration={"delta.minWriterVersion": "4"}),
+         InvalidArgumentError, ("delta.minWriterVersion=4", "cannot write")),
+    Case("column-name-spark-refuses", "local",
+         lambda c: dc.DeltaTable.create(str(Path(c.uri).parent / "t2"),
+                                        pa.schema([("a b", pa.int64())])),
+         InvalidArgumentError, ("column name 'a b' contains ' '", "column mapping")),
 ]
 
 

@@ -25,7 +25,7 @@ def test_conditional_writer_refuses_a_table_a_dynamodb_fleet_writes_until_it_is_
     dyn = dynamo_options(s3_bucket, moto_server.endpoint, new_log_table(moto_server.endpoint))
     s3 = dict(s3_bucket.storage_options)
     deltalake.write_deltalake(uri, batch(0, 0), storage_options=dyn)  # records nothing
-    # A commit through Spark's protocol, which keeps its temp file as Spark does.
+    # A commit through Spark's protocol: its temp file is gone, its marker stays.
     dc.write(uri, batch(0, 1), storage_options=dyn)
     table = dc.DeltaTable(uri, storage_options=s3)
     assert recorded_coordination(table.configuration) == {}
@@ -33,7 +33,7 @@ def test_conditional_writer_refuses_a_table_a_dynamodb_fleet_writes_until_it_is_
         dc.write(table, batch(1, 0))
     message = str(e.value)
     assert uri in message and "records no commit mechanism" in message
-    assert "Spark's S3DynamoDBLogStore (temp file _delta_log/.tmp/00000000000000000001.json." \
+    assert "Spark's S3DynamoDBLogStore protocol (marker _delta_log/.tmp/_deltacommit_dynamodb" \
         in message
     assert "deltacommit coordination set" in message
     assert dc.DeltaTable(uri, storage_options=s3).version == 1  # nothing committed

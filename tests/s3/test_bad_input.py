@@ -77,9 +77,10 @@ def test_a_missing_bucket_is_named_and_nothing_is_claimed(dynamo: DynamoSetup) -
     with pytest.raises(StorageError, match=r"bucket '\S+' does not exist at http://"):
         dc.DeltaTable.create(uri, SCHEMA, storage_options=dynamo.options)
     ls = open_log_store(uri, dynamo.options)
-    with pytest.raises(StorageError, match=r"put s3://\S+/t/_delta_log/\.tmp/\S+ failed: bucket"):
+    with pytest.raises(StorageError, match=r"s3://\S+/t/_delta_log/\S+ failed: bucket '\S+' does "
+                                           r"not exist"):
         ls.write_commit(0, b'{"commitInfo":{}}\n')
-    # The temp file comes first: no entry claims a version whose content could not be stored.
+    # Storage is reached before any entry: none claims a version whose content was not stored.
     assert dynamo.entries(uri) == []
 
 

@@ -99,6 +99,10 @@ def read_input(path: str, fmt: str | None, schema: pa.Schema | None = None,
     columns it knows are parsed as the table declares them, so text reaches a string column as
     text and both formats agree."""
     p = Path(path)
+    if p.is_dir():
+        raise InvalidArgumentError(
+            f"input {path} is a directory; name the data files in it (for example "
+            f"{path.rstrip('/')}/*.parquet)")
     if not p.is_file():
         raise InvalidArgumentError(f"input file {path} does not exist")
     kind = fmt or {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json",

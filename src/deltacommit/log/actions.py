@@ -23,13 +23,30 @@ def _opt_str(d: JsonDict, key: str) -> str | None:
     return None if v is None else str(v)
 
 
-def _opt_int(d: JsonDict, key: str) -> int | None:
-    v = d.get(key)
-    if v is None:
-        return None
+# Numbers in actions are Spark's Long and delta-rs's i64: a value outside that range is
+# unreadable for every other engine (and for our checkpoints' int64 columns).
+MIN_LONG, MAX_LONG = -(2**63), 2**63 - 1
+
+
+def _long(v: Any, key: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int | float | str):
         raise ValueError(f"field {key!r} must be a number, got {v!r}")
-    return int(v)
+    try:
+        n = int(v)
+    except (ValueError, OverflowError):
+        raise ValueError(f"field {key!r} must be an integer, got {v!r}") from None
+    if not MIN_LONG <= n <= MAX_LONG:
+        raise ValueError(f"field {key!r} is {n}, outside the signed 64-bit range")
+    return n
+
+
+def _opt_int(d: JsonDict, key: str) -> int | None:
+    v = d.get(key)
+    return None if v is None else _long(v, key)
+
+
+def _req_long(d: JsonDict, key: str, kind: str) -> int:
+    return _long(_req(d, key, kind), key)
 
 
 def _req(d: JsonDict, key: str, kind: str) -> Any:
@@ -70,8 +87,8 @@ class Protocol:
         rf = d.get("readerFeatures")
         wf = d.get("writerFeatures")
         return cls(
-            min_reader_version=int(_req(d, "minReaderVersion", "protocol")),
-            min_writer_version=int(_req(d, "minWriterVersion", "protocol")),
+            min_reader_version=_req_long(d, "minReaderVersion", "protocol"),
+            min_writer_version=_req_long(d, "minWriterVersion", "protocol"),
             reader_features=None if rf is None else [str(x) for x in rf],
             writer_features=None if wf is None else [str(x) for x in wf],
             extra=_rest(d, cls._KNOWN),
@@ -171,8 +188,8 @@ class Add:
         return cls(
             path=str(_req(d, "path", "add")),
             partition_values=_str_map(d.get("partitionValues"), "partitionValues"),
-            size=int(_req(d, "size", "add")),
-            modification_time=int(d.get("modificationTime") or 0),
+            size=_req_long(d, "size", "add"),
+            modification_time=_opt_int(d, "modificationTime") or 0,
             data_change=bool(d.get("dataChange", True)),
             stats=_opt_str(d, "stats"),
             tags=None if tags is None else _str_map(tags, "tags"),
@@ -291,7 +308,7 @@ class Txn:
     def from_json(cls, d: JsonDict) -> Txn:
         return cls(
             app_id=str(_req(d, "appId", "txn")),
-            version=int(_req(d, "version", "txn")),
+            version=_req_long(d, "version", "txn"),
             last_updated=_opt_int(d, "lastUpdated"),
             extra=_rest(d, cls._KNOWN),
         )

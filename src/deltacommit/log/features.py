@@ -11,7 +11,8 @@ from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
 READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
-WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck"})
+WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "timestampNtz",
+                             "vacuumProtocolCheck"})
 
 DEFAULT_PROTOCOL = (1, 2)
 
@@ -42,10 +43,10 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
 def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
     check_readable(table, protocol, metadata)
     w = protocol.min_writer_version
-    if w in (3, 4, 5, 6) or w > 7:
+    if w in (4, 5, 6) or w > 7:
         raise UnsupportedProtocolError(
-            f"table {table} needs writer version {w} (constraints, generated or identity columns, "
-            "change data feed or column mapping); deltacommit writes versions 1, 2 and 7 with "
+            f"table {table} needs writer version {w} (generated or identity columns, change data "
+            "feed or column mapping); deltacommit writes versions 1, 2, 3 (CHECK constraints) and 7 with "
             f"features {sorted(WRITER_FEATURES)}")
     if w == 7:
         missing = sorted(set(protocol.writer_features or []) - WRITER_FEATURES)

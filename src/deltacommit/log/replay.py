@@ -29,6 +29,27 @@ from deltacommit.log.paths import canonical_key
 IGNORABLE_ACTIONS = frozenset({"cdc", "checkpointMetadata", "sidecar"})
 
 
+def check_protocol_shape(p: Protocol, source: str) -> None:
+    """CorruptLogError for a protocol action no reader can interpret (PROTOCOL.md "Table
+    Features"): reader version 3 lists its reader features, writer version 7 its writer
+    features, and a reader-features protocol needs writer version 7."""
+    if p.min_reader_version < 1 or p.min_writer_version < 1:
+        raise CorruptLogError(f"{source}: protocol versions must be at least 1, got reader "
+                              f"{p.min_reader_version} / writer {p.min_writer_version}")
+    if p.min_reader_version > 3:
+        return  # a future protocol: refused as unsupported where the snapshot is checked
+    if p.min_reader_version == 3 and p.reader_features is None:
+        raise CorruptLogError(f"{source}: protocol has minReaderVersion {p.min_reader_version} "
+                              "but no readerFeatures list")
+    if p.min_writer_version == 7 and p.writer_features is None:
+        raise CorruptLogError(f"{source}: protocol has minWriterVersion {p.min_writer_version} "
+                              "but no writerFeatures list")
+    if p.min_reader_version == 3 and p.min_writer_version < 7:
+        raise CorruptLogError(f"{source}: protocol has minReaderVersion {p.min_reader_version} "
+                              f"(table features) but minWriterVersion {p.min_writer_version}; "
+                              "table features need writer version 7")
+
+
 def file_key(path: str, deletion_vector: dict[str, object] | None = None) -> str:
     """The identity of a data file across add and remove actions.
 
@@ -71,6 +92,7 @@ class TableState:
                 f"{source or 'log'}: version {version} does not follow version {self.version}")
         files = self.files
         tombstones = self.tombstones
+        seen_protocol = seen_metadata = False
         for a in actions:
             if isinstance(a, Add):
                 k = file_key(a.path, a.deletion_vector)
@@ -81,8 +103,17 @@ class TableState:
                 files.pop(k, None)
                 tombstones[k] = a
             elif isinstance(a, Metadata):
+                if seen_metadata:
+                    raise CorruptLogError(f"{source or f'version {version}'}: two metaData "
+                                          "actions in one commit; PROTOCOL.md allows at most one")
+                seen_metadata = True
                 self.metadata = a
             elif isinstance(a, Protocol):
+                if seen_protocol:
+                    raise CorruptLogError(f"{source or f'version {version}'}: two protocol "
+                                          "actions in one commit; PROTOCOL.md allows at most one")
+                seen_protocol = True
+                check_protocol_shape(a, source or f"version {version}")
                 self.protocol = a
             elif isinstance(a, Txn):
                 self.app_txns[a.app_id] = a

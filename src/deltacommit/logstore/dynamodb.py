@@ -77,6 +77,7 @@ endless lost races.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -86,9 +87,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
+from deltacommit.aws import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
 from deltacommit.aws import AwsConfig, resolve_aws_config
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.errors import (
+    CoordinationMismatchError,
     CorruptLogError,
     LogStoreError,
     ObjectExistsError,
@@ -119,7 +122,7 @@ TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
 #: Named points of the commit and repair paths where ``hook`` is called, in order.  A hook that
 #: raises (or ends the process) there models a writer stopped at that point.
-STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_complete",
+STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_delete_temp", "after_complete",
          "repair_after_copy", "repair_after_complete")
 
 FaultHook = Callable[[str, int], None]
@@ -402,6 +405,7 @@ class DynamoDBLogStore(LogStore):
         self.table_name = config.dynamo_table_name
         self.table_path = config.dynamo_table_path(store.uri)
         self.ttl_seconds = config.dynamo_ttl_seconds
+        self.repair_grace_ms = max(0, config.dynamo_repair_grace_ms)
         self._client = client if client is not None else config.dynamodb_client()
         self._hook = hook
         self._clock = clock
@@ -413,6 +417,11 @@ class DynamoDBLogStore(LogStore):
         self._good_upto = -1
         # _latest[0] was the newest version at the moment _latest[1].
         self._latest: tuple[int, _Moment] | None = None
+        # When this object first saw each moving writer's incomplete entry (by tempPath).
+        self._first_seen: dict[str, float] = {}
+        # The tablePath spellings found in use at first use (see ``join_fleet``); None before.
+        self._fleet_keys: dict[str, int] | None = None
+        self._marked = False
 
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -449,8 +458,88 @@ class DynamoDBLogStore(LogStore):
         self._counter.reset()
 
     def coordination_config(self) -> dict[str, str]:
+        self.join_fleet()
         return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
                 TABLE_PATH_KEY: self.table_path}
+
+    # ----------------------------------------------------------------- the fleet key
+
+    def fleet_keys(self) -> dict[str, int]:
+        """Every spelling of this table's location that has entries, with its newest version
+        (one consistent Query of one item per spelling)."""
+        found: dict[str, int] = {}
+        for spelling in table_path_spellings(self.table_path):
+            response = self._call("Query", KeyConditionExpression="#p = :p",
+                                  ExpressionAttributeNames={"#p": ATTR_TABLE_PATH},
+                                  ExpressionAttributeValues={":p": {"S": spelling}},
+                                  ConsistentRead=True, ScanIndexForward=False, Limit=1)
+            items = response.get("Items", [])
+            if items:
+                found[spelling] = self._parse(items[0]).version
+        return found
+
+    def join_fleet(self) -> None:
+        """Use the ``tablePath`` the table's other writers use; refuse when that is ambiguous.
+
+        Writers whose ``tablePath`` differ do not exclude each other: Spark writes
+        ``s3a://bkt/t`` (``s3a://bkt/`` for a bucket-root table), deltalake the URI it was
+        given.  On first use this log store looks under every spelling and joins the one in
+        use.  Refused: entries under more than one spelling (the fleet is already split), an
+        explicitly configured spelling other than the one in use, and a log with recent
+        commits but no entry under any spelling (its writers use another mechanism).
+        """
+        if self._fleet_keys is not None:
+            return
+        found = self.fleet_keys()
+        pin = (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
+               "every writer, or move the table to one mechanism with `deltacommit coordination "
+               "set`")
+        if len(found) > 1:
+            keys = ", ".join(f"{k} (newest version {v})" for k, v in sorted(found.items()))
+            raise CoordinationMismatchError(
+                f"table {self.table_uri}: DynamoDB table {self.table_name} has entries under "
+                f"several tablePath spellings: {keys}. Writers using different spellings do not "
+                f"exclude each other, so nothing is committed; {pin}")
+        if found:
+            (key, _), = found.items()
+            if key != self.table_path:
+                if self.config.dynamo_table_path_scheme != "uri":
+                    raise CoordinationMismatchError(
+                        f"table {self.table_uri}: the fleet's entries use tablePath {key!r} but "
+                        f"this writer is configured for {self.table_path!r}; they would not "
+                        f"exclude each other. {pin}")
+                log.info("table %s: joining the tablePath %s its other writers use (configured "
+                         "%s)", self.table_uri, key, self.table_path)
+                self.table_path = key
+        else:
+            self._check_no_other_mechanism(pin)
+        self._fleet_keys = found
+
+    def _check_no_other_mechanism(self, pin: str) -> None:
+        """A log with a commit younger than the entries' TTL but no entry under any spelling
+        is written by writers not on this protocol (S3 conditional put does not exclude it)."""
+        newest = None
+        for f in super().list_log(self._listing_start()):
+            if f.kind == "commit" and (newest is None or f.version > newest.version):
+                newest = f
+        if newest is None or newest.last_modified_ms is None:
+            return
+        age_s = self._clock.time() - newest.last_modified_ms / 1000
+        if age_s < self.ttl_seconds / 2:
+            raise CoordinationMismatchError(
+                f"table {self.table_uri}: version {newest.version} was committed {age_s:.0f} s ago "
+                f"but DynamoDB table {self.table_name} has no entry for this table under any "
+                f"tablePath spelling ({', '.join(table_path_spellings(self.table_path))}): its "
+                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
+                "commit mechanism (S3 conditional writes?), neither of which excludes this "
+                f"writer. Nothing was committed; {pin}")
+
+    def _listing_start(self) -> int:
+        try:
+            hint = json.loads(self.store.get(f"{LOG_DIR}/_last_checkpoint"))
+            return max(0, int(hint.get("version", 0)))
+        except (ObjectNotFoundError, ValueError, TypeError, AttributeError):
+            return 0
 
     def describe(self) -> Iterator[tuple[str, str]]:
         yield from super().describe()
@@ -498,6 +587,8 @@ class DynamoDBLogStore(LogStore):
     # ----------------------------------------------------------------- writing
 
     def write_commit(self, version: int, data: bytes) -> None:
+        if self._fleet_keys is None:
+            self.join_fleet()
         file_name = commit_name(version)
         target = commit_path(version)
         # Step 0: an N.json whose entry TTL already removed.
@@ -513,6 +604,12 @@ class DynamoDBLogStore(LogStore):
                 if first.complete and not self.store.exists(target):
                     raise LogStoreError(self._stale_message(first))
                 raise VersionExistsError(self.table_uri, version)
+        if not self._marked:
+            # Temp files are deleted once their commit is in place, so they no longer show a
+            # writer on S3 conditional writes that this table is coordinated through DynamoDB;
+            # this marker does (``coordination.dynamodb_fleet_sign``), once per log store.
+            self.store.put(DYNAMODB_MARKER, MARKER_TEXT)
+            self._marked = True
         # Step 2: temp file, then the entry: the linearisation point.
         entry = CommitEntry(self.table_path, file_name,
                             f".tmp/{file_name}.{self._random.uuid()}", complete=False)
@@ -526,6 +623,12 @@ class DynamoDBLogStore(LogStore):
         if not self._copy_own(entry, data):
             return
         self._step("after_copy", version)
+        # N.json holds the commit: the temp file goes before the entry is completed.  A
+        # delta-rs reader or writer repairing the entry meanwhile moves the temp file and takes
+        # an N.json that already exists as a lost race; finding the temp file gone it completes
+        # the entry as moved.  Spark's fixDeltaLog copies only while N.json is absent.
+        self._delete_temp(entry)
+        self._step("after_delete_temp", version)
         if self._complete(entry, quiet=True):
             self._note_good(version)
         self._step("after_complete", version)
@@ -648,6 +751,11 @@ class DynamoDBLogStore(LogStore):
         exists as a lost race, committing the same actions again at a later version; finding
         the temp file gone instead, it completes the entry as a repair it was beaten to.
         """
+        if _moved_by_writer(entry):
+            entry = self._await_mover(entry)
+            if entry.complete:
+                self._note_good(entry.version)
+                return self._read_moved(entry)
         version = entry.version
         target = commit_path(version)
         data = self._read_temp(entry)
@@ -667,6 +775,35 @@ class DynamoDBLogStore(LogStore):
         self._step("repair_after_complete", version)
         return data
 
+    def _await_mover(self, entry: CommitEntry) -> CommitEntry:
+        """Leave a moving writer's incomplete entry to it for ``repair_grace_ms`` from when this
+        log store first saw it: until the entry is complete, its temp file is gone (moved), or
+        the grace is over (the writer presumably died).  Returns the entry as last read.
+
+        A delta-rs writer finishes its commit by copying its temp file to N.json and deleting
+        it; should a repairer create N.json first, that writer takes its own commit for a lost
+        race and commits the same actions again at N+1.
+        """
+        key = entry.temp_path
+        with self._lock:
+            first = self._first_seen.setdefault(key, self._clock.monotonic())
+        deadline = first + self.repair_grace_ms / 1000
+        while True:
+            if not self.store.exists(entry.temp_key):
+                return entry
+            now = self._clock.monotonic()
+            if now >= deadline:
+                log.info("repairing the incomplete entry of version %s of %s: its writer has not "
+                         "moved %s within %d ms", entry.version, self.table_uri, entry.temp_path,
+                         self.repair_grace_ms)
+                return entry
+            self._clock.sleep(min(_MOVER_POLL_S, deadline - now))
+            current = self._get_entry(entry.version)
+            if current is None:
+                raise _Unrecoverable(self._unrecoverable_message(entry))
+            if current.complete or current.temp_path != entry.temp_path:
+                return current
+
     def _read_temp(self, entry: CommitEntry) -> bytes | None:
         try:
             return self.store.get(entry.temp_key)
@@ -683,6 +820,8 @@ class DynamoDBLogStore(LogStore):
     def _delete_temp(self, entry: CommitEntry) -> None:
         try:
             self.store.delete(entry.temp_key)
+        except ObjectNotFoundError:
+            pass  # moved by a delta-rs repairer
         except Exception as e:  # N.json is in place; a leftover temp file costs only storage
             log.warning("could not delete temp file %s/%s after copying it (%s)",
                         self.table_uri, entry.temp_key, e)
@@ -1003,6 +1142,34 @@ def _is_temp_name(temp_path: str, file_name: str) -> bool:
     if temp_path.startswith(prefix):
         return re.fullmatch(_TOKEN, temp_path[len(prefix):]) is not None
     return _DELTA_RS_TEMP.fullmatch(temp_path) is not None
+
+
+# How often a repairer waiting for a moving writer looks again.
+_MOVER_POLL_S = 0.025
+
+
+#: Left in ``_delta_log/.tmp/`` by deltacommit's writers on this protocol; see ``write_commit``.
+DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"
+MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore protocol; writers "
+               b"using S3 conditional writes do not exclude its writers.\n")
+
+
+def table_path_spellings(table_path: str) -> list[str]:
+    """Every ``tablePath`` a Spark, Hadoop or delta-rs writer may use for this location:
+    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root."""
+    scheme, sep, rest = table_path.partition("://")
+    if not sep or scheme.lower() not in ("s3", "s3a", "s3n"):
+        return [table_path]
+    rest = rest.rstrip("/")
+    bucket_root = "/" not in rest
+    out = []
+    for s in ("s3", "s3a", "s3n"):
+        out.append(f"{s}://{rest}")
+        if bucket_root:
+            out.append(f"{s}://{rest}/")
+    if table_path in out:
+        out.remove(table_path)
+    return [table_path, *out]
 
 
 def _moved_by_writer(entry: CommitEntry) -> bool:

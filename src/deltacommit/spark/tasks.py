@@ -90,8 +90,12 @@ class WriteTask:
 
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], schema: pa.Schema,
                  partition_columns: Sequence[str], indexed_cols: int,
-                 target_file_rows: int | None, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+                 target_file_rows: int | None, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+                 constraints: Sequence[Any] = ()) -> None:
         self.table_uri = table_uri
+        #: The table's invariants and CHECK constraints (``constraints.Constraint``), checked
+        #: on every batch before it is buffered for writing.
+        self.constraints = list(constraints)
         self.storage_options = dict(storage_options)
         self.schema = schema
         self.partition_columns = list(partition_columns)
@@ -101,13 +105,19 @@ class WriteTask:
         self.nested_required = has_nested_required(schema)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
+        from deltacommit.errors import (
+            ConstraintViolationError,
+            InvalidArgumentError,
+            SchemaMismatchError,
+            UnsupportedProtocolError,
+        )
 
         written: list[str] = []
         try:
             for add in self._write(batches):
                 written.append(add)
-        except (SchemaMismatchError, InvalidArgumentError) as e:
+        except (SchemaMismatchError, InvalidArgumentError, ConstraintViolationError,
+                UnsupportedProtocolError) as e:
             # Data errors are the caller's to fix; a Spark retry would fail the same way.
             error = {"error": {"type": type(e).__name__, "message": str(e)}}
             written.append(json.dumps(error, separators=(",", ":")))
@@ -143,6 +153,11 @@ class WriteTask:
         data = cast_to_table_schema(pa.Table.from_batches(pending), self.schema)
         if self.nested_required:
             data = enforce_nested_not_null(data, self.schema)
+        from deltacommit.constraints import check_constraints, check_partition_not_null
+
+        check_partition_not_null(data, self.schema, self.partition_columns, self.table_uri)
+        if self.constraints:
+            check_constraints(data, self.constraints, self.table_uri)
         target = self.target_file_rows
         groups, clustered = self._groups(data)
         for values, part in groups:

@@ -111,8 +111,11 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     from pyspark.sql import functions as F
 
     pcols = table.partition_columns
+    from deltacommit.constraints import table_constraints
+
     task = WriteTask(table.uri, table.storage_options, table.schema, pcols,
-                     num_indexed_cols(table.configuration), target_file_rows, buffer_bytes)
+                     num_indexed_cols(table.configuration), target_file_rows, buffer_bytes,
+                     table_constraints(table.schema, table.configuration, table.uri))
     source = df
     if pcols:
         keys = [F.col(_quote(c)) for c in pcols]
@@ -147,6 +150,9 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
     kinds: dict[str, type[DeltaCommitError]] = {
         "SchemaMismatchError": errors.SchemaMismatchError,
         "InvalidArgumentError": errors.InvalidArgumentError,
+        "InvariantViolationError": errors.InvariantViolationError,
+        "CheckConstraintViolationError": errors.CheckConstraintViolationError,
+        "UnsupportedProtocolError": errors.UnsupportedProtocolError,
     }
     cls = kinds.get(failure.get("type", ""), DeltaCommitError)
     more = f" (and {count - 1} more failed task(s))" if count > 1 else ""

@@ -1,0 +1,149 @@
+"""deltacommit beside deltalake 1.6.0 on Spark's DynamoDB protocol, called the usual way:
+every peer error is counted, never retried away.
+
+Three deltacommit and three deltalake writer processes append at once (deltalake through
+``write_deltalake(uri, ...)``, a fresh load per call), while a deltalake reader loads the table
+in a loop.  deltacommit's in-flight state must never look like a conflict to a peer: no
+"version N already exists" on the deltalake side (it meant deltalake repaired an entry whose
+N.json deltacommit had already copied), no error on the deltacommit side, and every
+acknowledged row exactly once.  deltalake's own retry limit ("Failed to commit transaction:
+15") is a matter of its contention policy, not of deltacommit: such a write committed nothing
+and is re-submitted, and the count is reported beside the count of a deltalake-only fleet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.testing import MotoServer, S3Bucket
+from tests.s3.helpers import SCHEMA, DynamoSetup, batch, context, new_log_table
+
+WRITERS = 3
+APPENDS = 15
+
+
+@pytest.fixture
+def dynamo(s3_bucket: S3Bucket, moto_server: MotoServer) -> DynamoSetup:
+    """A bucket and a new DynamoDB log table on the session's single-threaded moto."""
+    return DynamoSetup(s3_bucket, "moto", moto_server.endpoint, new_log_table(moto_server.endpoint))
+
+
+def _classify(message: str) -> str:
+    if "already exists" in message:
+        return "version-already-exists"
+    if "Failed to commit transaction" in message:
+        return "gave-up-after-retries"
+    return "other: " + message[:200]
+
+
+def _deltalake_writer(uri: str, options: Mapping[str, str], writer: int, appends: int,
+                      start: Any, out: Any) -> None:
+    from deltalake.exceptions import DeltaError
+
+    errors: Counter[str] = Counter()
+    acked = 0
+    try:
+        start.wait()
+        for b in range(appends):
+            for attempt in range(200):
+                try:
+                    deltalake.write_deltalake(uri, batch(writer, b), mode="append",
+                                              storage_options=dict(options))
+                    acked += 1
+                    break
+                except DeltaError as e:
+                    errors[_classify(str(e))] += 1
+                    time.sleep(0.005 * min(attempt + 1, 20))
+        out.put((f"deltalake-{writer}", acked, dict(errors)))
+    except BaseException as e:
+        errors[f"crash: {type(e).__name__}: {e}"[:200]] += 1
+        out.put((f"deltalake-{writer}", acked, dict(errors)))
+
+
+def _deltacommit_writer(uri: str, options: Mapping[str, str], writer: int, appends: int,
+                        start: Any, out: Any) -> None:
+    errors: Counter[str] = Counter()
+    acked = 0
+    try:
+        start.wait()
+        for b in range(appends):
+            dc.write(uri, batch(writer, b), storage_options=dict(options))
+            acked += 1
+    except BaseException as e:
+        errors[f"{type(e).__name__}: {e}"[:300]] += 1
+    out.put((f"deltacommit-{writer}", acked, dict(errors)))
+
+
+def _deltalake_reader(uri: str, options: Mapping[str, str], writer: int, appends: int,
+                      start: Any, out: Any) -> None:
+    """Load the table in a loop until the writers are done (``appends`` is the version to
+    reach), counting every failed load."""
+    from deltalake.exceptions import DeltaError
+
+    errors: Counter[str] = Counter()
+    loads = 0
+    start.wait()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            v = deltalake.DeltaTable(uri, storage_options=dict(options)).version()
+            loads += 1
+            if v >= appends:
+                break
+        except DeltaError as e:
+            errors[_classify(str(e))] += 1
+    out.put(("deltalake-reader", loads, dict(errors)))
+
+
+def _run(uri: str, options: dict[str, str], targets: list[tuple[Any, int]], final: int
+         ) -> dict[str, tuple[int, dict[str, int]]]:
+    ctx = context("spawn")
+    procs_args = [(t, w, APPENDS) for t, w in targets] + [(_deltalake_reader, 99, final)]
+    start = ctx.Barrier(len(procs_args))
+    out = ctx.Queue()
+    procs = [ctx.Process(target=t, args=(uri, options, w, n, start, out)) for t, w, n in procs_args]
+    for p in procs:
+        p.start()
+    try:
+        results = {name: (n, errors) for name, n, errors in (out.get(timeout=600) for _ in procs)}
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    return results
+
+
+def test_deltalake_writers_and_reader_see_no_error_beside_deltacommit(dynamo: DynamoSetup) -> None:
+    uri = dynamo.uri()
+    options = dict(dynamo.options)
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    targets = [(_deltacommit_writer, w) for w in range(WRITERS)]
+    targets += [(_deltalake_writer, WRITERS + w) for w in range(WRITERS)]
+    results = _run(uri, options, targets, 2 * WRITERS * APPENDS)
+    print(json.dumps({"fleet": "mixed", "backend": dynamo.backend, "results": results}))
+    for name, (_, errors) in results.items():
+        if name.startswith("deltacommit"):
+            assert errors == {}, (name, errors)
+        else:
+            assert "version-already-exists" not in errors, (name, errors)
+            assert not any(k.startswith(("other", "crash")) for k in errors), (name, errors)
+    for w in range(2 * WRITERS):
+        kind = "deltacommit" if w < WRITERS else "deltalake"
+        assert results[f"{kind}-{w}"][0] == APPENDS
+    data = dc.DeltaTable(uri, storage_options=options).to_arrow()
+    pairs = Counter(zip(data["writer"].to_pylist(), data["batch"].to_pylist(), strict=True))
+    assert pairs == Counter({(w, b): 1 for w in range(2 * WRITERS) for b in range(APPENDS)})
+    theirs = deltalake.DeltaTable(uri, storage_options=options)
+    assert theirs.version() == 2 * WRITERS * APPENDS
+    assert theirs.to_pyarrow_table().num_rows == data.num_rows
+    assert isinstance(data, pa.Table)

@@ -1,0 +1,174 @@
+"""Column invariants, CHECK constraints and NOT NULL partition values on every write path:
+a violating write names the constraint and a row and commits nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import deltacommit as dc
+from deltacommit.constraints import Constraint, check_constraints
+from deltacommit.errors import SchemaMismatchError, UnsupportedProtocolError
+
+
+def _invariant_schema() -> pa.Schema:
+    meta = {"delta.invariants": json.dumps({"expression": {"expression": "id > 0"}})}
+    return pa.schema([pa.field("id", pa.int64(), metadata=meta), pa.field("day", pa.string())])
+
+
+def _paths(t: dc.DeltaTable) -> list[str]:
+    return sorted(p.name for p in Path(t.uri.removeprefix("file://")).rglob("*.parquet"))
+
+
+def test_an_invariant_is_enforced_by_write_append_and_the_appender(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = dc.DeltaTable.create(uri, _invariant_schema())
+    bad = pa.table({"id": [1, -5], "day": ["a", "b"]})
+    with pytest.raises(dc.InvariantViolationError, match=r"column 'id' \(id > 0\).*'id': -5"):
+        dc.write(uri, bad)
+    with pytest.raises(dc.InvariantViolationError, match="id > 0"):
+        dc.append(dc.DeltaTable(uri, group_commit=True), bad)
+    with dc.Appender(uri, "ingest", flush_rows=10**6) as app:
+        app.append(bad, offset=1)
+        with pytest.raises(dc.InvariantViolationError, match="id > 0"):
+            app.flush()
+        app._buffer.clear()  # the bad batch stays refused; close without it
+    assert dc.DeltaTable(uri).version == 0 and _paths(t) == []
+    dc.write(uri, pa.table({"id": [1, 2], "day": ["a", "b"]}))
+    assert dc.DeltaTable(uri).to_arrow().num_rows == 2
+
+
+def test_check_constraints_from_table_properties(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"], configuration={
+        "delta.constraints.positive": "id > 0 AND id < 100",
+        "delta.constraints.known_day": "day IN ('a', 'b')"})
+    with pytest.raises(dc.CheckConstraintViolationError, match=r"'positive'.*'id': 100"):
+        dc.write(uri, pa.table({"id": [5, 100], "day": ["a", "a"]}))
+    with pytest.raises(dc.CheckConstraintViolationError, match=r"'known_day'.*'day': 'c'"):
+        dc.write(uri, pa.table({"id": [5], "day": ["c"]}))
+    # NULL makes the expression NULL, not TRUE: a violation, as Delta defines it.
+    with pytest.raises(dc.CheckConstraintViolationError, match="positive"):
+        dc.write(uri, pa.table({"id": pa.array([None], pa.int64()), "day": ["a"]}))
+    assert dc.DeltaTable(uri).version == 0
+    dc.write(uri, pa.table({"id": [5], "day": ["b"]}))
+    assert dc.DeltaTable(uri).version == 1
+
+
+def test_an_expression_that_cannot_be_evaluated_refuses_the_write(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64())])
+    with pytest.raises(dc.InvalidArgumentError, match=r"'delta.constraints.c' cannot be enforced"):
+        dc.DeltaTable.create(uri, schema, configuration={"delta.constraints.c": "id + 1 > 0"})
+    # A table whose constraint another engine added: refused at write, never skipped.
+    deltalake.write_deltalake(uri, pa.table({"id": [1]}))
+    deltalake.DeltaTable(uri).alter.add_constraint({"c": "id + 1 > 0"})
+    with pytest.raises(UnsupportedProtocolError, match=r"cannot be evaluated.*refusing to write"):
+        dc.write(uri, pa.table({"id": [1]}))
+    assert dc.DeltaTable(uri).version == 1
+
+
+def test_deltalake_constraints_are_enforced_and_the_result_reads_back(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    deltalake.write_deltalake(uri, pa.table({"id": [1, 2]}))
+    deltalake.DeltaTable(uri).alter.add_constraint({"id_gt_0": "id > 0"})
+    with pytest.raises(dc.CheckConstraintViolationError, match="id_gt_0"):
+        dc.write(uri, pa.table({"id": [3, -1]}))
+    r = dc.write(uri, pa.table({"id": [3]}))
+    assert r.version == 2
+    theirs = deltalake.DeltaTable(uri)
+    assert sorted(theirs.to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_empty_string_in_a_not_null_partition_column_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), pa.field("day", pa.string(), nullable=False)])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"])
+    with pytest.raises(SchemaMismatchError, match=r"partition column 'day' is not nullable.*empty"):
+        dc.write(uri, pa.table({"id": [1], "day": [""]}, schema=schema))
+    assert dc.DeltaTable(uri).version == 0
+    dc.write(uri, pa.table({"id": [1], "day": ["x"]}, schema=schema))
+    assert deltalake.DeltaTable(uri).to_pyarrow_table().num_rows == 1
+
+
+# --------------------------------------------------------------------------- the evaluator
+
+_OPS = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _py(expr: tuple[Any, ...], row: dict[str, Any]) -> bool | None:
+    """A straightforward evaluation with SQL's three-valued logic."""
+    kind = expr[0]
+    if kind == "cmp":
+        _, col, op, value = expr
+        v = row[col]
+        return None if v is None else _OPS[op](v, value)
+    if kind == "in":
+        _, col, values = expr
+        return None if row[col] is None else row[col] in values
+    if kind == "null":
+        return row[expr[1]] is None
+    if kind == "not":
+        inner = _py(expr[1], row)
+        return None if inner is None else not inner
+    a, b = _py(expr[1], row), _py(expr[2], row)
+    if kind == "and":
+        if a is False or b is False:
+            return False
+        return None if a is None or b is None else True
+    if a is True or b is True:
+        return True
+    return None if a is None or b is None else False
+
+
+def _sql(expr: tuple[Any, ...]) -> str:
+    kind = expr[0]
+    if kind == "cmp":
+        return f"{expr[1]} {expr[2]} {expr[3]}"
+    if kind == "in":
+        return f"{expr[1]} IN ({', '.join(str(v) for v in expr[2])})"
+    if kind == "null":
+        return f"{expr[1]} IS NULL"
+    if kind == "not":
+        return f"NOT ({_sql(expr[1])})"
+    return f"({_sql(expr[1])}) {kind.upper()} ({_sql(expr[2])})"
+
+
+_leaf = st.one_of(
+    st.tuples(st.just("cmp"), st.sampled_from(["a", "b"]), st.sampled_from(list(_OPS)),
+              st.integers(-3, 3)),
+    st.tuples(st.just("in"), st.sampled_from(["a", "b"]),
+              st.lists(st.integers(-3, 3), min_size=1, max_size=3)),
+    st.tuples(st.just("null"), st.sampled_from(["a", "b"])),
+)
+_expr = st.recursive(_leaf, lambda inner: st.one_of(
+    st.tuples(st.just("not"), inner),
+    st.tuples(st.sampled_from(["and", "or"]), inner, inner)), max_leaves=6)
+_rows = st.lists(st.fixed_dictionaries({"a": st.one_of(st.none(), st.integers(-3, 3)),
+                                        "b": st.one_of(st.none(), st.integers(-3, 3))}),
+                 min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(expr=_expr, rows=_rows)
+def test_the_evaluator_agrees_with_sql_three_valued_logic(expr: tuple[Any, ...],
+                                                          rows: list[dict[str, Any]]) -> None:
+    data = pa.Table.from_pylist(rows, schema=pa.schema([("a", pa.int64()), ("b", pa.int64())]))
+    expected_ok = all(_py(expr, r) is True for r in rows)
+    c = Constraint("check", "c", _sql(expr))
+    if expected_ok:
+        check_constraints(data, [c], "t")
+    else:
+        with pytest.raises(dc.CheckConstraintViolationError):
+            check_constraints(data, [c], "t")
+    assert not math.isnan(0.0)
