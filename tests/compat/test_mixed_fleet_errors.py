@@ -147,3 +147,36 @@ def test_deltalake_writers_and_reader_see_no_error_beside_deltacommit(dynamo: Dy
     assert theirs.version() == 2 * WRITERS * APPENDS
     assert theirs.to_pyarrow_table().num_rows == data.num_rows
     assert isinstance(data, pa.Table)
+
+
+def test_a_fleet_on_s3a_keys_is_joined_by_a_writer_given_s3(dynamo: DynamoSetup) -> None:
+    """deltalake writers given ``s3a://`` (as Spark spells tables) key their entries
+    ``s3a://bkt/t``; deltacommit given ``s3://`` and default options joins that key instead of
+    starting a second one that would not exclude them."""
+    from deltacommit.logstore.dynamodb import DynamoDBLogStore
+
+    options = dict(dynamo.options)
+    s3a = f"s3a://{dynamo.bucket.name}/t"
+    deltalake.write_deltalake(s3a, batch(0, 0), storage_options=options)
+    deltalake.write_deltalake(s3a, batch(0, 1), mode="append", storage_options=options)
+    ours = dc.DeltaTable(dynamo.uri(), storage_options=options)
+    assert dc.write(ours, batch(1, 0)).version == 2
+    ls = ours.log_store
+    assert isinstance(ls, DynamoDBLogStore) and ls.table_path == s3a
+    deltalake.write_deltalake(s3a, batch(0, 2), mode="append", storage_options=options)
+    assert dc.write(ours, batch(1, 1)).version == 4
+    assert [e.version for e in dynamo.entries(s3a)] == [0, 1, 2, 3, 4]
+    assert dynamo.entries(dynamo.uri()) == []
+    expected = Counter({(0, 0): 1, (0, 1): 1, (0, 2): 1, (1, 0): 1, (1, 1): 1})
+    data = deltalake.DeltaTable(s3a, storage_options=options).to_pyarrow_table()
+    assert Counter(zip(data["writer"].to_pylist(), data["batch"].to_pylist(), strict=True)) == expected
+
+
+def test_entries_under_two_spellings_refuse_to_commit(dynamo: DynamoSetup) -> None:
+    options = dict(dynamo.options)
+    deltalake.write_deltalake(f"s3a://{dynamo.bucket.name}/t", batch(0, 0), storage_options=options)
+    # A second fleet key: a deltalake writer given s3:// never saw the s3a:// entries.
+    deltalake.write_deltalake(dynamo.uri(), batch(0, 1), mode="append", storage_options=options)
+    with pytest.raises(dc.CoordinationMismatchError, match=r"several tablePath spellings: s3://"):
+        dc.write(dynamo.uri(), batch(1, 0), storage_options=options)
+    assert deltalake.DeltaTable(dynamo.uri(), storage_options=options).version() == 1

@@ -109,10 +109,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from deltacommit.logstore.dynamodb import ttl_status
 
     ls = _log_store(args)
+    keys = ls.fleet_keys()
+    if len(keys) == 1:
+        ls.table_path = next(iter(keys))  # show the key the fleet uses, as a writer would join it
     latest = ls.latest_entry()
     incomplete = list(ls.entries(incomplete_only=True))
     ttl = ttl_status(ls.client, ls.table_name)
     out = {"table": ls.table_name, "endpoint": ls.endpoint, "tablePath": ls.table_path,
+           "tablePaths": keys,
            "latest": _entry_json(latest), "incomplete": [_entry_json(e) for e in incomplete],
            "ttl": ttl}
     if args.json:
@@ -120,6 +124,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"DynamoDB table {ls.table_name} at {ls.endpoint}, tablePath {ls.table_path}")
     print(f"TTL: {ttl}")
+    if len(keys) > 1:
+        print("WARNING: entries under several tablePath spellings (writers using different ones "
+              "do not exclude each other): "
+              + ", ".join(f"{k} (newest version {v})" for k, v in sorted(keys.items())))
+    elif not keys:
+        print("tablePath spellings with entries: none")
     if latest is None:
         print("latest entry: none (no commits through DynamoDB, or all expired)")
     else:
