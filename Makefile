@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
-.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark torture clean
+.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray torture clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,10 @@ bench-snapshot: $(VENV)/.test-deps
 bench-spark: $(VENV)/.test-deps
 	$(PY) bench/spark_write.py
 
-bench: bench-commits bench-snapshot bench-spark
+bench-stray: $(VENV)/.test-deps
+	$(PY) bench/stray_versions.py
+
+bench: bench-commits bench-snapshot bench-spark bench-stray
 
 # Long torture runs (minutes per mode): writers killed with SIGKILL at random, then the history
 # checker; `make torture TORTURE_SECONDS=60` for a shorter one.
