@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
-.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray torture clean
+.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray torture torture-mixed clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ bench: bench-commits bench-snapshot bench-spark bench-stray
 TORTURE_SECONDS ?= 300
 torture: $(VENV)/.test-deps $(DYNALITE_STAMP)
 	$(PY) bench/torture.py --seconds $(TORTURE_SECONDS) --writers 8 --kill-rate 0.5
+
+# Mixed fleets: deltalake 1.6.0 and emulated Spark writers beside deltacommit's, all killed at
+# random, against a baseline of the peers alone (errors they raise among themselves).
+torture-mixed: $(VENV)/.test-deps
+	$(PY) bench/torture.py --seconds $(TORTURE_SECONDS) --writers 3 --kill-rate 0.5 \
+		--modes s3-dynamodb-peers-only,s3-dynamodb-mixed
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -1,8 +1,11 @@
 """Long torture runs: ``deltacommit stress`` on local disk and on S3 (moto) in both modes.
 
-Each mode runs N writer processes for S seconds while one writer is killed with SIGKILL at
-random R times a second and restarted; then the history checker reads the whole log.  Prints
-one JSON line per mode (commits, kills, restarts, the checker's counts and ``ok``) and exits
+Modes: ``local``, ``s3-conditional``, ``s3-dynamodb``; ``s3-dynamodb-mixed`` adds peer writers
+of other engines (``--peers``: deltalake 1.6.0 and the Spark S3DynamoDBLogStore emulator) beside
+deltacommit's, and ``s3-dynamodb-peers-only`` runs the peers alone as the baseline of the errors
+they raise among themselves.  Each mode runs N writer processes for S seconds while one
+writer is killed with SIGKILL at random R times a second and restarted; then the history
+checker reads the whole log.  Prints one JSON line per mode (commits, kills, restarts, the checker's counts and ``ok``) and exits
 1 if any mode lost or duplicated an acknowledged write.  Journals and writer logs stay in the
 directory printed first.  ``make torture`` runs it.
 
@@ -28,6 +31,8 @@ def main() -> int:
     ap.add_argument("--kill-rate", type=float, default=0.5)
     ap.add_argument("--modes", default="local,s3-conditional,s3-dynamodb")
     ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--peers", default="deltalake,deltalake,spark-emulator",
+                    help="peer writers of the s3-dynamodb-mixed and s3-dynamodb-peers-only modes")
     args = ap.parse_args()
 
     from deltacommit.logstore.dynamodb import create_log_table
@@ -51,14 +56,17 @@ def main() -> int:
                              ).create_bucket(Bucket=bucket)
                 uri = f"s3://{bucket}/table"
                 options = s3_storage_options(moto.endpoint)
-                if mode == "s3-dynamodb":
+                if mode.startswith("s3-dynamodb"):
                     table = unique_name("delta-log")
                     create_log_table(boto3.client("dynamodb", endpoint_url=moto.endpoint,
                                                   region_name="us-east-1"), table)
                     options.update({"AWS_S3_LOCKING_PROVIDER": "dynamodb",
                                     "DELTA_DYNAMO_TABLE_NAME": table,
                                     "AWS_ENDPOINT_URL_DYNAMODB": moto.endpoint})
-            report = run_stress(uri, writers=args.writers, seconds=args.seconds,
+            peers = [p for p in args.peers.split(",") if p] if mode in (
+                "s3-dynamodb-mixed", "s3-dynamodb-peers-only") else []
+            writers = 0 if mode == "s3-dynamodb-peers-only" else args.writers
+            report = run_stress(uri, writers=writers, seconds=args.seconds, peers=peers,
                                 kill_rate=args.kill_rate, storage_options=options,
                                 journal_dir=Path(tmp) / f"{mode}-journals", seed=args.seed,
                                 on_progress=lambda line: print(line, file=sys.stderr, flush=True))

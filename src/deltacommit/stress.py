@@ -44,6 +44,15 @@ from deltacommit.errors import (
     TableNotFoundError,
 )
 from deltacommit.journal import Journal, read_journals
+from deltacommit.stress_peers import (
+    PEER_KINDS,
+    PeerReport,
+    check_kinds,
+    check_peers,
+    create_through_spark,
+    peer_worker,
+    spark_key_uri,
+)
 from deltacommit.verify import VerifyReport, verify_table
 
 if TYPE_CHECKING:
@@ -83,11 +92,13 @@ class StressReport:
     failed_writers: list[str] = field(default_factory=list)
     elapsed: float = 0.0
     verify: VerifyReport | None = None
+    peers: PeerReport | None = None
 
     @property
     def ok(self) -> bool:
         return (self.verify is not None and self.verify.ok and not self.failed_writers
-                and self.commits > 0)
+                and (self.commits > 0 or self.writers == 0)
+                and (self.peers is None or self.peers.ok))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +111,7 @@ class StressReport:
             "failed_writers": list(self.failed_writers),
             "journal_dir": self.journal_dir, "ok": self.ok,
             "verify": self.verify.to_json() if self.verify is not None else None,
+            "peers": self.peers.to_json() if self.peers is not None else None,
         }
 
 
@@ -131,11 +143,18 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
                storage_options: Mapping[str, str] | None = None, rows_per_commit: int = 10,
                journal_dir: str | os.PathLike[str] | None = None, seed: int | None = None,
                on_progress: Callable[[str], None] | None = None,
-               python: str | None = None) -> StressReport:
+               python: str | None = None, peers: Sequence[str] = ()) -> StressReport:
     """Run ``writers`` writer processes for ``seconds``, killing one at random ``kill_rate``
-    times a second (Poisson arrivals) and restarting it, then check the history."""
-    if writers < 1:
-        raise InvalidArgumentError(f"stress on {uri}: --writers must be at least 1, got {writers}")
+    times a second (Poisson arrivals) and restarting it, then check the history.
+
+    ``peers`` adds one writer process per entry running another engine (``deltalake``,
+    ``spark-emulator``; see ``stress_peers``), killed and restarted like the others; with
+    ``writers=0`` the peers run alone, the baseline for the errors they raise.
+    """
+    if writers < 0 or (writers == 0 and not peers):
+        raise InvalidArgumentError(f"stress on {uri}: --writers must be at least 1 (0 with "
+                                   f"--peer), got {writers}")
+    check_kinds(peers, uri)
     if seconds <= 0:
         raise InvalidArgumentError(f"stress on {uri}: --seconds must be positive, got {seconds}")
     if kill_rate < 0:
@@ -144,7 +163,16 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
         raise InvalidArgumentError(
             f"stress on {uri}: --rows-per-commit must be at least 1, got {rows_per_commit}")
     options = dict(storage_options or {})
+    spark_fleet = "spark-emulator" in peers
+    if spark_fleet:
+        try:
+            from deltacommit.table import DeltaTable
+
+            DeltaTable(uri, storage_options=options)
+        except TableNotFoundError:
+            create_through_spark(uri, options, SCHEMA)
     ensure_table(uri, options)
+    peer_uri = spark_key_uri(uri) if spark_fleet else uri
     jdir = Path(journal_dir) if journal_dir is not None else Path(
         tempfile.mkdtemp(prefix="deltacommit-stress-"))
     jdir.mkdir(parents=True, exist_ok=True)
@@ -155,15 +183,23 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     exe = python or sys.executable
     incarnations: dict[str, int] = {}
 
+    kinds = {f"{kind}{i}": kind for i, kind in enumerate(peers)}
+
     def start(name: str) -> _Worker:
         k = incarnations.get(name, -1) + 1
         incarnations[name] = k
-        log_path = jdir / f"{name}-{k}.log"
+        kind = kinds.get(name)
+        if kind is None:
+            log_path = jdir / f"{name}-{k}.log"
+            command = [exe, "-m", "deltacommit.stress", "worker", uri, "--name", name,
+                       "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl")]
+        else:
+            log_path = jdir / f"peer-{name}-{k}.log"
+            command = [exe, "-m", "deltacommit.stress", "peer", kind, peer_uri, "--name", name,
+                       "--incarnation", str(k), "--journal", str(jdir / f"peer-{name}-{k}.acks")]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [exe, "-m", "deltacommit.stress", "worker", uri, "--name", name,
-                 "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl"),
-                 "--rows", str(rows_per_commit), "--seed", str(rng.getrandbits(32))],
+                [*command, "--rows", str(rows_per_commit), "--seed", str(rng.getrandbits(32))],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
         return _Worker(name, k, proc, log_path)
 
@@ -172,6 +208,7 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     began = time.monotonic()
     deadline = began + seconds
     workers = {f"w{i}": start(f"w{i}") for i in range(writers)}
+    workers.update({name: start(name) for name in kinds})
     next_kill = began + rng.expovariate(kill_rate) if kill_rate > 0 else float("inf")
     next_note = began + 10.0
     try:
@@ -204,6 +241,8 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
         f"{report.kills} kills, {report.restarts} restarts; checking the history")
     report.transient_errors = sum(_count_transient(p) for p in jdir.glob("*.log"))
     report.verify = verify_table(uri, entries, storage_options=options)
+    if peers:
+        report.peers = check_peers(uri, options, jdir, kinds)
     return report
 
 
@@ -330,7 +369,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--journal", required=True)
     w.add_argument("--rows", type=int, default=10)
     w.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("peer", help="one peer writer process (another engine) of a stress run")
+    p.add_argument("kind", choices=PEER_KINDS)
+    p.add_argument("uri")
+    p.add_argument("--name", required=True)
+    p.add_argument("--incarnation", type=int, required=True)
+    p.add_argument("--journal", required=True)
+    p.add_argument("--rows", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.command == "peer":
+        options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))
+        return peer_worker(args.kind, args.uri, args.name, args.incarnation, args.journal,
+                           args.rows, args.seed, SCHEMA, options)
     return worker(args.uri, args.name, args.incarnation, args.journal, args.rows, args.seed)
 
 

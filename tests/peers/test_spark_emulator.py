@@ -15,14 +15,13 @@ import pytest
 import deltacommit as dc
 from deltacommit.schema import schema_to_json
 from deltacommit.testing import MotoServer, S3Bucket
+from deltacommit.testing.spark_emulator import SparkEmulatorWriter, SparkS3DynamoDBLogStore
 from tests.compat.test_mixed_fleet_errors import (
     _deltacommit_writer,
     _deltalake_reader,
     _deltalake_writer,
 )
 from tests.s3.helpers import SCHEMA, DynamoSetup, batch, context, new_log_table
-
-from .spark_emulator import SparkEmulatorWriter, SparkS3DynamoDBLogStore
 
 APPENDS = 8
 

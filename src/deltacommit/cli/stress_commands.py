@@ -24,6 +24,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--journal-dir", help="where journals and writer logs go (default: a new "
                                          "temporary directory, printed)")
     p.add_argument("--seed", type=int, help="seed of the kill schedule and the data")
+    p.add_argument("--peer", action="append", default=[], choices=["deltalake", "spark-emulator"],
+                   help="also run a writer process of another engine (repeatable): deltalake "
+                        "1.6.0's write_deltalake, or the emulator of Spark's "
+                        "S3DynamoDBLogStore; with --writers 0 the peers run alone (a baseline)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     add_storage_options(p)
     p.set_defaults(func=_stress)
@@ -35,7 +39,8 @@ def _stress(args: argparse.Namespace) -> int:
     report = run_stress(args.uri, writers=args.writers, seconds=args.seconds,
                         kill_rate=args.kill_rate, storage_options=storage_options(args),
                         rows_per_commit=args.rows_per_commit, journal_dir=args.journal_dir,
-                        seed=args.seed, on_progress=None if args.json else print)
+                        seed=args.seed, on_progress=None if args.json else print,
+                        peers=args.peer)
     if args.json:
         emit_json(report.to_json())
         return 0 if report.ok else 1
@@ -49,6 +54,13 @@ def _stress(args: argparse.Namespace) -> int:
               f"{v.transactions} transactions, {v.rows} rows read back")
         for problem in v.problems:
             print(f"PROBLEM     {problem}")
+    if report.peers is not None:
+        pr = report.peers
+        for kind, n in sorted(pr.acknowledged.items()):
+            errors = dict(pr.errors.get(kind, {}))
+            print(f"peer        {kind}: {n} writes acknowledged, {pr.lost.get(kind, 0)} rows lost, "
+                  f"errors {errors or 'none'}")
+        print(f"rows        {pr.duplicated_rows} duplicated")
     for failure in report.failed_writers:
         print(f"FAILED      {failure}")
     print("result      " + ("ok: every acknowledged write is in the log exactly once"

@@ -1,4 +1,5 @@
-"""A test emulator of Spark's S3DynamoDBLogStore, for mixed fleets where Spark's jars cannot run.
+"""A test emulator of Spark's S3DynamoDBLogStore, for mixed fleets where Spark's jars cannot run
+(tests and ``deltacommit stress --peer spark-emulator``); not a writer to use in production.
 
 Ported step by step from delta-io/delta at commit bb1057f4367f555b01e299fd1690d85aafc0ac4c:
 ``storage-s3-dynamodb/src/main/java/io/delta/storage/BaseExternalLogStore.java`` (``write``,
@@ -169,8 +170,15 @@ class SparkS3DynamoDBLogStore:
         """listFrom(0): repair, then list the commit files."""
         self.list_from_fix()
         best = -1
+        start = ""
+        try:
+            hint = json.loads(self.s3.get_object(Bucket=self.bucket,
+                                                 Key=self._log("_last_checkpoint"))["Body"].read())
+            start = self._log(f"{int(hint['version']):020d}")
+        except (ClientError, ValueError, KeyError, TypeError):
+            pass
         paginator = self.s3.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._log("")):
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._log(""), StartAfter=start):
             for obj in page.get("Contents", []):
                 name = obj["Key"].rsplit("/", 1)[1]
                 if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
