@@ -3,11 +3,12 @@
 Modes: ``local``, ``s3-conditional``, ``s3-dynamodb``; ``s3-dynamodb-mixed`` adds peer writers
 of other engines (``--peers``: deltalake 1.6.0 and the Spark S3DynamoDBLogStore emulator) beside
 deltacommit's, and ``s3-dynamodb-peers-only`` runs the peers alone as the baseline of the errors
-they raise among themselves.  Each mode runs N writer processes for S seconds while one
-writer is killed with SIGKILL at random R times a second and restarted; then the history
-checker reads the whole log.  Prints one JSON line per mode (commits, kills, restarts, the checker's counts and ``ok``) and exits
-1 if any mode lost or duplicated an acknowledged write.  Journals and writer logs stay in the
-directory printed first.  ``make torture`` runs it.
+they raise among themselves.  Each mode runs N writer processes for S seconds while one writer
+is killed with SIGKILL at random R times a second and restarted; then the history checker reads
+the whole log.  Prints one JSON line per mode (commits, kills, restarts, the checker's counts,
+the peers' acknowledged writes, lost and duplicated rows and errors, and ``ok``) and exits 1 if
+any mode lost or duplicated an acknowledged write.  Journals and writer logs stay in the
+directory printed first.  ``make torture`` and ``make torture-mixed`` run it.
 
     .venv/bin/python bench/torture.py --seconds 300 --writers 8 --kill-rate 0.5
 """

@@ -84,3 +84,27 @@ def test_stress_refuses_a_table_of_another_schema(tmp_path: Path) -> None:
     dc.DeltaTable.create(uri, pa.schema([pa.field("id", pa.int64())]))
     with pytest.raises(InvalidArgumentError, match="needs an empty location"):
         run_stress(uri, writers=1, seconds=1)
+
+
+def test_a_mixed_fleet_killed_at_random_loses_and_duplicates_nothing(
+        s3_bucket: S3Bucket, moto_server: MotoServer, tmp_path: Path) -> None:
+    """deltacommit writers beside deltalake 1.6.0 and the Spark S3DynamoDBLogStore emulator, all
+    killed at random: every write any of them acknowledged is in the table exactly once, and
+    deltacommit adds no error of a kind the peers do not already raise among themselves."""
+    options = dynamo_options(s3_bucket, moto_server.endpoint, new_log_table(moto_server.endpoint))
+    report = run_stress(f"{s3_bucket.uri}/mixed", writers=2, seconds=20, kill_rate=0.3,
+                        storage_options=options, rows_per_commit=5,
+                        journal_dir=tmp_path / "journals", seed=7,
+                        peers=["deltalake", "spark-emulator"])
+    assert report.verify is not None and report.verify.ok, report.verify.problems
+    assert not report.failed_writers, report.failed_writers
+    peers = report.peers
+    assert peers is not None
+    assert peers.lost == {} and peers.duplicated_rows == 0, peers.to_json()
+    assert peers.acknowledged["deltalake"] > 0 and peers.acknowledged["spark-emulator"] > 0
+    assert report.commits > 0
+    # Spark's kept temp file is the one window in which deltalake fails a repair ("version
+    # already exists"); no other kind of peer error may appear.
+    for kind, errors in peers.errors.items():
+        assert set(errors) <= {"version-already-exists", "gave-up-after-retries"}, (kind, errors)
+    assert "deltacommit" not in peers.errors
