@@ -158,3 +158,21 @@ def test_failed_task_attempt_leaves_orphans_that_the_table_never_references(
     assert result.num_files == 2 and result.num_rows == 200
     ids = sorted(r["id"] for r in dcs.read(spark, uri).collect())
     assert ids == list(range(200))
+
+
+def test_spark_tasks_enforce_invariants_and_check_constraints(spark: Any, tmp_path: Path) -> None:
+    import json
+
+    uri = str(tmp_path / "t")
+    meta = {"delta.invariants": json.dumps({"expression": {"expression": "id >= 0"}})}
+    schema = pa.schema([pa.field("id", pa.int64(), metadata=meta), ("tag", pa.string())])
+    dc.DeltaTable.create(uri, schema, configuration={"delta.constraints.short": "tag IN ('a', 'b')"})
+    bad_id = spark.sql("select id - 5 as id, 'a' as tag from range(10)")
+    with pytest.raises(dc.InvariantViolationError, match=r"column 'id' \(id >= 0\)"):
+        dcs.write(bad_id, uri)
+    bad_tag = spark.sql("select id, 'c' as tag from range(10)")
+    with pytest.raises(dc.CheckConstraintViolationError, match="'short'"):
+        dcs.write(bad_tag, uri)
+    assert dc.DeltaTable(uri).version == 0 and referenced(uri) == set()
+    r = dcs.write(spark.sql("select id, 'b' as tag from range(10)"), uri)
+    assert r.version == 1 and dc.DeltaTable(uri).to_arrow().num_rows == 10
