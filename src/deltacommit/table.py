@@ -418,7 +418,9 @@ class DeltaTable:
             files = txn.scan(predicate=predicate)
             txn.remove(files)
             txn.operation_metrics["numRemovedFiles"] = str(len(files))
-            txn.operation_metrics["numDeletedRows"] = str(sum(a.num_records() or 0 for a in files))
+            txn.operation_metrics["numDeletedRows"] = str(sum(
+                (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
+                for a in files))
         assert txn.result is not None
         return txn.result
 
@@ -455,6 +457,8 @@ class _FileReader:
                                f"data file of version {self.table.version} is missing") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"table {self.table.uri}: cannot read data file {rel}: {e}") from None
+        if add.deletion_vector:
+            data = self._drop_deleted(add, data, rel)
         n = data.num_rows
         parts = partition_column_arrays(
             {c: add.partition_values.get(c) for c in self.pcols if c in self.out_schema.names},
@@ -473,6 +477,17 @@ class _FileReader:
             else:
                 arrays.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(arrays, schema=self.out_schema)
+
+
+    def _drop_deleted(self, add: Add, data: pa.Table, rel: str) -> pa.Table:
+        """``data`` without the rows the file's deletion vector marks deleted."""
+        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+
+        assert add.deletion_vector is not None
+        rows = deleted_rows(self.store, self.root, self.table.uri, add.deletion_vector,
+                            data_file=rel, storage_options=self.table.storage_options,
+                            allow_external=self.table.allow_external_paths)
+        return data.filter(keep_mask(rows, data.num_rows, f"table {self.table.uri}: {rel}"))
 
 
 def _json_list(items: Sequence[Any]) -> str:

@@ -48,6 +48,7 @@ DELETION_VECTOR = pa.struct([
     _f("offset", pa.int32()),
     _f("sizeInBytes", pa.int32(), False),
     _f("cardinality", pa.int64(), False),
+    _f("maxRowIndex", pa.int64()),
 ])
 
 ADD = pa.struct([
