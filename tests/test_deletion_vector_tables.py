@@ -151,3 +151,37 @@ def test_a_dv_whose_checksum_fails_is_an_error_naming_the_file(tmp_path: Path) -
     path.write_bytes(bytes(content))
     with pytest.raises(dc.CorruptLogError, match=f"{path.name}.*CRC-32"):
         dc.DeltaTable(uri).to_arrow()
+
+
+def _replace_dv(uri: str, add: Add, deleted: list[int]) -> Add:
+    """Commit a new inline DV for ``add``'s file (what a concurrent Spark DELETE does)."""
+    bitmap = encode_bitmap_array(deleted)
+    new = Add(add.path, add.partition_values, add.size, add.modification_time, stats=add.stats,
+              deletion_vector={"storageType": "i", "pathOrInlineDv": z85_encode(bitmap),
+                               "sizeInBytes": len(bitmap), "cardinality": len(deleted)})
+    with dc.DeltaTable(uri).transaction("DELETE") as txn:
+        if dc.DeltaTable(uri).protocol.min_reader_version < 3:
+            txn.update_protocol(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
+        txn.remove([add])
+        txn.add([new])
+    return new
+
+
+@pytest.mark.parametrize("scanned", [True, False])
+def test_a_concurrent_dv_update_conflicts_with_removing_the_file(tmp_path: Path,
+                                                                 scanned: bool) -> None:
+    uri, add = _dv_table(tmp_path)
+    first = _replace_dv(uri, add, [1])
+    loser = dc.DeltaTable(uri).transaction("DELETE")
+    if scanned:
+        [seen] = loser.scan()
+        assert seen.deletion_vector == first.deletion_vector
+    loser.remove([first])
+    _replace_dv(uri, first, [1, 2])  # the winner: remove (file, DV 1), add (file, DV 2)
+    # Read, the file is a concurrent append of what this transaction read (Spark checks that
+    # first); unread, the winner removed the (file, DV) pair this transaction removes.
+    expected = dc.ConcurrentAppendException if scanned else dc.ConcurrentDeleteDeleteException
+    with pytest.raises(expected, match=first.path):
+        loser.commit()
+    assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [
+        i for i in range(100) if i not in (1, 2)]
