@@ -185,3 +185,50 @@ def test_a_concurrent_dv_update_conflicts_with_removing_the_file(tmp_path: Path,
         loser.commit()
     assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [
         i for i in range(100) if i not in (1, 2)]
+
+
+def _enable_dvs(uri: str) -> None:
+    t = dc.DeltaTable(uri)
+    m = t.metadata
+    with t.transaction("SET TBLPROPERTIES") as txn:
+        txn.update_protocol(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
+        txn.update_metadata(type(m)(m.id, m.schema_string, list(m.partition_columns),
+                                    {**m.configuration, "delta.enableDeletionVectors": "true"},
+                                    format=m.format, name=m.name, description=m.description,
+                                    created_time=m.created_time))
+
+
+def test_delete_writes_deletion_vectors_when_enabled(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    ids = list(range(200))
+    dc.write(uri, pa.table({"id": ids, "v": [None if i % 7 == 0 else i % 10 for i in ids],
+                            "p": ["a" if i < 100 else "b" for i in ids]}), partition_by=["p"])
+    _enable_dvs(uri)
+    t = dc.DeltaTable(uri)
+    before = {a.path for a in t.files()}
+    t.delete("v = 3 OR id < 5")
+    t.delete("v IN (4, NULL) AND p = 'b'")       # NULL in the list deletes nothing more
+    t.delete("NOT (v <> 9)")                     # v IS NULL rows stay: NOT NULL is NULL
+    t.delete("id >= 190")
+    gone = {i for i in ids if (i % 7 and i % 10 == 3) or i < 5
+            or (i % 7 and i % 10 == 4 and i >= 100) or (i % 7 and i % 10 == 9) or i >= 190}
+    expected = [i for i in ids if i not in gone]
+    ours = dc.DeltaTable(uri)
+    # No Parquet file was rewritten: the same paths, now with deletion vectors.
+    assert {a.path for a in ours.files()} == before
+    assert all(a.deletion_vector for a in ours.files())
+    assert sorted(ours.to_arrow().column("id").to_pylist()) == expected
+    assert sorted(peer_read(uri).column("id").to_pylist()) == expected
+    # Rows 193, 194 and 199 were already deleted; the last delete counts the other seven.
+    assert ours.history(1)[0]["operationMetrics"]["numDeletedRows"] == "7"
+    # A file all of whose rows are deleted is removed outright.
+    ours.delete("p = 'a' AND id >= 0")
+    assert [a.partition_values["p"] for a in dc.DeltaTable(uri).files()] == ["b"]
+    assert sorted(peer_read(uri).column("id").to_pylist()) == [i for i in expected if i >= 100]
+
+
+def test_delete_on_data_columns_without_dvs_enabled_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    with pytest.raises(dc.InvalidArgumentError, match="'id', which is not a partition column"):
+        dc.DeltaTable(uri).delete("id = 1")

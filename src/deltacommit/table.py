@@ -412,7 +412,19 @@ class DeltaTable:
         return Transaction(self, operation, operation_parameters, isolation_level)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
-        """Remove the rows of the partitions matching ``predicate`` (all rows if None)."""
+        """Remove the rows of the partitions matching ``predicate`` (all rows if None).
+
+        On a table that allows deletion vectors (``delta.enableDeletionVectors=true``), a
+        predicate on data columns deletes matching rows by writing deletion vectors.
+        """
+        if predicate is not None:
+            from deltacommit.dv_delete import delete_with_deletion_vectors, deletes_write_dvs
+            from deltacommit.predicates import parse_predicate
+
+            parsed = parse_predicate(predicate)
+            if (not parsed.columns() <= set(self.partition_columns)
+                    and deletes_write_dvs(self)):
+                return delete_with_deletion_vectors(self, parsed)
         with self.transaction("DELETE", {"predicate": _json_list([predicate] if predicate else [])}
                               ) as txn:
             files = txn.scan(predicate=predicate)
