@@ -7,6 +7,7 @@ each missed commit once per process, not once per transaction.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -383,10 +384,14 @@ class DeltaTable:
         if not files:
             return out_schema.empty_table()
         read = _FileReader(self, out_schema)
-        if len(files) == 1 or self.log_store.store.local_path("") is not None:
+        local = self.log_store.store.local_path("") is not None
+        if len(files) == 1 or (local and not any(a.deletion_vector for a in files)):
             tables = [read(a) for a in files]
         else:
-            with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            # Remote reads wait on the network; applying deletion vectors copies every
+            # column, work the threads share even on a local disk.
+            workers = min(os.cpu_count() or 1, 16) if local else 16
+            with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
                 tables = list(pool.map(read, files))
         return pa.concat_tables(tables)
 
