@@ -227,6 +227,20 @@ def test_delete_writes_deletion_vectors_when_enabled(tmp_path: Path) -> None:
     assert sorted(peer_read(uri).column("id").to_pylist()) == [i for i in expected if i >= 100]
 
 
+def test_a_table_created_with_dvs_enabled_deletes_rows_with_them(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": list(range(50))}),
+             configuration={"delta.enableDeletionVectors": "true"})
+    t = dc.DeltaTable(uri)
+    assert t.protocol == Protocol(3, 7, ["deletionVectors"], ["deletionVectors"])
+    t.delete("id > 40")
+    [add] = dc.DeltaTable(uri).files()
+    assert add.deletion_vector is not None and add.deletion_vector["cardinality"] == 9
+    assert sorted(peer_read(uri).column("id").to_pylist()) == list(range(41))
+    dc.write(uri, pa.table({"id": [100]}))
+    assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [*range(41), 100]
+
+
 def test_delete_on_data_columns_without_dvs_enabled_is_refused(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     dc.write(uri, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])

@@ -128,10 +128,11 @@ class DeltaTable:
                 f"version {max(f.version for f in existing)}); open it with DeltaTable({uri!r})")
         config: dict[str, str | None] = dict(configuration or {})
         config.update(ls.coordination_config())
-        if needs_timestamp_ntz(schema):
-            protocol = Protocol(3, 7, ["timestampNtz"], ["timestampNtz"])
-        else:
-            protocol = Protocol(*DEFAULT_PROTOCOL)
+        features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        if (config.get("delta.enableDeletionVectors") or "").lower() == "true":
+            features.append("deletionVectors")  # DELETE may then write deletion vectors
+        protocol = (Protocol(3, 7, list(features), list(features)) if features
+                    else Protocol(*DEFAULT_PROTOCOL))
         now = int(clock.time() * 1000)
         metadata = Metadata(
             id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
@@ -520,6 +521,7 @@ def _json_map(items: Mapping[str, Any]) -> str:
 
 
 _KNOWN_DELTA_KEYS = frozenset({
+    "delta.enableDeletionVectors",
     "delta.appendOnly", "delta.checkpointInterval", "delta.logRetentionDuration",
     "delta.deletedFileRetentionDuration", "delta.isolationLevel", "delta.dataSkippingNumIndexedCols",
     "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
