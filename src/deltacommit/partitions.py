@@ -5,7 +5,8 @@ Three encodings meet here, and mixing them up loses files:
 1. ``add.partitionValues`` holds each value as a string (PROTOCOL.md "Partition Value
    Serialization"): ``true``/``false``, numbers as text, dates ``YYYY-MM-DD``, timestamps
    ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (in UTC for a timestamp with time zone), decimals in plain
-   notation, binary as ``\\uXXXX`` escapes per byte (as delta-rs writes them).  A null is JSON
+   notation, binary as its bytes read as UTF-8 text (as Spark's cast to string writes them;
+   bytes that are not UTF-8 as ``\\uXXXX`` escapes per byte, as delta-rs writes them).  A null is JSON
    null; an empty string also means null, so an empty string partition value is stored as null,
    as Spark does.
 2. Directory names are Hive style, ``col=value``, with the characters Hive and Spark escape
@@ -80,14 +81,14 @@ def _type_kind(t: pa.DataType) -> str:
     return ""
 
 
-PARTITION_TYPES = ("boolean, integers, float, double, decimal, string, date, timestamp, "
+PARTITION_TYPES = ("boolean, integers, float, double, decimal, string, binary, date, timestamp, "
                    "timestamp_ntz")
 
 
 def is_partition_type(t: pa.DataType) -> bool:
-    """Whether a column of this type can partition a table (primitive, not binary, not nested)."""
-    return _type_kind(t) not in ("", "binary") and not (pa.types.is_unsigned_integer(t)
-                                                       and t.bit_width == 64)
+    """Whether a column of this type can partition a table (primitive, not nested)."""
+    return _type_kind(t) != "" and not (pa.types.is_unsigned_integer(t)
+                                        and t.bit_width == 64)
 
 
 def check_partition_columns(schema: pa.Schema, partition_by: Sequence[str], table: str) -> None:
@@ -221,9 +222,24 @@ def serialize_partition_value(value: object, arrow_type: pa.DataType) -> str | N
     if kind == "binary":
         if not isinstance(value, bytes | bytearray | memoryview):
             raise _bad_value(value, arrow_type, "expected bytes")
-        return "".join(f"\\u{b:04X}" for b in bytes(value)) or None
+        return _binary_text(bytes(value))
     raise InvalidArgumentError(f"type {arrow_type} cannot be a partition column type "
                                f"(supported: {PARTITION_TYPES})")
+
+
+def _binary_text(value: bytes) -> str | None:
+    """A binary partition value as Spark writes it: the bytes read as UTF-8 text.
+
+    Bytes that are not UTF-8 (Spark cannot write them either) and text that would read back
+    as escapes take delta-rs's ``\\uXXXX``-per-byte form, which ``parse_partition_value`` decodes.
+    """
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or _BINARY_ESCAPE_RE.fullmatch(text):
+        text = "".join(f"\\u{b:04X}" for b in value)
+    return text or None
 
 
 def parse_timestamp_us(text: str, *, what: str = "timestamp") -> tuple[int, bool]:

@@ -7,6 +7,7 @@ each missed commit once per process, not once per transaction.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import uuid
@@ -385,10 +386,14 @@ class DeltaTable:
         if not files:
             return out_schema.empty_table()
         read = _FileReader(self, out_schema)
-        if len(files) == 1 or self.log_store.store.local_path("") is not None:
+        local = self.log_store.store.local_path("") is not None
+        if len(files) == 1 or (local and not any(a.deletion_vector for a in files)):
             tables = [read(a) for a in files]
         else:
-            with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            # Remote reads wait on the network; applying deletion vectors copies every
+            # column, work the threads share even on a local disk.
+            workers = min(os.cpu_count() or 1, 16) if local else 16
+            with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
                 tables = list(pool.map(read, files))
         return pa.concat_tables(tables)
 
@@ -419,13 +424,27 @@ class DeltaTable:
         return Transaction(self, operation, operation_parameters, isolation_level)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
-        """Remove the rows of the partitions matching ``predicate`` (all rows if None)."""
+        """Remove the rows of the partitions matching ``predicate`` (all rows if None).
+
+        On a table that allows deletion vectors (``delta.enableDeletionVectors=true``), a
+        predicate on data columns deletes matching rows by writing deletion vectors.
+        """
+        if predicate is not None:
+            from deltacommit.dv_delete import delete_with_deletion_vectors, deletes_write_dvs
+            from deltacommit.predicates import parse_predicate
+
+            parsed = parse_predicate(predicate)
+            if (not parsed.columns() <= set(self.partition_columns)
+                    and deletes_write_dvs(self)):
+                return delete_with_deletion_vectors(self, parsed)
         with self.transaction("DELETE", {"predicate": _json_list([predicate] if predicate else [])}
                               ) as txn:
             files = txn.scan(predicate=predicate)
             txn.remove(files)
             txn.operation_metrics["numRemovedFiles"] = str(len(files))
-            txn.operation_metrics["numDeletedRows"] = str(sum(a.num_records() or 0 for a in files))
+            txn.operation_metrics["numDeletedRows"] = str(sum(
+                (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
+                for a in files))
         assert txn.result is not None
         return txn.result
 
@@ -462,6 +481,8 @@ class _FileReader:
                                f"data file of version {self.table.version} is missing") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"table {self.table.uri}: cannot read data file {rel}: {e}") from None
+        if add.deletion_vector:
+            data = self._drop_deleted(add, data, rel)
         n = data.num_rows
         parts = partition_column_arrays(
             {c: add.partition_values.get(c) for c in self.pcols if c in self.out_schema.names},
@@ -482,6 +503,17 @@ class _FileReader:
         return pa.Table.from_arrays(arrays, schema=self.out_schema)
 
 
+    def _drop_deleted(self, add: Add, data: pa.Table, rel: str) -> pa.Table:
+        """``data`` without the rows the file's deletion vector marks deleted."""
+        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+
+        assert add.deletion_vector is not None
+        rows = deleted_rows(self.store, self.root, self.table.uri, add.deletion_vector,
+                            data_file=rel, storage_options=self.table.storage_options,
+                            allow_external=self.table.allow_external_paths)
+        return data.filter(keep_mask(rows, data.num_rows, f"table {self.table.uri}: {rel}"))
+
+
 def _json_list(items: Sequence[Any]) -> str:
     import json
 
@@ -495,6 +527,7 @@ def _json_map(items: Mapping[str, Any]) -> str:
 
 
 _KNOWN_DELTA_KEYS = frozenset({
+    "delta.enableDeletionVectors",
     "delta.appendOnly", "delta.checkpointInterval", "delta.logRetentionDuration",
     "delta.deletedFileRetentionDuration", "delta.isolationLevel", "delta.dataSkippingNumIndexedCols",
     "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
@@ -506,7 +539,7 @@ _KNOWN_DELTA_KEYS = frozenset({
 })
 
 
-_BOOLEAN_KEYS = ("delta.appendOnly", "delta.checkpoint.writeStatsAsJson",
+_BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.checkpoint.writeStatsAsJson",
                  "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
                  "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
                  "delta.compatibility.symlinkFormatManifest.enabled")
@@ -583,8 +616,12 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     reader = version(wanted_reader, "delta.minReaderVersion", (1, 3))
     writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 7))
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
-    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7:
+    # DELETE may then write deletion vectors, a reader and writer feature.
+    dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
+    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs:
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        if dvs:
+            writer_features.append("deletionVectors")
         if (config.get("delta.appendOnly") or "").lower() == "true":
             writer_features.append("appendOnly")
         if _has_invariants(schema):
@@ -592,6 +629,8 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         if checks:
             writer_features.append("checkConstraints")
         reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        if dvs:
+            reader_features.append("deletionVectors")
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)

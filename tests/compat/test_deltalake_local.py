@@ -161,3 +161,18 @@ def test_timestamp_without_time_zone_both_ways(tmp_path: Path) -> None:
         for table in (ours.to_arrow(), theirs.to_pyarrow_dataset().to_table()):
             got = table.select(NTZ.names).cast(NTZ).to_pylist()
             assert sorted(got, key=lambda r: r["id"]) == expected
+
+
+def test_binary_partition_column_both_ways(tmp_path: Path) -> None:
+    # Spark writes a binary partition value as its bytes read as UTF-8 text.
+    uri = str(tmp_path / "t")
+    data = pa.table({"b": pa.array([b"ab", b"\x01\x02", b"ab", None], pa.binary()), "v": [1, 2, 3, 4]})
+    dc.write(uri, data, partition_by=["b"])
+    ours = dc.DeltaTable(uri)
+    assert sorted(a.partition_values["b"] or "" for a in ours.files()) == ["", "\x01\x02", "ab"]
+    dc.write(uri, pa.table({"b": pa.array([b"ab"], pa.binary()), "v": [5]}))
+    expected = sorted([(b"ab", 1), (b"\x01\x02", 2), (b"ab", 3), (None, 4), (b"ab", 5)],
+                      key=repr)
+    for t in (dc.DeltaTable(uri).to_arrow(), deltalake.DeltaTable(uri).to_pyarrow_table()):
+        assert sorted(zip(t.column("b").to_pylist(), t.column("v").to_pylist(), strict=True),
+                      key=repr) == expected

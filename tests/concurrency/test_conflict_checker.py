@@ -125,8 +125,8 @@ def test_delete_delete_needs_a_file_removed_but_not_read() -> None:
 
 def test_winner_protocol_this_writer_cannot_write() -> None:
     msg = raises(ProtocolChangedException, current(),
-                 winner(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"])))
-    assert "deletionVectors" in msg
+                 winner(Protocol(3, 7, ["variantType"], ["variantType"])))
+    assert "variantType" in msg
 
 
 def test_winner_dropping_a_feature_conflicts() -> None:

@@ -48,6 +48,7 @@ DELETION_VECTOR = pa.struct([
     _f("offset", pa.int32()),
     _f("sizeInBytes", pa.int32(), False),
     _f("cardinality", pa.int64(), False),
+    _f("maxRowIndex", pa.int64()),
 ])
 
 ADD = pa.struct([
@@ -366,16 +367,34 @@ def _normalise(arr: Any, target: pa.DataType) -> Any:
         if not pa.types.is_map(arr.type):
             raise CorruptLogError(f"expected a map, found {arr.type}")
         m: Any = arr
+        offsets, start, end = _rebased_offsets(m)
         from_arrays: Any = pa.MapArray.from_arrays
         return from_arrays(
-            m.offsets, m.keys.cast(pa.string()), m.items.cast(pa.string()), type=target,
+            offsets, m.keys.slice(start, end - start).cast(pa.string()),
+            m.items.slice(start, end - start).cast(pa.string()), type=target,
             mask=arr.is_null() if arr.null_count else None)
     if pa.types.is_list(target) and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         lst: Any = arr
+        offsets, start, end = _rebased_offsets(lst)
         return pa.ListArray.from_arrays(
-            lst.offsets.cast(pa.int32()), lst.values.cast(pa.string()), type=target,
-            mask=arr.is_null() if arr.null_count else None)
+            offsets.cast(pa.int32()), lst.values.slice(start, end - start).cast(pa.string()),
+            type=target, mask=arr.is_null() if arr.null_count else None)
     return arr.cast(target)
+
+
+def _rebased_offsets(arr: Any) -> tuple[Any, int, int]:
+    """The offsets of a list or map array rebased to start at 0, and its range in the values.
+
+    A row picked out of the middle of a checkpoint (Spark puts the protocol row anywhere) is a
+    slice whose offsets do not start at 0, and Arrow refuses a null mask on such offsets.
+    """
+    offsets = arr.offsets
+    if len(offsets) == 0:
+        return pa.array([0], offsets.type), 0, 0
+    start = offsets[0].as_py()
+    end = offsets[len(offsets) - 1].as_py()
+    rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    return rebased, start, end
 
 
 def _column(table: pa.Table, name: str) -> Any:

@@ -10,8 +10,11 @@ from __future__ import annotations
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
-READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
-WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "timestampNtz",
+READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolCheck"})
+# deletionVectors: appends add files without DVs, overwrites and deletes remove files whole
+# with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
+WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "deletionVectors", "invariants",
+                             "timestampNtz",
                              "vacuumProtocolCheck"})
 
 DEFAULT_PROTOCOL = (1, 2)

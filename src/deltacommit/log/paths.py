@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from deltacommit.errors import CorruptLogError
+from deltacommit.log.deletion_vectors import z85_decode
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
@@ -204,29 +205,6 @@ def canonical_key(path: str) -> str:
     return "../" * climbs + "/".join(out)
 
 
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
-
-
-def z85_decode(text: str) -> bytes:
-    """Z85 (ZeroMQ's Base85, which Delta uses for deletion vector ids): 5 characters a
-    big-endian 32-bit word."""
-    if len(text) % 5:
-        raise ValueError(f"Z85 text {text!r} is not a multiple of 5 characters long")
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for c in text[i:i + 5]:
-            digit = _Z85_INDEX.get(c)
-            if digit is None:
-                raise ValueError(f"{c!r} is not a Z85 character")
-            value = value * 85 + digit
-        if value > 0xFFFFFFFF:
-            raise ValueError(f"Z85 group {text[i:i + 5]!r} is out of range")
-        out += value.to_bytes(4, "big")
-    return bytes(out)
-
-
 def deletion_vector_path(dv: dict[str, object], *, table: str = "") -> str | None:
     """The log path of the file a deletion vector descriptor stores its bitmap in (relative
     for ``u``, absolute for ``p``), or None for an inline (``i``) one.
@@ -250,7 +228,7 @@ def deletion_vector_path(dv: dict[str, object], *, table: str = "") -> str | Non
         prefix, encoded = value[:-20], value[-20:]
         try:
             raw = z85_decode(encoded)
-        except ValueError as e:
+        except CorruptLogError as e:
             raise CorruptLogError(f"table {table}: deletion vector id {value!r}: {e}") from None
         h = raw.hex()
         uuid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

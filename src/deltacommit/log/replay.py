@@ -119,17 +119,15 @@ class TableState:
                 self.app_txns[a.app_id] = a
             elif isinstance(a, CommitInfo):
                 pass
-            elif isinstance(a, UnknownAction):
-                if a.key == "domainMetadata" and isinstance(a.value, dict):
-                    domain = str(a.value.get("domain", ""))
-                    if a.value.get("removed"):
-                        self.domains.pop(domain, None)
-                    else:
-                        self.domains[domain] = dict(a.value)
-                elif a.key not in IGNORABLE_ACTIONS:
-                    raise CorruptLogError(
-                        f"{source or f'version {version}'}: unknown action type {a.key!r}; "
-                        "this table uses a Delta feature deltacommit does not support")
+            elif (isinstance(a, UnknownAction) and a.key == "domainMetadata"
+                  and isinstance(a.value, dict)):
+                domain = str(a.value.get("domain", ""))
+                if a.value.get("removed"):
+                    self.domains.pop(domain, None)
+                else:
+                    self.domains[domain] = dict(a.value)
+            # Any other action type is ignored, as PROTOCOL.md asks of readers: features that
+            # change what files mean are gated by the protocol, not by action names.
         self.version = version
 
     def validate(self, source: str) -> None:

@@ -67,14 +67,15 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     return listing.mapInArrow(task, spark_schema)
 
 
-def _balanced_shares(files: Sequence[Add], tasks: int) -> list[list[tuple[str, str]]]:
+def _balanced_shares(files: Sequence[Add], tasks: int) -> list[list[tuple[str, str, str | None]]]:
     """Deal files into at most ``tasks`` shares of similar byte size (largest file first into
     the lightest share), one share per Spark partition."""
     n = max(1, min(tasks, len(files)))
-    shares: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    shares: list[list[tuple[str, str, str | None]]] = [[] for _ in range(n)]
     loads = [0] * n
     for a in sorted(files, key=lambda a: a.size, reverse=True):
         i = loads.index(min(loads))
-        shares[i].append((a.path, json.dumps(a.partition_values, separators=(",", ":"))))
+        shares[i].append((a.path, json.dumps(a.partition_values, separators=(",", ":")),
+                          json.dumps(a.deletion_vector) if a.deletion_vector else None))
         loads[i] += max(a.size, 1)
     return shares

@@ -227,8 +227,8 @@ class ReadTask:
     """``mapInArrow`` function: read the data files named by its input rows, restoring
     partition columns from each file's ``partitionValues`` and casting to the table schema."""
 
-    #: Input rows: the add path and the JSON of its partition values.
-    INPUT_DDL = "path string, partition_values string"
+    #: Input rows: the add path, the JSON of its partition values and of its deletion vector.
+    INPUT_DDL = "path string, partition_values string, deletion_vector string"
 
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
                  out_schema: pa.Schema, partition_columns: Sequence[str],
@@ -248,11 +248,14 @@ class ReadTask:
         for batch in batches:
             paths: list[Any] = batch.column(0).to_pylist()
             values: list[Any] = batch.column(1).to_pylist()
-            for path, pv in zip(paths, values, strict=True):
-                yield from self._read_file(store, str(path), json.loads(pv))
+            dvs: list[Any] = (batch.column(2).to_pylist() if batch.num_columns > 2
+                              else [None] * len(paths))
+            for path, pv, dv in zip(paths, values, dvs, strict=True):
+                yield from self._read_file(store, str(path), json.loads(pv),
+                                           json.loads(dv) if dv else None)
 
-    def _read_file(self, store: Any, path: str, partition_values: dict[str, str | None]
-                   ) -> Iterator[pa.RecordBatch]:
+    def _read_file(self, store: Any, path: str, partition_values: dict[str, str | None],
+                   deletion_vector: dict[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
         from deltacommit.datafiles import open_data_file
         from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
         from deltacommit.log.paths import locate_data_file, parse_location
@@ -276,7 +279,15 @@ class ReadTask:
             else:
                 chunks = ((pf.metadata.row_group(i).num_rows, None)
                           for i in range(pf.metadata.num_row_groups))
+            keep = (self._keep_mask(store, where, deletion_vector, pf.metadata.num_rows)
+                    if deletion_vector else None)
+            start = 0
             for n, batch in chunks:
+                if keep is not None and n:
+                    part_keep = keep.slice(start, n)
+                    start += n
+                    batch = batch.filter(part_keep) if batch is not None else None
+                    n = part_keep.true_count
                 if not n:
                     continue
                 parts = partition_column_arrays(
@@ -296,4 +307,15 @@ class ReadTask:
                                f"data file of version {self.version} is missing") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"table {self.table_uri}: cannot read data file {where}: {e}") from None
+
+    def _keep_mask(self, store: Any, where: str, deletion_vector: dict[str, Any],
+                   num_rows: int) -> pa.BooleanArray:
+        """False at each row of the file (``num_rows`` rows) its deletion vector deletes."""
+        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+        from deltacommit.log.paths import parse_location
+
+        rows = deleted_rows(store, parse_location(self.table_uri), self.table_uri,
+                            deletion_vector, data_file=where, storage_options=self.storage_options,
+                            allow_external=self.allow_external_paths)
+        return keep_mask(rows, num_rows, f"table {self.table_uri}: {where}")
 

@@ -1,0 +1,378 @@
+"""Deletion vectors: descriptors, Z85, the RoaringBitmapArray format and DV files.  Pure: no I/O.
+
+A deletion vector (PROTOCOL.md "Deletion Vectors", "Deletion Vector Format") marks rows of a
+data file as deleted without rewriting it.  An ``add`` or ``remove`` action carries a descriptor:
+
+- ``storageType`` ``'u'``: ``pathOrInlineDv`` is an optional random prefix followed by a
+  20-character Z85-encoded UUID; the DV lives at ``<prefix>/deletion_vector_<uuid>.bin``
+  relative to the table root.
+- ``'i'``: ``pathOrInlineDv`` is the Z85-encoded bitmap itself (``sizeInBytes`` raw bytes).
+- ``'p'``: ``pathOrInlineDv`` is an absolute path (same form as ``add.path``).
+
+A DV file is a version byte (1), then for each DV at its ``offset``: a big-endian 4-byte size,
+the bitmap bytes and a big-endian CRC-32 of them.  The bitmap ("RoaringBitmapArray") is the
+magic number 1681511377, then the 64-bit portable Roaring format: a little-endian 8-byte count
+of buckets, and per bucket a 4-byte key (the high 32 bits) and a standard 32-bit Roaring bitmap
+(array, bitmap and run containers).  Readers here turn it into sorted row indexes or a mask;
+the encoder writes array and bitmap containers only, which every reader accepts.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from deltacommit.errors import CorruptLogError
+
+MAGIC = 1681511377
+NATIVE_MAGIC = 1681511376
+FILE_FORMAT_VERSION = 1
+_SERIAL_COOKIE_NO_RUN = 12346
+_SERIAL_COOKIE = 12347
+_NO_OFFSET_THRESHOLD = 4
+_ARRAY_MAX = 4096
+_UUID_CHARS = 20
+
+Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = {c: i for i, c in enumerate(Z85_ALPHABET)}
+
+RowIndexes = npt.NDArray[np.uint64]
+
+
+# --------------------------------------------------------------------------- Z85
+
+
+def z85_decode(text: str) -> bytes:
+    """The bytes of a Z85 string (its length a multiple of 5)."""
+    if len(text) % 5:
+        raise CorruptLogError(f"Z85 text {text!r} has {len(text)} characters, not a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        value = 0
+        for c in text[i:i + 5]:
+            digit = _Z85_INDEX.get(c)
+            if digit is None:
+                raise CorruptLogError(f"Z85 text {text!r} holds {c!r}, not a Z85 character")
+            value = value * 85 + digit
+        if value > 0xFFFFFFFF:
+            raise CorruptLogError(f"Z85 text {text!r} encodes a value beyond 32 bits")
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    """Z85 of ``data``, zero-padded to a multiple of 4 bytes (the size is recorded elsewhere)."""
+    if len(data) % 4:
+        data = data + b"\0" * (4 - len(data) % 4)
+    out: list[str] = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i:i + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(Z85_ALPHABET[digit])
+        out.extend(reversed(chunk))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- descriptor
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionVectorDescriptor:
+    """An ``add.deletionVector`` / ``remove.deletionVector``."""
+
+    storage_type: str
+    path_or_inline_dv: str
+    size_in_bytes: int
+    cardinality: int
+    offset: int | None = None
+    max_row_index: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], source: str = "") -> DeletionVectorDescriptor:
+        try:
+            dv = cls(storage_type=str(d["storageType"]),
+                     path_or_inline_dv=str(d["pathOrInlineDv"]),
+                     size_in_bytes=int(d["sizeInBytes"]), cardinality=int(d["cardinality"]),
+                     offset=None if d.get("offset") is None else int(d["offset"]),
+                     max_row_index=None if d.get("maxRowIndex") is None else int(d["maxRowIndex"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{source or 'deletion vector'}: bad descriptor {d!r}: {e}") from None
+        if dv.storage_type not in ("u", "i", "p"):
+            raise CorruptLogError(f"{source or 'deletion vector'}: storageType "
+                                  f"{dv.storage_type!r} is not 'u', 'i' or 'p'")
+        if dv.size_in_bytes < 0 or dv.cardinality < 0 or (dv.offset or 0) < 0:
+            raise CorruptLogError(f"{source or 'deletion vector'}: negative size, cardinality "
+                                  f"or offset in {d!r}")
+        if dv.storage_type == "u" and len(dv.path_or_inline_dv) < _UUID_CHARS:
+            raise CorruptLogError(f"{source or 'deletion vector'}: relative DV "
+                                  f"{dv.path_or_inline_dv!r} is shorter than a Z85 UUID")
+        return dv
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"storageType": self.storage_type,
+                               "pathOrInlineDv": self.path_or_inline_dv}
+        if self.offset is not None:
+            out["offset"] = self.offset
+        out["sizeInBytes"] = self.size_in_bytes
+        out["cardinality"] = self.cardinality
+        if self.max_row_index is not None:
+            out["maxRowIndex"] = self.max_row_index
+        return out
+
+    @property
+    def unique_id(self) -> str:
+        """``<storageType><pathOrInlineDv>[@<offset>]``: what tells two DVs of a file apart."""
+        base = self.storage_type + self.path_or_inline_dv
+        return base if self.offset is None else f"{base}@{self.offset}"
+
+    @property
+    def is_inline(self) -> bool:
+        return self.storage_type == "i"
+
+    def relative_path(self) -> str | None:
+        """For ``'u'``: ``[<prefix>/]deletion_vector_<uuid>.bin``, relative to the table root."""
+        if self.storage_type != "u":
+            return None
+        prefix = self.path_or_inline_dv[:-_UUID_CHARS]
+        uid = uuid.UUID(bytes=z85_decode(self.path_or_inline_dv[-_UUID_CHARS:]))
+        name = f"deletion_vector_{uid}.bin"
+        return f"{prefix}/{name}" if prefix else name
+
+    def absolute_path(self) -> str | None:
+        """For ``'p'``: the path as written (a URI, like ``add.path``)."""
+        return self.path_or_inline_dv if self.storage_type == "p" else None
+
+    def inline_bytes(self) -> bytes:
+        if self.storage_type != "i":
+            raise ValueError("not an inline deletion vector")
+        data = z85_decode(self.path_or_inline_dv)
+        if len(data) < self.size_in_bytes:
+            raise CorruptLogError(f"inline deletion vector holds {len(data)} bytes, its "
+                                  f"descriptor says {self.size_in_bytes}")
+        return data[:self.size_in_bytes]
+
+
+def relative_dv_path_or_inline(prefix: str, uid: uuid.UUID) -> str:
+    """``pathOrInlineDv`` of a ``'u'`` DV stored at ``[<prefix>/]deletion_vector_<uid>.bin``."""
+    return prefix + z85_encode(uid.bytes)
+
+
+def dv_unique_id(d: dict[str, Any] | None) -> str | None:
+    """The unique id of a JSON descriptor (None when there is none)."""
+    if not d:
+        return None
+    base = f"{d.get('storageType', '')}{d.get('pathOrInlineDv', '')}"
+    return base if d.get("offset") is None else f"{base}@{d['offset']}"
+
+
+# --------------------------------------------------------------------------- DV files
+
+
+def extract_from_file(blob: bytes, dv: DeletionVectorDescriptor, source: str) -> bytes:
+    """The bitmap bytes of ``dv`` in the content of its DV file, version, size and CRC-32 checked."""
+    offset = dv.offset or 0
+    if not blob or blob[0] != FILE_FORMAT_VERSION:
+        raise CorruptLogError(f"{source}: deletion vector file format version "
+                              f"{blob[0] if blob else None}, expected {FILE_FORMAT_VERSION}")
+    start = offset
+    head = blob[start:start + 4]
+    if len(head) < 4:
+        raise CorruptLogError(f"{source}: deletion vector at offset {offset} is past the end "
+                              f"of the file ({len(blob)} bytes)")
+    size = int.from_bytes(head, "big")
+    if size != dv.size_in_bytes:
+        raise CorruptLogError(f"{source}: deletion vector at offset {offset} has {size} bytes, "
+                              f"its descriptor says {dv.size_in_bytes}")
+    data = blob[start + 4:start + 4 + size]
+    crc = blob[start + 4 + size:start + 8 + size]
+    if len(data) != size or len(crc) != 4:
+        raise CorruptLogError(f"{source}: deletion vector at offset {offset} is truncated")
+    if zlib.crc32(data) != int.from_bytes(crc, "big"):
+        raise CorruptLogError(f"{source}: deletion vector at offset {offset} fails its CRC-32 "
+                              "checksum")
+    return data
+
+
+def encode_file(bitmaps: list[bytes]) -> tuple[bytes, list[int]]:
+    """A DV file holding ``bitmaps`` (serialised RoaringBitmapArrays) and their offsets."""
+    out = bytearray([FILE_FORMAT_VERSION])
+    offsets = []
+    for data in bitmaps:
+        offsets.append(len(out))
+        out += len(data).to_bytes(4, "big") + data + zlib.crc32(data).to_bytes(4, "big")
+    return bytes(out), offsets
+
+
+# --------------------------------------------------------------------------- bitmaps
+
+
+class _Cursor:
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data = data
+        self.pos = 0
+        self.source = source
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise CorruptLogError(f"{self.source}: deletion vector bitmap is truncated "
+                                  f"(needs {n} bytes at {self.pos} of {len(self.data)})")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt: str) -> tuple[int, ...]:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+
+
+def _decode_roaring32(cur: _Cursor) -> npt.NDArray[np.uint32]:
+    """One portable 32-bit Roaring bitmap (RoaringFormatSpec) as sorted values."""
+    (cookie,) = cur.unpack("<I")
+    if cookie & 0xFFFF == _SERIAL_COOKIE:
+        n = (cookie >> 16) + 1
+        run_flags = np.unpackbits(np.frombuffer(cur.take((n + 7) // 8), np.uint8),
+                                  bitorder="little")[:n].astype(bool)
+        has_offsets = n >= _NO_OFFSET_THRESHOLD
+    elif cookie == _SERIAL_COOKIE_NO_RUN:
+        (n,) = cur.unpack("<I")
+        run_flags = np.zeros(n, bool)
+        has_offsets = True
+    else:
+        raise CorruptLogError(f"{cur.source}: deletion vector bitmap has Roaring cookie "
+                              f"{cookie}, expected {_SERIAL_COOKIE_NO_RUN} or {_SERIAL_COOKIE}")
+    header = np.frombuffer(cur.take(4 * n), "<u2").reshape(n, 2) if n else np.zeros((0, 2), "<u2")
+    if has_offsets:
+        cur.take(4 * n)  # container offsets: containers follow in order anyway
+    parts: list[npt.NDArray[np.uint32]] = []
+    for i in range(n):
+        key = np.uint32(int(header[i, 0]) << 16)
+        card = int(header[i, 1]) + 1
+        if run_flags[i]:
+            (runs,) = cur.unpack("<H")
+            pairs = np.frombuffer(cur.take(4 * runs), "<u2").reshape(runs, 2).astype(np.int64)
+            lengths = pairs[:, 1] + 1
+            starts = np.repeat(pairs[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])),
+                               lengths)
+            low = starts + np.arange(int(lengths.sum()))
+        elif card <= _ARRAY_MAX:
+            low = np.frombuffer(cur.take(2 * card), "<u2")
+        else:
+            bits = np.unpackbits(np.frombuffer(cur.take(8192), np.uint8), bitorder="little")
+            low = np.flatnonzero(bits)
+        parts.append(low.astype(np.uint32) | key)
+    if not parts:
+        return np.zeros(0, np.uint32)
+    return np.concatenate(parts)
+
+
+def decode_bitmap_array(data: bytes, source: str = "deletion vector") -> RowIndexes:
+    """Sorted row indexes of a serialised RoaringBitmapArray (magic number first)."""
+    cur = _Cursor(data, source)
+    (magic,) = cur.unpack("<i")
+    if magic == MAGIC:
+        (buckets,) = cur.unpack("<Q")
+    elif int.from_bytes(data[:4], "big") == NATIVE_MAGIC:
+        # The older "native" layout (PROTOCOL.md's inline example): big-endian magic and
+        # count, then for bucket i (key i) its big-endian size and a portable 32-bit bitmap.
+        (buckets,) = cur.unpack(">i")
+        return _buckets(cur, buckets, ">I", len(data), native=True)
+    else:
+        raise CorruptLogError(f"{source}: deletion vector magic number {magic}, expected {MAGIC}")
+    return _buckets(cur, buckets, "<I", len(data))
+
+
+def _buckets(cur: _Cursor, buckets: int, key_format: str, size: int, native: bool = False
+             ) -> RowIndexes:
+    source = cur.source
+    if not 0 <= buckets <= size:
+        raise CorruptLogError(f"{source}: deletion vector claims {buckets} buckets in "
+                              f"{size} bytes")
+    parts: list[RowIndexes] = []
+    for i in range(buckets):
+        (key,) = cur.unpack(key_format)
+        if native:
+            key = i  # what was read is the bucket's size; the bitmap parses itself
+        low = _decode_roaring32(cur)
+        parts.append(low.astype(np.uint64) | np.uint64(key << 32))
+    if not parts:
+        return np.zeros(0, np.uint64)
+    out = np.concatenate(parts)
+    if len(out) > 1 and not bool(np.all(out[1:] > out[:-1])):
+        out = np.unique(out)
+    return out
+
+
+def encode_bitmap_array(rows: Any) -> bytes:
+    """A serialised RoaringBitmapArray of the row indexes ``rows`` (any order, no negatives).
+
+    Containers are arrays up to 4096 values and bitmaps above, without run containers, in the
+    no-run layout with container offsets, as the Java library writes before ``runOptimize``.
+    """
+    values = np.unique(np.asarray(rows, dtype=np.uint64))
+    out = bytearray(struct.pack("<i", MAGIC))
+    highs = (values >> np.uint64(32)).astype(np.uint64)
+    keys, starts = np.unique(highs, return_index=True)
+    bounds = list(starts) + [len(values)]
+    out += struct.pack("<Q", len(keys))
+    for i, key in enumerate(keys):
+        if int(key) >= 2**31:
+            raise ValueError(f"row index {int(key) << 32} is beyond what a deletion vector holds")
+        low = (values[bounds[i]:bounds[i + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        out += struct.pack("<I", int(key))
+        out += _encode_roaring32(low)
+    return bytes(out)
+
+
+def _encode_roaring32(values: npt.NDArray[np.uint32]) -> bytes:
+    hi = (values >> np.uint32(16)).astype(np.uint16)
+    keys, starts = np.unique(hi, return_index=True)
+    bounds = list(starts) + [len(values)]
+    n = len(keys)
+    header = bytearray(struct.pack("<II", _SERIAL_COOKIE_NO_RUN, n))
+    bodies: list[bytes] = []
+    for i, key in enumerate(keys):
+        low = (values[bounds[i]:bounds[i + 1]] & np.uint32(0xFFFF)).astype("<u2")
+        header += struct.pack("<HH", int(key), len(low) - 1)
+        if len(low) <= _ARRAY_MAX:
+            bodies.append(low.tobytes())
+        else:
+            bits = np.zeros(65536, np.uint8)
+            bits[low] = 1
+            bodies.append(np.packbits(bits, bitorder="little").tobytes())
+    offset = len(header) + 4 * n
+    for body in bodies:
+        header += struct.pack("<I", offset)
+        offset += len(body)
+    return bytes(header) + b"".join(bodies)
+
+
+def deleted_mask(rows: RowIndexes, num_rows: int, source: str = "deletion vector"
+                 ) -> npt.NDArray[np.bool_]:
+    """A boolean array, True at each deleted row of a file of ``num_rows`` rows."""
+    if len(rows) and int(rows[-1]) >= num_rows:
+        raise CorruptLogError(f"{source}: deletes row {int(rows[-1])} of a file of {num_rows} rows")
+    mask = np.zeros(num_rows, bool)
+    mask[rows.astype(np.int64)] = True
+    return mask
+
+
+__all__ = [
+    "MAGIC",
+    "DeletionVectorDescriptor",
+    "decode_bitmap_array",
+    "deleted_mask",
+    "dv_unique_id",
+    "encode_bitmap_array",
+    "encode_file",
+    "extract_from_file",
+    "relative_dv_path_or_inline",
+    "z85_decode",
+    "z85_encode",
+]
