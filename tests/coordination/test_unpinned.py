@@ -59,3 +59,18 @@ def test_an_unpinned_table_without_signs_of_dynamodb_is_written(s3_bucket: S3Buc
     assert store.requests.get("ListObjectsV2", 0) == looks  # type: ignore[attr-defined]
     assert looks <= 1  # one look for this table object (the write itself lists nothing)
     assert table.version == 3
+
+
+def test_a_dynamodb_writer_refuses_a_table_conditional_writers_are_writing(
+        s3_bucket: S3Bucket, moto_server: MotoServer) -> None:
+    """Recent commits that no DynamoDB entry explains (under any tablePath spelling) were made
+    through S3 conditional writes, which do not exclude Spark's protocol: refused, not joined."""
+    uri = f"{s3_bucket.uri}/cond"
+    s3 = dict(s3_bucket.storage_options)
+    dyn = dynamo_options(s3_bucket, moto_server.endpoint, new_log_table(moto_server.endpoint))
+    deltalake.write_deltalake(uri, batch(0, 0), storage_options=s3)  # records nothing
+    with pytest.raises(CoordinationMismatchError,
+                       match=r"version 0 was committed \d+ s ago but DynamoDB table \S+ has no "
+                             r"entry for this table under any tablePath spelling"):
+        dc.write(uri, batch(1, 0), storage_options=dyn)
+    assert deltalake.DeltaTable(uri, storage_options=s3).version() == 0

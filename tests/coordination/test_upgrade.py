@@ -107,3 +107,22 @@ def test_cli_show_and_set(s3_bucket: S3Bucket, moto_server: MotoServer,
     assert "may commit  NO" in capsys.readouterr().out
     assert main(["coordination", "set", uri, *opts, "--to", "conditional"]) == 1
     assert "must be committed through the one" in capsys.readouterr().err
+
+
+def test_conditional_to_dynamodb(s3_bucket: S3Bucket, moto_server: MotoServer) -> None:
+    """The move the other way: the commits before the switch have no DynamoDB entries, which a
+    DynamoDB writer otherwise takes as a sign of another mechanism; the switch commit vouches."""
+    uri = f"{s3_bucket.uri}/up"
+    dyn = dynamo_options(s3_bucket, moto_server.endpoint, new_log_table(moto_server.endpoint))
+    s3 = dict(s3_bucket.storage_options)
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=s3)
+    dc.write(table, batch(0, 0))
+    # Unswitched, a DynamoDB writer refuses: the table records conditional writes.
+    with pytest.raises(CoordinationMismatchError, match=r"records deltacommit\.coordination='conditional'"):
+        dc.write(dc.DeltaTable(uri, storage_options=dyn), batch(9, 0))
+    result = set_coordination(uri, storage_options=s3, new_storage_options=dyn)
+    assert result is not None and result.version == 2
+    assert dc.write(dc.DeltaTable(uri, storage_options=dyn), batch(0, 1)).version == 3
+    with pytest.raises(CoordinationMismatchError, match=r"records deltacommit\.coordination='dynamodb'"):
+        dc.write(dc.DeltaTable(uri, storage_options=s3), batch(9, 1))
+    assert sorted(_rows(dc.DeltaTable(uri, storage_options=dyn).to_arrow())) == [(0, 0), (0, 1)]

@@ -457,8 +457,8 @@ def test_a_writer_coordinating_elsewhere_refuses_to_commit(dynamo: DynamoSetup, 
     elif change == "other-table":
         other = new_log_table(dynamo.endpoint)
         options = {**dynamo.options, "DELTA_DYNAMO_TABLE_NAME": other}
-        expect = (rf"DynamoDB table {other} has no entry for this table under any tablePath "
-                  r"spelling .* another DynamoDB table \(check DELTA_DYNAMO_TABLE_NAME\)")
+        expect = (rf"deltacommit.coordination.dynamodbTable='{dynamo.table}' but this writer is "
+                  rf"configured for '{other}'")
     else:
         options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
         expect = r"the fleet's entries use tablePath 's3://\S+' but this writer is configured for 's3a://"

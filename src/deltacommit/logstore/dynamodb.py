@@ -421,6 +421,7 @@ class DynamoDBLogStore(LogStore):
         self._first_seen: dict[str, float] = {}
         # The tablePath spellings found in use at first use (see ``join_fleet``); None before.
         self._fleet_keys: dict[str, int] | None = None
+        self._mechanism_checked = False
         self._marked = False
 
     @classmethod
@@ -458,7 +459,7 @@ class DynamoDBLogStore(LogStore):
         self._counter.reset()
 
     def coordination_config(self) -> dict[str, str]:
-        self.join_fleet()
+        self.join_fleet(check_mechanism=False)
         return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
                 TABLE_PATH_KEY: self.table_path}
 
@@ -478,7 +479,7 @@ class DynamoDBLogStore(LogStore):
                 found[spelling] = self._parse(items[0]).version
         return found
 
-    def join_fleet(self) -> None:
+    def join_fleet(self, *, check_mechanism: bool = True) -> None:
         """Use the ``tablePath`` the table's other writers use; refuse when that is ambiguous.
 
         Writers whose ``tablePath`` differ do not exclude each other: Spark writes
@@ -489,11 +490,12 @@ class DynamoDBLogStore(LogStore):
         commits but no entry under any spelling (its writers use another mechanism).
         """
         if self._fleet_keys is not None:
+            if check_mechanism and not self._fleet_keys and not self._mechanism_checked:
+                self._check_no_other_mechanism(self._pin_hint())
+                self._mechanism_checked = True
             return
         found = self.fleet_keys()
-        pin = (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
-               "every writer, or move the table to one mechanism with `deltacommit coordination "
-               "set`")
+        pin = self._pin_hint()
         if len(found) > 1:
             keys = ", ".join(f"{k} (newest version {v})" for k, v in sorted(found.items()))
             raise CoordinationMismatchError(
@@ -511,9 +513,15 @@ class DynamoDBLogStore(LogStore):
                 log.info("table %s: joining the tablePath %s its other writers use (configured "
                          "%s)", self.table_uri, key, self.table_path)
                 self.table_path = key
-        else:
+        elif check_mechanism:
             self._check_no_other_mechanism(pin)
+            self._mechanism_checked = True
         self._fleet_keys = found
+
+    def _pin_hint(self) -> str:
+        return (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
+                "every writer, or move the table to one mechanism with `deltacommit coordination "
+                "set`")
 
     def _check_no_other_mechanism(self, pin: str) -> None:
         """A log with a commit younger than the entries' TTL but no entry under any spelling
@@ -525,7 +533,7 @@ class DynamoDBLogStore(LogStore):
         if newest is None or newest.last_modified_ms is None:
             return
         age_s = self._clock.time() - newest.last_modified_ms / 1000
-        if age_s < self.ttl_seconds / 2:
+        if age_s < self.ttl_seconds / 2 and not self._switched_here(newest.version):
             raise CoordinationMismatchError(
                 f"table {self.table_uri}: version {newest.version} was committed {age_s:.0f} s ago "
                 f"but DynamoDB table {self.table_name} has no entry for this table under any "
@@ -533,6 +541,26 @@ class DynamoDBLogStore(LogStore):
                 "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
                 "commit mechanism (S3 conditional writes?), neither of which excludes this "
                 f"writer. Nothing was committed; {pin}")
+
+    def _switched_here(self, version: int) -> bool:
+        """Whether ``version`` is the metaData commit that moved the table to this protocol
+        (``deltacommit coordination set --to dynamodb``): the commits before it were made
+        through the old mechanism, which its writers no longer use once they honour the pin."""
+        try:
+            data = self.store.get(commit_path(version))
+        except ObjectNotFoundError:
+            return False
+        for line in data.splitlines():
+            try:
+                action = json.loads(line)
+            except ValueError:
+                continue
+            meta = action.get("metaData") if isinstance(action, dict) else None
+            if isinstance(meta, dict):
+                conf = meta.get("configuration") or {}
+                return bool(conf.get(COORDINATION_KEY) == self.mechanism
+                            and conf.get(TABLE_NAME_KEY) == self.table_name)
+        return False
 
     def _listing_start(self) -> int:
         try:
@@ -587,7 +615,7 @@ class DynamoDBLogStore(LogStore):
     # ----------------------------------------------------------------- writing
 
     def write_commit(self, version: int, data: bytes) -> None:
-        if self._fleet_keys is None:
+        if self._fleet_keys is None or not (self._fleet_keys or self._mechanism_checked):
             self.join_fleet()
         file_name = commit_name(version)
         target = commit_path(version)
