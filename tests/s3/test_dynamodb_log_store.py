@@ -273,7 +273,7 @@ def test_an_expired_latest_entry_is_not_trusted_for_the_latest_version(dynamo: D
 # --------------------------------------------------------------------------- repair
 
 
-@pytest.mark.parametrize("step", ["after_write_temp", "after_put_entry", "after_copy"])
+@pytest.mark.parametrize("step", ["after_write_temp", "after_put_entry", "after_copy", "after_delete_temp"])
 def test_a_stopped_writer_leaves_its_commit_complete_for_the_next_reader(
         dynamo: DynamoSetup, step: str) -> None:
     create(dynamo)
@@ -286,13 +286,17 @@ def test_a_stopped_writer_leaves_its_commit_complete_for_the_next_reader(
         assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 0
         return
     assert [(e.version, e.complete) for e in entries] == [(0, True), (version, False)]
-    assert store.exists(commit_path(version)) == (step == "after_copy")
+    assert store.exists(commit_path(version)) == (step in ("after_copy", "after_delete_temp"))
+    temp = None if step == "after_delete_temp" else store.get(entries[-1].temp_key)
     reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     assert reader.version == version
     assert rows(reader) == [(7, 0)]
     latest = dynamo.entries(dynamo.uri())[-1]
     assert latest.complete and latest.expire_time is not None
-    assert store.get(commit_path(version)) == store.get(latest.temp_key)
+    # The repair completed the entry only once N.json held the commit and the temp was gone.
+    assert not store.exists(latest.temp_key)
+    if temp is not None:
+        assert store.get(commit_path(version)) == temp
 
 
 def test_the_next_writer_repairs_the_previous_commit(dynamo: DynamoSetup) -> None:
@@ -314,6 +318,7 @@ def test_step_one_repairs_an_incomplete_previous_entry(dynamo: DynamoSetup) -> N
     version = append_stopped(dynamo, "after_put_entry")
     fresh = open_log_store(dynamo.uri(), dynamo.options)
     assert isinstance(fresh, DynamoDBLogStore)
+    temp = fresh.store.get(dynamo.entries(dynamo.uri())[version].temp_key)
     fresh.join_fleet()
     fresh.reset_requests()
     fresh.write_commit(version + 1, b'{"commitInfo":{}}\n')
@@ -321,15 +326,15 @@ def test_step_one_repairs_an_incomplete_previous_entry(dynamo: DynamoSetup) -> N
     # incomplete and so repaired (one UpdateItem) before the new entry is put and completed.
     assert fresh.requests == {"GetItem": 1, "PutItem": 1, "UpdateItem": 2}
     assert dynamo_complete(dynamo) == [(0, True), (version, True), (version + 1, True)]
-    assert fresh.store.get(commit_path(version)) == fresh.store.get(
-        dynamo.entries(dynamo.uri())[version].temp_key)
+    assert fresh.store.get(commit_path(version)) == temp
 
 
 def test_a_version_anyone_was_told_exists_can_be_read(dynamo: DynamoSetup) -> None:
     create(dynamo)
     version = append_stopped(dynamo, "after_put_entry")
     ls = open_log_store(dynamo.uri(), dynamo.options)
-    assert ls.read_commit(version) == ls.store.get(dynamo.entries(dynamo.uri())[-1].temp_key)
+    temp = ls.store.get(dynamo.entries(dynamo.uri())[-1].temp_key)
+    assert ls.read_commit(version) == temp
     assert ls.store.exists(commit_path(version))
     assert dynamo.entries(dynamo.uri())[-1].complete
 

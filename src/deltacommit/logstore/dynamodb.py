@@ -794,9 +794,11 @@ class DynamoDBLogStore(LogStore):
                 self._create(target, data)
             except ObjectExistsError:
                 data = self.store.get(target)
-            else:
-                if _moved_by_writer(entry):
-                    self._delete_temp(entry)
+            # N.json holds the commit: the temp file goes before the entry is completed, for
+            # every writer's entry.  delta-rs moves temp files and fails on one whose N.json
+            # exists; Spark's repair copies only while N.json is absent, and Spark's writer
+            # does not read its temp file after its own copy.
+            self._delete_temp(entry)
             self._step("repair_after_copy", version)
         self._complete(entry, quiet=True)
         self._note_good(version)
