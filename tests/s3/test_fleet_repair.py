@@ -148,3 +148,26 @@ def test_a_bucket_root_fleet_on_spark_s_key_is_joined(dynamo: DynamoSetup) -> No
     ls.join_fleet()
     assert ls.table_path == f"s3a://{bucket}/"
     assert ls.requests.get("Query") == 6
+
+
+def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: DynamoSetup) -> None:
+    """A version written by another mechanism (here a plain conditional PUT, as an S3
+    conditional-write writer makes it) beside entries of this protocol: younger than half the
+    TTL, no TTL can have removed its entry.  The writer that already knew the table and a fresh
+    one both refuse, name the file, and commit nothing; no entry is left for that version."""
+    uri = dynamo.uri()
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=dynamo.options)
+    dc.write(uri, batch(0, 0), storage_options=dynamo.options)
+    ours = dc.DeltaTable(uri, storage_options=dynamo.options)
+    assert isinstance(ours.log_store, DynamoDBLogStore)
+    store = ours.log_store.store
+    store.put_if_absent(commit_path(2), COMMIT)
+    before = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
+    for writer in (ours, dc.DeltaTable(uri, storage_options=dynamo.options)):
+        with pytest.raises(dc.CoordinationMismatchError,
+                           match=rf"{commit_name(2)} was written .* no entry for it.*another mechanism"):
+            dc.write(writer, batch(1, 0))
+    after = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
+    assert {p: b for p, b in after.items() if "/.tmp/" not in p} == {
+        p: b for p, b in before.items() if "/.tmp/" not in p}
+    assert [e.version for e in dynamo.entries(uri)] == [0, 1]

@@ -121,7 +121,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.logstore.base import COORDINATION_KEY, LogStore
-from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore
 from deltacommit.storage.s3 import RequestCounter
 
 if TYPE_CHECKING:
@@ -692,10 +692,40 @@ class DynamoDBLogStore(LogStore):
             return False
         if existing == data:
             return True
+        try:
+            self._check_explained(entry.version, self.store.head(target))
+        except CoordinationMismatchError:
+            # Our claim is void (N.json holds another writer's commit): withdrawn, so the
+            # version stays unexplained and every writer of this protocol refuses after it.
+            try:
+                self._drop(entry)
+            except LogStoreError as e:
+                log.warning("could not withdraw entry %s of %s: %s", entry.file_name,
+                            self.table_path, e)
+            self._delete_temp(entry)
+            raise
+        except ObjectNotFoundError:  # pragma: no cover - it was just read
+            pass
+        self._complete(entry, quiet=True)  # N.json is in place: the entry must not block others
         log.warning("version %s of %s existed without a live DynamoDB entry (expired by TTL?); "
                     "this commit is retried at a later version", entry.version, self.table_uri)
-        self._complete(entry, quiet=True)
         raise VersionExistsError(self.table_uri, entry.version)
+
+    def _check_explained(self, version: int, meta: ObjectMeta) -> None:
+        """Refuse when ``version``'s commit file has no entry of this protocol but is younger
+        than half the entries' TTL: no TTL can have removed its entry, so another mechanism
+        (S3 conditional writes, another DynamoDB table or ``tablePath``) wrote it, and that
+        mechanism does not exclude this one."""
+        age_s = self._clock.time() - meta.last_modified_ms / 1000
+        if age_s >= self.ttl_seconds / 2:
+            return
+        raise CoordinationMismatchError(
+            f"table {self.table_uri}: {LOG_DIR}/{commit_name(version)} was written {age_s:.0f} s "
+            f"ago but DynamoDB table {self.table_name} has no entry for it under tablePath "
+            f"{self.table_path}: another mechanism is writing this table (S3 conditional "
+            "writes, another DynamoDB table or tablePath), and it does not exclude this writer. "
+            "This commit was not made; move every writer to one mechanism (`deltacommit "
+            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}")
 
     def _create(self, path: str, data: bytes) -> None:
         """Create ``path`` unless it exists, with S3's conditional write where available.
@@ -716,10 +746,19 @@ class DynamoDBLogStore(LogStore):
         entry = self._get_entry(version)
         if entry is not None and not entry.complete:
             self._repair(entry)
+        elif entry is None:
+            # One HEAD, as the existence check it replaces: the file's age tells an entry TTL
+            # removed from one that never existed (another mechanism wrote the version).
+            try:
+                self._check_explained(version, self.store.head(commit_path(version)))
+            except ObjectNotFoundError:
+                raise CorruptLogError(
+                    f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} "
+                    f"does not exist in the object store and DynamoDB table {self.table_name} "
+                    f"has no entry for it (expired?); version {version + 1} cannot be written "
+                    "after a missing version") from None
         elif not self.store.exists(commit_path(version)):
-            where = (f"DynamoDB table {self.table_name} has a complete entry for it"
-                     if entry is not None else
-                     f"DynamoDB table {self.table_name} has no entry for it (expired?)")
+            where = f"DynamoDB table {self.table_name} has a complete entry for it"
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
                 f"exist in the object store but {where}; version {version + 1} cannot be written "
