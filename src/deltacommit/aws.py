@@ -462,7 +462,7 @@ def resolve_aws_config(storage_options: Mapping[str, str] | None,
                                          "uri"),
         dynamo_ttl_seconds=_ttl_seconds(o),
         dynamo_repair_grace_ms=int(_number(o, DYNAMO_REPAIR_GRACE_MS, DEFAULT_DYNAMO_REPAIR_GRACE_MS,
-                                           integer=True)),
+                                           integer=True, unit="milliseconds", allow_zero=True)),
         s3_conditional_writes=_bool(o, S3_CONDITIONAL_WRITES, True),
     )
 
@@ -528,7 +528,8 @@ def _choice(o: _Options, name: str, allowed: tuple[str, ...], default: str | Non
     return normal
 
 
-def _number(o: _Options, name: str, default: float, *, integer: bool = False) -> float:
+def _number(o: _Options, name: str, default: float, *, integer: bool = False,
+            unit: str = "seconds", allow_zero: bool = False) -> float:
     value = o.get(name)
     if value is None:
         return default
@@ -537,9 +538,10 @@ def _number(o: _Options, name: str, default: float, *, integer: bool = False) ->
     except ValueError:
         kind = "a whole number" if integer else "a number"
         raise StorageConfigError(
-            f"{name} must be {kind} of seconds; got {value!r} ({o.source(name)})") from None
-    if number <= 0:
-        raise StorageConfigError(f"{name} must be positive; got {value!r} ({o.source(name)})")
+            f"{name} must be {kind} of {unit}; got {value!r} ({o.source(name)})") from None
+    if number < 0 or (number == 0 and not allow_zero):
+        limit = "zero or positive" if allow_zero else "positive"
+        raise StorageConfigError(f"{name} must be {limit}; got {value!r} ({o.source(name)})")
     return number
 
 

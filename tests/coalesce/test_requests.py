@@ -121,6 +121,25 @@ def test_dynamodb_log_store_commits_with_five_requests(s3_bucket: S3Bucket,
                                      "s3.DeleteObject": 1, "dynamodb.UpdateItem": 1}
 
 
+def test_dynamodb_fleet_key_discovery_costs_one_query_per_spelling_once(
+        s3_bucket: S3Bucket, moto_server: MotoServer) -> None:
+    """Looking for the fleet's ``tablePath`` is one Limit-1 Query per spelling (s3, s3a, s3n),
+    on first use of a log store object only: later commits send none (see above)."""
+    name = unique_name("delta-log")
+    create_log_table(boto3.client("dynamodb", endpoint_url=moto_server.endpoint,
+                                  region_name="us-east-1"), name)
+    options = {**s3_bucket.storage_options, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+               "DELTA_DYNAMO_TABLE_NAME": name, "AWS_ENDPOINT_URL_DYNAMODB": moto_server.endpoint}
+    dc.DeltaTable.create(f"{s3_bucket.uri}/t", SCHEMA, storage_options=options)
+    log_store = DynamoDBLogStore.open(f"{s3_bucket.uri}/t", options)
+    log_store.join_fleet()  # the DescribeTable check of a new process, if any, happens here
+    fresh = DynamoDBLogStore.open(f"{s3_bucket.uri}/t", options)
+    fresh.join_fleet()
+    assert fresh.requests == {"Query": 3}
+    fresh.join_fleet()
+    assert fresh.requests == {"Query": 3}
+
+
 def test_dynamo_commit_log_store_commits_with_three_requests(s3_bucket: S3Bucket,
                                                              moto_server: MotoServer) -> None:
     lease = unique_name("leases")

@@ -31,8 +31,10 @@ completed entry further out; concurrent repairers all succeed (the losers' faile
 means "already complete").  Spark and delta-rs read the result identically.
 
 Requests per commit, uncontended writer that already knows the table (the usual case after its
-first commit or a refresh): **4** — PUT ``T(N)``, conditional ``PutItem``, conditional PUT
-``N.json`` (the bytes are in memory, so no GET of ``T(N)``), ``UpdateItem``.  Spark makes about
+first commit or a refresh): **5** — PUT ``T(N)``, conditional ``PutItem``, conditional PUT
+``N.json`` (the bytes are in memory, so no GET of ``T(N)``), DELETE ``T(N)``, ``UpdateItem``.
+The first commit of a log store object adds the fleet-key Queries (one per ``tablePath``
+spelling, see ``join_fleet``) and the PUT of ``DYNAMODB_MARKER``, never more.  Spark makes about
 9 (HEAD N, GetItem N-1, HEAD N-1, PUT T, PutItem, GET T, HEAD + PUT N, PutItem).  The checks of
 steps 0 and 1 are skipped only when this process has already established them:
 
@@ -51,17 +53,36 @@ steps 0 and 1 are skipped only when this process has already established them:
 A lost race costs the PUT of ``T(N)`` and the failed ``PutItem``; the commit loop then reads
 the winners with one consistent ``Query`` (the latest entry, repaired if incomplete: its temp
 file is read anyway, so repairing costs one PUT and one ``UpdateItem`` more) and one GET per
-missed commit.  Temp files are never deleted, as in Spark: expire ``_delta_log/.tmp/`` with an
-S3 lifecycle rule.
+missed commit.
 
-delta-rs (deltalake up to 1.6.0) shares the items but finishes a commit by *moving* its temp
-file (``_delta_log/_commit_<uuid>.json.tmp``) and takes an N.json that already exists as a lost
-race, after which it commits the same actions again.  So an entry of that kind is repaired by
-moving too (its temp file is deleted once N.json holds it), and a writer catching up after a
-lost race reads a fresh delta-rs entry's content without copying it, leaving the move to its
-writer.  delta-rs readers still fail ("version N already exists") if they try to repair an
-entry of a copying writer (Spark's or ours) between its copy and its completion; that is
-delta-rs's limitation, shared with Spark writers.
+Temp files: unlike Spark, a writer deletes its own ``T(N)`` right after N.json holds the commit
+and *before* marking the entry complete (between steps 3 and 4).  delta-rs (deltalake up to 1.6.0,
+``crates/aws/src/logstore/dynamodb_logstore.rs`` ``repair_entry`` at python-v1.6.0) repairs an
+incomplete entry by *moving* the temp file (``rename_if_not_exists``: copy if N.json is absent,
+then delete) and reads an N.json that already exists as "version N already exists"; finding the
+temp file gone (``NotFound``) it completes the entry as already moved.  So a kept temp file made
+every delta-rs reader or writer that met our entry between copy and completion fail, and the
+deletion makes them succeed.  It is safe for Spark: ``fixDeltaLog`` copies the temp file only
+while N.json does not exist (``if (!copied && !fs.exists(targetPath))``, then the complete
+``PutItem``; delta-io/delta ``storage/src/main/java/io/delta/storage/BaseExternalLogStore.java``
+at bb1057f4367f555b01e299fd1690d85aafc0ac4c, used by ``storage-s3-dynamodb/src/main/java/io/
+delta/storage/S3DynamoDBLogStore.java``), and since the temp file goes only once N.json exists,
+a Spark repairer never needs it.  Our own repair of an entry whose temp file is gone and whose
+N.json exists completes it.  Temp files of crashed writers (and all of Spark's) remain under
+``_delta_log/.tmp/``: ``cleanup`` deletes those older than the checkpoint it keeps, or expire
+them with an S3 lifecycle rule.
+
+The reverse: an entry of delta-rs's kind (``_commit_<uuid>.json.tmp``) is repaired by moving
+too (its temp file is deleted once N.json holds it), and only after its writer had
+``DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS`` (measured by the injectable clock from when this log store
+first saw the entry) to move it itself; creating N.json under a live delta-rs writer makes it
+take its own commit for a lost race and commit the same actions again.  A writer catching up
+after a lost race reads a fresh delta-rs entry's content from its temp file without copying it.
+
+Only temp names the protocol's writers create are ever acted on: ``.tmp/<N>.json.<uuid>`` for
+entry N (Spark, deltacommit) and ``_commit_<uuid>.json.tmp`` (delta-rs).  An incomplete entry
+naming anything else (a commit file, ``_last_checkpoint``, a checkpoint, another version's temp
+file) is corrupt: reported with an error, never copied, never deleted.
 
 DynamoDB throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``) is
 retried with jittered exponential backoff until ``DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME`` has
@@ -100,7 +121,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.logstore.base import COORDINATION_KEY, LogStore
-from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore
 from deltacommit.storage.s3 import RequestCounter
 
 if TYPE_CHECKING:
@@ -699,10 +720,40 @@ class DynamoDBLogStore(LogStore):
             return False
         if existing == data:
             return True
+        try:
+            self._check_explained(entry.version, self.store.head(target))
+        except CoordinationMismatchError:
+            # Our claim is void (N.json holds another writer's commit): withdrawn, so the
+            # version stays unexplained and every writer of this protocol refuses after it.
+            try:
+                self._drop(entry)
+            except LogStoreError as e:
+                log.warning("could not withdraw entry %s of %s: %s", entry.file_name,
+                            self.table_path, e)
+            self._delete_temp(entry)
+            raise
+        except ObjectNotFoundError:  # pragma: no cover - it was just read
+            pass
+        self._complete(entry, quiet=True)  # N.json is in place: the entry must not block others
         log.warning("version %s of %s existed without a live DynamoDB entry (expired by TTL?); "
                     "this commit is retried at a later version", entry.version, self.table_uri)
-        self._complete(entry, quiet=True)
         raise VersionExistsError(self.table_uri, entry.version)
+
+    def _check_explained(self, version: int, meta: ObjectMeta) -> None:
+        """Refuse when ``version``'s commit file has no entry of this protocol but is younger
+        than half the entries' TTL: no TTL can have removed its entry, so another mechanism
+        (S3 conditional writes, another DynamoDB table or ``tablePath``) wrote it, and that
+        mechanism does not exclude this one."""
+        age_s = self._clock.time() - meta.last_modified_ms / 1000
+        if age_s >= self.ttl_seconds / 2:
+            return
+        raise CoordinationMismatchError(
+            f"table {self.table_uri}: {LOG_DIR}/{commit_name(version)} was written {age_s:.0f} s "
+            f"ago but DynamoDB table {self.table_name} has no entry for it under tablePath "
+            f"{self.table_path}: another mechanism is writing this table (S3 conditional "
+            "writes, another DynamoDB table or tablePath), and it does not exclude this writer. "
+            "This commit was not made; move every writer to one mechanism (`deltacommit "
+            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}")
 
     def _create(self, path: str, data: bytes) -> None:
         """Create ``path`` unless it exists, with S3's conditional write where available.
@@ -723,10 +774,19 @@ class DynamoDBLogStore(LogStore):
         entry = self._get_entry(version)
         if entry is not None and not entry.complete:
             self._repair(entry)
+        elif entry is None:
+            # One HEAD, as the existence check it replaces: the file's age tells an entry TTL
+            # removed from one that never existed (another mechanism wrote the version).
+            try:
+                self._check_explained(version, self.store.head(commit_path(version)))
+            except ObjectNotFoundError:
+                raise CorruptLogError(
+                    f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} "
+                    f"does not exist in the object store and DynamoDB table {self.table_name} "
+                    f"has no entry for it (expired?); version {version + 1} cannot be written "
+                    "after a missing version") from None
         elif not self.store.exists(commit_path(version)):
-            where = (f"DynamoDB table {self.table_name} has a complete entry for it"
-                     if entry is not None else
-                     f"DynamoDB table {self.table_name} has no entry for it (expired?)")
+            where = f"DynamoDB table {self.table_name} has a complete entry for it"
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
                 f"exist in the object store but {where}; version {version + 1} cannot be written "

@@ -1,0 +1,173 @@
+"""Repair beside peers: deltacommit's in-flight state never looks like a conflict to delta-rs,
+and a live delta-rs writer's fresh entry is left to it for the repair grace.
+
+delta-rs (deltalake 1.6.0) finishes a commit by moving ``_delta_log/_commit_<uuid>.json.tmp`` to
+N.json and reads an N.json that appeared under it as a lost race.  Its in-flight state is
+modelled here item for item (temp file, incomplete entry); the grace is measured on a
+``ManualClock`` whose ``sleep`` advances it, so nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.clock import ManualClock
+from deltacommit.log.names import LOG_DIR, commit_name, commit_path
+from deltacommit.logstore.dynamodb import DynamoDBLogStore, table_path_spellings
+
+from .helpers import SCHEMA, DynamoSetup, batch
+
+COMMIT = b'{"commitInfo":{"timestamp":1700000000000,"operation":"WRITE"}}\n'
+
+
+class Stop(Exception):
+    """Raised by a fault hook: the writer stops there, as if its process died."""
+
+
+def delta_rs_in_flight(dynamo: DynamoSetup, ls: DynamoDBLogStore, version: int) -> str:
+    """A delta-rs writer between its PutItem and its move: the temp file and an incomplete
+    entry naming it.  Returns the temp file's key relative to the table root."""
+    temp = f"_commit_{uuid.uuid4()}.json.tmp"
+    ls.store.put(f"{LOG_DIR}/{temp}", COMMIT)
+    dynamo.client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": ls.table_path}, "fileName": {"S": commit_name(version)},
+        "tempPath": {"S": temp}, "complete": {"S": "false"}})
+    return f"{LOG_DIR}/{temp}"
+
+
+def open_store(dynamo: DynamoSetup, clock: ManualClock, grace_ms: int) -> DynamoDBLogStore:
+    options = {**dynamo.options, "DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS": str(grace_ms)}
+    ls = DynamoDBLogStore.open(dynamo.uri(), options, clock=clock)
+    assert ls.repair_grace_ms == grace_ms
+    return ls
+
+
+def test_a_live_delta_rs_writer_finishes_its_own_commit_within_the_grace(dynamo: DynamoSetup) -> None:
+    dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+    clock = ManualClock()
+    ls = open_store(dynamo, clock, 500)
+    temp = delta_rs_in_flight(dynamo, ls, 1)
+
+    class MovingWhileWeWait(ManualClock):
+        """The delta-rs writer moves its temp file and completes its entry while the reader
+        waits out its first poll."""
+
+        def sleep(self, seconds: float) -> None:
+            clock.sleep(seconds)
+            if ls.store.exists(temp):
+                ls.store.put(commit_path(1), ls.store.get(temp))
+                ls.store.delete(temp)
+                dynamo.client.update_item(
+                    TableName=dynamo.table, Key={"tablePath": {"S": ls.table_path},
+                                                 "fileName": {"S": commit_name(1)}},
+                    UpdateExpression="SET complete = :t", ExpressionAttributeValues={
+                        ":t": {"S": "true"}})
+
+    ls._clock = MovingWhileWeWait()
+    ls.reset_requests()
+    assert ls.read_commit(1) == COMMIT
+    # One poll, and the writer's own completion: the reader never copied or completed anything.
+    assert clock.monotonic() == pytest.approx(0.025)
+    assert "UpdateItem" not in ls.requests
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]
+
+
+def test_a_dead_delta_rs_writer_is_repaired_by_moving_once_the_grace_is_over(
+        dynamo: DynamoSetup) -> None:
+    dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+    clock = ManualClock()
+    ls = open_store(dynamo, clock, 500)
+    temp = delta_rs_in_flight(dynamo, ls, 1)
+    before = {m.path for m in ls.store.list(LOG_DIR)}
+    assert ls.read_commit(1) == COMMIT
+    assert clock.monotonic() == pytest.approx(0.5)
+    assert ls.store.get(commit_path(1)) == COMMIT
+    assert {m.path for m in ls.store.list(LOG_DIR)} == before - {temp} | {commit_path(1)}
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]
+
+
+def test_a_grace_of_zero_repairs_at_once(dynamo: DynamoSetup) -> None:
+    dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+    clock = ManualClock()
+    ls = open_store(dynamo, clock, 0)
+    temp = delta_rs_in_flight(dynamo, ls, 1)
+    assert ls.read_commit(1) == COMMIT
+    assert clock.monotonic() == 0.0
+    assert not ls.store.exists(temp)
+
+
+def test_the_grace_counts_from_when_the_entry_was_first_seen(dynamo: DynamoSetup) -> None:
+    """A writer that must commit N+1 waits out the rest of the grace only, not a fresh one."""
+    table = dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+    clock = ManualClock()
+    ls = open_store(dynamo, clock, 400)
+    delta_rs_in_flight(dynamo, ls, 1)
+    assert ls.latest_entry() is not None
+    ls._first_seen[ls.latest_entry().temp_path] = -0.3  # type: ignore[union-attr]
+    writer = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)
+    assert dc.write(writer, batch(1, 0)).version == 2
+    assert clock.monotonic() == pytest.approx(0.1)
+    assert table.version == 0
+
+
+def test_our_temp_file_is_gone_before_our_entry_is_completed(dynamo: DynamoSetup) -> None:
+    """Between the copy and the completion a delta-rs repairer finds no temp file to move and
+    completes the entry as moved; our own repair does the same."""
+    dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+
+    def stop(name: str, version: int) -> None:
+        if name == "after_delete_temp":
+            raise Stop(name)
+
+    ls = DynamoDBLogStore.open(dynamo.uri(), dynamo.options, hook=stop)
+    with pytest.raises(Stop):
+        dc.write(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls),
+                 batch(7, 0))
+    entry = dynamo.entries(ls.table_path)[1]
+    assert not entry.complete
+    assert not ls.store.exists(entry.temp_key) and ls.store.exists(commit_path(1))
+    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    assert reader.version == 1
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]
+    assert not ls.store.exists(entry.temp_key)
+
+
+def test_a_bucket_root_fleet_on_spark_s_key_is_joined(dynamo: DynamoSetup) -> None:
+    """Spark keys a bucket-root table ``s3a://bkt/``; a writer given ``s3://bkt`` joins it."""
+    bucket = dynamo.bucket.name
+    assert table_path_spellings(f"s3://{bucket}") == [
+        f"s3://{bucket}", f"s3://{bucket}/", f"s3a://{bucket}", f"s3a://{bucket}/",
+        f"s3n://{bucket}", f"s3n://{bucket}/"]
+    ls = DynamoDBLogStore.open(f"s3://{bucket}", dynamo.options)
+    dynamo.client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": f"s3a://{bucket}/"}, "fileName": {"S": commit_name(0)},
+        "tempPath": {"S": f".tmp/{commit_name(0)}.{uuid.uuid4()}"}, "complete": {"S": "true"}})
+    ls.join_fleet()
+    assert ls.table_path == f"s3a://{bucket}/"
+    assert ls.requests.get("Query") == 6
+
+
+def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: DynamoSetup) -> None:
+    """A version written by another mechanism (here a plain conditional PUT, as an S3
+    conditional-write writer makes it) beside entries of this protocol: younger than half the
+    TTL, no TTL can have removed its entry.  The writer that already knew the table and a fresh
+    one both refuse, name the file, and commit nothing; no entry is left for that version."""
+    uri = dynamo.uri()
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=dynamo.options)
+    dc.write(uri, batch(0, 0), storage_options=dynamo.options)
+    ours = dc.DeltaTable(uri, storage_options=dynamo.options)
+    assert isinstance(ours.log_store, DynamoDBLogStore)
+    store = ours.log_store.store
+    store.put_if_absent(commit_path(2), COMMIT)
+    before = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
+    for writer in (ours, dc.DeltaTable(uri, storage_options=dynamo.options)):
+        with pytest.raises(dc.CoordinationMismatchError,
+                           match=rf"{commit_name(2)} was written .* no entry for it.*another mechanism"):
+            dc.write(writer, batch(1, 0))
+    after = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
+    assert {p: b for p, b in after.items() if "/.tmp/" not in p} == {
+        p: b for p, b in before.items() if "/.tmp/" not in p}
+    assert [e.version for e in dynamo.entries(uri)] == [0, 1]
