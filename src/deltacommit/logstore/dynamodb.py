@@ -745,7 +745,7 @@ class DynamoDBLogStore(LogStore):
         (S3 conditional writes, another DynamoDB table or ``tablePath``) wrote it, and that
         mechanism does not exclude this one."""
         age_s = self._clock.time() - meta.last_modified_ms / 1000
-        if age_s >= self.ttl_seconds / 2:
+        if age_s >= self.ttl_seconds / 2 or self._switched_here(version):
             return
         raise CoordinationMismatchError(
             f"table {self.table_uri}: {LOG_DIR}/{commit_name(version)} was written {age_s:.0f} s "
