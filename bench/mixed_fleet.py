@@ -31,9 +31,10 @@ from tests.compat.test_mixed_fleet_errors import (
     _deltacommit_writer,
     _deltalake_reader,
     _deltalake_writer,
+    run_fleet,
 )
 from tests.peers.test_spark_emulator import _spark_writer
-from tests.s3.helpers import SCHEMA, context
+from tests.s3.helpers import SCHEMA
 
 import deltacommit as dc
 from deltacommit.logstore.dynamodb import create_log_table
@@ -68,15 +69,7 @@ def _fleet(moto: MotoServer, kinds: list[str], appends: int) -> dict[str, Any]:
     plan = [(targets[k], f"s3://{bucket}/t" if k == "deltacommit" else peer_uri, w, appends)
             for w, k in enumerate(kinds)]
     plan.append((_deltalake_reader, peer_uri, 99, len(kinds) * appends))
-    ctx = context("spawn")
-    start = ctx.Barrier(len(plan))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=t, args=(u, options, w, n, start, out)) for t, u, w, n in plan]
-    for p in procs:
-        p.start()
-    results = {name: (n, errors) for name, n, errors in (out.get(timeout=900) for _ in procs)}
-    for p in procs:
-        p.join(timeout=60)
+    results = run_fleet(plan, options)
     data = dc.DeltaTable(f"s3://{bucket}/t", storage_options=options).to_arrow()
     pairs = Counter(zip(data["writer"].to_pylist(), data["batch"].to_pylist(), strict=True))
     expected = Counter({(w, b): 1 for w in range(len(kinds)) for b in range(appends)})

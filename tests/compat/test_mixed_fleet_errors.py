@@ -104,32 +104,34 @@ def _deltalake_reader(uri: str, options: Mapping[str, str], writer: int, appends
     out.put(("deltalake-reader", loads, dict(errors)))
 
 
-def _run(uri: str, options: dict[str, str], targets: list[tuple[Any, int]], final: int
-         ) -> dict[str, tuple[int, dict[str, int]]]:
+def run_fleet(plan: list[tuple[Any, str, int, int]], options: Mapping[str, str]
+              ) -> dict[str, tuple[int, dict[str, int]]]:
+    """Start one process per ``(target, uri, writer id, appends)``, release them together with
+    a barrier, and return each one's ``name -> (acknowledged, errors by class)``."""
     ctx = context("spawn")
-    procs_args = [(t, w, APPENDS) for t, w in targets] + [(_deltalake_reader, 99, final)]
-    start = ctx.Barrier(len(procs_args))
+    start = ctx.Barrier(len(plan))
     out = ctx.Queue()
-    procs = [ctx.Process(target=t, args=(uri, options, w, n, start, out)) for t, w, n in procs_args]
+    procs = [ctx.Process(target=t, args=(u, dict(options), w, n, start, out)) for t, u, w, n in plan]
     for p in procs:
         p.start()
     try:
-        results = {name: (n, errors) for name, n, errors in (out.get(timeout=600) for _ in procs)}
+        return {name: (n, errors) for name, n, errors in (out.get(timeout=600) for _ in procs)}
     finally:
         for p in procs:
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
-    return results
 
 
 def test_deltalake_writers_and_reader_see_no_error_beside_deltacommit(dynamo: DynamoSetup) -> None:
     uri = dynamo.uri()
     options = dict(dynamo.options)
     dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
-    targets = [(_deltacommit_writer, w) for w in range(WRITERS)]
-    targets += [(_deltalake_writer, WRITERS + w) for w in range(WRITERS)]
-    results = _run(uri, options, targets, 2 * WRITERS * APPENDS)
+    plan: list[tuple[Any, str, int, int]] = [
+        (_deltacommit_writer, uri, w, APPENDS) for w in range(WRITERS)]
+    plan += [(_deltalake_writer, uri, WRITERS + w, APPENDS) for w in range(WRITERS)]
+    plan.append((_deltalake_reader, uri, 99, 2 * WRITERS * APPENDS))
+    results = run_fleet(plan, options)
     print(json.dumps({"fleet": "mixed", "backend": dynamo.backend, "results": results}))
     for name, (_, errors) in results.items():
         if name.startswith("deltacommit"):

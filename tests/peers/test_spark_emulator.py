@@ -20,8 +20,9 @@ from tests.compat.test_mixed_fleet_errors import (
     _deltacommit_writer,
     _deltalake_reader,
     _deltalake_writer,
+    run_fleet,
 )
-from tests.s3.helpers import SCHEMA, DynamoSetup, batch, context, new_log_table
+from tests.s3.helpers import SCHEMA, DynamoSetup, batch, new_log_table
 
 APPENDS = 8
 
@@ -99,19 +100,7 @@ def test_a_fleet_of_spark_deltalake_and_deltacommit(dynamo: DynamoSetup) -> None
         (_deltacommit_writer, dynamo.uri(), 0, APPENDS), (_deltacommit_writer, dynamo.uri(), 1, APPENDS),
         (_deltalake_writer, s3a, 2, APPENDS), (_deltalake_writer, s3a, 3, APPENDS),
         (_spark_writer, s3a, 4, APPENDS), (_deltalake_reader, s3a, 99, 5 * APPENDS)]
-    ctx = context("spawn")
-    start = ctx.Barrier(len(plan))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=t, args=(u, options, w, n, start, out)) for t, u, w, n in plan]
-    for p in procs:
-        p.start()
-    try:
-        results = {name: (n, errors) for name, n, errors in (out.get(timeout=600) for _ in procs)}
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
+    results = run_fleet(plan, options)
     print(json.dumps({"fleet": "spark-emulator+deltalake+deltacommit", "results": results}))
     for name, (acked, errors) in results.items():
         if name.startswith(("deltacommit", "spark")):

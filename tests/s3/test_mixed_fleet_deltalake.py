@@ -19,9 +19,10 @@ from tests.compat.test_mixed_fleet_errors import (
     _deltacommit_writer,
     _deltalake_reader,
     _deltalake_writer,
+    run_fleet,
 )
 
-from .helpers import DynamoSetup, batch, context
+from .helpers import DynamoSetup, batch
 
 WRITERS = 2
 APPENDS = 12
@@ -35,19 +36,7 @@ def test_deltalake_on_s3a_keys_beside_deltacommit_on_s3_lose_and_fail_nothing(
     plan = [(_deltacommit_writer, ours, w, APPENDS) for w in range(WRITERS)]
     plan += [(_deltalake_writer, theirs, WRITERS + w, APPENDS) for w in range(WRITERS)]
     plan.append((_deltalake_reader, theirs, 99, 2 * WRITERS * APPENDS))
-    ctx = context("spawn")
-    start = ctx.Barrier(len(plan))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=t, args=(u, options, w, n, start, out)) for t, u, w, n in plan]
-    for p in procs:
-        p.start()
-    try:
-        results = {name: (n, errors) for name, n, errors in (out.get(timeout=600) for _ in procs)}
-    finally:
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
+    results = run_fleet(plan, options)
     print(json.dumps({"fleet": "s3a-peers", "backend": dynamo.backend, "results": results}))
     for name, (acked, errors) in results.items():
         assert set(errors) <= {"gave-up-after-retries"}, (name, errors)
