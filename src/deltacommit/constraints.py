@@ -15,11 +15,9 @@ violation.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -31,24 +29,11 @@ from deltacommit.errors import (
     InvariantViolationError,
     UnsupportedProtocolError,
 )
-from deltacommit.predicates import (
-    And,
-    Comparison,
-    Constant,
-    InList,
-    IsNull,
-    Literal,
-    Not,
-    Or,
-    Predicate,
-    parse_predicate,
-)
+from deltacommit.predicates import parse_predicate
+from deltacommit.row_filters import not_true, to_expression
 
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = b"delta.invariants"
-
-_COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-            ">": pc.greater, ">=": pc.greater_equal}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,21 +92,18 @@ def check_constraints(data: pa.Table, constraints: list[Constraint], table: str)
         return
     for c in constraints:
         try:
-            pred = parse_predicate(c.expression)
-            mask = _evaluate(pred, data)
-        except (_Unsupported, DeltaCommitError) as e:
+            passes = to_expression(parse_predicate(c.expression), data.schema, _describe(c))
+        except DeltaCommitError as e:
             raise UnsupportedProtocolError(
                 f"table {table}: {_describe(c)} cannot be evaluated by deltacommit ({e}); "
                 "refusing to write rather than skip it") from None
-        ok = pc.fill_null(mask, False)
-        if pc.all(ok).as_py() is False:
-            bad = pc.invert(ok)
-            count = pc.sum(bad).as_py()
-            first = pc.index(bad, True).as_py()
-            sample = data.slice(first, 1).to_pylist()[0]
+        # Violated where the expression is FALSE or NULL: only TRUE passes.
+        failing = data.filter(not_true(passes))
+        if failing.num_rows:
+            sample = failing.slice(0, 1).to_pylist()[0]
             cls = InvariantViolationError if c.kind == "invariant" else CheckConstraintViolationError
-            raise cls(f"table {table}: {_describe(c)} is violated by {count} row(s), for "
-                      f"example {sample!r}; nothing was written")
+            raise cls(f"table {table}: {_describe(c)} is violated by {failing.num_rows} row(s), "
+                      f"for example {sample!r}; nothing was written")
 
 
 def check_partition_not_null(data: pa.Table, schema: pa.Schema, partition_columns: list[str],
@@ -149,81 +131,3 @@ def _describe(c: Constraint) -> str:
     if c.kind == "invariant":
         return f"the invariant of column {c.name!r} ({c.expression})"
     return f"CHECK constraint {c.name!r} ({c.expression})"
-
-
-class _Unsupported(Exception):
-    pass
-
-
-def _column(data: pa.Table, name: str) -> Any:
-    if name in data.column_names:
-        return data.column(name)
-    head, _, rest = name.partition(".")
-    if rest and head in data.column_names:
-        col: Any = data.column(head)
-        for part in rest.split("."):
-            if not pa.types.is_struct(col.type) or col.type.get_field_index(part) < 0:
-                raise _Unsupported(f"no column {name!r}")
-            col = pc.struct_field(col, part)
-        return col
-    raise _Unsupported(f"no column {name!r} in the data (columns: {data.column_names})")
-
-
-def _scalar(literal: Literal, t: pa.DataType, column: str) -> pa.Scalar[Any]:
-    v = literal.value
-    if literal.kind == "null":
-        return pa.scalar(None, t)
-    try:
-        if literal.kind == "decimal" and (pa.types.is_floating(t) or pa.types.is_decimal(t)):
-            return pa.scalar(float(v) if pa.types.is_floating(t) else Decimal(v)).cast(t)
-        if literal.kind == "timestamp" and pa.types.is_timestamp(t):
-            value = v if (t.tz is None) == (v.tzinfo is None) else (
-                v.replace(tzinfo=dt.UTC) if v.tzinfo is None else v.astimezone(dt.UTC).replace(tzinfo=None))
-            out: pa.Scalar[Any] = pa.scalar(value, pa.timestamp("us", tz=t.tz)).cast(t)
-            return out
-        plain: pa.Scalar[Any] = pa.scalar(v).cast(t)
-        return plain
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:
-        raise _Unsupported(f"cannot compare column {column!r} of type {t} with "
-                           f"{literal.to_sql()}: {e}") from None
-
-
-def _evaluate(p: Predicate, data: pa.Table) -> Any:
-    """A boolean array with SQL's three-valued logic (NULL where the answer is unknown)."""
-    n = data.num_rows
-    if isinstance(p, Constant):
-        return pa.array([p.value] * n, pa.bool_())
-    if isinstance(p, Comparison):
-        col = _column(data, p.column)
-        try:
-            return _COMPARE[p.op](col, _scalar(p.literal, col.type, p.column))
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
-            raise _Unsupported(str(e)) from None
-    if isinstance(p, InList):
-        col = _column(data, p.column)
-        values = pa.array([_scalar(lit, col.type, p.column).as_py() for lit in p.literals
-                           if lit.kind != "null"], col.type)
-        has_null = any(lit.kind == "null" for lit in p.literals)
-        found = pc.is_in(col, value_set=values)
-        # x IN (...) is NULL when x is NULL, or when x is not found and the list holds a NULL.
-        unknown = pc.is_null(col)
-        if has_null:
-            unknown = pc.or_(unknown, pc.invert(found))
-        result = pc.if_else(unknown, pa.scalar(None, pa.bool_()), found)
-        return pc.invert(result) if p.negated else result
-    if isinstance(p, IsNull):
-        col = _column(data, p.column)
-        return pc.is_valid(col) if p.negated else pc.is_null(col)
-    if isinstance(p, Not):
-        return pc.invert(_evaluate(p.child, data))
-    if isinstance(p, And):
-        out = _evaluate(p.children[0], data)
-        for c in p.children[1:]:
-            out = pc.and_kleene(out, _evaluate(c, data))
-        return out
-    if isinstance(p, Or):
-        out = _evaluate(p.children[0], data)
-        for c in p.children[1:]:
-            out = pc.or_kleene(out, _evaluate(c, data))
-        return out
-    raise _Unsupported(f"unsupported expression {p.to_sql()}")

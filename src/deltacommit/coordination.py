@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from deltacommit.errors import CoordinationMismatchError
 from deltacommit.logstore import open_log_store
-from deltacommit.logstore.base import COORDINATION_KEY
+from deltacommit.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER
 from deltacommit.storage.base import ObjectStore
 from deltacommit.transaction import CommitResult
 
@@ -127,7 +127,7 @@ def dynamodb_fleet_sign(store: ObjectStore, mechanism: str) -> str | None:
     if mechanism == "dynamodb" or store.local_path("") is not None:
         return None
     for meta in store.list(SPARK_TEMP_PREFIX):
-        if meta.path.endswith("/_deltacommit_dynamodb"):
+        if meta.path == DYNAMODB_MARKER:
             return (f"Spark's S3DynamoDBLogStore protocol (marker {meta.path}, left by "
                     "deltacommit writers on that protocol)")
         return f"Spark's S3DynamoDBLogStore (temp file {meta.path})"

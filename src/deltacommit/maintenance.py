@@ -44,6 +44,7 @@ from deltacommit.log.paths import (
     resolve,
 )
 from deltacommit.log.replay import TableState
+from deltacommit.logstore.base import DYNAMODB_MARKER
 
 if TYPE_CHECKING:
     from deltacommit.logstore.base import LogStore
@@ -231,14 +232,10 @@ def _expired_temp_files(log_store: LogStore, before_ms: int) -> list[str]:
     out: list[str] = []
     for prefix in _TEMP_PREFIXES:
         for meta in log_store.store.list(prefix):
-            if meta.last_modified_ms < before_ms and meta.path != _DYNAMODB_MARKER:
+            if meta.last_modified_ms < before_ms and meta.path != DYNAMODB_MARKER:
                 out.append(meta.path)
     return out
 
-
-# deltacommit's sign that a table is written through Spark's DynamoDB protocol (see
-# ``logstore.dynamodb.DYNAMODB_MARKER``): kept, it is no temp file.
-_DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"
 
 
 # --------------------------------------------------------------------------- vacuum

@@ -25,13 +25,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -47,6 +45,7 @@ from deltacommit.journal import Journal, read_journals
 from deltacommit.stress_peers import (
     PEER_KINDS,
     PeerReport,
+    StopOnSigterm,
     check_kinds,
     check_peers,
     create_through_spark,
@@ -296,21 +295,11 @@ def _count_transient(log: Path) -> int:
 # --------------------------------------------------------------------------- the writer process
 
 
-class _Stop:
-    """Set by SIGTERM: the writer finishes the commit it is in, then exits."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.event.set()
-
-
 def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int) -> int:
     """Append batches until SIGTERM, journaling each acknowledged commit."""
     from deltacommit.table import DeltaTable
 
-    stop = _Stop()
+    stop = StopOnSigterm()
     signal.signal(signal.SIGTERM, stop)
     options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))
     rng = random.Random(seed)
@@ -363,20 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deltacommit.stress")
     sub = parser.add_subparsers(dest="command", required=True)
     w = sub.add_parser("worker", help="one writer process of a stress run")
-    w.add_argument("uri")
-    w.add_argument("--name", required=True)
-    w.add_argument("--incarnation", type=int, required=True)
-    w.add_argument("--journal", required=True)
-    w.add_argument("--rows", type=int, default=10)
-    w.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("peer", help="one peer writer process (another engine) of a stress run")
     p.add_argument("kind", choices=PEER_KINDS)
-    p.add_argument("uri")
-    p.add_argument("--name", required=True)
-    p.add_argument("--incarnation", type=int, required=True)
-    p.add_argument("--journal", required=True)
-    p.add_argument("--rows", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
+    for one in (w, p):  # every writer process takes the same identity and journal
+        one.add_argument("uri")
+        one.add_argument("--name", required=True)
+        one.add_argument("--incarnation", type=int, required=True)
+        one.add_argument("--journal", required=True)
+        one.add_argument("--rows", type=int, default=10)
+        one.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "peer":
         options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))

@@ -102,7 +102,9 @@ def create_through_spark(uri: str, options: Mapping[str, str], schema: pa.Schema
     _emulator(uri, options).create(schema_to_json(schema))
 
 
-class _Stop:
+class StopOnSigterm:
+    """Set by SIGTERM: a writer process finishes the write it is in, then exits."""
+
     def __init__(self) -> None:
         self.event = threading.Event()
 
@@ -113,7 +115,7 @@ class _Stop:
 def peer_worker(kind: str, uri: str, name: str, incarnation: int, journal_path: str, rows: int,
                 seed: int, schema: pa.Schema, options: Mapping[str, str]) -> int:
     """Append until SIGTERM through ``kind``'s own API; journal each write it acknowledged."""
-    stop = _Stop()
+    stop = StopOnSigterm()
     signal.signal(signal.SIGTERM, stop)
     rng = random.Random(seed)
     who = f"{name}#{incarnation}"

@@ -24,10 +24,6 @@ from deltacommit.log.actions import (
 )
 from deltacommit.log.paths import canonical_key
 
-# Action types other writers may put in a log of a table whose protocol we accept, which do
-# not change the set of live files we compute.
-IGNORABLE_ACTIONS = frozenset({"cdc", "checkpointMetadata", "sidecar"})
-
 
 def check_protocol_shape(p: Protocol, source: str) -> None:
     """CorruptLogError for a protocol action no reader can interpret (PROTOCOL.md "Table

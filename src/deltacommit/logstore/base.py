@@ -129,3 +129,7 @@ class LogStore(ABC):
 
 
 COORDINATION_KEY = "deltacommit.coordination"
+#: Left in ``_delta_log/.tmp/`` by deltacommit's writers on Spark's DynamoDB protocol (see
+#: ``logstore.dynamodb``): the sign, for writers on other mechanisms, that this table is
+#: coordinated through DynamoDB.  Log cleanup keeps it.
+DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"

@@ -120,7 +120,7 @@ from deltacommit.errors import (
     VersionExistsError,
 )
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
-from deltacommit.logstore.base import COORDINATION_KEY, LogStore
+from deltacommit.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER, LogStore
 from deltacommit.storage.base import ObjectMeta, ObjectStore
 from deltacommit.storage.s3 import RequestCounter
 
@@ -1238,8 +1238,6 @@ def _is_temp_name(temp_path: str, file_name: str) -> bool:
 _MOVER_POLL_S = 0.025
 
 
-#: Left in ``_delta_log/.tmp/`` by deltacommit's writers on this protocol; see ``write_commit``.
-DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"
 MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore protocol; writers "
                b"using S3 conditional writes do not exclude its writers.\n")
 
