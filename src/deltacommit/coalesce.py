@@ -50,7 +50,7 @@ the others send it their transactions (their data files already written) and get
 result together with the commits they have not seen, so they never read the log to stay
 current.  If the serving process exits, another one takes over; if it dies holding a
 transaction, the sender finds its ``txnId`` in the log or commits the transaction itself (see
-``_HostLink``).  Writers on other hosts are excluded as usual.
+``group_host.HostLink``).  Writers on other hosts are excluded as usual.
 
 Costs.  An uncontended group costs what one commit costs (one conditional put on S3, see
 ``logstore/``), plus for coalesced appends one PUT per partition written.  A lost race costs
@@ -59,37 +59,29 @@ one read per concurrent version, for the whole group.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import fcntl
-import hashlib
-import json
-import os
-import pickle
-import socket
-import struct
-import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from deltacommit.conflicts import TransactionSummary, WinningCommit, check_conflicts
+from deltacommit.conflicts import WinningCommit, check_conflicts
+from deltacommit.engine.commit_info import MEMBERS_KEY, committed_txn_ids
+from deltacommit.engine.loop import CommitLoop, Group, Member, Seen
+from deltacommit.engine.policy import CommitResult
+from deltacommit.engine.staged import StagedCommit
 from deltacommit.errors import (
-    CommitFailedError,
     ConcurrentModificationException,
     ConcurrentTransactionException,
     InvalidArgumentError,
-    VersionExistsError,
 )
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn, serialize_commit
+from deltacommit.group_host import HostLink
+from deltacommit.log.actions import Add
 from deltacommit.snapshot import Commit, Snapshot
-from deltacommit.transaction import ENGINE_INFO, CommitResult, Transaction
 
 if TYPE_CHECKING:
     from deltacommit.table import DeltaTable
@@ -99,26 +91,6 @@ __all__ = ["MEMBERS_KEY", "GroupCommitPolicy", "GroupCommitStats", "GroupCommitt
            "committed_txn_ids"]
 
 T = TypeVar("T")
-#: A version as the catch-up checks see it: its conflict view and the txnIds it holds.
-_Seen = tuple[WinningCommit, frozenset[str]]
-
-#: ``commitInfo`` field listing the ``txnId`` of every transaction a group's version holds.
-MEMBERS_KEY = "deltacommit.memberTxnIds"
-
-
-def committed_txn_ids(commit_info: Mapping[str, Any] | CommitInfo | None) -> tuple[str, ...]:
-    """The ``txnId`` of every transaction a version holds, from its ``commitInfo``.
-
-    One for an ordinary commit; each member's for a group's version (see the module docstring).
-    """
-    if commit_info is None:
-        return ()
-    values = commit_info.values if isinstance(commit_info, CommitInfo) else commit_info
-    members = values.get(MEMBERS_KEY)
-    if isinstance(members, list):
-        return tuple(m for m in members if isinstance(m, str))
-    tid = values.get("txnId")
-    return (tid,) if isinstance(tid, str) else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,102 +143,67 @@ class GroupCommitStats:
 # --------------------------------------------------------------------------- members
 
 
-def _parameters_key(txn: Transaction) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(txn._rendered_parameters().items()))
-
-
-class _Member:
+class _Member(Member):
     """One transaction waiting for, or being carried by, a group."""
 
-    __slots__ = ("app_ids", "attempts", "checked", "deferred", "error", "event", "files", "key",
-                 "lead", "queued", "result", "rows", "summary", "txn", "winners")
-
-    def __init__(self, txn: Transaction, summary: TransactionSummary, rows: pa.Table | None) -> None:
-        self.txn = txn
-        self.summary = summary
+    def __init__(self, staged: StagedCommit, rows: pa.Table | None) -> None:
+        super().__init__(staged)
         #: Rows for the leader to write (coalesced appends); None for a transaction that
         #: carries its own files.
         self.rows = rows
-        self.key = (txn.operation, _parameters_key(txn), summary.effective_isolation)
-        self.app_ids = frozenset(txn._txns) | summary.read_app_ids
-        #: Every version up to this one has been checked against this transaction.
-        self.checked = txn.read_version
-        self.winners: list[int] = []
-        self.attempts = 0
+        self.key = staged.group_key
         #: Data files the group wrote for its coalesced appends (set when they commit).
         self.files = 0
-        self.result: CommitResult | None = None
-        self.error: BaseException | None = None
         self.lead = False
         self.queued = False
         self.deferred = False
         self.event = threading.Event()
 
-    @property
-    def done(self) -> bool:
-        return self.result is not None or self.error is not None
-
     def resolve(self, result: CommitResult) -> None:
-        self.txn._done = True
-        self.txn.result = result
-        self.result = result
+        super().resolve(result)
         self.event.set()
 
     def fail(self, error: BaseException) -> None:
-        self.error = error
+        super().fail(error)
         self.event.set()
 
-    def outcome(self) -> CommitResult:
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
+class _Group(Group):
+    """Coalesced appends sharing ``adds``, then the others; failed members are counted, and
+    the files of appends are written again when some of them drop out."""
 
-def _extend_view(view: WinningCommit, txn: Transaction) -> None:
-    """Add an accepted member's actions to the stand-in winner the next members are checked
-    against.  One stand-in per kind (blind appends, others) is equivalent to checking against
-    each accepted member: every check looks for any one action of the winner that conflicts."""
-    view.added.extend(txn._adds)
-    view.removed.extend(txn._removes)
-    view.txns.extend(txn._txns.values())
-    if txn._metadata is not None:
-        view.metadata = txn._metadata
-    if txn._protocol is not None:
-        view.protocol = txn._protocol
+    def __init__(self, committer: GroupCommitter, key: tuple[Any, ...], appends: list[_Member],
+                 adds: list[Add], others: list[_Member]) -> None:
+        super().__init__(list(appends), adds, list(others))
+        self.committer = committer
+        self.key = key
 
+    def rewrite(self) -> None:
+        self.committer._discard_files(self.adds)
+        self.adds = []
+        self.adds = self.committer._write_rows(self.appends)
 
-def _sum_metrics(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Metrics of several transactions: counts summed, anything else from the first member."""
-    out: dict[str, Any] = {}
-    for part in parts:
-        for k, v in part.items():
-            if k not in out:
-                out[k] = v
-                continue
-            with contextlib.suppress(TypeError, ValueError):
-                out[k] = str(int(out[k]) + int(v))
-    return out
+    def discard(self) -> None:
+        self.committer._discard_files(self.adds)
+
+    def defer(self, members: Sequence[Member]) -> None:
+        self.committer._requeue([m for m in members if isinstance(m, _Member)])
+
+    def on_attempt(self) -> None:
+        self.committer.stats.attempts += 1
+
+    def on_fail(self, member: Member, error: BaseException) -> None:
+        self.committer.stats.failed += 1
+        member.fail(error)
+
+    def on_committed(self, members: Sequence[Member]) -> None:
+        stats = self.committer.stats
+        stats.versions += 1
+        stats.transactions += len(members)
+        stats.largest_group = max(stats.largest_group, len(members))
 
 
 # --------------------------------------------------------------------------- the committer
-
-
-class _Group:
-    """The members one leader commits: coalesced appends sharing ``adds``, then the others."""
-
-    __slots__ = ("adds", "appends", "key", "others")
-
-    def __init__(self, key: tuple[Any, ...], appends: list[_Member], adds: list[Add],
-                 others: list[_Member]) -> None:
-        self.key = key
-        self.appends = appends
-        self.adds = adds
-        self.others = others
-
-    @property
-    def members(self) -> list[_Member]:
-        return self.appends + self.others
 
 
 class GroupCommitter:
@@ -277,19 +214,22 @@ class GroupCommitter:
 
     Two stages overlap: while one group commits (holding ``_commit_lock``), the next leader
     takes the transactions queued meanwhile and writes their coalesced rows; it then waits for
-    the commit stage, passes the first stage on to the next queued transaction, and commits.
+    the commit stage, passes the first stage on to the next queued transaction, and commits
+    through the engine's commit loop.
     """
 
     def __init__(self, table: DeltaTable, policy: GroupCommitPolicy) -> None:
         self.table = table
         self.policy = policy
         self.stats = GroupCommitStats()
+        self._loop = CommitLoop(table.log, table.policy, table.clock, table.random)
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._queue: deque[_Member] = deque()
         self._leading = False
         self._commit_lock = threading.Lock()
-        self._host = _HostLink(self) if policy.processes else None
+        self._host = HostLink(table.log, policy.socket_dir, self.submit) \
+            if policy.processes else None
 
     def __repr__(self) -> str:
         return f"GroupCommitter({self.table.uri!r}, {self.policy})"
@@ -304,11 +244,11 @@ class GroupCommitter:
 
     # ----------------------------------------------------------------- submitting
 
-    def commit(self, txn: Transaction) -> CommitResult:
-        """Commit ``txn`` (already validated), possibly in one version with others."""
+    def commit(self, staged: StagedCommit) -> CommitResult:
+        """Commit a validated transaction, possibly in one version with others."""
         if self._host is not None:
-            return self._host.commit(txn)
-        return self._submit(txn, None).outcome()
+            return self._host.commit(staged)
+        return self.submit(staged, None).outcome()
 
     @property
     def shares_processes(self) -> bool:
@@ -325,16 +265,17 @@ class GroupCommitter:
         if self._host is not None:
             self._host.close()
 
-    def commit_rows(self, txn: Transaction, rows: pa.Table) -> tuple[CommitResult, int]:
-        """Commit ``txn`` with ``rows`` that a leader writes, before the commit, into files
-        shared with the group's other appends; also returns how many files the group wrote.
-        ``rows`` must be in the table schema of ``txn``'s snapshot."""
-        member = self._submit(txn, rows)
+    def commit_rows(self, staged: StagedCommit, rows: pa.Table) -> tuple[CommitResult, int]:
+        """Commit with ``rows`` that a leader writes, before the commit, into files shared
+        with the group's other appends; also returns how many files the group wrote.  ``rows``
+        must be in the table schema of the transaction's snapshot."""
+        member = self.submit(staged, rows)
+        assert isinstance(member, _Member)
         return member.outcome(), member.files
 
-    def _submit(self, txn: Transaction, rows: pa.Table | None,
-                summary: TransactionSummary | None = None) -> _Member:
-        member = _Member(txn, summary if summary is not None else txn.summary(), rows)
+    def submit(self, staged: StagedCommit, rows: pa.Table | None) -> Member:
+        """Queue a transaction and return once a group has carried it to its end."""
+        member = _Member(staged, rows)
         with self._lock:
             self._queue.append(member)
             member.queued = True
@@ -382,9 +323,9 @@ class GroupCommitter:
         if commit is not None:
             # Outside both stages: the next group commits while this version's checkpoint
             # (if it owes one) is written from the snapshot exactly at its version.
-            self.table._post_commit(commit, snapshot)
+            self.table.after_commit(commit, snapshot)
 
-    def _guarded(self, members: Sequence[_Member], stage: Callable[[], T]) -> T | None:
+    def _guarded(self, members: Sequence[Member], stage: Callable[[], T]) -> T | None:
         """Run a stage; if it fails unexpectedly (a storage error writing the commit, most
         likely), each of ``members`` it left unfinished gets that error: the outcome of its
         commit is what the error says, as for a lone transaction."""
@@ -392,7 +333,7 @@ class GroupCommitter:
             return stage()
         except Exception as e:
             for m in members:
-                if not m.done and not m.queued:
+                if not m.done and not (isinstance(m, _Member) and m.queued):
                     m.fail(e)
             return None
 
@@ -414,7 +355,7 @@ class GroupCommitter:
                 m.queued = False
             return batch
 
-    def _take_late(self, key: tuple[Any, ...], taken: int) -> list[_Member]:
+    def _take_late(self, key: tuple[Any, ...], taken: int) -> list[Member]:
         """Queued members without rows to write and with the group's key (up to the limit)."""
         room = self.policy.max_members - taken
         with self._lock:
@@ -426,7 +367,7 @@ class GroupCommitter:
                 self._queue = deque(m for m in self._queue if id(m) not in chosen)
                 for m in late:
                     m.queued = False
-            return late
+            return list(late)
 
     def _requeue(self, members: Sequence[_Member]) -> None:
         """Put deferred members back at the head of the queue, in their order; if no one holds
@@ -468,39 +409,33 @@ class GroupCommitter:
         others: list[_Member] = []
         deferred: list[_Member] = []
         for m in batch:
-            if m.key != key or (m.rows is not None and m.app_ids & taken):
+            if m.key != key or (m.rows is not None and m.staged.app_ids & taken):
                 deferred.append(m)
             elif m.rows is not None:
                 appends.append(m)
-                taken |= m.app_ids
+                taken |= m.staged.app_ids
             else:
                 others.append(m)
         self._requeue(deferred)
         adds = self._guarded(appends, lambda: self._write_rows(appends)) or []
         appends = [m for m in appends if not m.done]
-        return _Group(key, appends, adds, others)
+        return _Group(self, key, appends, adds, others)
 
-    def _write_rows(self, appends: Sequence[_Member]) -> list[Add]:
+    def _write_rows(self, appends: Sequence[Member]) -> list[Add]:
         """One set of data files (a file per partition) holding every coalesced append's rows."""
-        if not appends:
+        parts = [m.rows for m in appends if isinstance(m, _Member) and m.rows is not None]
+        if not parts:
             return []
         from deltacommit.datafiles import num_indexed_cols, write_data_files
 
         table = self.table
         snap = table.snapshot
         schema = snap.schema
-        parts = [m.rows if m.rows.schema.equals(schema) else m.rows.cast(schema)
-                 for m in appends if m.rows is not None]
+        parts = [p if p.schema.equals(schema) else p.cast(schema) for p in parts]
         data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         return write_data_files(table.log_store.store, data, snap.partition_columns,
                                 clock=table.clock, random=table.random,
                                 indexed_cols=num_indexed_cols(snap.configuration))
-
-    def _rewrite_rows(self, group: _Group) -> None:
-        """The group's files must hold exactly the rows of the appends that commit."""
-        self._discard_files(group.adds)
-        group.adds = []
-        group.adds = self._write_rows(group.appends)
 
     def _discard_files(self, adds: Sequence[Add]) -> None:
         """Delete files written for a group that will never reference them (best effort:
@@ -517,200 +452,42 @@ class GroupCommitter:
     def _commit(self, group: _Group) -> tuple[Commit, Snapshot] | None:
         """Check the group against history and each other, then commit it."""
         table = self.table
+        loop = self._loop
         base = table.version
-        history: dict[int, _Seen] = {}
-        appends = [m for m in group.appends if self._catch_up(m, base, history)]
+        history: dict[int, Seen] = {}
+        appends = [m for m in group.appends if loop.catch_up(m, base, history, group)]
         if len(appends) != len(group.appends):
             group.appends = appends
-            self._rewrite_rows(group)
-        candidates = [m for m in group.others if self._catch_up(m, base, history)]
+            group.rewrite()
+        candidates = [m for m in group.others if loop.catch_up(m, base, history, group)]
         # Coalesced appends go first in the serial order (they read nothing but app ids);
         # each other member is then checked against everything accepted before it.
         blind = WinningCommit(base + 1, operation=group.key[0], is_blind_append=True)
         unread = WinningCommit(base + 1, operation=group.key[0], is_blind_append=False)
         blind.added.extend(group.adds)
         for m in group.appends:
-            blind.txns.extend(m.txn._txns.values())
-        others: list[_Member] = []
+            blind.txns.extend(m.staged.txns)
+        others: list[Member] = []
         deferred: list[_Member] = []
         for m in candidates:
             try:
                 for view in (blind, unread):
-                    check_conflicts(m.summary, view, table.uri)
+                    check_conflicts(m.staged.summary, view, table.uri)
             except ConcurrentModificationException:
-                deferred.append(m)
+                if isinstance(m, _Member):
+                    deferred.append(m)
                 continue
             others.append(m)
-            _extend_view(blind if m.summary.is_blind_append else unread, m.txn)
+            m.staged.extend_view(blind if m.staged.summary.is_blind_append else unread)
         group.others = others
         self._requeue(deferred)
-        return self._attempt(group, base)
-
-    def _catch_up(self, m: _Member, base: int, history: dict[int, _Seen]) -> bool:
-        """Check ``m`` against the versions after its snapshot up to ``base``; False if it
-        failed, or if one of them already holds it (a member resubmitted after the process
-        that committed it for another process died before answering)."""
-        if m.checked >= base:
-            return True
-        table = self.table
-        missing = [v for v in range(m.checked + 1, base + 1) if v not in history]
-        if missing:
-            for c in table._known_commits(missing[0], base):
-                if c.version not in history:
-                    history[c.version] = (WinningCommit.from_actions(c.version, c.actions),
-                                          frozenset(committed_txn_ids(c.commit_info)))
-        for v in range(m.checked + 1, base + 1):
-            winner, ids = history[v]
-            if m.txn.txn_id in ids:
-                data = table.log_store.read_commit(v)
-                m.resolve(CommitResult(v, m.attempts, winners=tuple(m.winners),
-                                       txn_id=m.txn.txn_id, digest=hashlib.sha256(data).hexdigest(),
-                                       read_version=m.txn.read_version, group_size=len(ids)))
-                return False
-            try:
-                check_conflicts(m.summary, winner, table.uri)
-            except ConcurrentModificationException as e:
-                self._fail(m, e)
-                return False
-            m.winners.append(v)
-        m.checked = base
-        return True
-
-    def _fail(self, m: _Member, error: BaseException) -> None:
-        self.stats.failed += 1
-        m.fail(error)
-
-    def _attempt(self, group: _Group, base: int) -> tuple[Commit, Snapshot] | None:
-        """The commit loop of one group: as ``Transaction.commit``, member by member."""
-        table = self.table
-        policy = table.policy
-        group_id = table.random.uuid()
-        attempt = 0
-        while group.appends or group.others:
-            members = group.members
-            attempt += 1
-            self.stats.attempts += 1
-            for m in members:
-                m.attempts += 1
-            version = base + 1
-            actions = self._actions(group, group_id)
-            data = serialize_commit(actions)
-            try:
-                table.log_store.write_commit(version, data)
-            except VersionExistsError:
-                ours = {m.txn.txn_id for m in members}
-                appends = len(group.appends)
-                for c in table._commits_after(base):
-                    if ours & set(committed_txn_ids(c.commit_info)):
-                        # An earlier attempt of this group is in the log although the store
-                        # said the version was taken (an answer lost and the request retried).
-                        return self._landed(c, group)
-                    winner = WinningCommit.from_actions(c.version, c.actions)
-                    for m in group.members:
-                        try:
-                            check_conflicts(m.summary, winner, table.uri)
-                        except ConcurrentModificationException as e:
-                            self._fail(m, e)
-                            continue
-                        m.winners.append(c.version)
-                        m.checked = c.version
-                    group.appends = [m for m in group.appends if not m.done]
-                    group.others = [m for m in group.others if not m.done]
-                    base = c.version
-                if len(group.appends) != appends:
-                    self._rewrite_rows(group)
-                left = group.members
-                if attempt >= policy.max_attempts and left:
-                    error = CommitFailedError(
-                        f"gave up committing a group of {len(left)} {group.key[0]} transactions "
-                        f"to table {table.uri} after {attempt} attempts: each lost the race for "
-                        f"the next version (last tried version {version}). Raise "
-                        "CommitPolicy.max_attempts if this many concurrent writers are expected")
-                    for m in left:
-                        self._fail(m, error)
-                    self._discard_files(group.adds)
-                    return None
-                if left:
-                    table.clock.sleep(policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
-                continue
-            commit = Commit(version, actions)
-            table._committed(commit)
-            snapshot = table.snapshot
-            digest = hashlib.sha256(data).hexdigest()
-            self.stats.versions += 1
-            self.stats.transactions += len(members)
-            self.stats.largest_group = max(self.stats.largest_group, len(members))
-            for m in members:
-                m.files = len(group.adds) if m.rows is not None else 0
-                m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
-                                       txn_id=m.txn.txn_id, digest=digest,
-                                       read_version=m.txn.read_version, group_size=len(members)))
-            return commit, snapshot
-        return None
-
-    def _landed(self, commit: Commit, group: _Group) -> tuple[Commit, Snapshot]:
-        table = self.table
-        digest = hashlib.sha256(table.log_store.read_commit(commit.version)).hexdigest()
-        recorded = set(committed_txn_ids(commit.commit_info))
-        for m in group.members:
-            if m.txn.txn_id in recorded:
-                m.files = len(group.adds) if m.rows is not None else 0
-                m.resolve(CommitResult(commit.version, m.attempts, winners=tuple(m.winners),
-                                       txn_id=m.txn.txn_id, digest=digest,
-                                       read_version=m.txn.read_version,
-                                       group_size=len(recorded)))
-            else:  # pragma: no cover - a group's membership only shrinks after an attempt
-                self._requeue([m])
-        return commit, table.snapshot
-
-    # ----------------------------------------------------------------- the version's actions
-
-    def _actions(self, group: _Group, group_id: str) -> list[Action]:
-        members = group.members
-        adds = group.adds
-        if len(members) == 1:
-            # A group of one is written exactly as the lone transaction would write it.
-            txn = members[0].txn
-            if group.appends:
-                txn._adds = list(adds)
-            return txn._actions(txn._commit_info(members[0].summary))
-        protocol: Protocol | None = None
-        metadata: Metadata | None = None
-        txns: list[Txn] = []
-        removes: list[Remove] = []
-        files: list[Add] = list(adds)
-        for m in members:
-            txn = m.txn
-            protocol = txn._protocol or protocol
-            metadata = txn._metadata or metadata
-            txns.extend(txn._txns.values())
-            removes.extend(txn._removes)
-            files.extend(txn._adds)
-        metrics = _sum_metrics([m.txn._metrics() for m in members]
-                               + [{"numFiles": str(len(adds)),
-                                   "numOutputBytes": str(sum(a.size for a in adds))}])
-        first = members[0]
-        info = CommitInfo({
-            "timestamp": int(self.table.clock.time() * 1000),
-            "operation": first.txn.operation,
-            "operationParameters": first.txn._rendered_parameters(),
-            "readVersion": min(m.txn.read_version for m in members),
-            "isolationLevel": first.summary.effective_isolation.value,
-            "isBlindAppend": all(m.summary.is_blind_append for m in members),
-            "operationMetrics": metrics,
-            "engineInfo": ENGINE_INFO,
-            "txnId": group_id,
-            MEMBERS_KEY: [m.txn.txn_id for m in members],
-        })
-        out: list[Action] = [info]
-        if protocol is not None:
-            out.append(protocol)
-        if metadata is not None:
-            out.append(metadata)
-        out.extend(txns)
-        out.extend(removes)
-        out.extend(files)
-        return out
+        commit = loop.run(group, base, table.random.uuid())
+        if commit is None:
+            return None
+        for m in group.appends:
+            if isinstance(m, _Member):
+                m.files = len(group.adds)
+        return commit, table.log.snapshot
 
 
 # --------------------------------------------------------------------------- coalesced appends
@@ -753,9 +530,8 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
         txn.set_app_version(app_id, app_version)
     rows = arrow.num_rows
     txn.operation_metrics["numOutputRows"] = str(rows)
-    txn._validate()
     try:
-        result, files = committer.commit_rows(txn, arrow)
+        result, files = txn.commit_rows(arrow)
     except ConcurrentTransactionException:
         # As in ``write``; these rows were left out of the group's files, so nothing to delete.
         if not recorded_concurrently(table, app_id, app_version):
@@ -780,303 +556,3 @@ def _prepare(table: DeltaTable, data: Any) -> pa.Table:
     return arrow
 
 
-# --------------------------------------------------------------------------- across processes
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """A transaction handed to the host's committer by another process (its files written)."""
-
-    txn_id: str
-    read_version: int
-    operation: str
-    operation_parameters: dict[str, Any]
-    operation_metrics: dict[str, Any]
-    adds: list[Add]
-    removes: list[Remove]
-    txns: list[Txn]
-    metadata: Metadata | None
-    protocol: Protocol | None
-    summary: TransactionSummary
-    #: The version of the sender's snapshot: the answer carries the commits after it.
-    known_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    result: CommitResult | None
-    #: (class name, message, attributes) of the error the transaction ended with.
-    error: tuple[str, str, dict[str, Any]] | None
-    #: Commits after the sender's snapshot up to its version, so it stays current for free.
-    commits: list[Commit]
-
-
-_FRAME = struct.Struct("!Q")
-
-
-def _send(sock: socket.socket, obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_FRAME.pack(len(data)) + data)
-
-
-def _recv(sock: socket.socket) -> Any:
-    (size,) = _FRAME.unpack(_recv_exactly(sock, _FRAME.size))
-    return pickle.loads(_recv_exactly(sock, size))
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < size:
-        chunk = sock.recv(min(size - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("the other side closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _encode_error(e: BaseException) -> tuple[str, str, dict[str, Any]]:
-    attrs = {k: v for k, v in vars(e).items() if isinstance(v, str | int | float | bool | None)}
-    return type(e).__name__, str(e), attrs
-
-
-def _decode_error(encoded: tuple[str, str, dict[str, Any]]) -> BaseException:
-    """The error as this process's own exception class, with the same message and attributes
-    (errors of other kinds arrive as CommitFailedError naming their kind)."""
-    from deltacommit import errors
-
-    name, message, attrs = encoded
-    cls = getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.DeltaCommitError)):
-        return CommitFailedError(f"the committer of this host failed: {name}: {message}")
-    e = cls.__new__(cls)
-    Exception.__init__(e, message)
-    e.__dict__.update(attrs)
-    return e
-
-
-def _remote_transaction(table: DeltaTable, req: _Request) -> Transaction:
-    """The sender's transaction, rebuilt on this process's table object."""
-    txn = Transaction(table, req.operation, req.operation_parameters)
-    txn.read_version = req.read_version
-    txn.txn_id = req.txn_id
-    txn.operation_metrics = dict(req.operation_metrics)
-    txn._adds = list(req.adds)
-    txn._removes = list(req.removes)
-    txn._txns = {t.app_id: t for t in req.txns}
-    txn._metadata = req.metadata
-    txn._protocol = req.protocol
-    return txn
-
-
-def _host_paths(table: DeltaTable, policy: GroupCommitPolicy) -> tuple[Path, Path]:
-    """The lock file and socket of a table's committer on this host.
-
-    Keyed by location, store (its endpoint) and commit mechanism, so processes that would not
-    exclude each other's commits never share a committer.
-    """
-    ls = table.log_store
-    ident = json.dumps([ls.table_uri, repr(ls.store), sorted(ls.coordination_config().items())])
-    key = hashlib.sha256(ident.encode()).hexdigest()[:24]
-    base = Path(policy.socket_dir) if policy.socket_dir else \
-        Path(tempfile.gettempdir()) / f"deltacommit-{os.getuid()}"
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = base.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise InvalidArgumentError(
-            f"group commit across processes for table {table.uri}: {base} must be a directory "
-            "of this user's that no one else can read or write (mode 0700)")
-    sock = base / f"{key}.sock"
-    if len(str(sock)) > 100:
-        raise InvalidArgumentError(
-            f"group commit across processes for table {table.uri}: socket path {sock} is too "
-            "long for a Unix socket; give GroupCommitPolicy a shorter socket_dir")
-    return base / f"{key}.lock", sock
-
-
-class _HostLink:
-    """This process's way to the host's shared committer for one table.
-
-    The process holding the table's lock file serves: it accepts transactions on a Unix socket
-    and commits them with its own (local) transactions, answering each with its result and the
-    commits its sender has not seen.  Every other process sends its transactions there.  When
-    no process serves, the first to take the lock does; a process that finds the lock taken
-    but nobody answering (one is starting or stopping) commits by itself, which is always safe:
-    a commit through the host's committer and one made directly exclude each other like any
-    two writers.
-
-    If the serving process dies with a transaction in hand, its sender cannot know whether it
-    was committed: it looks for its ``txnId`` in the versions after its snapshot and, if absent,
-    submits it again with the same ``txnId``.  Every submission first checks the versions after
-    the transaction's snapshot for that ``txnId`` (``GroupCommitter._catch_up``), and a commit
-    attempt that loses its version checks the winner the same way, so an earlier submission
-    landing late is recognised instead of committed twice.  Only this user's processes can
-    reach the socket (its directory is 0700); messages are pickled.
-    """
-
-    def __init__(self, committer: GroupCommitter) -> None:
-        self.committer = committer
-        self.lock_path, self.socket_path = _host_paths(committer.table, committer.policy)
-        self._lock = threading.Lock()
-        self._server: socket.socket | None = None
-        self._lock_fd: int | None = None
-        self._handlers: set[threading.Thread] = set()
-        self._closed = False
-
-    @property
-    def serving(self) -> bool:
-        return self._server is not None
-
-    # ----------------------------------------------------------------- sending
-
-    def commit(self, txn: Transaction) -> CommitResult:
-        committer = self.committer
-        if self._server is None and not self._closed:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(str(self.socket_path))
-            except OSError:
-                sock.close()
-                self._serve()  # serving now, or someone else is starting: commit here either way
-            else:
-                try:
-                    with sock:
-                        _send(sock, self._request(txn))
-                        reply: _Reply = _recv(sock)
-                except (OSError, EOFError, pickle.UnpicklingError):
-                    landed = self._find(txn)
-                    if landed is not None:
-                        return landed
-                    # Not in the log (yet): commit it here; a late landing of the lost
-                    # submission is recognised by its txnId.
-                else:
-                    return self._settle(txn, reply)
-        return committer._submit(txn, None).outcome()
-
-    def _request(self, txn: Transaction) -> _Request:
-        return _Request(
-            txn.txn_id, txn.read_version, txn.operation, dict(txn.operation_parameters),
-            dict(txn.operation_metrics), list(txn._adds), list(txn._removes),
-            list(txn._txns.values()), txn._metadata, txn._protocol, txn.summary(),
-            self.committer.table.version)
-
-    def _settle(self, txn: Transaction, reply: _Reply) -> CommitResult:
-        table = self.committer.table
-        for c in reply.commits:
-            table._committed(c)
-        if reply.error is not None:
-            raise _decode_error(reply.error)
-        assert reply.result is not None
-        txn._done = True
-        txn.result = reply.result
-        return reply.result
-
-    def _find(self, txn: Transaction) -> CommitResult | None:
-        """The version holding ``txn``, if the process that had it committed it before dying."""
-        table = self.committer.table
-        for c in table._commits_after(txn.read_version):
-            ids = committed_txn_ids(c.commit_info)
-            if txn.txn_id in ids:
-                data = table.log_store.read_commit(c.version)
-                result = CommitResult(c.version, 1, txn_id=txn.txn_id,
-                                      digest=hashlib.sha256(data).hexdigest(),
-                                      read_version=txn.read_version, group_size=len(ids))
-                txn._done = True
-                txn.result = result
-                return result
-        return None
-
-    # ----------------------------------------------------------------- serving
-
-    def _serve(self) -> bool:
-        """Become the host's committer for the table if no process is; False if one is."""
-        with self._lock:
-            if self._server is not None:
-                return True
-            if self._closed:
-                return False
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                return False
-            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    self.socket_path.unlink()  # left by a process that died serving
-                server.bind(str(self.socket_path))
-                server.listen(256)
-            except OSError:
-                server.close()
-                os.close(fd)
-                raise
-            self._server, self._lock_fd = server, fd
-            threading.Thread(target=self._accept, args=(server,), daemon=True,
-                             name="deltacommit-host-committer").start()
-            _SERVING.add(self)
-            return True
-
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return  # closed
-            handler = threading.Thread(target=self._handle, args=(conn,), daemon=True,
-                                       name="deltacommit-host-member")
-            with self._lock:
-                self._handlers.add(handler)
-            handler.start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        table = self.committer.table
-        try:
-            with conn:
-                try:
-                    req: _Request = _recv(conn)
-                    txn = _remote_transaction(table, req)
-                except (OSError, EOFError):
-                    return  # the sender went away before sending it all
-                except Exception as e:
-                    _send(conn, _Reply(None, _encode_error(e), []))
-                    return
-                member = self.committer._submit(txn, None, req.summary)
-                result, error = member.result, member.error
-                commits: list[Commit] = []
-                if result is not None and result.version > req.known_version:
-                    commits = table._cached_commits(req.known_version + 1, result.version)
-                _send(conn, _Reply(result, None if error is None else _encode_error(error),
-                                   commits))
-        except OSError:
-            pass  # the sender died: nobody waits for the answer
-        finally:
-            with self._lock:
-                self._handlers.discard(threading.current_thread())
-
-    def close(self) -> None:
-        """Stop serving: refuse new senders, answer the ones in hand, release the lock."""
-        with self._lock:
-            self._closed = True
-            server, self._server = self._server, None
-            handlers = list(self._handlers)
-        if server is None:
-            return
-        server.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
-        for h in handlers:
-            h.join(60)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the lock
-            self._lock_fd = None
-        _SERVING.discard(self)
-
-
-#: Links serving in this process, closed at exit so that senders are answered first.
-_SERVING: set[_HostLink] = set()
-
-
-@atexit.register
-def _close_serving() -> None:
-    for link in list(_SERVING):
-        link.close()

@@ -294,7 +294,7 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
     reader of a recent snapshot, or a writer about to commit, still needs.
     """
     uri = table.uri
-    if table._pinned:
+    if table.pinned:
         raise InvalidArgumentError(
             f"table {uri} was opened at version {table.version}; vacuum works on the latest "
             "version, so open the table without a version")

@@ -168,7 +168,7 @@ class Snapshot:
     def _apply_range(self, versions: list[int]) -> list[Commit]:
         if not versions:
             return []
-        pairs = self.log_store._read_range(versions[0], versions[-1])
+        pairs = self.log_store.read_range(versions[0], versions[-1])
         return self._apply(pairs)
 
     def _apply(self, pairs: list[tuple[int, bytes]]) -> list[Commit]:
@@ -240,6 +240,12 @@ class Snapshot:
         """Fold a commit this process wrote (or already read) without reading it again."""
         self.state.apply(commit.version, commit.actions,
                          f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(commit.version)}")
+
+    def with_commit(self, commit: Commit) -> Snapshot:
+        """A new snapshot with a commit this process wrote (or already read) folded in."""
+        new = self.copy()
+        new.apply_commit(commit)
+        return new
 
     def copy(self) -> Snapshot:
         from deltacommit.log.lazy_files import copy_state

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -22,6 +20,9 @@ import pyarrow.parquet as pq
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.conflicts import IsolationLevel
 from deltacommit.datafiles import open_data_file
+from deltacommit.engine.commit_info import build_commit_info
+from deltacommit.engine.policy import CommitPolicy, CommitResult
+from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     CorruptLogError,
     InvalidArgumentError,
@@ -31,22 +32,18 @@ from deltacommit.errors import (
     TableNotFoundError,
     VersionExistsError,
 )
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
+from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
 from deltacommit.log.features import DEFAULT_PROTOCOL
 from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
-from deltacommit.snapshot import Commit, Snapshot, decode_commit
-from deltacommit.transaction import ENGINE_INFO, CommitPolicy, CommitResult, Transaction
+from deltacommit.snapshot import Commit, Snapshot
+from deltacommit.transaction import Transaction
 
 if TYPE_CHECKING:
     from deltacommit.checkpoint import CheckpointInfo
     from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
-
-# How many recent commits a table object keeps for conflict checks of its transactions.
-_RECENT_COMMITS = 256
-
 
 class DeltaTable:
     """A Delta table at a location; ``version`` pins a historical snapshot (read-only).
@@ -69,20 +66,15 @@ class DeltaTable:
         self.clock = clock or SYSTEM_CLOCK
         self.random = random or DEFAULT_RANDOM
         self.policy = policy or CommitPolicy()
-        self._lock = threading.RLock()
-        self._recent: OrderedDict[int, Commit] = OrderedDict()
-        self._pinned = version is not None
-        # When this object last knew its snapshot to be the newest version (wall clock): a
-        # snapshot much older than the log's retention may predate a cleanup (see
-        # ``_refresh_if_stale``).
-        self._confirmed_at = self.clock.time()
-        self._snapshot = _snapshot or Snapshot.load(self.log_store, version)
+        #: The snapshot cache every transaction of this object commits through.
+        self.log = TableLog(self.log_store, self.clock,
+                            _snapshot or Snapshot.load(self.log_store, version),
+                            pinned=version is not None)
         self._group_committer: GroupCommitter | None = None
-        self._foreign: tuple[str | None] | None = None
         if group_commit is not False:
             from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
 
-            if self._pinned:
+            if self.log.pinned:
                 raise InvalidArgumentError(
                     f"table {self.uri} was opened at version {self.version} and is read-only; "
                     "group_commit needs a table that follows new commits")
@@ -139,18 +131,12 @@ class DeltaTable:
             id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
             partition_columns=pcols, configuration=config, name=name, description=description,
             created_time=now)
-        info = CommitInfo({
-            "timestamp": now,
-            "operation": "CREATE TABLE",
-            "operationParameters": {
-                "isManaged": "false", "description": description or "",
-                "partitionBy": _json_list(pcols), "properties": _json_map(config)},
-            "isolationLevel": IsolationLevel.SERIALIZABLE.value,
-            "isBlindAppend": True,
-            "operationMetrics": {},
-            "engineInfo": ENGINE_INFO,
-            "txnId": random.uuid(),
-        })
+        info = build_commit_info(
+            timestamp=now, operation="CREATE TABLE",
+            parameters={"isManaged": "false", "description": description or "",
+                        "partitionBy": _json_list(pcols), "properties": _json_map(config)},
+            isolation_level=IsolationLevel.SERIALIZABLE.value, blind_append=True, metrics={},
+            txn_id=random.uuid())
         actions: list[Action] = [info, protocol, metadata]
         try:
             ls.write_commit(0, serialize_commit(actions))
@@ -171,35 +157,35 @@ class DeltaTable:
 
     @property
     def snapshot(self) -> Snapshot:
-        return self._snapshot
+        return self.log.snapshot
 
     @property
     def version(self) -> int:
-        return self._snapshot.version
+        return self.log.snapshot.version
 
     @property
     def schema(self) -> pa.Schema:
-        return self._snapshot.schema
+        return self.log.snapshot.schema
 
     @property
     def partition_columns(self) -> list[str]:
-        return self._snapshot.partition_columns
+        return self.log.snapshot.partition_columns
 
     @property
     def configuration(self) -> dict[str, str | None]:
-        return self._snapshot.configuration
+        return self.log.snapshot.configuration
 
     @property
     def metadata(self) -> Metadata:
-        return self._snapshot.metadata
+        return self.log.snapshot.metadata
 
     @property
     def protocol(self) -> Protocol:
-        return self._snapshot.protocol
+        return self.log.snapshot.protocol
 
     def app_version(self, app_id: str) -> int | None:
         """The newest committed version of an application transaction id."""
-        return self._snapshot.app_version(app_id)
+        return self.log.snapshot.app_version(app_id)
 
     @property
     def group_committer(self) -> GroupCommitter | None:
@@ -208,113 +194,31 @@ class DeltaTable:
 
     def update(self) -> int:
         """Move to the newest version, reading only the commits after the cached one."""
-        if self._pinned:
+        if self.log.pinned:
             raise InvalidArgumentError(
                 f"table {self.uri} was opened at version {self.version}; open it without a "
                 "version to follow new commits")
-        return self._refresh()
+        return self.log.refresh()
 
-    def _commits_after(self, version: int) -> list[Commit]:
-        """Commits newer than ``version``, from the cache or the log; advances the snapshot.
+    @property
+    def pinned(self) -> bool:
+        """Opened at a fixed version: reads only, never follows new commits."""
+        return self.log.pinned
 
-        The lock is held while reading so that threads sharing this table read each new commit
-        once between them.  If log cleanup deleted commits this object never read, the snapshot
-        is reloaded from the newest checkpoint, and asking for those commits raises
-        MissingVersionError (they can no longer be checked for conflicts).
-        """
-        latest = self._refresh()
-        if latest <= version:
-            return []
-        return self._known_commits(version + 1, latest)
-
-    def _refresh(self) -> int:
-        """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
-        with self._lock:
-            started = self.clock.time()
-            snap, new = self._snapshot.updated(self._may_predate_cleanup())
-            self._snapshot = snap
-            self._confirmed_at = started
-            for c in new:
-                self._remember(c)
-            return snap.version
-
-    def _may_predate_cleanup(self) -> bool:
-        """Whether log cleanup may have deleted commits made after this object's snapshot.
-
-        A commit made after this object last saw its snapshot as the newest version cannot
-        have expired while that moment is younger than ``delta.logRetentionDuration`` (less a
-        day for the cut-off's rounding to midnight and an hour for clock skew).
-        """
-        from deltacommit.log.intervals import LOG_RETENTION, duration_ms
-
-        retention = duration_ms(self._snapshot.configuration, LOG_RETENTION, self.uri) / 1000
-        return self.clock.time() - self._confirmed_at > retention - 86_400 - 3_600
-
-    def _refresh_if_stale(self) -> None:
-        """Catch up before committing if this object's snapshot may predate a log cleanup.
-
-        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
-        commit, a put-if-absent there would succeed and create a file no reader ever looks at:
-        a silently lost commit.  Only a snapshot older than the retention costs a refresh.
-        """
-        if self._may_predate_cleanup():
-            self._refresh()
-
-    def _cached_commits(self, first: int, last: int) -> list[Commit]:
-        """Versions ``first..last`` if this object still holds them all, else none."""
-        with self._lock:
-            wanted = range(first, last + 1)
-            if all(v in self._recent for v in wanted):
-                return [self._recent[v] for v in wanted]
-            return []
-
-    def _known_commits(self, first: int, last: int) -> list[Commit]:
-        """Versions ``first..last``, known to exist: from the cache, else read (no probing)."""
-        with self._lock:
-            wanted = range(first, last + 1)
-            if all(v in self._recent for v in wanted):
-                return [self._recent[v] for v in wanted]
-        return [decode_commit(self.log_store, v, d)
-                for v, d in self.log_store._read_range(first, last)]
-
-    def _remember(self, commit: Commit) -> None:
-        self._recent[commit.version] = commit
-        while len(self._recent) > _RECENT_COMMITS:
-            self._recent.popitem(last=False)
-
-    def _committed(self, commit: Commit) -> None:
-        """Fold this process's own commit into the cache without reading it back."""
-        with self._lock:
-            self._remember(commit)
-            snap = self._snapshot
-            if commit.version == snap.version + 1:
-                new_snap = snap.copy()
-                new_snap.apply_commit(commit)
-                self._snapshot = new_snap
-                self._confirmed_at = self.clock.time()
-
-    def _post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
-        """Checkpoint and clean up after ``commit``.  ``snapshot`` is the state exactly at its
-        version, for a caller that lets further commits proceed meanwhile (group commit): the
-        hook then reads that state instead of reloading the table at the version."""
+    def after_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """Post-commit hooks: checkpoint and clean up after ``commit``.  ``snapshot`` is the
+        state exactly at its version, for a caller that lets further commits proceed meanwhile
+        (group commit): the hook then reads that state instead of reloading the table there."""
         from deltacommit.checkpoint import after_commit
 
         table = self
         if snapshot is not None and snapshot.version == commit.version \
-                and snapshot is not self._snapshot:
+                and snapshot is not self.log.snapshot:
             table = DeltaTable(self.uri, log_store=self.log_store, clock=self.clock,
                                random=self.random, policy=self.policy, _snapshot=snapshot)
         after_commit(table, commit.version)
 
     # ------------------------------------------------------------------ maintenance
-
-    def _foreign_coordination(self) -> str | None:
-        """``coordination.dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""
-        if self._foreign is None:
-            from deltacommit.coordination import dynamodb_fleet_sign
-
-            self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
-        return self._foreign[0]
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
@@ -337,7 +241,8 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ files and data
 
-    def _select_files(self, snap: Snapshot, predicate: Any) -> list[Add]:
+    def select_files(self, snap: Snapshot, predicate: Any) -> list[Add]:
+        """The files of ``snap`` whose partition values may satisfy ``predicate``."""
         from deltacommit.predicates import TRUE
 
         if predicate is TRUE or not snap.partition_columns:
@@ -358,7 +263,7 @@ class DeltaTable:
         else:
             pred = TRUE
         pred.check_columns(self.partition_columns, self.uri)
-        return self._select_files(self._snapshot, pred)
+        return self.select_files(self.snapshot, pred)
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""
@@ -407,7 +312,7 @@ class DeltaTable:
                 f"history of table {self.uri}: limit must be a positive integer or None, "
                 f"got {limit!r}")
         out: list[dict[str, Any]] = []
-        for v, info in self._snapshot.commit_infos(limit):
+        for v, info in self.log.snapshot.commit_infos(limit):
             d: dict[str, Any] = dict(info.values) if info is not None else {}
             d["version"] = v
             out.append(d)
@@ -418,7 +323,7 @@ class DeltaTable:
     def transaction(self, operation: str = "WRITE",
                     operation_parameters: Mapping[str, Any] | None = None,
                     isolation_level: IsolationLevel | str | None = None) -> Transaction:
-        if self._pinned:
+        if self.log.pinned:
             raise InvalidArgumentError(
                 f"table {self.uri} was opened at version {self.version} and is read-only")
         return Transaction(self, operation, operation_parameters, isolation_level)

@@ -1,103 +1,37 @@
-"""Transactions: read tracking and the optimistic commit loop.
+"""Transactions: what a writer read and what it stages, handed to the commit engine.
 
 A transaction reads a snapshot, records what it read (partition predicates, files, app ids),
-stages actions, and commits them at the next version.  When another writer took that version
-first, the loop reads only the commits it missed, checks each against what this transaction
-read (``conflicts.py``), and retries at the next version with a freshly built ``commitInfo``,
-sleeping an exponentially growing, fully jittered interval so that many writers spread out
-instead of colliding again in lockstep.
-
-What a retry's ``commitInfo`` says: ``timestamp`` is taken again on every attempt, so commit
-times follow version order as closely as the clock allows (timestamp time travel relies on
-that); ``isBlindAppend`` and ``isolationLevel`` are recomputed from the transaction's reads
-and actions.  ``readVersion`` stays the version of the snapshot the transaction read, on every
-attempt, as Spark and delta-rs write it: it is what the transaction's reads were made against,
-so ``readVersion < version - 1`` records that the commit was rebased over the versions in
-between (and that each of them passed the conflict checks).  Rewriting it to ``version - 1``
-would make every commit look unrebased and erase that record.
+stages actions, and commits them at the next version through the engine's one commit loop
+(``engine/loop.py``) as a group of one, or through the table's group committer
+(``coalesce.py``), which feeds the same loop.  What the loop checks, retries and records is
+described there and in ``engine/commit_info.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deltacommit.conflicts import IsolationLevel, TransactionSummary, WinningCommit, check_conflicts
-from deltacommit.errors import (
-    CommitFailedError,
-    CoordinationMismatchError,
-    InvalidArgumentError,
-    MissingVersionError,
-    VersionExistsError,
-)
-from deltacommit.log.actions import (
-    MAX_LONG,
-    Action,
-    Add,
-    CommitInfo,
-    Metadata,
-    Protocol,
-    Remove,
-    Txn,
-    serialize_commit,
-)
+import pyarrow as pa
+
+from deltacommit.conflicts import IsolationLevel, TransactionSummary
+from deltacommit.engine.commit_info import ENGINE_INFO, render_parameters
+from deltacommit.engine.loop import CommitLoop, Group, Member
+from deltacommit.engine.policy import CommitPolicy, CommitResult
+from deltacommit.engine.staged import StagedCommit
+from deltacommit.errors import CoordinationMismatchError, InvalidArgumentError
+from deltacommit.log.actions import MAX_LONG, Add, Metadata, Protocol, Remove, Txn
 from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
-from deltacommit.snapshot import Commit
 
 if TYPE_CHECKING:
     from deltacommit.predicates import Predicate
     from deltacommit.table import DeltaTable
 
-ENGINE_INFO = "deltacommit/0.1.0"
-
-
-@dataclass(frozen=True, slots=True)
-class CommitPolicy:
-    """How hard a commit tries.  The attempt limit is generous on purpose: a writer that loses
-    races to innocent appends should keep going, as Spark's does, not give up after 15 tries."""
-
-    max_attempts: int = 10_000
-    backoff_base: float = 0.002
-    backoff_cap: float = 0.5
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
-                or self.max_attempts < 1:
-            raise InvalidArgumentError(
-                f"CommitPolicy.max_attempts must be a positive integer, got {self.max_attempts!r}")
-        if not (0 <= self.backoff_base <= self.backoff_cap):
-            raise InvalidArgumentError(
-                "CommitPolicy needs 0 <= backoff_base <= backoff_cap, got "
-                f"backoff_base={self.backoff_base!r}, backoff_cap={self.backoff_cap!r}")
-
-    def backoff(self, losses: int, draw: float) -> float:
-        """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling."""
-        ceiling = min(self.backoff_cap, self.backoff_base * float(2 ** min(losses - 1, 20)))
-        return ceiling * draw
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    version: int
-    attempts: int
-    skipped: bool = False
-    #: Concurrent versions this transaction was checked against and rebased over.
-    winners: tuple[int, ...] = ()
-    #: Spark's ``commitInfo.txnId`` of this transaction (the same on every attempt).
-    txn_id: str = ""
-    #: SHA-256 of the commit file as written, so a history checker can prove it was not replaced.
-    digest: str = ""
-    #: The snapshot version the transaction read (``commitInfo.readVersion``).
-    read_version: int = -1
-    #: How many transactions the version holds (more than one under group commit, see
-    #: ``coalesce.py``; ``digest`` is then the digest of the shared commit file).
-    group_size: int = 1
+__all__ = ["ENGINE_INFO", "CommitPolicy", "CommitResult", "Transaction"]
 
 
 @dataclass(slots=True)
@@ -156,7 +90,7 @@ class Transaction:
         else:
             pred = TRUE
         pred.check_columns(self.snapshot.partition_columns, self.table.uri)
-        files = self.table._select_files(self.snapshot, pred)
+        files = self.table.select_files(self.snapshot, pred)
         self._reads.predicates.append(pred)
         self._reads.files.update(file_key(a.path) for a in files)
         return files
@@ -250,49 +184,19 @@ class Transaction:
             read_metadata=snap.metadata,
         )
 
-    def _metrics(self) -> dict[str, Any]:
-        """``operationMetrics`` of this transaction's actions (a group sums its members')."""
-        metrics = dict(self.operation_metrics)
-        metrics.setdefault("numFiles", str(len(self._adds)))
-        if self._removes:
-            metrics.setdefault("numRemovedFiles", str(len(self._removes)))
-        rows = sum((a.num_records() or 0) for a in self._adds)
-        metrics.setdefault("numOutputRows", str(rows))
-        metrics.setdefault("numOutputBytes", str(sum(a.size for a in self._adds)))
-        return metrics
+    def staged(self) -> StagedCommit:
+        """This transaction's changes and reads as the value the commit engine takes."""
+        summary = self.summary()
+        return StagedCommit(
+            txn_id=self.txn_id, read_version=self.read_version, operation=self.operation,
+            parameters=render_parameters(self.operation_parameters),
+            metrics=dict(self.operation_metrics), summary=summary, adds=tuple(self._adds),
+            removes=tuple(self._removes), txns=tuple(self._txns.values()),
+            metadata=self._metadata, protocol=self._protocol,
+            app_ids=frozenset(self._txns) | summary.read_app_ids)
 
-    def _rendered_parameters(self) -> dict[str, str]:
-        """``operationParameters`` as Delta writes them: every value a string."""
-        return {k: v if isinstance(v, str) else _json_text(v)
-                for k, v in self.operation_parameters.items()}
-
-    def _commit_info(self, summary: TransactionSummary) -> CommitInfo:
-        """A fresh commitInfo for one attempt (see the module docstring for what changes)."""
-        values: dict[str, Any] = {
-            "timestamp": int(self.table.clock.time() * 1000),
-            "operation": self.operation,
-            "operationParameters": self._rendered_parameters(),
-            "readVersion": self.read_version,
-            "isolationLevel": summary.effective_isolation.value,
-            "isBlindAppend": summary.is_blind_append,
-            "operationMetrics": self._metrics(),
-            "engineInfo": ENGINE_INFO,
-            "txnId": self.txn_id,
-        }
-        return CommitInfo(values)
-
-    def _actions(self, commit_info: CommitInfo) -> list[Action]:
-        out: list[Action] = [commit_info]
-        if self._protocol is not None:
-            out.append(self._protocol)
-        if self._metadata is not None:
-            out.append(self._metadata)
-        out.extend(self._txns.values())
-        out.extend(self._removes)
-        out.extend(self._adds)
-        return out
-
-    def _validate(self) -> None:
+    def validate(self) -> None:
+        """Refuse what no reader could accept, before anything is committed."""
         snap = self.snapshot
         uri = self.table.uri
         protocol = self._protocol or snap.protocol
@@ -329,7 +233,7 @@ class Transaction:
 
     def _check_coordination(self, configuration: Mapping[str, str | None]) -> None:
         if COORDINATION_KEY not in configuration and not self.pinning:
-            sign = self.table._foreign_coordination()
+            sign = self.table.log.foreign_coordination()
             if sign is not None:
                 raise CoordinationMismatchError(
                     f"table {self.table.uri} records no commit mechanism, but it shows signs of "
@@ -353,124 +257,50 @@ class Transaction:
     def commit(self) -> CommitResult:
         """Commit the staged actions; retried while concurrent winners do not conflict.
 
-        A lost race costs one read per commit made since the last version this transaction saw
-        (``DeltaTable._commits_after``), never a reload of the snapshot.  Commits this process
-        already knows of (made or read by another thread sharing the table) are checked before
-        the first attempt, so that attempt does not lose a race that was already decided.  On a
-        table opened with ``group_commit``, the commit is handed to its group committer, which
-        may put it into one version with other threads' transactions (``coalesce.py``).
+        Commits this process already knows of (made or read by another thread sharing the
+        table) are checked before the first attempt, so that attempt does not lose a race that
+        was already decided.  On a table opened with ``group_commit``, the commit is handed to
+        its group committer, which may put it into one version with other threads'
+        transactions (``coalesce.py``).
         """
         if self._done:
             assert self.result is not None
             return self.result
-        self._validate()
+        self.validate()
         table = self.table
-        table._refresh_if_stale()
+        table.log.refresh_if_stale()
         committer = table.group_committer
         if committer is not None:
-            return committer.commit(self)
-        log_store = table.log_store
-        policy = table.policy
-        summary = self.summary()
-        base = self.read_version
-        winners: list[int] = []
-        known = table.version
-        if known > base:
-            landed = self._rebase(self._missed(base, known, summary), summary, winners)
-            if landed is not None:
-                return self._landed_earlier(landed, 1, winners)
-            base = known
-        attempt = 0
-        while True:
-            attempt += 1
-            version = base + 1
-            actions = self._actions(self._commit_info(summary))
-            data = serialize_commit(actions)
-            try:
-                log_store.write_commit(version, data)
-            except VersionExistsError:
-                latest = table._refresh()
-                for c in self._missed(base, latest, summary):
-                    winner = WinningCommit.from_actions(c.version, c.actions)
-                    if winner.txn_id == self.txn_id:
-                        return self._landed_earlier(c, attempt, winners)
-                    check_conflicts(summary, winner, table.uri)
-                    winners.append(c.version)
-                base = max(base, latest)
-                if attempt >= policy.max_attempts:
-                    raise CommitFailedError(
-                        f"gave up committing {self.operation} to table {table.uri} after "
-                        f"{attempt} attempts: each lost the race for the next version (last tried "
-                        f"version {version}; rebased over {len(winners)} concurrent commits, none "
-                        "conflicting). Raise CommitPolicy.max_attempts if this many concurrent "
-                        "writers are expected, or coalesce their writes") from None
-                table.clock.sleep(policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
-                continue
-            self._done = True
-            commit = Commit(version, actions)
-            table._committed(commit)
-            self.result = CommitResult(version, attempt, winners=tuple(winners), txn_id=self.txn_id,
-                                       digest=hashlib.sha256(data).hexdigest(),
-                                       read_version=self.read_version)
-            table._post_commit(commit)
-            return self.result
+            return self._settle(committer.commit(self.staged()))
+        log = table.log
+        member = Member(self.staged())
+        group = Group([], [], [member])
+        loop = CommitLoop(log, table.policy, table.clock, table.random)
+        base = log.version
+        commit = None
+        if loop.catch_up(member, base, {}, group):
+            commit = loop.run(group, base, self.txn_id)
+        result = self._settle(member.outcome())
+        if commit is None:  # found committed by an earlier attempt before this one began
+            commit = log.known_commits(result.version, result.version)[0]
+        table.after_commit(commit)
+        return result
 
-    def _missed(self, base: int, latest: int, summary: TransactionSummary) -> list[Commit]:
-        """Commits after ``base`` up to ``latest`` that this transaction must check.
+    def commit_rows(self, rows: pa.Table) -> tuple[CommitResult, int]:
+        """Commit with ``rows`` that the group committer's leader writes, before the commit,
+        into files shared with its group's other appends (``coalesce.py``); also returns how
+        many files that group wrote.  ``rows`` must be in the schema of the read snapshot."""
+        self._check_open()
+        self.validate()
+        committer = self.table.group_committer
+        if committer is None:
+            raise InvalidArgumentError(
+                f"table {self.table.uri} was not opened with group_commit: rows can be handed "
+                "to a group's leader only there")
+        result, files = committer.commit_rows(self.staged(), rows)
+        return self._settle(result), files
 
-        If log cleanup has deleted some of them, they cannot be checked one by one.  A blind
-        append that read no application id conflicts only with a change of metadata or
-        protocol, which comparing the newest snapshot with the one it read settles; any other
-        transaction gets a clear error instead of committing blind.
-        """
-        if latest <= base:
-            return []
-        try:
-            return self.table._known_commits(base + 1, latest)
-        except MissingVersionError as e:
-            now = self.table.snapshot
-            if (summary.is_blind_append and not summary.read_app_ids
-                    and now.metadata == self.snapshot.metadata
-                    and now.protocol == self.snapshot.protocol):
-                return []
-            raise CommitFailedError(
-                f"cannot commit {self.operation} to table {self.table.uri}: this transaction read "
-                f"version {self.read_version}, but commits made since then are gone from the log "
-                f"(deleted by log cleanup past delta.logRetentionDuration: {e}), so they cannot "
-                "be checked for conflicts. Re-read the table and run the transaction again."
-            ) from None
-
-    def _rebase(self, commits: Iterable[Commit], summary: TransactionSummary,
-                winners: list[int]) -> Commit | None:
-        """Check commits this transaction has not seen; the one that is this transaction's own
-        earlier attempt, if any.
-
-        A retry after an ambiguous failure (the write landed, the answer was lost) may find its
-        table object already past the landed attempt: read by ``update()`` or by another thread
-        sharing the object.  That attempt never conflicts with the retry (an append does not
-        conflict with itself), so without looking for the ``txnId`` the retry would commit the
-        same transaction a second time.
-        """
-        for c in commits:
-            winner = WinningCommit.from_actions(c.version, c.actions)
-            if winner.txn_id == self.txn_id:
-                return c
-            check_conflicts(summary, winner, self.table.uri)
-            winners.append(c.version)
-        return None
-
-    def _landed_earlier(self, commit: Commit, attempts: int, winners: list[int]) -> CommitResult:
-        """An earlier attempt of this transaction is in the log although the log store said the
-        version was taken (a request retried after its first try had in fact succeeded).  The
-        commit is made; retrying it would make it twice."""
+    def _settle(self, result: CommitResult) -> CommitResult:
         self._done = True
-        data = self.table.log_store.read_commit(commit.version)
-        self.result = CommitResult(commit.version, attempts, winners=tuple(winners),
-                                   txn_id=self.txn_id, digest=hashlib.sha256(data).hexdigest(),
-                                   read_version=self.read_version)
-        self.table._post_commit(commit)
-        return self.result
-
-
-def _json_text(v: Any) -> str:
-    return json.dumps(v, separators=(",", ":"))
+        self.result = result
+        return result

@@ -656,7 +656,7 @@ class DynamoDBLogStore(LogStore):
         if not self._marked:
             # Temp files are deleted once their commit is in place, so they no longer show a
             # writer on S3 conditional writes that this table is coordinated through DynamoDB;
-            # this marker does (``coordination.dynamodb_fleet_sign``), once per log store.
+            # this marker does (``logstore.fleet_sign.dynamodb_fleet_sign``), once per log store.
             self.store.put(DYNAMODB_MARKER, MARKER_TEXT)
             self._marked = True
         # Step 2: temp file, then the entry: the linearisation point.
@@ -1054,15 +1054,15 @@ class DynamoDBLogStore(LogStore):
         if latest is None:
             # No trustworthy entry (none yet, or expired): the listing says what exists.
             listed = [f.version for f in super().list_log(version + 1) if f.kind == "commit"]
-            out = self._read_range(version + 1, max(listed)) if listed else []
+            out = self.read_range(version + 1, max(listed)) if listed else []
             self._note_latest(out[-1][0] if out else version, since)
             return out
         if latest <= version:
             return []
         if repaired is not None:
-            out = self._read_range(version + 1, latest - 1) + [repaired]
+            out = self.read_range(version + 1, latest - 1) + [repaired]
         else:
-            out = self._read_range(version + 1, latest)
+            out = self.read_range(version + 1, latest)
             self._note_good(latest)
         return out
 

@@ -1,0 +1,318 @@
+"""The one commit loop: conflict checks, rebase, backoff, for a group of one or many.
+
+A group's members are checked against every version committed since their snapshots
+(``catch_up``), then the group's actions are written at the next version.  When another writer
+took that version first, each member is checked against the winner (``conflicts.py``): a member
+that conflicts fails alone, the others are rebased over it, and the group tries the next
+version after an exponentially growing, fully jittered sleep.  A member that finds its own
+``txnId`` in a winner was committed by an earlier attempt whose answer was lost: it is
+resolved with that version, never committed twice.
+
+A lone ``Transaction`` is a group of one; ``coalesce.GroupCommitter`` feeds groups it formed
+from concurrent transactions.  Both get the same checks, retries and results from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from deltacommit.clock import Clock, RandomSource
+from deltacommit.conflicts import WinningCommit, check_conflicts
+from deltacommit.engine.commit_info import committed_txn_ids, version_commit_info
+from deltacommit.engine.policy import CommitPolicy, CommitResult
+from deltacommit.engine.staged import StagedCommit
+from deltacommit.engine.table_log import TableLog
+from deltacommit.errors import (
+    CommitFailedError,
+    ConcurrentModificationException,
+    MissingVersionError,
+    VersionExistsError,
+)
+from deltacommit.log.actions import Action, Add, Metadata, Protocol, Remove, Txn, serialize_commit
+from deltacommit.snapshot import Commit
+
+#: A version as the checks see it: its conflict view and the txnIds it holds.
+Seen = tuple[WinningCommit, frozenset[str]]
+
+
+class Member:
+    """One transaction in a commit group, and how far the loop has taken it."""
+
+    def __init__(self, staged: StagedCommit) -> None:
+        self.staged = staged
+        #: Every version up to this one has been checked against this transaction.
+        self.checked = staged.read_version
+        self.winners: list[int] = []
+        self.attempts = 0
+        self.result: CommitResult | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None or self.error is not None
+
+    def resolve(self, result: CommitResult) -> None:
+        self.result = result
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+
+    def outcome(self) -> CommitResult:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class Group:
+    """The members one attempt commits: those whose rows share ``adds`` (coalesced appends,
+    written by the group's leader), then the others (carrying their own files)."""
+
+    def __init__(self, appends: list[Member], adds: list[Add], others: list[Member]) -> None:
+        self.appends = appends
+        self.adds = adds
+        self.others = others
+
+    @property
+    def members(self) -> list[Member]:
+        return self.appends + self.others
+
+    def prune(self) -> None:
+        """Drop finished members; files of appends that dropped out are written again."""
+        before = len(self.appends)
+        self.appends = [m for m in self.appends if not m.done]
+        self.others = [m for m in self.others if not m.done]
+        if len(self.appends) != before:
+            self.rewrite()
+
+    def rewrite(self) -> None:
+        """Write ``adds`` again for the appends left (a group with coalesced rows overrides)."""
+
+    def discard(self) -> None:
+        """The group will never commit: drop files written for it (overridden likewise)."""
+
+    def defer(self, members: Sequence[Member]) -> None:
+        """Members that cannot share this version go to a later group (overridden by the group
+        committer; a lone transaction is never deferred)."""
+        raise AssertionError(f"{len(members)} members deferred from a group without a queue")
+
+    def on_attempt(self) -> None:
+        """Counting hook for the group committer's statistics."""
+
+    def on_committed(self, members: Sequence[Member]) -> None:
+        """Counting hook: ``members`` were written in a new version by this group."""
+
+    def on_fail(self, member: Member, error: BaseException) -> None:
+        member.fail(error)
+
+
+class CommitLoop:
+    """Commits groups to one table log."""
+
+    def __init__(self, log: TableLog, policy: CommitPolicy, clock: Clock,
+                 random: RandomSource) -> None:
+        self.log = log
+        self.policy = policy
+        self.clock = clock
+        self.random = random
+
+    # ----------------------------------------------------------------- history
+
+    def missed(self, first: int, last: int, members: Sequence[Member], group: Group
+               ) -> list[Commit]:
+        """Versions ``first..last`` that ``members`` must be checked against.
+
+        If log cleanup has deleted some of them, they cannot be checked one by one.  A blind
+        append that read no application id conflicts only with a change of metadata or
+        protocol, which comparing the newest snapshot with the one it read settles; any other
+        member fails with a clear error instead of committing blind.
+        """
+        if last < first:
+            return []
+        try:
+            return self.log.known_commits(first, last)
+        except MissingVersionError as e:
+            now = self.log.snapshot
+            for m in members:
+                s = m.staged.summary
+                if not (s.is_blind_append and not s.read_app_ids
+                        and now.metadata == s.read_metadata and now.protocol == s.read_protocol):
+                    group.on_fail(m, CommitFailedError(
+                        f"cannot commit {m.staged.operation} to table {self.log.uri}: this "
+                        f"transaction read version {m.staged.read_version}, but commits made "
+                        "since then are gone from the log (deleted by log cleanup past "
+                        f"delta.logRetentionDuration: {e}), so they cannot be checked for "
+                        "conflicts. Re-read the table and run the transaction again."))
+                else:
+                    m.checked = max(m.checked, last)
+            return []
+
+    def catch_up(self, m: Member, base: int, history: dict[int, Seen], group: Group) -> bool:
+        """Check ``m`` against the versions after its snapshot up to ``base``; False if it
+        failed, or if one of them already holds it (an earlier attempt, or a submission by a
+        process that died before answering)."""
+        if m.checked >= base:
+            return True
+        missing = [v for v in range(m.checked + 1, base + 1) if v not in history]
+        if missing:
+            for c in self.missed(missing[0], base, [m], group):
+                if c.version not in history:
+                    history[c.version] = (WinningCommit.from_actions(c.version, c.actions),
+                                          frozenset(committed_txn_ids(c.commit_info)))
+            if m.done:
+                return False
+            if m.checked >= base:
+                return True
+        for v in range(m.checked + 1, base + 1):
+            winner, ids = history[v]
+            if m.staged.txn_id in ids:
+                m.resolve(self._result(m, v, self.log.log_store.read_commit(v), len(ids)))
+                return False
+            try:
+                check_conflicts(m.staged.summary, winner, self.log.uri)
+            except ConcurrentModificationException as e:
+                group.on_fail(m, e)
+                return False
+            m.winners.append(v)
+        m.checked = base
+        return True
+
+    # ----------------------------------------------------------------- attempts
+
+    def run(self, group: Group, base: int, group_id: str) -> Commit | None:
+        """Commit ``group`` at the first free version after ``base``; None if no member is left
+        to commit (each failed, or was found committed already)."""
+        attempt = 0
+        while group.members:
+            members = group.members
+            attempt += 1
+            group.on_attempt()
+            for m in members:
+                m.attempts += 1
+            version = base + 1
+            actions = self.actions(group, group_id)
+            data = serialize_commit(actions)
+            try:
+                self.log.log_store.write_commit(version, data)
+            except VersionExistsError:
+                landed = self._rebase(group, base)
+                if isinstance(landed, Commit):
+                    return landed
+                base = landed
+                left = group.members
+                if attempt >= self.policy.max_attempts and left:
+                    error = self._gave_up(left, attempt, version)
+                    for m in left:
+                        group.on_fail(m, error)
+                    group.discard()
+                    return None
+                if left:
+                    self.clock.sleep(self.policy.backoff(attempt, self.random.uniform(0.0, 1.0)))
+                continue
+            commit = Commit(version, actions)
+            self.log.committed(commit)
+            digest = hashlib.sha256(data).hexdigest()
+            for m in members:
+                m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
+                                       txn_id=m.staged.txn_id, digest=digest,
+                                       read_version=m.staged.read_version,
+                                       group_size=len(members)))
+            group.on_committed(members)
+            return commit
+        return None
+
+    def _rebase(self, group: Group, base: int) -> Commit | int:
+        """Check the group against the versions that beat it; the new base, or the version an
+        earlier attempt of the group landed in."""
+        latest = self.log.refresh()
+        ours = {m.staged.txn_id for m in group.members}
+        for c in self.missed(base + 1, latest, group.members, group):
+            if ours & set(committed_txn_ids(c.commit_info)):
+                return self._landed(c, group)
+            winner = WinningCommit.from_actions(c.version, c.actions)
+            for m in group.members:
+                if m.done:
+                    continue
+                try:
+                    check_conflicts(m.staged.summary, winner, self.log.uri)
+                except ConcurrentModificationException as e:
+                    group.on_fail(m, e)
+                    continue
+                m.winners.append(c.version)
+                m.checked = c.version
+        group.prune()
+        return max(base, latest)
+
+    def _landed(self, commit: Commit, group: Group) -> Commit:
+        """An earlier attempt of this group is in the log although the log store said the
+        version was taken (a request retried after its first try had in fact succeeded)."""
+        data = self.log.log_store.read_commit(commit.version)
+        recorded = set(committed_txn_ids(commit.commit_info))
+        later = []
+        for m in group.members:
+            if m.staged.txn_id in recorded:
+                m.resolve(self._result(m, commit.version, data, len(recorded)))
+            else:  # pragma: no cover - a group's membership only shrinks after an attempt
+                later.append(m)
+        if later:
+            group.defer(later)
+        return commit
+
+    def _result(self, m: Member, version: int, data: bytes, group_size: int) -> CommitResult:
+        return CommitResult(version, max(m.attempts, 1), winners=tuple(m.winners),
+                            txn_id=m.staged.txn_id, digest=hashlib.sha256(data).hexdigest(),
+                            read_version=m.staged.read_version, group_size=group_size)
+
+    def _gave_up(self, left: Sequence[Member], attempt: int, version: int) -> CommitFailedError:
+        uri = self.log.uri
+        if len(left) == 1:
+            m = left[0]
+            return CommitFailedError(
+                f"gave up committing {m.staged.operation} to table {uri} after {attempt} "
+                f"attempts: each lost the race for the next version (last tried version "
+                f"{version}; rebased over {len(m.winners)} concurrent commits, none "
+                "conflicting). Raise CommitPolicy.max_attempts if this many concurrent "
+                "writers are expected, or coalesce their writes")
+        return CommitFailedError(
+            f"gave up committing a group of {len(left)} {left[0].staged.operation} transactions "
+            f"to table {uri} after {attempt} attempts: each lost the race for the next version "
+            f"(last tried version {version}). Raise CommitPolicy.max_attempts if this many "
+            "concurrent writers are expected")
+
+    # ----------------------------------------------------------------- the version's actions
+
+    @staticmethod
+    def group_actions(staged: Sequence[StagedCommit], shared_adds: Sequence[Add],
+                      commit_info: Any) -> list[Action]:
+        """A version holding several members: the last protocol and metadata any of them sets,
+        then every member's app ids, removes and adds (the shared files first)."""
+        protocol: Protocol | None = None
+        metadata: Metadata | None = None
+        txns: list[Txn] = []
+        removes: list[Remove] = []
+        files: list[Add] = list(shared_adds)
+        for s in staged:
+            protocol = s.protocol or protocol
+            metadata = s.metadata or metadata
+            txns.extend(s.txns)
+            removes.extend(s.removes)
+            files.extend(s.adds)
+        out: list[Action] = [commit_info]
+        if protocol is not None:
+            out.append(protocol)
+        if metadata is not None:
+            out.append(metadata)
+        out.extend(txns)
+        out.extend(removes)
+        out.extend(files)
+        return out
+
+    def actions(self, group: Group, group_id: str) -> list[Action]:
+        staged = [m.staged for m in group.members]
+        info = version_commit_info(staged, group.adds, int(self.clock.time() * 1000), group_id)
+        if len(staged) == 1:
+            # A group of one is written exactly as the lone transaction would write it.
+            return staged[0].with_adds(staged[0].adds + tuple(group.adds)).actions(info)
+        return self.group_actions(staged, group.adds, info)

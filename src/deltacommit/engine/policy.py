@@ -1,0 +1,51 @@
+"""How hard a commit tries, and what it reports back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltacommit.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPolicy:
+    """How hard a commit tries.  The attempt limit is generous on purpose: a writer that loses
+    races to innocent appends should keep going, as Spark's does, not give up after 15 tries."""
+
+    max_attempts: int = 10_000
+    backoff_base: float = 0.002
+    backoff_cap: float = 0.5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or self.max_attempts < 1:
+            raise InvalidArgumentError(
+                f"CommitPolicy.max_attempts must be a positive integer, got {self.max_attempts!r}")
+        if not (0 <= self.backoff_base <= self.backoff_cap):
+            raise InvalidArgumentError(
+                "CommitPolicy needs 0 <= backoff_base <= backoff_cap, got "
+                f"backoff_base={self.backoff_base!r}, backoff_cap={self.backoff_cap!r}")
+
+    def backoff(self, losses: int, draw: float) -> float:
+        """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling, so that many
+        writers spread out instead of colliding again in lockstep."""
+        ceiling = min(self.backoff_cap, self.backoff_base * float(2 ** min(losses - 1, 20)))
+        return ceiling * draw
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    version: int
+    attempts: int
+    skipped: bool = False
+    #: Concurrent versions this transaction was checked against and rebased over.
+    winners: tuple[int, ...] = ()
+    #: Spark's ``commitInfo.txnId`` of this transaction (the same on every attempt).
+    txn_id: str = ""
+    #: SHA-256 of the commit file as written, so a history checker can prove it was not replaced.
+    digest: str = ""
+    #: The snapshot version the transaction read (``commitInfo.readVersion``).
+    read_version: int = -1
+    #: How many transactions the version holds (more than one under group commit, see
+    #: ``coalesce.py``; ``digest`` is then the digest of the shared commit file).
+    group_size: int = 1

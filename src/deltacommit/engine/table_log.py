@@ -1,0 +1,128 @@
+"""One table's log as a writer follows it: the newest snapshot it knows, and recent commits.
+
+Every transaction and group commit of a ``DeltaTable`` object goes through its ``TableLog``,
+so threads sharing the object read each new commit once between them, and a lost race costs
+one read per commit made since the last version this object saw, never a reload.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from deltacommit.clock import Clock
+from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+from deltacommit.logstore.base import LogStore
+from deltacommit.logstore.fleet_sign import dynamodb_fleet_sign
+from deltacommit.snapshot import Commit, Snapshot, decode_commit
+
+#: How many recent commits a table log keeps for conflict checks of its transactions.
+RECENT_COMMITS = 256
+
+
+class TableLog:
+    """The snapshot cache of one table object; thread-safe."""
+
+    def __init__(self, log_store: LogStore, clock: Clock, snapshot: Snapshot, *,
+                 pinned: bool = False) -> None:
+        self.log_store = log_store
+        self.clock = clock
+        #: Opened at a fixed version: reads only, never follows new commits.
+        self.pinned = pinned
+        self._lock = threading.RLock()
+        self._recent: OrderedDict[int, Commit] = OrderedDict()
+        # When this object last knew its snapshot to be the newest version (wall clock): a
+        # snapshot much older than the log's retention may predate a cleanup.
+        self._confirmed_at = clock.time()
+        self._snapshot = snapshot
+        self._foreign: tuple[str | None] | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.log_store.table_uri
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    def refresh(self) -> int:
+        """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
+        with self._lock:
+            started = self.clock.time()
+            snap, new = self._snapshot.updated(self._may_predate_cleanup())
+            self._snapshot = snap
+            self._confirmed_at = started
+            for c in new:
+                self._remember(c)
+            return snap.version
+
+    def commits_after(self, version: int) -> list[Commit]:
+        """Commits newer than ``version``, from the cache or the log; advances the snapshot.
+
+        If log cleanup deleted commits this object never read, asking for them raises
+        MissingVersionError (they can no longer be checked for conflicts).
+        """
+        latest = self.refresh()
+        if latest <= version:
+            return []
+        return self.known_commits(version + 1, latest)
+
+    def _may_predate_cleanup(self) -> bool:
+        """Whether log cleanup may have deleted commits made after this object's snapshot.
+
+        A commit made after this object last saw its snapshot as the newest version cannot
+        have expired while that moment is younger than ``delta.logRetentionDuration`` (less a
+        day for the cut-off's rounding to midnight and an hour for clock skew).
+        """
+        retention = duration_ms(self._snapshot.configuration, LOG_RETENTION, self.uri) / 1000
+        return self.clock.time() - self._confirmed_at > retention - 86_400 - 3_600
+
+    def refresh_if_stale(self) -> None:
+        """Catch up before committing if the snapshot may predate a log cleanup.
+
+        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
+        commit, a put-if-absent there would succeed and create a file no reader ever looks at:
+        a silently lost commit.  Only a snapshot older than the retention costs a refresh.
+        """
+        if self._may_predate_cleanup():
+            self.refresh()
+
+    def cached_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last`` if this object still holds them all, else none."""
+        with self._lock:
+            wanted = range(first, last + 1)
+            if all(v in self._recent for v in wanted):
+                return [self._recent[v] for v in wanted]
+            return []
+
+    def known_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last``, known to exist: from the cache, else read (no probing)."""
+        cached = self.cached_commits(first, last)
+        if cached or first > last:
+            return cached
+        return [decode_commit(self.log_store, v, d)
+                for v, d in self.log_store.read_range(first, last)]
+
+    def _remember(self, commit: Commit) -> None:
+        self._recent[commit.version] = commit
+        while len(self._recent) > RECENT_COMMITS:
+            self._recent.popitem(last=False)
+
+    def committed(self, commit: Commit) -> None:
+        """Fold a commit this process made (or learnt of) into the cache without reading it."""
+        with self._lock:
+            self._remember(commit)
+            snap = self._snapshot
+            if commit.version == snap.version + 1:
+                self._snapshot = snap.with_commit(commit)
+                self._confirmed_at = self.clock.time()
+
+    def foreign_coordination(self) -> str | None:
+        """``dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""
+        if self._foreign is None:
+            self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
+        return self._foreign[0]
