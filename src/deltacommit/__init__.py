@@ -1,6 +1,6 @@
 """deltacommit: exactly-once commits to Delta Lake tables from many concurrent writers.
 
-The public interface (see DESIGN.md): ``DeltaTable``, ``write``, the transaction API and the
+The public interface (README.md; layers in docs/ARCHITECTURE.md): ``DeltaTable``, ``write``, the transaction API and the
 exceptions, all importable from here; the PySpark front end is ``deltacommit.spark``.
 """
 

@@ -71,6 +71,7 @@ import pyarrow as pa
 
 from deltacommit.conflicts import WinningCommit, check_conflicts
 from deltacommit.engine.commit_info import MEMBERS_KEY, committed_txn_ids
+from deltacommit.engine.handle import TableHandle
 from deltacommit.engine.loop import CommitLoop, Group, Member, Seen
 from deltacommit.engine.policy import CommitResult
 from deltacommit.engine.staged import StagedCommit
@@ -218,7 +219,7 @@ class GroupCommitter:
     through the engine's commit loop.
     """
 
-    def __init__(self, table: DeltaTable, policy: GroupCommitPolicy) -> None:
+    def __init__(self, table: TableHandle, policy: GroupCommitPolicy) -> None:
         self.table = table
         self.policy = policy
         self.stats = GroupCommitStats()
@@ -232,7 +233,7 @@ class GroupCommitter:
             if policy.processes else None
 
     def __repr__(self) -> str:
-        return f"GroupCommitter({self.table.uri!r}, {self.policy})"
+        return f"GroupCommitter({self.table.log.uri!r}, {self.policy})"
 
     def wait_submitted(self, count: int, timeout: float | None = None) -> bool:
         """Block until ``count`` transactions have been submitted in all (False on timeout).
@@ -429,11 +430,11 @@ class GroupCommitter:
         from deltacommit.datafiles import num_indexed_cols, write_data_files
 
         table = self.table
-        snap = table.snapshot
+        snap = table.log.snapshot
         schema = snap.schema
         parts = [p if p.schema.equals(schema) else p.cast(schema) for p in parts]
         data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        return write_data_files(table.log_store.store, data, snap.partition_columns,
+        return write_data_files(table.log.log_store.store, data, snap.partition_columns,
                                 clock=table.clock, random=table.random,
                                 indexed_cols=num_indexed_cols(snap.configuration))
 
@@ -442,7 +443,7 @@ class GroupCommitter:
         vacuum removes any left behind)."""
         from deltacommit.partitions import decode_add_path
 
-        store = self.table.log_store.store
+        store = self.table.log.log_store.store
         for a in adds:
             with contextlib.suppress(Exception):
                 store.delete(decode_add_path(a.path))
@@ -453,7 +454,7 @@ class GroupCommitter:
         """Check the group against history and each other, then commit it."""
         table = self.table
         loop = self._loop
-        base = table.version
+        base = table.log.version
         history: dict[int, Seen] = {}
         appends = [m for m in group.appends if loop.catch_up(m, base, history, group)]
         if len(appends) != len(group.appends):
@@ -472,7 +473,7 @@ class GroupCommitter:
         for m in candidates:
             try:
                 for view in (blind, unread):
-                    check_conflicts(m.staged.summary, view, table.uri)
+                    check_conflicts(m.staged.summary, view, table.log.uri)
             except ConcurrentModificationException:
                 if isinstance(m, _Member):
                     deferred.append(m)
@@ -534,7 +535,7 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
         result, files = txn.commit_rows(arrow)
     except ConcurrentTransactionException:
         # As in ``write``; these rows were left out of the group's files, so nothing to delete.
-        if not recorded_concurrently(table, app_id, app_version):
+        if not recorded_concurrently(table.log, app_id, app_version):
             raise
         return WriteResult(table.version, 0, skipped=True)
     return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows,

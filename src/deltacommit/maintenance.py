@@ -47,6 +47,7 @@ from deltacommit.log.replay import TableState
 from deltacommit.logstore.base import DYNAMODB_MARKER
 
 if TYPE_CHECKING:
+    from deltacommit.engine.table_log import TableLog
     from deltacommit.logstore.base import LogStore
     from deltacommit.table import DeltaTable
 
@@ -285,7 +286,7 @@ def _listed_key(path: str) -> str:
     return normalise_segments("/" + path).lstrip("/")
 
 
-def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: bool = True,
+def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = True,
            enforce_retention_duration: bool = True) -> list[str]:
     """Data files no longer referenced and older than the retention; deleted unless ``dry_run``.
 
@@ -293,13 +294,13 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
     one is refused while ``enforce_retention_duration`` is on, because it can delete files a
     reader of a recent snapshot, or a writer about to commit, still needs.
     """
-    uri = table.uri
-    if table.pinned:
+    uri = log.uri
+    if log.pinned:
         raise InvalidArgumentError(
-            f"table {uri} was opened at version {table.version}; vacuum works on the latest "
+            f"table {uri} was opened at version {log.version}; vacuum works on the latest "
             "version, so open the table without a version")
-    table.update()
-    snap = table.snapshot
+    log.refresh()
+    snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
     table_ms = duration_ms(snap.configuration, DELETED_FILE_RETENTION, uri)
     if retention_hours is None:
@@ -319,14 +320,14 @@ def vacuum(table: DeltaTable, retention_hours: float | None = None, dry_run: boo
                 "readers of recent versions or writers about to commit still need could be "
                 "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
                 "if no such reader or writer exists")
-    cutoff = now_ms(table.clock) - retention_ms
+    cutoff = now_ms(log.clock) - retention_ms
     referenced: list[tuple[str, dict[str, object] | None]] = [
         (a.path, a.deletion_vector) for a in snap.iter_files()]
     referenced += [(r.path, r.deletion_vector) for r in snap.state.tombstones.values()
                    if r.deletion_timestamp is None or r.deletion_timestamp > cutoff]
     valid = live_relative_paths(uri, referenced)
     pcols = snap.partition_columns
-    store = table.log_store.store
+    store = log.log_store.store
     doomed: list[str] = []
     for meta in store.list(""):
         path = meta.path

@@ -237,7 +237,7 @@ class DeltaTable:
         """Unreferenced data files older than the retention (deleted unless ``dry_run``)."""
         from deltacommit.maintenance import vacuum
 
-        return vacuum(self, retention_hours, dry_run, enforce_retention_duration)
+        return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration)
 
     # ------------------------------------------------------------------ files and data
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
 
 import pyarrow as pa
 
 from deltacommit.conflicts import IsolationLevel, TransactionSummary
 from deltacommit.engine.commit_info import ENGINE_INFO, render_parameters
+from deltacommit.engine.handle import TableHandle
 from deltacommit.engine.loop import CommitLoop, Group, Member
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
@@ -28,10 +30,26 @@ from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
 
 if TYPE_CHECKING:
+    from deltacommit.coalesce import GroupCommitter
     from deltacommit.predicates import Predicate
-    from deltacommit.table import DeltaTable
+    from deltacommit.snapshot import Snapshot
 
 __all__ = ["ENGINE_INFO", "CommitPolicy", "CommitResult", "Transaction"]
+
+
+class TransactionTable(TableHandle, Interface):
+    """What a transaction needs of its table (``DeltaTable`` is one)."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    @property
+    def group_committer(self) -> GroupCommitter | None: ...
+
+    def select_files(self, snap: Snapshot, predicate: Any) -> list[Add]: ...
 
 
 @dataclass(slots=True)
@@ -45,7 +63,7 @@ class _Reads:
 class Transaction:
     """Read, stage, commit.  Use as a context manager: committed on normal exit."""
 
-    def __init__(self, table: DeltaTable, operation: str = "WRITE",
+    def __init__(self, table: TransactionTable, operation: str = "WRITE",
                  operation_parameters: Mapping[str, Any] | None = None,
                  isolation_level: IsolationLevel | str | None = None) -> None:
         self.table = table
@@ -238,11 +256,11 @@ class Transaction:
                 raise CoordinationMismatchError(
                     f"table {self.table.uri} records no commit mechanism, but it shows signs of "
                     f"writers committing through DynamoDB: {sign}. This writer uses "
-                    f"{self.table.log_store.mechanism!r}, which does not exclude them, so it "
+                    f"{self.table.log.log_store.mechanism!r}, which does not exclude them, so it "
                     "refuses to commit. Configure the DynamoDB mechanism the table's writers use "
                     "(AWS_S3_LOCKING_PROVIDER=dynamodb), or, if none is left, pin the table to "
                     "this one with `deltacommit coordination set`.")
-        expected = self.table.log_store.coordination_config()
+        expected = self.table.log.log_store.coordination_config()
         for key, mine in expected.items():
             recorded = configuration.get(key)
             if recorded is not None and recorded != mine:

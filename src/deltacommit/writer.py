@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from deltacommit.datafiles import num_indexed_cols, write_data_files
+from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
@@ -156,7 +157,7 @@ def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
     skipped.  Otherwise the ConcurrentTransactionException propagates (the caller must redo the
     write from a fresh read).
     """
-    table = txn.table
+    log = txn.table.log
     if overwrite:
         txn.remove(txn.scan(predicate=predicate))
     if app_id is not None and app_version is not None:
@@ -166,20 +167,20 @@ def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
     try:
         result = txn.commit()
     except ConcurrentTransactionException:
-        if not recorded_concurrently(table, app_id, app_version):
+        if not recorded_concurrently(log, app_id, app_version):
             raise
-        delete_files(table.log_store.store, adds)
-        return WriteResult(table.version, 0, skipped=True)
+        delete_files(log.log_store.store, adds)
+        return WriteResult(log.version, 0, skipped=True)
     return WriteResult(result.version, result.attempts, num_files=len(adds), num_rows=num_rows,
                        txn_id=result.txn_id, digest=result.digest)
 
 
-def recorded_concurrently(table: DeltaTable, app_id: str | None, app_version: int | None) -> bool:
+def recorded_concurrently(log: TableLog, app_id: str | None, app_version: int | None) -> bool:
     """After a ConcurrentTransactionException: did the winner record this app version?"""
     if app_id is None or app_version is None:
         return False
-    table.update()
-    done = table.app_version(app_id)
+    log.refresh()
+    done = log.snapshot.app_version(app_id)
     return done is not None and done >= app_version
 
 

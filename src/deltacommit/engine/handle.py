@@ -1,0 +1,27 @@
+"""What the layers built on the engine need of a table object.
+
+``DeltaTable`` is one; typing against this protocol instead of importing ``DeltaTable`` keeps
+the transaction, the group committer and maintenance below the table API instead of tangled
+with it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from deltacommit.clock import Clock, RandomSource
+from deltacommit.engine.policy import CommitPolicy
+from deltacommit.engine.table_log import TableLog
+from deltacommit.snapshot import Commit, Snapshot
+
+
+class TableHandle(Protocol):
+    """A table object: its log, how hard it commits, its clock and randomness, its hooks."""
+
+    log: TableLog
+    policy: CommitPolicy
+    clock: Clock
+    random: RandomSource
+
+    def after_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """Post-commit hooks (checkpoint, log cleanup) after this process made ``commit``."""
