@@ -1,7 +1,8 @@
 """deltacommit: exactly-once commits to Delta Lake tables from many concurrent writers.
 
-The public interface (README.md; layers in docs/ARCHITECTURE.md): ``DeltaTable``, ``write``, the transaction API and the
-exceptions, all importable from here; the PySpark front end is ``deltacommit.spark``.
+The public interface (README.md; the layers in docs/ARCHITECTURE.md): ``DeltaTable``,
+``write``, the transaction API and the exceptions, all importable from here; the PySpark front
+end is ``deltacommit.spark``.
 """
 
 from __future__ import annotations
