@@ -29,7 +29,6 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     StorageError,
     TableExistsError,
-    TableNotFoundError,
     VersionExistsError,
 )
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
@@ -92,9 +91,10 @@ class DeltaTable:
     # ------------------------------------------------------------------ creation
 
     @classmethod
-    def create(cls, table_uri: str, schema: pa.Schema, partition_by: Sequence[str] | None = None,
+    def create(cls, table_uri: str, schema: pa.Schema, *,
+               partition_by: Sequence[str] | None = None,
                configuration: Mapping[str, str] | None = None,
-               storage_options: Mapping[str, str] | None = None, *, name: str | None = None,
+               storage_options: Mapping[str, str] | None = None, name: str | None = None,
                description: str | None = None, log_store: LogStore | None = None,
                clock: Clock | None = None, random: RandomSource | None = None,
                policy: CommitPolicy | None = None,
@@ -600,4 +600,4 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             f"table {uri}: delta.checkpointInterval must be a positive integer, got {interval!r}")
 
 
-__all__ = ["DeltaTable", "TableNotFoundError"]
+__all__ = ["DeltaTable"]
