@@ -422,14 +422,13 @@ def create_checkpoint(table: DeltaTable) -> CheckpointInfo:
 
 def _state_at(table: DeltaTable, version: int) -> TableState:
     """The state exactly at ``version``: the table's snapshot, moved forward or reloaded."""
-    from deltacommit.log.lazy_files import copy_state
     from deltacommit.snapshot import Snapshot
 
     snap = table.snapshot
     if snap.version == version:
         return snap.state
     if snap.version < version:
-        state = copy_state(snap.state)
+        state = snap.state.copy()
         source = f"{table.uri}/{LOG_DIR}"
         for v, data in table.log_store._read_range(snap.version + 1, version):
             from deltacommit.snapshot import decode_commit

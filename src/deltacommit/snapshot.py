@@ -242,9 +242,7 @@ class Snapshot:
                          f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(commit.version)}")
 
     def copy(self) -> Snapshot:
-        from deltacommit.log.lazy_files import copy_state
-
-        return Snapshot(self.log_store, copy_state(self.state))
+        return Snapshot(self.log_store, self.state.copy())
 
     # ------------------------------------------------------------------ accessors
 
