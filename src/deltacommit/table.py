@@ -288,8 +288,7 @@ class DeltaTable:
             self._remember(commit)
             snap = self._snapshot
             if commit.version == snap.version + 1:
-                new_snap = snap.copy()
-                new_snap.apply_commit(commit)
+                new_snap = snap.with_commit(commit)
                 self._snapshot = new_snap
                 self._confirmed_at = self.clock.time()
 
@@ -299,12 +298,9 @@ class DeltaTable:
         hook then reads that state instead of reloading the table at the version."""
         from deltacommit.checkpoint import after_commit
 
-        table = self
-        if snapshot is not None and snapshot.version == commit.version \
-                and snapshot is not self._snapshot:
-            table = DeltaTable(self.uri, log_store=self.log_store, clock=self.clock,
-                               random=self.random, policy=self.policy, _snapshot=snapshot)
-        after_commit(table, commit.version)
+        if snapshot is None or snapshot.version != commit.version:
+            snapshot = self._snapshot
+        after_commit(self.log_store, snapshot, self.clock, commit.version)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -318,7 +314,7 @@ class DeltaTable:
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
-        from deltacommit.checkpoint import create_checkpoint
+        from deltacommit.maintenance import create_checkpoint
 
         return create_checkpoint(self)
 

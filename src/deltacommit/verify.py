@@ -29,13 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltacommit.checkpoint import CheckpointCandidate, checkpoint_candidates, verify_checkpoint
+from deltacommit.checkpoint_reader import verify_checkpoint
 from deltacommit.coalesce import committed_txn_ids
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
 from deltacommit.journal import JournalEntry
 from deltacommit.log.actions import Action, CommitInfo, parse_commit
 from deltacommit.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
 from deltacommit.log.replay import TableState
+from deltacommit.log.segment import CheckpointCandidate, checkpoint_candidates
 from deltacommit.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Snapshot, found_after_listing

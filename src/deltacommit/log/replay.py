@@ -8,7 +8,7 @@ and vacuum can respect their retention.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from deltacommit.errors import CorruptLogError
@@ -133,9 +133,14 @@ class TableState:
             raise CorruptLogError(f"{source}: no metaData action in versions 0..{self.version}")
 
 
-def replay(commits: Iterable[tuple[int, list[Action]]], base: TableState | None = None) -> TableState:
-    """Apply commits (ascending versions) to a copy of ``base`` (or to an empty state)."""
+def replay(commits: Iterable[tuple[int, Sequence[Action]]], base: TableState | None = None,
+           source: Callable[[int], str] | None = None) -> TableState:
+    """Apply commits (ascending versions) to a copy of ``base`` (or to an empty state).
+
+    ``base`` itself is left as it is, so states shared by snapshots stay as they were;
+    ``source`` names a version's commit file for the errors an unusable commit raises.
+    """
     state = base.copy() if base is not None else TableState()
     for version, actions in commits:
-        state.apply(version, actions)
+        state.apply(version, actions, source(version) if source is not None else "")
     return state
