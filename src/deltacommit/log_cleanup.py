@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("deltacommit.maintenance")
 
 DAY_MS = 86_400_000
-# --------------------------------------------------------------------------- log cleanup
 
 
 def cutoff_commit(files: list[LogFile], cutoff_ms: int) -> int | None:

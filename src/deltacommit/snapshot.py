@@ -150,8 +150,8 @@ class Snapshot:
                 found_after_listing(log_store, set(segment.commits), gaps, target))
         segment.check(uri)
         pairs = log_store._read_range(segment.start, target) if segment.start <= target else []
-        state = replay(((c.version, c.actions) for c in _decoded(log_store, pairs, [])), base,
-                       cls._source_of(uri))
+        state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),
+                       base, cls._source_of(uri))
         state.validate(uri)
         snap = cls(log_store, state)
         snap._check_readable()
