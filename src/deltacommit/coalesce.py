@@ -324,7 +324,7 @@ class GroupCommitter:
         if commit is not None:
             # Outside both stages: the next group commits while this version's checkpoint
             # (if it owes one) is written from the snapshot exactly at its version.
-            self.table.after_commit(commit, snapshot)
+            self.table.log.post_commit(commit, snapshot)
 
     def _guarded(self, members: Sequence[Member], stage: Callable[[], T]) -> T | None:
         """Run a stage; if it fails unexpectedly (a storage error writing the commit, most

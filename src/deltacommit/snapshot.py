@@ -1,20 +1,22 @@
-"""Snapshots: the state of a table at one version, loaded from the log and kept current.
+"""Snapshots: the state of a table at one version, loaded from the log; never changed once built.
 
-Loading starts from the newest usable checkpoint (if any) and replays the commits after it;
-``update`` reads only the commits newer than the cached version, which is also what every
-commit retry does, so refreshing state costs one request per new commit instead of a reload.
+Loading lists the log, lets ``log.segment`` choose the newest usable checkpoint and the commits
+after it, reads that checkpoint (``checkpoint_reader``) and replays the commits
+(``log.replay``).  Moving forward reads only the commits newer than a snapshot and makes a new
+snapshot of them (``updated``); that is also what every commit retry does, so refreshing state
+costs one request per new commit instead of a reload.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deltacommit.checkpoint_reader import read_last_checkpoint, read_segment
 from deltacommit.errors import (
     CorruptLogError,
-    MissingVersionError,
     ObjectNotFoundError,
     SchemaMismatchError,
     TableNotFoundError,
@@ -23,20 +25,14 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
 from deltacommit.log.features import check_readable
-from deltacommit.log.names import (
-    LOG_DIR,
-    LogFile,
-    commit_name,
-    commit_path,
-    format_gaps,
-    version_gaps,
-)
-from deltacommit.log.replay import TableState
+from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path, version_gaps
+from deltacommit.log.replay import TableState, replay
+from deltacommit.log.segment import LogListing, format_versions
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from deltacommit.checkpoint import LastCheckpoint
+    from deltacommit.log.last_checkpoint import LastCheckpoint
     from deltacommit.logstore.base import LogStore
 
 
@@ -62,14 +58,42 @@ def decode_commit(log_store: LogStore, version: int, data: bytes) -> Commit:
     return Commit(version, parse_commit(data, source))
 
 
+def _decoded(log_store: LogStore, pairs: Iterable[tuple[int, bytes]], out: list[Commit]
+             ) -> Iterator[Commit]:
+    """Decode commits as they are replayed (so a bad one is reported in version order),
+    collecting them in ``out``."""
+    for version, data in pairs:
+        commit = decode_commit(log_store, version, data)
+        out.append(commit)
+        yield commit
+
+
 class Snapshot:
-    """A table's state at ``version``; ``update()`` moves it forward in place."""
+    """A table's state at ``version``; immutable.
+
+    Snapshots are shared between threads and handed to readers, so a scan on another thread
+    never sees the file set change under it: moving forward (``updated``, ``advanced``,
+    ``with_commit``) makes a new snapshot.  Its state is a copy that shares the checkpoint's
+    rows, so a new snapshot costs the changes since the checkpoint, not the table.
+    """
+
+    __slots__ = ("_log_store", "_schema", "_schema_source", "_state")
 
     def __init__(self, log_store: LogStore, state: TableState) -> None:
-        self.log_store = log_store
-        self.state = state
+        """``state`` becomes this snapshot's: nothing may change it afterwards."""
+        self._log_store = log_store
+        self._state = state
         self._schema: pa.Schema | None = None
         self._schema_source: str | None = None
+
+    @property
+    def log_store(self) -> LogStore:
+        return self._log_store
+
+    @property
+    def state(self) -> TableState:
+        """The replayed state; read it, never change it (``advanced`` makes a new one)."""
+        return self._state
 
     # ------------------------------------------------------------------ loading
 
@@ -82,8 +106,6 @@ class Snapshot:
         the version asked for is older), the whole log is listed and every checkpoint at or
         before the target is a candidate, newest first.
         """
-        from deltacommit.checkpoint import read_last_checkpoint
-
         hint = read_last_checkpoint(log_store)
         unusable: set[str] = set()
         if hint is not None and (version is None or version >= hint.version):
@@ -102,116 +124,77 @@ class Snapshot:
                      partial: bool) -> Snapshot | None:
         """Load from a listing; with ``partial`` (a listing that starts at the hinted checkpoint)
         return None instead of failing when that listing holds no usable checkpoint."""
-        from deltacommit.checkpoint import load_checkpoint_base
-
         uri = log_store.table_uri
-        commits = {f.version for f in files if f.kind == "commit"}
-        checkpoints = [f.version for f in files if f.kind.startswith("checkpoint")]
-        if commits:
-            # A checkpoint at v is written only once v.json exists, and cleanup never deletes
-            # the commit of the checkpoint it keeps: one newer than every commit is stray, and
-            # using it would replace the table with whatever it holds.
-            newest = max(commits)
-            stray = sorted({v for v in checkpoints if v > newest})
-            if stray:
-                logger.warning("table %s: ignoring checkpoint(s) at version %s, newer than the "
-                               "newest commit %d", uri, _ranges(stray), newest)
-                files = [f for f in files if not (f.kind.startswith("checkpoint")
-                                                  and f.version > newest)]
-                checkpoints = [v for v in checkpoints if v <= newest]
-        if not commits and not checkpoints:
+        listing = LogListing.of(files)
+        if listing.stray:
+            logger.warning("table %s: ignoring checkpoint(s) at version %s, newer than the "
+                           "newest commit %d", uri, format_versions(listing.stray),
+                           listing.commits[-1])
+        try:
+            target = listing.target(version, uri)
+        except TableNotFoundError:
             if partial:
                 return None
-            raise TableNotFoundError(
-                f"no Delta table at {uri}: {uri}/{LOG_DIR} has no commit files")
-        latest = max(commits | set(checkpoints))
-        if version is not None:
-            if version < 0 or version > latest:
-                if partial:
-                    return None
-                raise TableNotFoundError(
-                    f"table {uri} has versions up to {latest}; version {version} does not exist")
-            target = version
-        else:
-            target = latest
-        base = load_checkpoint_base(log_store, files, target, hint, unusable)
+            raise
+        segment, base = read_segment(log_store, listing, target, hint, unusable,
+                                     latest=version is None)
         if base is None and partial:
             return None
-        start = 0 if base is None else base.version + 1
-        gaps = version_gaps(sorted(commits), start, target)
+        gaps = segment.gaps
         if gaps:
             # A directory listing taken while commits are being created is not a snapshot of
             # the directory: readdir(3) may return a new N+1.json and miss the N.json created
             # just before it.  One more listing from the first gap finds such a version; the
             # cost follows the files listed, never the width of a gap.
-            commits |= found_after_listing(log_store, commits, gaps, target)
-            gaps = version_gaps(sorted(commits), start, target)
-        if gaps:
-            skipped = sorted({v for v in checkpoints if v <= target})
-            why = (f" (checkpoint(s) at version {_ranges(skipped)} could not be used; see the "
-                   "logged warnings)") if base is None and skipped else ""
-            if base is None and gaps[0][0] == 0 and version is None:
-                raise MissingVersionError(
-                    f"table {uri}: {uri}/{LOG_DIR}/{commit_name(0)} is missing and no usable "
-                    f"checkpoint covers it; the log cannot be replayed{why}")
-            raise MissingVersionError(
-                f"table {uri}: the log lacks version(s) {format_gaps(gaps)} needed to reach "
-                f"version {target}{why}")
-        needed = list(range(start, target + 1))
-        state = base if base is not None else TableState()
-        snap = cls(log_store, state)
-        snap._apply_range(needed)
+            segment = segment.with_found(
+                found_after_listing(log_store, set(segment.commits), gaps, target))
+        segment.check(uri)
+        pairs = log_store.read_range(segment.start, target) if segment.start <= target else []
+        state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),
+                       base, cls._source_of(uri))
         state.validate(uri)
+        snap = cls(log_store, state)
         snap._check_readable()
         return snap
 
-    def _apply_range(self, versions: list[int]) -> list[Commit]:
-        if not versions:
-            return []
-        pairs = self.log_store.read_range(versions[0], versions[-1])
-        return self._apply(pairs)
+    @staticmethod
+    def _source_of(uri: str) -> Callable[[int], str]:
+        """Names of commit files, for the errors replay raises."""
+        return lambda version: f"{uri}/{LOG_DIR}/{commit_name(version)}"
 
-    def _apply(self, pairs: list[tuple[int, bytes]]) -> list[Commit]:
-        out: list[Commit] = []
-        for version, data in pairs:
-            commit = decode_commit(self.log_store, version, data)
-            self.state.apply(version, commit.actions,
-                             f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(version)}")
-            out.append(commit)
-        return out
+    # ------------------------------------------------------------------ moving forward
 
-    def update(self) -> list[Commit]:
-        """Apply the commits newer than this snapshot, in place; returns them.
+    def advanced(self, commits: Iterable[Commit]) -> Snapshot:
+        """A new snapshot: this one with ``commits`` (the versions right after it, ascending)
+        applied.  ``self`` is left as it is."""
+        state = replay(((c.version, c.actions) for c in commits), self._state,
+                       self._source_of(self._log_store.table_uri))
+        snap = Snapshot(self._log_store, state)
+        # The schema is parsed once per schema string, not once per snapshot.
+        snap._schema, snap._schema_source = self._schema, self._schema_source
+        return snap
 
-        If log cleanup removed the commits right after this snapshot, the state is reloaded
-        from the newest checkpoint instead (and no commits are returned: they are gone).
-        """
-        new = self._apply(self.log_store.read_commits_after(self.state.version))
-        if new:
-            self._check_readable()
-            return new
-        reloaded = self._reload_past_cleanup()
-        if reloaded is not None:
-            self.state = reloaded.state
-        return []
+    def with_commit(self, commit: Commit) -> Snapshot:
+        """A new snapshot with a commit this process wrote (or already read) applied, without
+        reading it again."""
+        return self.advanced((commit,))
 
     def updated(self, may_predate_cleanup: bool = True) -> tuple[Snapshot, list[Commit]]:
         """A new snapshot with the commits newer than this one (``self`` if there are none).
 
-        Snapshots handed to readers are never mutated, so a scan on another thread never sees
-        the file set change under it.  As with ``update``, a snapshot older than the log's
-        retention comes back reloaded from the newest checkpoint, with no commits.  A caller
-        that knows this snapshot was the newest version recently enough that no commit after it
-        can have expired passes ``may_predate_cleanup=False`` and saves that check's request.
+        If log cleanup removed the commits right after this snapshot, it comes back reloaded
+        from the newest checkpoint, with no commits (they are gone).  A caller that knows this
+        snapshot was the newest version recently enough that no commit after it can have
+        expired passes ``may_predate_cleanup=False`` and saves that check's request.
         """
-        pairs = self.log_store.read_commits_after(self.state.version)
+        pairs = self._log_store.read_commits_after(self.version)
         if not pairs:
             if not may_predate_cleanup:
                 return self, []
             reloaded = self._reload_past_cleanup()
             return (self, []) if reloaded is None else (reloaded, [])
-        snap = self.copy()
-        new = snap._apply(pairs)
+        new: list[Commit] = []
+        snap = self.advanced(_decoded(self._log_store, pairs, new))
         snap._check_readable()
         return snap, new
 
@@ -223,50 +206,32 @@ class Snapshot:
         than this snapshot proves the latter (version N exists, so every version before it
         once did), at the cost of reading the small ``_last_checkpoint`` when nothing is new.
         """
-        from deltacommit.checkpoint import read_last_checkpoint
-
-        hint = read_last_checkpoint(self.log_store)
-        if hint is None or hint.version <= self.state.version:
+        hint = read_last_checkpoint(self._log_store)
+        if hint is None or hint.version <= self.version:
             return None
-        return Snapshot.load(self.log_store)
+        return Snapshot.load(self._log_store)
 
     def _check_readable(self) -> None:
         """Refuse a protocol, feature or column type this library cannot read, up front."""
-        assert self.state.protocol is not None
-        check_readable(self.log_store.table_uri, self.state.protocol, self.state.metadata)
+        assert self._state.protocol is not None
+        check_readable(self._log_store.table_uri, self._state.protocol, self._state.metadata)
         self.schema  # noqa: B018  (parsing the schema is the check)
-
-    def apply_commit(self, commit: Commit) -> None:
-        """Fold a commit this process wrote (or already read) without reading it again."""
-        self.state.apply(commit.version, commit.actions,
-                         f"{self.log_store.table_uri}/{LOG_DIR}/{commit_name(commit.version)}")
-
-    def with_commit(self, commit: Commit) -> Snapshot:
-        """A new snapshot with a commit this process wrote (or already read) folded in."""
-        new = self.copy()
-        new.apply_commit(commit)
-        return new
-
-    def copy(self) -> Snapshot:
-        from deltacommit.log.lazy_files import copy_state
-
-        return Snapshot(self.log_store, copy_state(self.state))
 
     # ------------------------------------------------------------------ accessors
 
     @property
     def version(self) -> int:
-        return self.state.version
+        return self._state.version
 
     @property
     def metadata(self) -> Metadata:
-        assert self.state.metadata is not None
-        return self.state.metadata
+        assert self._state.metadata is not None
+        return self._state.metadata
 
     @property
     def protocol(self) -> Protocol:
-        assert self.state.protocol is not None
-        return self.state.protocol
+        assert self._state.protocol is not None
+        return self._state.protocol
 
     @property
     def partition_columns(self) -> list[str]:
@@ -286,36 +251,36 @@ class Snapshot:
             try:
                 self._schema = schema_from_json(s)
             except UnsupportedTypeError as e:
-                raise UnsupportedProtocolError(f"table {self.log_store.table_uri}: {e}") from None
+                raise UnsupportedProtocolError(f"table {self._log_store.table_uri}: {e}") from None
             except SchemaMismatchError as e:
                 raise CorruptLogError(
-                    f"table {self.log_store.table_uri}: bad schemaString in metaData: {e}") from None
+                    f"table {self._log_store.table_uri}: bad schemaString in metaData: {e}") from None
             self._schema_source = s
         return self._schema
 
     def files(self) -> list[Add]:
-        return list(self.state.files.values())
+        return list(self._state.files.values())
 
     def iter_files(self) -> Iterator[Add]:
-        return iter(self.state.files.values())
+        return iter(self._state.files.values())
 
     def app_version(self, app_id: str) -> int | None:
-        txn = self.state.app_txns.get(app_id)
+        txn = self._state.app_txns.get(app_id)
         return None if txn is None else txn.version
 
     def commit_infos(self, limit: int | None = None) -> list[tuple[int, CommitInfo | None]]:
         """commitInfo of each version still in the log, newest first."""
-        versions = sorted((f.version for f in self.log_store.list_log(0) if f.kind == "commit"
+        versions = sorted((f.version for f in self._log_store.list_log(0) if f.kind == "commit"
                            and f.version <= self.version), reverse=True)
         if limit is not None:
             versions = versions[:limit]
         out: list[tuple[int, CommitInfo | None]] = []
         for v in versions:
             try:
-                data = self.log_store.read_commit(v)
+                data = self._log_store.read_commit(v)
             except ObjectNotFoundError:
                 continue
-            out.append((v, decode_commit(self.log_store, v, data).commit_info))
+            out.append((v, decode_commit(self._log_store, v, data).commit_info))
         return out
 
 
@@ -335,14 +300,3 @@ def found_after_listing(log_store: LogStore, commits: set[int], gaps: list[tuple
         found |= {v for a, b in remaining for v in range(a, b + 1)
                   if log_store.store.exists(commit_path(v))}
     return found
-
-
-def _ranges(versions: list[int]) -> str:
-    """``[3, 4, 5, 9]`` -> ``3-5, 9`` for error messages."""
-    runs: list[list[int]] = []
-    for v in versions:
-        if runs and v == runs[-1][1] + 1:
-            runs[-1][1] = v
-        else:
-            runs.append([v, v])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -37,7 +37,7 @@ from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
-from deltacommit.snapshot import Commit, Snapshot
+from deltacommit.snapshot import Snapshot
 from deltacommit.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -205,32 +205,20 @@ class DeltaTable:
         """Opened at a fixed version: reads only, never follows new commits."""
         return self.log.pinned
 
-    def after_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
-        """Post-commit hooks: checkpoint and clean up after ``commit``.  ``snapshot`` is the
-        state exactly at its version, for a caller that lets further commits proceed meanwhile
-        (group commit): the hook then reads that state instead of reloading the table there."""
-        from deltacommit.checkpoint import after_commit
-
-        table = self
-        if snapshot is not None and snapshot.version == commit.version \
-                and snapshot is not self.log.snapshot:
-            table = DeltaTable(self.uri, log_store=self.log_store, clock=self.clock,
-                               random=self.random, policy=self.policy, _snapshot=snapshot)
-        after_commit(table, commit.version)
 
     # ------------------------------------------------------------------ maintenance
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
-        from deltacommit.checkpoint import create_checkpoint
+        from deltacommit.maintenance import create_checkpoint
 
-        return create_checkpoint(self)
+        return create_checkpoint(self.log)
 
     def cleanup_log(self, dry_run: bool = False) -> list[str]:
         """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
         from deltacommit.maintenance import cleanup_log
 
-        return cleanup_log(self, dry_run=dry_run)
+        return cleanup_log(self.log, dry_run=dry_run)
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
                enforce_retention_duration: bool = True) -> list[str]:

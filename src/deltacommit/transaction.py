@@ -301,7 +301,7 @@ class Transaction:
         result = self._settle(member.outcome())
         if commit is None:  # found committed by an earlier attempt before this one began
             commit = log.known_commits(result.version, result.version)[0]
-        table.after_commit(commit)
+        table.log.post_commit(commit)
         return result
 
     def commit_rows(self, rows: pa.Table) -> tuple[CommitResult, int]:

@@ -29,13 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltacommit.checkpoint import CheckpointCandidate, checkpoint_candidates, verify_checkpoint
+from deltacommit.checkpoint_reader import verify_checkpoint
 from deltacommit.coalesce import committed_txn_ids
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
 from deltacommit.journal import JournalEntry
 from deltacommit.log.actions import Action, CommitInfo, parse_commit
 from deltacommit.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
 from deltacommit.log.replay import TableState
+from deltacommit.log.segment import CheckpointCandidate, checkpoint_candidates, format_versions
 from deltacommit.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Snapshot, found_after_listing
@@ -146,7 +147,7 @@ def _check_contiguous(report: VerifyReport, versions: list[int], checkpoints: li
                        f"versions {versions[0]} and {versions[-1]}")
     stray = sorted({c for c in checkpoints if c > versions[-1]})
     if stray:
-        report.problem(f"checkpoint(s) at version {_ranges(stray)} are newer than the newest "
+        report.problem(f"checkpoint(s) at version {format_versions(stray)} are newer than the newest "
                        f"commit {versions[-1]}: no commit vouches for them and readers ignore "
                        "them")
     if versions[0] > 0 and not any(versions[0] - 1 <= c <= versions[-1] for c in checkpoints):
@@ -187,7 +188,7 @@ def _check_transactions(report: VerifyReport, parsed: Mapping[int, list[Action]]
     for tid, vs in where.items():
         if len(vs) > 1:
             report.problem(f"transaction {tid} was committed {len(vs)} times, in versions "
-                           f"{_ranges(vs)}")
+                           f"{format_versions(vs)}")
     return where
 
 
@@ -332,16 +333,3 @@ def _check_read_back(report: VerifyReport, reader: LogStore) -> None:
         if expected != data.num_rows:
             report.problem(f"the table reads back {data.num_rows} rows but its {len(adds)} live "
                            f"files record {expected} (numRecords)")
-
-
-def _ranges(vs: Iterable[int]) -> str:
-    out: list[str] = []
-    items = sorted(vs)
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
-        i = j + 1
-    return ", ".join(out)

@@ -20,7 +20,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "nested", "row_filters", "constraints", "journal")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
-    ("engine", ("snapshot", "checkpoint", "engine", "scan")),
+    ("engine", (
+        "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan")),
     ("table", (
         "transaction", "group_host", "coalesce", "table", "writer", "appender", "maintenance",
         "dv_delete", "coordination", "verify")),

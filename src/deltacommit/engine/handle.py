@@ -12,16 +12,12 @@ from typing import Protocol
 from deltacommit.clock import Clock, RandomSource
 from deltacommit.engine.policy import CommitPolicy
 from deltacommit.engine.table_log import TableLog
-from deltacommit.snapshot import Commit, Snapshot
 
 
 class TableHandle(Protocol):
-    """A table object: its log, how hard it commits, its clock and randomness, its hooks."""
+    """A table object: its log, how hard it commits, its clock and randomness."""
 
     log: TableLog
     policy: CommitPolicy
     clock: Clock
     random: RandomSource
-
-    def after_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
-        """Post-commit hooks (checkpoint, log cleanup) after this process made ``commit``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
 from deltacommit.log.intervals import LOG_RETENTION, duration_ms
 from deltacommit.logstore.base import LogStore
@@ -120,6 +121,18 @@ class TableLog:
             if commit.version == snap.version + 1:
                 self._snapshot = snap.with_commit(commit)
                 self._confirmed_at = self.clock.time()
+
+    def post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """The post-commit hooks after this process made ``commit``: a checkpoint when the
+        interval says so, then expired-log cleanup (``checkpoint.after_commit``).
+
+        ``snapshot`` is the state exactly at the commit's version, for a caller that lets
+        further commits proceed meanwhile (group commit): the hooks then read that state
+        instead of moving the table's snapshot back to the version.
+        """
+        if snapshot is None or snapshot.version != commit.version:
+            snapshot = self._snapshot
+        after_commit(self.log_store, snapshot, self.clock, commit.version)
 
     def foreign_coordination(self) -> str | None:
         """``dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""

@@ -26,8 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.log.actions import Add, Remove
-from deltacommit.log.paths import canonical_key
-from deltacommit.log.replay import TableState, file_key
+from deltacommit.log.paths import canonical_key, file_key
 
 V = TypeVar("V")
 T = TypeVar("T")
@@ -533,16 +532,3 @@ def copy_file_map(m: dict[str, V]) -> dict[str, V]:
     if isinstance(m, LazyActionMap):
         return m.lazy_copy()
     return dict(m)
-
-
-def copy_state(state: TableState) -> TableState:
-    """``TableState.copy`` that does not materialise checkpoint rows."""
-    return TableState(
-        version=state.version,
-        protocol=state.protocol,
-        metadata=state.metadata,
-        files=copy_file_map(state.files),
-        tombstones=copy_file_map(state.tombstones),
-        app_txns=dict(state.app_txns),
-        domains=dict(state.domains),
-    )

@@ -205,6 +205,19 @@ def canonical_key(path: str) -> str:
     return "../" * climbs + "/".join(out)
 
 
+def file_key(path: str, deletion_vector: dict[str, object] | None = None) -> str:
+    """The identity of a data file across add and remove actions.
+
+    Paths are compared in their canonical form (``canonical_key``): writers differ in which
+    characters they escape, and Delta treats ``/p`` and ``file:/p`` as one file.
+    """
+    key = canonical_key(path)
+    if deletion_vector:
+        key += "#" + str(deletion_vector.get("storageType", "")) + str(
+            deletion_vector.get("pathOrInlineDv", "")) + "@" + str(deletion_vector.get("offset", ""))
+    return key
+
+
 def deletion_vector_path(dv: dict[str, object], *, table: str = "") -> str | None:
     """The log path of the file a deletion vector descriptor stores its bitmap in (relative
     for ``u``, absolute for ``p``), or None for an inline (``i``) one.

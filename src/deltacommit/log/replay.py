@@ -8,7 +8,7 @@ and vacuum can respect their retention.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from deltacommit.errors import CorruptLogError
@@ -22,7 +22,9 @@ from deltacommit.log.actions import (
     Txn,
     UnknownAction,
 )
-from deltacommit.log.paths import canonical_key
+from deltacommit.log.paths import file_key
+
+__all__ = ["TableState", "check_protocol_shape", "file_key", "replay"]
 
 
 def check_protocol_shape(p: Protocol, source: str) -> None:
@@ -46,19 +48,6 @@ def check_protocol_shape(p: Protocol, source: str) -> None:
                               "table features need writer version 7")
 
 
-def file_key(path: str, deletion_vector: dict[str, object] | None = None) -> str:
-    """The identity of a data file across add and remove actions.
-
-    Paths are compared in their canonical form (``log.paths.canonical_key``): writers differ
-    in which characters they escape, and Delta treats ``/p`` and ``file:/p`` as one file.
-    """
-    key = canonical_key(path)
-    if deletion_vector:
-        key += "#" + str(deletion_vector.get("storageType", "")) + str(
-            deletion_vector.get("pathOrInlineDv", "")) + "@" + str(deletion_vector.get("offset", ""))
-    return key
-
-
 @dataclass(slots=True)
 class TableState:
     """What a snapshot knows after replaying versions ``0..version``."""
@@ -72,10 +61,20 @@ class TableState:
     domains: dict[str, dict[str, object]] = field(default_factory=dict)
 
     def copy(self) -> TableState:
-        """An independent state; file maps still backed by checkpoint rows stay unread."""
-        from deltacommit.log.lazy_files import copy_state
+        """An independent state; file maps still backed by checkpoint rows stay unread.
 
-        return copy_state(self)
+        ``copy()`` of a ``log.lazy_files.LazyActionMap`` shares its checkpoint rows and copies
+        only the overlay, so copying a state costs the changes since its checkpoint.
+        """
+        return TableState(
+            version=self.version,
+            protocol=self.protocol,
+            metadata=self.metadata,
+            files=self.files.copy(),
+            tombstones=self.tombstones.copy(),
+            app_txns=dict(self.app_txns),
+            domains=dict(self.domains),
+        )
 
     def apply(self, version: int, actions: Iterable[Action], source: str = "") -> None:
         """Fold one commit into the state, in place.
@@ -134,9 +133,14 @@ class TableState:
             raise CorruptLogError(f"{source}: no metaData action in versions 0..{self.version}")
 
 
-def replay(commits: Iterable[tuple[int, list[Action]]], base: TableState | None = None) -> TableState:
-    """Apply commits (ascending versions) to a copy of ``base`` (or to an empty state)."""
+def replay(commits: Iterable[tuple[int, Sequence[Action]]], base: TableState | None = None,
+           source: Callable[[int], str] | None = None) -> TableState:
+    """Apply commits (ascending versions) to a copy of ``base`` (or to an empty state).
+
+    ``base`` itself is left as it is, so states shared by snapshots stay as they were;
+    ``source`` names a version's commit file for the errors an unusable commit raises.
+    """
     state = base.copy() if base is not None else TableState()
     for version, actions in commits:
-        state.apply(version, actions)
+        state.apply(version, actions, source(version) if source is not None else "")
     return state

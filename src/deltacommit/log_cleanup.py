@@ -1,0 +1,209 @@
+"""Log cleanup: deleting the log files a kept checkpoint makes unnecessary, never one still needed.
+
+Follows PROTOCOL.md "Metadata Cleanup": the cut-off is midnight UTC of the day
+``delta.logRetentionDuration`` (30 days) ago; the newest commit not newer than that is the
+cut-off commit; the newest *usable* checkpoint not newer than that commit is kept together with
+everything after it, and only files before it are deleted.  Without such a checkpoint nothing
+is deleted.  The checkpoint is read and verified first, because deleting the log under a torn
+checkpoint would lose the table.  Time comes from the caller's injectable clock.
+
+Runs as a post-commit hook after each checkpoint (``checkpoint.after_commit``) and on request
+(``maintenance.cleanup_log``); it takes the log store, the table's configuration and a clock,
+so it sits below the table layer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from deltacommit.checkpoint_reader import verify_checkpoint
+from deltacommit.clock import Clock, now_ms
+from deltacommit.errors import CorruptLogError, StorageError, UnsupportedProtocolError
+from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+from deltacommit.log.names import LOG_DIR, LogFile, parse_log_name
+from deltacommit.log.replay import TableState
+from deltacommit.log.segment import checkpoint_candidates
+from deltacommit.logstore.base import DYNAMODB_MARKER
+from deltacommit.snapshot import decode_commit
+
+if TYPE_CHECKING:
+    from deltacommit.logstore.base import LogStore
+
+# Messages keep the logger name they have always had.
+logger = logging.getLogger("deltacommit.maintenance")
+
+DAY_MS = 86_400_000
+
+
+def cutoff_commit(files: list[LogFile], cutoff_ms: int) -> int | None:
+    """The newest commit not newer than ``cutoff_ms``, or None.  Pure.
+
+    Commit times are the files' modification times made monotonic (each at least 1 ms after the
+    previous version's), as Spark does, so that one writer's skewed clock cannot make a newer
+    commit look expired while an older one does not.
+    """
+    commits = sorted((f for f in files if f.kind == "commit"), key=lambda f: f.version)
+    found: int | None = None
+    prev = -1
+    for f in commits:
+        t = max(f.last_modified_ms or 0, prev + 1)
+        prev = t
+        if t > cutoff_ms:
+            break
+        found = f.version
+    return found
+
+
+def files_before_checkpoint(files: list[LogFile], checkpoint_version: int) -> list[LogFile]:
+    """Log files made unnecessary by a checkpoint at ``checkpoint_version``.  Pure.
+
+    Commits, checksums and checkpoints of older versions, and compaction files starting at or
+    before it; oldest first, so that a cleanup interrupted half way leaves a log that is still
+    whole from the checkpoint on.
+    """
+    out = [f for f in files
+           if (f.kind in ("commit", "crc", "checkpoint", "checkpoint_part", "checkpoint_v2")
+               and f.version < checkpoint_version)
+           or (f.kind == "compacted" and f.version <= checkpoint_version)]
+    out.sort(key=lambda f: (f.version, f.name))
+    return out
+
+
+def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
+    """The log files listed before the first commit newer than the cut-off.
+
+    Everything cleanup may delete or must inspect comes before that commit in name order, so
+    the listing stops there: the hook runs this after every checkpoint, and a long log on S3
+    would otherwise cost a full LIST each time.
+    """
+    out: list[LogFile] = []
+    prev = -1
+    for meta in log_store.store.list(f"{LOG_DIR}/"):
+        name = meta.path[len(LOG_DIR) + 1:]
+        if "/" in name:
+            continue
+        f = parse_log_name(name, meta.size, meta.last_modified_ms)
+        if f is None:
+            continue
+        if f.kind == "commit":
+            prev = max(f.last_modified_ms or 0, prev + 1)
+            if prev > cutoff_ms:
+                break
+        out.append(f)
+    return out
+
+
+def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | None],
+                        clock: Clock, dry_run: bool = False) -> list[str]:
+    """Delete expired log files (PROTOCOL.md "Metadata Cleanup"); returns their paths.
+
+    Expired: older than ``delta.logRetentionDuration`` (from ``configuration``, the table's)
+    and before the newest usable checkpoint that is not newer than the cut-off commit.  With
+    ``dry_run`` nothing is deleted.
+    """
+    uri = log_store.table_uri
+    retention = duration_ms(configuration, LOG_RETENTION, uri)
+    cutoff = (now_ms(clock) - retention) // DAY_MS * DAY_MS
+    files = _expired_prefix(log_store, cutoff)
+    last_expired = cutoff_commit(files, cutoff)
+    if last_expired is None:
+        return []
+    keep_from: int | None = None
+    for cand in checkpoint_candidates(files, last_expired):
+        if not files_before_checkpoint(files, cand.version):
+            return []  # the newest usable checkpoint would have nothing before it to delete
+        try:
+            state = verify_checkpoint(log_store, cand)
+            _check_against_log(log_store, files, cand.version, state)
+        except (CorruptLogError, StorageError, UnsupportedProtocolError) as e:
+            logger.warning("log cleanup of %s: checkpoint %s is unusable (%s); keeping the "
+                           "commits before it and trying an older one", uri, cand.name, e)
+            continue
+        keep_from = cand.version
+        break
+    if keep_from is None:
+        return []
+    doomed = files_before_checkpoint(files, keep_from)
+    kept_commit = next((f for f in files if f.kind == "commit" and f.version == keep_from), None)
+    temps: list[str] = []
+    if kept_commit is not None and kept_commit.last_modified_ms is not None:
+        temps = _expired_temp_files(log_store, min(cutoff, kept_commit.last_modified_ms))
+    paths = [f.path for f in doomed] + temps
+    if dry_run:
+        return paths
+    store = log_store.store
+    for path in paths:
+        store.delete(path)
+    logger.info("log cleanup of %s deleted %d files before checkpoint %d and %d temporary files",
+                uri, len(doomed), keep_from, len(temps))
+    return paths
+
+
+def _check_against_log(log_store: LogStore, files: list[LogFile], version: int,
+                       state: TableState) -> None:
+    """CorruptLogError unless the checkpoint at ``version`` holds what replaying the commits it
+    replaces gives: the live files, protocol, metadata and application versions.
+
+    The commits are the only other record of those versions; once cleanup deletes them, a
+    checkpoint that silently lacks a file (and whose ``_last_checkpoint`` agrees with it) would
+    lose that file for every reader.  The replay starts from version 0 when its commit is still
+    there, else from the newest older checkpoint that verifies; without either nothing can be
+    compared, and the reader's checks above are all that is applied.
+    """
+    commits = {f.version for f in files if f.kind == "commit"}
+    base: TableState | None = None
+    start = 0
+    if 0 in commits:
+        base = TableState()
+    else:
+        for older in checkpoint_candidates(files, version - 1):
+            try:
+                base = verify_checkpoint(log_store, older)
+            except (CorruptLogError, StorageError, UnsupportedProtocolError):
+                continue
+            start = older.version + 1
+            break
+    if base is None or any(v not in commits for v in range(start, version + 1)):
+        return
+    source = f"{log_store.table_uri}/{LOG_DIR}"
+    for v in range(start, version + 1):
+        base.apply(v, decode_commit(log_store, v, log_store.read_commit(v)).actions, source)
+    where = f"{source}: the checkpoint at version {version}"
+    if set(base.files) != set(state.files):
+        missing = sorted(set(base.files) - set(state.files))[:3]
+        extra = sorted(set(state.files) - set(base.files))[:3]
+        raise CorruptLogError(f"{where} does not hold the live files the commits before it give "
+                              f"(missing {missing}, extra {extra})")
+    if base.protocol != state.protocol or base.metadata != state.metadata:
+        raise CorruptLogError(f"{where} holds another protocol or metaData than its commits")
+    if {k: t.version for k, t in base.app_txns.items()} != {
+            k: t.version for k, t in state.app_txns.items()}:
+        raise CorruptLogError(f"{where} holds other application versions than its commits")
+
+
+# Where commit protocols leave temporary files in the log: Spark's S3DynamoDBLogStore and ours
+# (``.tmp/<N>.json.<uuid>``, kept after the copy), delta-rs (``_commit_<uuid>.json.tmp``) and the
+# local store's residue of a crash between writing and linking.
+_TEMP_PREFIXES = (f"{LOG_DIR}/.tmp/", f"{LOG_DIR}/_commit_", f"{LOG_DIR}/.dc-tmp-")
+
+
+def _expired_temp_files(log_store: LogStore, before_ms: int) -> list[str]:
+    """Temporary commit files written before ``before_ms``.
+
+    ``before_ms`` is the earlier of the retention cut-off and the creation of the kept
+    checkpoint's commit.  A temporary file is needed only to repair the newest, incomplete
+    DynamoDB entry.  Spark's and deltacommit's writers make sure the previous version exists
+    before writing their temporary file, so the temporary file of any entry that can still be
+    incomplete is younger than the kept commit; delta-rs may reuse one temporary file across
+    the attempts of a commit, which the retention cut-off covers (no commit attempt lasts the
+    retention period).  Spark never deletes these files and asks for an S3 lifecycle rule
+    instead; deleting them with the log they belong to needs no extra setup.
+    """
+    out: list[str] = []
+    for prefix in _TEMP_PREFIXES:
+        for meta in log_store.store.list(prefix):
+            if meta.last_modified_ms < before_ms and meta.path != DYNAMODB_MARKER:
+                out.append(meta.path)
+    return out
