@@ -431,7 +431,7 @@ def _state_at(table: DeltaTable, version: int) -> TableState:
     if snap.version < version:
         state = copy_state(snap.state)
         source = f"{table.uri}/{LOG_DIR}"
-        for v, data in table.log_store._read_range(snap.version + 1, version):
+        for v, data in table.log_store.read_range(snap.version + 1, version):
             from deltacommit.snapshot import decode_commit
 
             state.apply(v, decode_commit(table.log_store, v, data).actions, source)

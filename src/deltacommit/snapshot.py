@@ -168,7 +168,7 @@ class Snapshot:
     def _apply_range(self, versions: list[int]) -> list[Commit]:
         if not versions:
             return []
-        pairs = self.log_store._read_range(versions[0], versions[-1])
+        pairs = self.log_store.read_range(versions[0], versions[-1])
         return self._apply(pairs)
 
     def _apply(self, pairs: list[tuple[int, bytes]]) -> list[Commit]:

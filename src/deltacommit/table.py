@@ -275,7 +275,7 @@ class DeltaTable:
             if all(v in self._recent for v in wanted):
                 return [self._recent[v] for v in wanted]
         return [decode_commit(self.log_store, v, d)
-                for v, d in self.log_store._read_range(first, last)]
+                for v, d in self.log_store.read_range(first, last)]
 
     def _remember(self, commit: Commit) -> None:
         self._recent[commit.version] = commit

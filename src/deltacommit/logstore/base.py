@@ -83,7 +83,7 @@ class LogStore(ABC):
         """
         hint = self.latest_version_hint()
         if hint is not None:
-            return self._read_range(version + 1, hint)
+            return self.read_range(version + 1, hint)
         out: list[tuple[int, bytes]] = []
         v = version + 1
         for _ in range(_PROBE_LIMIT):
@@ -95,9 +95,9 @@ class LogStore(ABC):
         listed = [f.version for f in self.list_log(v) if f.kind == "commit"]
         if not listed:
             return out
-        return out + self._read_range(v, max(listed))
+        return out + self.read_range(v, max(listed))
 
-    def _read_range(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    def read_range(self, first: int, last: int) -> list[tuple[int, bytes]]:
         """Read versions ``first..last``; a missing one in between is a gap in the log."""
         if last < first:
             return []
@@ -129,6 +129,11 @@ class LogStore(ABC):
 
 
 COORDINATION_KEY = "deltacommit.coordination"
+#: The names of the built-in mechanisms (``LogStore.mechanism``), as tables record them.  Here,
+#: not beside each log store, so that the registry names them without importing botocore.
+CONDITIONAL_MECHANISM = "conditional"
+DYNAMODB_MECHANISM = "dynamodb"
+DYNAMO_COMMIT_MECHANISM = "dynamo-commit"
 #: Left in ``_delta_log/.tmp/`` by deltacommit's writers on Spark's DynamoDB protocol (see
 #: ``logstore.dynamodb``): the sign, for writers on other mechanisms, that this table is
 #: coordinated through DynamoDB.  Log cleanup keeps it.
