@@ -16,8 +16,9 @@ AWS layer shares.
     creating, describing and waiting for the DynamoDB tables of the commit protocols (imports
     botocore)
 
-Importing this package imports neither boto3 nor botocore, so local use needs no AWS packages;
-the names below are the ones ``deltacommit.aws`` has always offered.
+Importing this package imports neither boto3 nor botocore, so local use needs no AWS packages.
+It offers every name ``deltacommit.aws`` offered as a single module (options, ``AwsConfig``,
+``resolve_aws_config``, ...), and ``RetryPolicy``.
 """
 
 from deltacommit.aws.config import (
