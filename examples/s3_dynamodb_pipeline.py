@@ -18,7 +18,7 @@ Against real S3 and DynamoDB (credentials from the usual AWS environment or prof
 Every option can also come from the environment under deltalake's names (``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_REGION``, ``DELTA_DYNAMO_TABLE_NAME``, ...).  Spark writers
 sharing the table must use the same DynamoDB table and ``tablePath`` scheme; see
-``DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME`` in ``deltacommit.aws``.
+``DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME`` in ``deltacommit.aws.options``.
 """
 
 from __future__ import annotations

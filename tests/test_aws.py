@@ -290,3 +290,25 @@ def test_a_missing_profile_is_named() -> None:
 def test_option_values_must_be_strings() -> None:
     with pytest.raises(StorageConfigError, match=r"strings.*'AWS_ALLOW_HTTP': True"):
         resolve({"AWS_ALLOW_HTTP": True})  # type: ignore[dict-item]
+
+
+# --------------------------------------------------------------------------- the retry policy
+
+
+def test_one_retry_policy_states_each_callers_limits() -> None:
+    from deltacommit.aws.retry import LEASED_WRITES, S3_REQUESTS, RetryPolicy, dynamodb_throttling
+    from deltacommit.clock import RandomSource
+
+    rng = RandomSource(3)
+    # The S3 store: six requests, delays below 2 s.
+    assert [S3_REQUESTS.exhausted(n) for n in (5, 6)] == [False, True]
+    assert all(S3_REQUESTS.delay(r, rng) <= min(2.0, 0.05 * 2 ** (r - 1)) for r in range(1, 12))
+    # Writes under a lease: no limit of their own (the lease ends them), delays below 1 s.
+    assert not LEASED_WRITES.exhausted(10_000, elapsed=1e9)
+    assert max(LEASED_WRITES.delay(40, rng) for _ in range(200)) <= 1.0
+    # DynamoDB throttling: until the elapsed-time limit, the last pause cut to end at it.
+    throttled = dynamodb_throttling(60.0)
+    assert (throttled.exhausted(1_000, 59.9), throttled.exhausted(1, 60.0)) == (False, True)
+    assert max(throttled.delay(30, rng) for _ in range(200)) <= 5.0
+    assert throttled.pause(30, rng, elapsed=59.99) <= 0.01 + 1e-9
+    assert RetryPolicy(max_attempts=None).pause(1, rng, elapsed=1e9) <= 0.05

@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from deltacommit.errors import CoordinationMismatchError
-from deltacommit.logstore import open_log_store
+from deltacommit.logstore import open_log_store, registered_mechanisms
 from deltacommit.logstore.base import COORDINATION_KEY
 from deltacommit.transaction import CommitResult
 
-#: The mechanisms a table can record (``LogStore.mechanism`` of each log store).
-MECHANISMS = ("conditional", "dynamodb", "dynamo-commit")
+#: The mechanisms a table can record: those of the log-store registry when this module was
+#: imported (``registered_mechanisms()`` also has those registered since).
+MECHANISMS = registered_mechanisms()
 
 
 def recorded_coordination(configuration: Mapping[str, str | None]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from deltacommit.datafiles import write_data_files
 from deltacommit.log.actions import Action, Add, CommitInfo, Txn, parse_commit
 from deltacommit.log.names import commit_path
 from deltacommit.log.replay import file_key
-from deltacommit.storage.base import ObjectMeta
+from deltacommit.storage.base import ObjectMeta, PutMode
 from deltacommit.storage.local import LocalStore
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
@@ -94,9 +94,10 @@ class GatedStore(LocalStore):
         self._first = True
         self._lock = threading.Lock()
 
-    def put(self, path: str, data: bytes) -> ObjectMeta:
-        with self._lock:
-            first, self._first = self._first, False
-        if first:
-            self._release()
-        return super().put(path, data)
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
+        if not mode.conditional:  # commits are conditional: the gate waits for a data file
+            with self._lock:
+                first, self._first = self._first, False
+            if first:
+                self._release()
+        return super().put(path, data, mode=mode)

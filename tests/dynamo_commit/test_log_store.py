@@ -48,6 +48,22 @@ def test_conditional_put_dynamo_selects_the_lease_log_store(s3_bucket: S3Bucket)
     assert isinstance(plain, ConditionalPutLogStore)
 
 
+def test_the_log_store_hook_leaves_the_given_store_as_it_was() -> None:
+    from deltacommit.storage.memory import MemoryStore
+    from deltacommit.testing import unique_name
+
+    steps: list[tuple[str, int]] = []
+    store = DynamoCommitStore(MemoryStore(unique_name("hooked")), "leases", client=None)  # type: ignore[arg-type]
+    ls = DynamoCommitLogStore(store, hook=lambda step, version: steps.append((step, version)))
+    assert store.hook is None
+    assert ls.store is not store and ls.store.hook is not None
+    assert (ls.store.inner, ls.store.stats, ls.store.table_name) == (store.inner, store.stats, "leases")
+    ls.store.hook("after_lock", "_delta_log/00000000000000000007.json")  # type: ignore[misc]
+    ls.store.hook("after_lock", "_delta_log/_last_checkpoint")  # type: ignore[misc]
+    assert steps == [("after_lock", 7)]
+    assert DynamoCommitLogStore(store).store is store
+
+
 def test_two_dynamodb_mechanisms_at_once_are_refused(s3_bucket: S3Bucket) -> None:
     with pytest.raises(StorageConfigError, match=r"both AWS_S3_LOCKING_PROVIDER=dynamodb .* and "
                        r"conditional_put=dynamo:locks:20000 .* choose one"):

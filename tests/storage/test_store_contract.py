@@ -17,7 +17,7 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
 )
-from deltacommit.storage import LocalStore, MemoryStore, ObjectStore
+from deltacommit.storage import LocalStore, MemoryStore, ObjectStore, PutMode
 from deltacommit.storage.s3 import S3Store
 from deltacommit.testing import S3Bucket, race, unique_name
 
@@ -86,6 +86,19 @@ def test_put_if_match_on_a_missing_object_fails_its_precondition(store: ObjectSt
     with pytest.raises(PreconditionFailedError, match="missing"):
         store.put_if_match("missing", b"x", '"0123"')
     assert not store.exists("missing")
+
+
+def test_put_modes_are_the_conditional_writes(store: ObjectStore) -> None:
+    created = store.put("k", b"1", mode=PutMode.CREATE)
+    with pytest.raises(ObjectExistsError, match=r"put-if-absent .*k"):
+        store.put("k", b"2", mode=PutMode.CREATE)
+    updated = store.put("k", b"3", mode=PutMode.update(created.etag or ""))
+    with pytest.raises(PreconditionFailedError, match=r"put-if-match .*k"):
+        store.put("k", b"4", mode=PutMode.update(created.etag or ""))
+    assert store.get("k") == b"3"
+    replaced = store.put("k", b"5", mode=PutMode.OVERWRITE)
+    assert store.get("k") == b"5"
+    assert len({created.etag, updated.etag, replaced.etag}) == 3
 
 
 def test_delete_is_idempotent(store: ObjectStore) -> None:

@@ -5,9 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 from deltacommit.errors import InvalidArgumentError
+
+
+class Subcommands(Protocol):
+    """What ``ArgumentParser.add_subparsers()`` returns, as far as the command modules use it
+    (argparse names its class privately)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 
 def add_storage_options(p: argparse.ArgumentParser) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deltacommit.cli.common import add_storage_options, emit_json, parse_pairs, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, parse_pairs, storage_options
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("coordination", help="show or change the commit mechanism a table records")
     csub = p.add_subparsers(dest="coordination_command", required=True, metavar="ACTION")
 

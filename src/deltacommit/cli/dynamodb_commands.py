@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from deltacommit.cli.common import add_storage_options, emit_json, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
 from deltacommit.errors import InvalidArgumentError
 
 SCHEMAS = ("delta-log", "dynamo-commit")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("dynamodb", help="DynamoDB tables that coordinate commits on S3")
     dsub = p.add_subparsers(dest="dynamodb_command", required=True, metavar="SUBCOMMAND")
 
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from deltacommit.aws import resolve_aws_config
+    from deltacommit.aws.resolve import resolve_aws_config
 
     return resolve_aws_config(storage_options(args))
 

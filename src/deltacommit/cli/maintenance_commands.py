@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from deltacommit.cli.common import add_storage_options, emit_json, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("checkpoint", help="write a checkpoint at the latest version")
     p.add_argument("uri")
     p.add_argument("--json", action="store_true", help="machine-readable output")

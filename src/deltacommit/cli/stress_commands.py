@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deltacommit.cli.common import add_storage_options, emit_json, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "stress", help="torture a table with concurrent writers and random kill -9, then verify",
         description="Start N writer processes appending to URI, kill random writers with "

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltacommit.cli.common import add_storage_options, emit_json, parse_pairs, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, parse_pairs, storage_options
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
 from deltacommit.table import DeltaTable
 from deltacommit.writer import write
@@ -19,7 +19,7 @@ from deltacommit.writer import write
 INPUT_FORMATS = ("parquet", "csv", "json")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("create", help="create an empty table")
     p.add_argument("uri")
     g = p.add_mutually_exclusive_group(required=True)

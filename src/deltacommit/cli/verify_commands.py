@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deltacommit.cli.common import add_storage_options, emit_json, storage_options
+from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "verify", help="check a table's history against journals of acknowledged writes",
         description="Check that the log has contiguous versions, that every acknowledged write "

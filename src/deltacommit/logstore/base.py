@@ -129,6 +129,11 @@ class LogStore(ABC):
 
 
 COORDINATION_KEY = "deltacommit.coordination"
+#: The names of the built-in mechanisms (``LogStore.mechanism``), as tables record them.  Here,
+#: not beside each log store, so that the registry names them without importing botocore.
+CONDITIONAL_MECHANISM = "conditional"
+DYNAMODB_MECHANISM = "dynamodb"
+DYNAMO_COMMIT_MECHANISM = "dynamo-commit"
 #: Left in ``_delta_log/.tmp/`` by deltacommit's writers on Spark's DynamoDB protocol (see
 #: ``logstore.dynamodb``): the sign, for writers on other mechanisms, that this table is
 #: coordinated through DynamoDB.  Log cleanup keeps it.

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from deltacommit.errors import ObjectExistsError, VersionExistsError
 from deltacommit.log.names import commit_path
-from deltacommit.logstore.base import LogStore
+from deltacommit.logstore.base import CONDITIONAL_MECHANISM, LogStore
 from deltacommit.storage.base import ObjectStore
 
 
 class ConditionalPutLogStore(LogStore):
-    mechanism = "conditional"
+    mechanism = CONDITIONAL_MECHANISM
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store

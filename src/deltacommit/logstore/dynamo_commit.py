@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from deltacommit.aws import DYNAMO_TABLE_NAME, LOCKING_PROVIDER
+from deltacommit.aws.options import DYNAMO_TABLE_NAME, LOCKING_PROVIDER
 from deltacommit.clock import SYSTEM_CLOCK, Clock
 from deltacommit.errors import ObjectExistsError, StorageConfigError, VersionExistsError
 from deltacommit.log.names import commit_path, parse_log_name
-from deltacommit.logstore.base import COORDINATION_KEY, LogStore
+from deltacommit.logstore.base import COORDINATION_KEY, DYNAMO_COMMIT_MECHANISM, LogStore
 from deltacommit.storage.base import ObjectStore
 from deltacommit.storage.dynamo_commit import (
     DynamoCommitStore,
@@ -34,7 +34,7 @@ __all__ = ["LEASE_TABLE_KEY", "MECHANISM", "STEPS", "DynamoCommitLogStore", "Lea
 #: Table configuration key naming the lease table: writers using another lease table do not
 #: exclude this one's, so they are refused like writers of another mechanism.
 LEASE_TABLE_KEY = "deltacommit.coordination.leaseTable"
-MECHANISM = "dynamo-commit"
+MECHANISM = DYNAMO_COMMIT_MECHANISM
 
 #: Points of a commit where ``hook(step, version)`` is called: the lease on ``N.json`` is held
 #: and nothing written; ``N.json`` is written under the lease.  A hook that raises (or ends the
@@ -49,9 +49,9 @@ class DynamoCommitLogStore(LogStore):
     store: DynamoCommitStore
 
     def __init__(self, store: DynamoCommitStore, *, hook: FaultHook | None = None) -> None:
-        self.store = store
-        if hook is not None:
-            store.hook = _commit_hook(hook)
+        """``hook(step, version)`` at each of ``STEPS``: the log store then commits through a
+        store like ``store`` that calls it (``store`` itself is left as it is)."""
+        self.store = store if hook is None else store.with_hook(_commit_hook(hook))
 
     @classmethod
     def for_store(cls, store: ObjectStore, *, clock: Clock = SYSTEM_CLOCK,
@@ -70,7 +70,8 @@ class DynamoCommitLogStore(LogStore):
                 f"and conditional_put={store.config.conditional_put} (object_store's DynamoCommit) "
                 "are set; they are different commit mechanisms that do not exclude each other: "
                 "choose one")
-        return cls(DynamoCommitStore.for_s3(store, clock=clock, **kwargs), hook=hook)
+        return cls(DynamoCommitStore.for_s3(
+            store, clock=clock, hook=None if hook is None else _commit_hook(hook), **kwargs))
 
     @property
     def lease_table(self) -> str:

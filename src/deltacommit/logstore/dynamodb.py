@@ -106,10 +106,31 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
-from deltacommit.aws import AwsConfig, resolve_aws_config
+from deltacommit.aws.config import AwsConfig
+from deltacommit.aws.dynamodb_admin import (
+    admin_error,
+    create_table,
+    endpoint_of,
+    key_schema,
+    keyed_by,
+    wait_until_active,
+)
+from deltacommit.aws.errors import (
+    CONDITION_FAILED,
+    DYNAMODB_CREDENTIALS,
+    DYNAMODB_DENIED,
+    DYNAMODB_THROTTLED,
+    NO_CREDENTIALS,
+    TABLE_MISSING,
+    error_code,
+    error_message,
+    retry_attempts,
+)
+from deltacommit.aws.options import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
+from deltacommit.aws.resolve import resolve_aws_config
+from deltacommit.aws.retry import dynamodb_throttling
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.errors import (
     CoordinationMismatchError,
@@ -120,7 +141,12 @@ from deltacommit.errors import (
     VersionExistsError,
 )
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
-from deltacommit.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER, LogStore
+from deltacommit.logstore.base import (
+    COORDINATION_KEY,
+    DYNAMODB_MARKER,
+    DYNAMODB_MECHANISM,
+    LogStore,
+)
 from deltacommit.storage.base import ObjectMeta, ObjectStore
 from deltacommit.storage.s3 import RequestCounter
 
@@ -148,20 +174,7 @@ STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_delete_temp
 
 FaultHook = Callable[[str, int], None]
 
-_THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException",
-              "RequestLimitExceeded", "TooManyRequestsException", "Throttling"}
-_CREDENTIALS = {"UnrecognizedClientException", "InvalidSignatureException",
-                "InvalidClientTokenId", "ExpiredTokenException", "IncompleteSignatureException",
-                "MissingAuthenticationTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
-_DENIED = {"AccessDeniedException", "AccessDenied"}
-#: Some DynamoDB emulators (moto) answer authentication failures with an XML body and HTTP 403,
-#: which botocore's JSON parser reports as code "403" with the XML as the message.
-_XML_CODE = re.compile(r"<Code>([^<]+)</Code>")
-_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 _COMMIT_NAME = re.compile(r"^\d{20}\.json$")
-#: Backoff on throttling: full jitter below a ceiling that doubles from BASE up to CAP.
-_BACKOFF_BASE = 0.05
-_BACKOFF_CAP = 5.0
 #: Wall-clock slack before an entry's expireTime at which TTL might already have removed it
 #: (DynamoDB's clock and ours may disagree).
 _EXPIRY_MARGIN_SECONDS = 300
@@ -267,10 +280,6 @@ class _ConditionFailed(Exception):
 # --------------------------------------------------------------------------- table checks
 
 
-def _endpoint_of(client: Any) -> str:
-    return str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "AWS")
-
-
 def create_table_hint(table_name: str) -> str:
     return (f"create it with `deltacommit dynamodb create-table --table-name {table_name}` "
             "(PAY_PER_REQUEST, TTL on expireTime), or as Spark's documentation describes: "
@@ -282,11 +291,8 @@ def create_table_hint(table_name: str) -> str:
 
 def check_key_schema(description: Mapping[str, Any], table_name: str, endpoint: str) -> None:
     """LogStoreError unless the table is keyed (tablePath S HASH, fileName S RANGE)."""
-    keys = {k["AttributeName"]: k["KeyType"] for k in description.get("KeySchema", [])}
-    types = {a["AttributeName"]: a["AttributeType"]
-             for a in description.get("AttributeDefinitions", [])}
-    expected = {ATTR_TABLE_PATH: "HASH", ATTR_FILE_NAME: "RANGE"}
-    if keys != expected or types.get(ATTR_TABLE_PATH) != "S" or types.get(ATTR_FILE_NAME) != "S":
+    if not keyed_by(description, ATTR_TABLE_PATH, ATTR_FILE_NAME):
+        keys, types = key_schema(description)
         found = ", ".join(f"{name} {types.get(name, '?')} {kind}" for name, kind in keys.items())
         raise LogStoreError(
             f"DynamoDB table {table_name} at {endpoint} has the key schema ({found}), but Spark's "
@@ -320,57 +326,28 @@ def create_log_table(client: DynamoDBClient, table_name: str, *,
     Without TTL, complete entries pile up forever (Spark's store does not enable it either);
     an endpoint without TTL support (dynalite) is reported in ``ttl_warning``, not refused.
     """
-    endpoint = _endpoint_of(client)
-    args: dict[str, Any] = {
-        "TableName": table_name,
-        "AttributeDefinitions": [{"AttributeName": ATTR_TABLE_PATH, "AttributeType": "S"},
-                                 {"AttributeName": ATTR_FILE_NAME, "AttributeType": "S"}],
-        "KeySchema": [{"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
-                      {"AttributeName": ATTR_FILE_NAME, "KeyType": "RANGE"}],
-    }
-    if billing_mode.upper() == "PROVISIONED":
-        # Spark's defaults when it creates the table itself.
-        args["BillingMode"] = "PROVISIONED"
-        args["ProvisionedThroughput"] = {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
-    else:
-        args["BillingMode"] = "PAY_PER_REQUEST"
-    created = True
-    try:
-        client.create_table(**args)
-    except ClientError as e:
-        if _code(e) != "ResourceInUseException":
-            raise _admin_error("CreateTable", table_name, endpoint, e) from e
-        created = False
-    deadline = clock.monotonic() + timeout
-    while True:
-        try:
-            table = client.describe_table(TableName=table_name)["Table"]
-        except ClientError as e:
-            raise _admin_error("DescribeTable", table_name, endpoint, e) from e
-        check_key_schema(table, table_name, endpoint)
-        status = str(table.get("TableStatus", "ACTIVE"))
-        if status == "ACTIVE":
-            break
-        if clock.monotonic() > deadline:
-            raise LogStoreError(f"DynamoDB table {table_name} at {endpoint} is still {status} "
-                                f"after {timeout:.0f} s")
-        clock.sleep(0.05)
+    endpoint = endpoint_of(client)
+    what = f"DynamoDB table {table_name} at {endpoint}"
+    created = create_table(client, table_name, hash_key=ATTR_TABLE_PATH, range_key=ATTR_FILE_NAME,
+                           billing_mode=billing_mode, what=what)
+    table = wait_until_active(client, table_name, what=what, clock=clock, timeout=timeout, poll=0.05)
+    check_key_schema(table, table_name, endpoint)
     warning = ""
     try:
         client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={
             "Enabled": True, "AttributeName": ATTR_EXPIRE_TIME})
     except ClientError as e:
-        message = _message(e)
-        if _code(e) == "ValidationException" and "already enabled" in message.lower():
+        code, message = error_code(e), error_message(e)
+        if code == "ValidationException" and "already enabled" in message.lower():
             pass
-        elif _code(e) in ("UnknownOperationException", "UnrecognizedClientException",
-                          "ValidationException", "AccessDeniedException"):
-            warning = (f"TTL could not be enabled on {ATTR_EXPIRE_TIME} ({_code(e)}: {message}); "
+        elif code in ("UnknownOperationException", "UnrecognizedClientException",
+                      "ValidationException", "AccessDeniedException"):
+            warning = (f"TTL could not be enabled on {ATTR_EXPIRE_TIME} ({code}: {message}); "
                        "completed entries will not expire: enable it with aws dynamodb "
                        f"update-time-to-live --table-name {table_name} --time-to-live-specification "
                        f"Enabled=true,AttributeName={ATTR_EXPIRE_TIME}")
         else:
-            raise _admin_error("UpdateTimeToLive", table_name, endpoint, e) from e
+            raise admin_error("UpdateTimeToLive", what, e) from e
     return TableSetup(created, "ACTIVE", ttl_status(client, table_name), endpoint, warning)
 
 
@@ -379,7 +356,7 @@ def ttl_status(client: DynamoDBClient, table_name: str) -> str:
     try:
         description = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
     except ClientError as e:
-        return f"unknown ({_code(e)}: the endpoint does not report TTL)"
+        return f"unknown ({error_code(e)}: the endpoint does not report TTL)"
     status = str(description.get("TimeToLiveStatus", "DISABLED")).lower()
     attribute = description.get("AttributeName")
     if attribute and status in ("enabled", "enabling"):
@@ -388,12 +365,6 @@ def ttl_status(client: DynamoDBClient, table_name: str) -> str:
             text += f" (the protocol's entries expire by {ATTR_EXPIRE_TIME}: they will never expire)"
         return text
     return f"{status} (completed entries never expire)"
-
-
-def _admin_error(api: str, table_name: str, endpoint: str, e: ClientError) -> LogStoreError:
-    message = _message(e)
-    return LogStoreError(f"{api} of DynamoDB table {table_name} at {endpoint} failed: "
-                         f"{_code(e) or 'error'}: {message}")
 
 
 # --------------------------------------------------------------------------- the log store
@@ -416,7 +387,7 @@ class DynamoDBLogStore(LogStore):
     between two steps.  ``client`` replaces the shared DynamoDB client of ``config``.
     """
 
-    mechanism = "dynamodb"
+    mechanism = DYNAMODB_MECHANISM
 
     def __init__(self, store: ObjectStore, config: AwsConfig, *,
                  client: DynamoDBClient | None = None, hook: FaultHook | None = None,
@@ -432,6 +403,8 @@ class DynamoDBLogStore(LogStore):
         self._clock = clock
         self._random = random
         self._counter = RequestCounter()
+        #: Throttled requests are retried until DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME has passed.
+        self._retry = dynamodb_throttling(config.dynamo_max_elapsed_request_time)
         self._lock = threading.Lock()
         # Knowledge this process has established (see the module docstring):
         # every entry <= _good_upto is complete and its commit file exists;
@@ -465,7 +438,7 @@ class DynamoDBLogStore(LogStore):
 
     @property
     def endpoint(self) -> str:
-        return _endpoint_of(self._client)
+        return endpoint_of(self._client)
 
     @property
     def client(self) -> DynamoDBClient:
@@ -1131,19 +1104,16 @@ class DynamoDBLogStore(LogStore):
             try:
                 response: dict[str, Any] = method(TableName=self.table_name, **kwargs)
             except ClientError as e:
-                code = _code(e)
-                attempts = int(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+                code = error_code(e)
+                attempts = retry_attempts(e)
                 self._count_retries(api, attempts)
-                if code == "ConditionalCheckFailedException":
+                if code == CONDITION_FAILED:
                     raise _ConditionFailed(retried=attempts > 0 or retries > 0) from None
-                if code in _THROTTLED:
+                if code in DYNAMODB_THROTTLED:
                     retries += 1
                     elapsed = self._clock.monotonic() - start
-                    limit = self.config.dynamo_max_elapsed_request_time
-                    if elapsed < limit:
-                        ceiling = min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** min(retries - 1, 16))
-                        self._clock.sleep(min(self._random.uniform(0.0, ceiling),
-                                              max(0.0, limit - elapsed)))
+                    if not self._retry.exhausted(retries, elapsed):
+                        self._clock.sleep(self._retry.pause(retries, self._random, elapsed))
                         continue
                     raise LogStoreError(
                         f"{api} on DynamoDB table {self.table_name} at {self.endpoint} was throttled "
@@ -1151,15 +1121,14 @@ class DynamoDBLogStore(LogStore):
                         "is too low for this load: use PAY_PER_REQUEST billing or raise it, or "
                         "raise DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME") from e
                 raise self._error(api, e) from e
-            except (NoCredentialsError, PartialCredentialsError) as e:
+            except NO_CREDENTIALS as e:
                 raise LogStoreError(
                     f"{api} on DynamoDB table {self.table_name}: no usable AWS credentials ({e}); set "
                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the *_DYNAMODB variants)") from e
             except BotoCoreError as e:
                 raise LogStoreError(f"{api} on DynamoDB table {self.table_name} at {self.endpoint} "
                                     f"failed: {e}") from e
-            self._count_retries(api, int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
-                                         or 0))
+            self._count_retries(api, retry_attempts(response))
             return response
 
     def _count_retries(self, api: str, attempts: int) -> None:
@@ -1167,17 +1136,17 @@ class DynamoDBLogStore(LogStore):
             self._counter.add(api)
 
     def _error(self, api: str, e: ClientError) -> LogStoreError:
-        code = _code(e)
-        message = _message(e)
+        code = error_code(e)
+        message = error_message(e)
         where = f"DynamoDB table {self.table_name} at {self.endpoint}"
-        if code == "ResourceNotFoundException":
+        if code == TABLE_MISSING:
             return LogStoreError(f"{where} does not exist (needed by AWS_S3_LOCKING_PROVIDER=dynamodb "
                                  f"for table {self.table_uri}): {create_table_hint(self.table_name)}")
-        if code in _CREDENTIALS:
+        if code in DYNAMODB_CREDENTIALS:
             return LogStoreError(f"{api} on {where}: the credentials were rejected ({code}): check "
                                  "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the *_DYNAMODB "
                                  "variants)")
-        if code in _DENIED:
+        if code in DYNAMODB_DENIED:
             return LogStoreError(f"{api} on {where}: access denied ({code}): the protocol needs "
                                  "dynamodb:GetItem, Query, PutItem and UpdateItem on the table")
         if code == "ValidationException":
@@ -1198,13 +1167,12 @@ class DynamoDBLogStore(LogStore):
             try:
                 table = self._client.describe_table(TableName=self.table_name)["Table"]
             except ClientError as e:
-                code = _code(e)
-                if code in _DENIED:
+                if error_code(e) in DYNAMODB_DENIED:
                     # Allowed to use the table but not to describe it (delta-rs documents no
                     # DescribeTable permission): errors will surface from the operations.
                     break
                 raise self._error("DescribeTable", e) from e
-            except (NoCredentialsError, PartialCredentialsError) as e:
+            except NO_CREDENTIALS as e:
                 raise LogStoreError(f"{where}: no usable AWS credentials ({e})") from e
             except BotoCoreError as e:
                 raise LogStoreError(f"{where} cannot be reached: {e}") from e
@@ -1265,22 +1233,6 @@ def _moved_by_writer(entry: CommitEntry) -> bool:
     copying it (Spark, deltacommit): delta-rs keeps temp files beside the commits
     (``_commit_<uuid>.json.tmp``), the copying writers under ``.tmp/``."""
     return not entry.temp_path.startswith(".tmp/")
-
-
-def _code(e: ClientError) -> str:
-    error = e.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    if code.isdigit():
-        inner = _XML_CODE.search(str(error.get("Message", "")))
-        if inner:
-            return inner.group(1)
-    return code
-
-
-def _message(e: ClientError) -> str:
-    message = str(e.response.get("Error", {}).get("Message", ""))
-    inner = _XML_MESSAGE.search(message)
-    return inner.group(1) if inner else message
 
 
 def _snake(api: str) -> str:

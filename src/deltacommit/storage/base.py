@@ -1,9 +1,13 @@
 """The object store interface every layer above storage uses.
 
 Paths are relative to the store's root (the table location), with ``/`` separators.  The
-conditional operations are the whole point: ``put_if_absent`` must be atomic (exactly one
-of any number of racing callers succeeds, and nobody ever sees a partial object), because the
-log stores build "version N is created exactly once" on it.
+conditional writes are the whole point: ``put(path, data, mode=PutMode.CREATE)`` must be atomic
+(exactly one of any number of racing callers succeeds, and nobody ever sees a partial object),
+because the log stores build "version N is created exactly once" on it.
+
+A store implements one write, ``put`` with a ``PutMode`` (as Rust's object_store does):
+overwrite, create, or update only if the ETag still matches.  ``put_if_absent`` and
+``put_if_match`` are spellings of the last two.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import io
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar, Literal
 
 from deltacommit.errors import ObjectNotFoundError
 
@@ -25,12 +29,46 @@ class ObjectMeta:
     etag: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PutMode:
+    """How a ``put`` may treat an object already at the path.
+
+    ``PutMode.OVERWRITE`` creates or replaces; ``PutMode.CREATE`` creates only if absent
+    (ObjectExistsError otherwise); ``PutMode.update(etag)`` replaces only an object whose ETag is
+    still ``etag`` (PreconditionFailedError otherwise, also when there is no object).
+    """
+
+    kind: Literal["overwrite", "create", "update"]
+    etag: str | None = None
+
+    OVERWRITE: ClassVar[PutMode]
+    CREATE: ClassVar[PutMode]
+
+    @staticmethod
+    def update(etag: str) -> PutMode:
+        return PutMode("update", etag)
+
+    @property
+    def conditional(self) -> bool:
+        return self.kind != "overwrite"
+
+    @property
+    def operation(self) -> str:
+        """The operation's name in error messages: ``put``, ``put-if-absent``, ``put-if-match``."""
+        return _OPERATIONS[self.kind]
+
+
+PutMode.OVERWRITE = PutMode("overwrite")
+PutMode.CREATE = PutMode("create")
+_OPERATIONS = {"overwrite": "put", "create": "put-if-absent", "update": "put-if-match"}
+
+
 class ObjectStore(ABC):
     """Bytes in and out of one location; subclasses add local, S3 and in-memory backends."""
 
     #: URI of the root, e.g. ``file:///data/t`` or ``s3://bucket/t`` (no trailing slash).
     uri: str
-    #: Whether ``put_if_absent`` is a real atomic primitive on this store.  DynamoCommit wraps
+    #: Whether a conditional ``put`` is a real atomic primitive on this store.  DynamoCommit wraps
     #: stores that lack it.
     supports_conditional_put: bool = True
 
@@ -43,16 +81,16 @@ class ObjectStore(ABC):
         """Metadata; ObjectNotFoundError if absent."""
 
     @abstractmethod
-    def put(self, path: str, data: bytes) -> ObjectMeta:
-        """Create or replace."""
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
+        """Write ``data`` as ``mode`` allows; a conditional mode is decided atomically."""
 
-    @abstractmethod
     def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
         """Create only if absent (ObjectExistsError otherwise), atomically."""
+        return self.put(path, data, mode=PutMode.CREATE)
 
-    @abstractmethod
     def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
         """Replace only if the current ETag is ``etag`` (PreconditionFailedError otherwise)."""
+        return self.put(path, data, mode=PutMode.update(etag))
 
     @abstractmethod
     def delete(self, path: str) -> None:

@@ -58,27 +58,33 @@ Limitations (object_store's own)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    HTTPClientError,
-    IncompleteReadError,
-)
-from botocore.exceptions import (
-    ConnectionError as BotoConnectionError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws import (
-    DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS,
-    AwsConfig,
-    ConditionalPut,
+from deltacommit.aws.config import AwsConfig, ConditionalPut
+from deltacommit.aws.dynamodb_admin import (
+    create_table,
+    key_schema,
+    keyed_by,
+    wait_until_active,
 )
+from deltacommit.aws.errors import (
+    ANSWER_LOST,
+    CONDITION_FAILED,
+    NOT_SENT,
+    TABLE_MISSING,
+    describe_error,
+    error_code,
+    error_message,
+    error_status,
+    s3_maybe_applied,
+    s3_retryable,
+)
+from deltacommit.aws.options import DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS
+from deltacommit.aws.retry import LEASED_WRITES, RetryPolicy
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.errors import (
     LogStoreError,
@@ -88,7 +94,8 @@ from deltacommit.errors import (
     StorageConfigError,
     StorageError,
 )
-from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
+from deltacommit.storage.forwarding import ForwardingStore
 from deltacommit.storage.s3 import RequestCounter, S3Store
 
 if TYPE_CHECKING:
@@ -129,13 +136,6 @@ DEFAULT_MIN_WRITE_SECONDS = 0.1
 #: so a handful of cached S3 clients serve every deadline.
 _TIMEOUT_STEPS: tuple[float, ...] = tuple(0.05 * 2**k for k in range(12))
 
-_CONFLICT = "ConditionalCheckFailedException"
-_TABLE_MISSING = "ResourceNotFoundException"
-_TABLE_EXISTS = "ResourceInUseException"
-_S3_TRANSIENT = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-                 "TooManyRequests", "TooManyRequestsException", "RequestThrottled", "InternalError",
-                 "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException", "BadGateway",
-                 "GatewayTimeout"}
 
 
 # --------------------------------------------------------------------------- leases
@@ -193,15 +193,13 @@ def request_timeout(remaining: float, min_write_seconds: float = DEFAULT_MIN_WRI
 # --------------------------------------------------------------------------- the store
 
 
-class DynamoCommitStore(ObjectStore):
+class DynamoCommitStore(ForwardingStore):
     """An object store whose conditional operations are guarded by DynamoCommit leases.
 
-    Reads, listings, plain puts, copies and deletes go straight to ``inner``; ``put_if_absent``,
-    ``put_if_match`` and ``copy_if_absent`` take a lease on the path first and then write with
-    plain requests, so ``inner`` needs no conditional writes of its own.
+    Reads, listings, plain puts, copies and deletes go straight to ``inner``; conditional puts
+    (``PutMode.CREATE``, ``PutMode.update``) and ``copy_if_absent`` take a lease on the path first
+    and then write with plain requests, so ``inner`` needs no conditional writes of its own.
     """
-
-    supports_conditional_put = True
 
     def __init__(self, inner: ObjectStore, table_name: str, client: DynamoDBClient, *,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS,
@@ -222,8 +220,8 @@ class DynamoCommitStore(ObjectStore):
         if test_interval <= 0 or min_write_seconds < 0:
             raise StorageConfigError("DynamoCommit test_interval must be positive and "
                                      "min_write_seconds not negative")
-        self.inner = inner
-        self.uri = inner.uri
+        super().__init__(inner)
+        self.supports_conditional_put = True
         self.table_name = table_name
         self.timeout_ms = int(timeout_ms)
         self.max_clock_skew_rate = int(max_clock_skew_rate)
@@ -231,7 +229,8 @@ class DynamoCommitStore(ObjectStore):
         self.test_interval = test_interval
         self.min_write_seconds = min_write_seconds
         self.stats = stats if stats is not None else LeaseStats()
-        #: ``hook(step, path)`` at each of ``LEASE_STEPS`` (tests stop a writer there).
+        #: ``hook(step, path)`` at each of ``LEASE_STEPS`` (tests stop a writer there); fixed at
+        #: construction: ``with_hook`` makes a store with another.
         self.hook = hook
         self._client = client
         self._clock = clock
@@ -277,53 +276,28 @@ class DynamoCommitStore(ObjectStore):
         return path
 
     def child(self, prefix: str) -> DynamoCommitStore:
+        return self._like(self.inner.child(prefix), self.hook)
+
+    def with_hook(self, hook: Callable[[str, str], None] | None) -> DynamoCommitStore:
+        """This store (same location, lease table, settings and statistics) calling ``hook``."""
+        return self._like(self.inner, hook)
+
+    def _like(self, inner: ObjectStore, hook: Callable[[str, str], None] | None) -> DynamoCommitStore:
         return DynamoCommitStore(
-            self.inner.child(prefix), self.table_name, self._client, timeout_ms=self.timeout_ms,
+            inner, self.table_name, self._client, timeout_ms=self.timeout_ms,
             max_clock_skew_rate=self.max_clock_skew_rate, ttl_seconds=self.ttl_seconds,
             test_interval=self.test_interval, min_write_seconds=self.min_write_seconds,
-            clock=self._clock, random=self._random, stats=self.stats, hook=self.hook)
-
-    # ----------------------------------------------------------------- unguarded operations
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
-
-    def head(self, path: str) -> ObjectMeta:
-        return self.inner.head(path)
-
-    def put(self, path: str, data: bytes) -> ObjectMeta:
-        return self.inner.put(path, data)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix, start_after)
-
-    def copy(self, src: str, dst: str) -> ObjectMeta:
-        return self.inner.copy(src, dst)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def open_input(self, path: str) -> BinaryIO:
-        return self.inner.open_input(path)
-
-    def local_path(self, path: str) -> str | None:
-        return self.inner.local_path(path)
+            clock=self._clock, random=self._random, stats=self.stats, hook=hook)
 
     # ----------------------------------------------------------------- guarded operations
 
-    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
-        op = "put-if-absent"
-        return self._conditional_op(op, path, None,
-                                    lambda lease: self._writer.put(op, path, data, lease))
-
-    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
-        op = "put-if-match"
-        if not etag:
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
+        if not mode.conditional:
+            return self.inner.put(path, data)
+        op = mode.operation
+        if mode.kind == "update" and not mode.etag:
             raise PreconditionFailedError(op, self._url(path), "an ETag to match is required")
-        return self._conditional_op(op, path, etag,
+        return self._conditional_op(op, path, mode.etag,
                                     lambda lease: self._writer.put(op, path, data, lease))
 
     def copy_if_absent(self, src: str, dst: str) -> ObjectMeta:
@@ -411,7 +385,7 @@ class DynamoCommitStore(ObjectStore):
             try:
                 self._client.put_item(**request)
             except ClientError as e:
-                if _code(e) != _CONFLICT:
+                if error_code(e) != CONDITION_FAILED:
                     raise self._dynamodb_error(op, path, "PutItem", e) from e
                 returned: Any = e.response.get("Item")
                 item = returned or self._read_lease(op, path, key, sort_key)
@@ -458,13 +432,13 @@ class DynamoCommitStore(ObjectStore):
         return Lease(key, sort_key, generation, timeout_ms, self._clock.monotonic())
 
     def _dynamodb_error(self, op: str, path: str, call: str, e: ClientError) -> LogStoreError:
-        code = _code(e)
-        if code == _TABLE_MISSING:
+        code = error_code(e)
+        if code == TABLE_MISSING:
             return LogStoreError(
                 f"{op} {self._url(path)}: the DynamoDB lease table {self.table_name!r} does not "
                 f"exist; create it with `deltacommit dynamodb create-table --schema "
                 f"dynamo-commit {self.table_name}` (key path HASH, etag RANGE; TTL on ttl)")
-        message = e.response.get("Error", {}).get("Message", "")
+        message = error_message(e)
         return LogStoreError(f"{op} {self._url(path)}: DynamoDB {call} on lease table "
                              f"{self.table_name!r} failed: {code or 'error'}"
                              + (f": {message}" if message else ""))
@@ -541,9 +515,10 @@ class _S3Writer(_Writer):
     inner: S3Store
 
     def __init__(self, inner: S3Store, clock: Clock, random: RandomSource,
-                 min_write_seconds: float) -> None:
+                 min_write_seconds: float, retry: RetryPolicy = LEASED_WRITES) -> None:
         super().__init__(inner, clock, min_write_seconds)
         self.random = random
+        self.retry = retry
 
     def _key(self, path: str) -> str:
         prefix = self.inner.prefix
@@ -596,28 +571,25 @@ class _S3Writer(_Writer):
             try:
                 return call(bounded_s3_client(self.inner.config, timeout))
             except ClientError as e:
-                code, status = _code(e), _status(e)
-                if code == "NoSuchKey" or status == 404:
+                if error_code(e) == "NoSuchKey" or error_status(e) == 404:
                     raise ObjectNotFoundError(op, f"{self.inner.uri}/{path}",
                                               "no such object (or source object)") from e
-                if not (code in _S3_TRANSIENT or status >= 500):
-                    message = e.response.get("Error", {}).get("Message", "")
-                    raise StorageError(op, f"{self.inner.uri}/{path}",
-                                       f"{code or 'error'} (HTTP {status})"
-                                       + (f": {message}" if message else "")) from e
-                maybe_applied = maybe_applied or (status >= 500 and code not in
-                                                  ("SlowDown", "Throttling", "ThrottlingException"))
+                if not s3_retryable(e):
+                    raise StorageError(op, f"{self.inner.uri}/{path}", describe_error(e)) from e
+                maybe_applied = maybe_applied or s3_maybe_applied(e)
                 last = e
-            except (EndpointConnectionError, ConnectTimeoutError) as e:
+            except NOT_SENT as e:
                 last = e  # never reached the server
-            except (HTTPClientError, IncompleteReadError, BotoConnectionError) as e:
+            except ANSWER_LOST as e:
                 maybe_applied = True  # sent, answer lost: it may have been applied
                 last = e
             if maybe_applied:
                 found = resolve()
                 if found is not None:
                     return found
-            delay = self.random.uniform(0.0, min(1.0, 0.05 * 2 ** (attempt - 1)))
+            # The lease, not the policy, ends the retries: a pause that would leave too little
+            # of it for the next write is not taken (that write then finds the lease over).
+            delay = self.retry.delay(attempt, self.random)
             if self._remaining(lease) - delay >= self.min_write_seconds:
                 self.clock.sleep(delay)
 
@@ -677,56 +649,17 @@ def create_lease_table(client: DynamoDBClient, name: str, *,
     """
     if not name:
         raise LogStoreError("a lease table needs a name")
-    created = True
-    try:
-        if billing_mode == "PROVISIONED":
-            client.create_table(
-                TableName=name, KeySchema=_KEY_SCHEMA, AttributeDefinitions=_ATTRIBUTES,  # type: ignore[arg-type]
-                BillingMode="PROVISIONED",
-                ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5})
-        else:
-            client.create_table(TableName=name, KeySchema=_KEY_SCHEMA,  # type: ignore[arg-type]
-                                AttributeDefinitions=_ATTRIBUTES,  # type: ignore[arg-type]
-                                BillingMode="PAY_PER_REQUEST")
-    except ClientError as e:
-        if _code(e) != _TABLE_EXISTS:
-            raise LogStoreError(f"cannot create DynamoDB lease table {name!r}: {_describe(e)}") from e
-        created = False
-    table = _wait_active(client, name, clock, wait_seconds)
-    keys = {(k["AttributeName"], k["KeyType"]) for k in table.get("KeySchema", [])}
-    types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
-    if keys != {(ATTR_PATH, "HASH"), (ATTR_ETAG, "RANGE")} or \
-            types.get(ATTR_PATH) != "S" or types.get(ATTR_ETAG) != "S":
+    what = f"DynamoDB lease table {name!r}"
+    created = create_table(client, name, hash_key=ATTR_PATH, range_key=ATTR_ETAG,
+                           billing_mode=billing_mode, what=what)
+    table = wait_until_active(client, name, what=what, clock=clock, timeout=wait_seconds)
+    if not keyed_by(table, ATTR_PATH, ATTR_ETAG):
+        keys, types = key_schema(table)
         raise LogStoreError(
             f"DynamoDB table {name!r} exists but is not a DynamoCommit lease table: its key "
-            f"schema is {sorted(keys)} with types {types}, expected path (S) HASH and "
+            f"schema is {sorted(keys.items())} with types {types}, expected path (S) HASH and "
             "etag (S) RANGE")
     return LeaseTableStatus(name, created, _enable_ttl(client, name))
-
-
-_KEY_SCHEMA = [{"AttributeName": ATTR_PATH, "KeyType": "HASH"},
-               {"AttributeName": ATTR_ETAG, "KeyType": "RANGE"}]
-_ATTRIBUTES = [{"AttributeName": ATTR_PATH, "AttributeType": "S"},
-               {"AttributeName": ATTR_ETAG, "AttributeType": "S"}]
-
-
-def _wait_active(client: DynamoDBClient, name: str, clock: Clock,
-                 wait_seconds: float) -> Mapping[str, Any]:
-    deadline = clock.monotonic() + wait_seconds
-    while True:
-        try:
-            table = client.describe_table(TableName=name)["Table"]
-        except ClientError as e:
-            if _code(e) != _TABLE_MISSING:
-                raise LogStoreError(f"cannot describe DynamoDB lease table {name!r}: "
-                                    f"{_describe(e)}") from e
-            table = {}
-        if table.get("TableStatus") == "ACTIVE":
-            return table
-        if clock.monotonic() >= deadline:
-            raise LogStoreError(f"DynamoDB lease table {name!r} did not become ACTIVE within "
-                                f"{wait_seconds:.0f} s (status {table.get('TableStatus')!r})")
-        clock.sleep(0.1)
 
 
 def _enable_ttl(client: DynamoDBClient, name: str) -> bool:
@@ -737,26 +670,9 @@ def _enable_ttl(client: DynamoDBClient, name: str) -> bool:
         client.update_time_to_live(
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ATTR_TTL})
     except ClientError as e:
-        if _code(e) in ("UnknownOperationException", "UnrecognizedClientException",
-                        "NotImplementedError"):
+        if error_code(e) in ("UnknownOperationException", "UnrecognizedClientException",
+                             "NotImplementedError"):
             return False
         raise LogStoreError(f"cannot enable TTL on attribute {ATTR_TTL!r} of DynamoDB lease "
-                            f"table {name!r}: {_describe(e)}") from e
+                            f"table {name!r}: {describe_error(e)}") from e
     return True
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _code(e: ClientError) -> str:
-    return str(e.response.get("Error", {}).get("Code", ""))
-
-
-def _status(e: ClientError) -> int:
-    return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-
-
-def _describe(e: ClientError) -> str:
-    message = e.response.get("Error", {}).get("Message", "")
-    text = f"{_code(e) or 'error'} (HTTP {_status(e)})"
-    return f"{text}: {message}" if message else text

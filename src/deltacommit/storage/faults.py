@@ -31,10 +31,11 @@ import fnmatch
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from deltacommit.errors import LogStoreError, StorageError
 from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.storage.forwarding import ForwardingStore
 
 __all__ = ["OPERATIONS", "FaultPlan", "FaultRule", "FaultyStore", "Injection", "SimulatedCrash",
            "StepFaults"]
@@ -214,25 +215,24 @@ class FaultPlan:
         return result
 
 
-class FaultyStore(ObjectStore):
+class FaultyStore(ForwardingStore):
     """Any object store, with faults armed by operation and path (relative to the store root).
 
-    Children opened with ``child`` share the plan and match on paths relative to this store's
-    root, so one rule covers a table however its layers open sub-locations.
+    Every operation passes through ``around``, which applies the plan's rules.  Children opened
+    with ``child`` share the plan and match on paths relative to this store's root, so one rule
+    covers a table however its layers open sub-locations.
     """
 
     def __init__(self, inner: ObjectStore, plan: FaultPlan | None = None, *,
                  prefix: str = "") -> None:
-        self.inner = inner
-        self.uri = inner.uri
-        self.supports_conditional_put = inner.supports_conditional_put
+        super().__init__(inner)
         self.plan = plan if plan is not None else FaultPlan()
         self._prefix = prefix.strip("/")
 
     def __repr__(self) -> str:
         return f"FaultyStore({self.inner!r}, {len(self.plan.rules)} rules)"
 
-    def _run(self, operation: str, path: str, call: Callable[[], T]) -> T:
+    def around(self, operation: str, path: str, call: Callable[[], T]) -> T:
         def error(op: str, _matched: str, detail: str) -> BaseException:
             return _storage_error(op, f"{self.uri}/{path}", detail)
 
@@ -258,46 +258,15 @@ class FaultyStore(ObjectStore):
     def _rel(self, path: str) -> str:
         return f"{self._prefix}/{path}" if self._prefix else path
 
-    # ------------------------------------------------------------------ operations
-
-    def get(self, path: str) -> bytes:
-        return self._run("get", path, lambda: self.inner.get(path))
-
-    def head(self, path: str) -> ObjectMeta:
-        return self._run("head", path, lambda: self.inner.head(path))
-
-    def put(self, path: str, data: bytes) -> ObjectMeta:
-        return self._run("put", path, lambda: self.inner.put(path, data))
-
-    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
-        return self._run("put_if_absent", path,
-                             lambda: self.inner.put_if_absent(path, data))
-
-    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
-        return self._run("put_if_match", path,
-                             lambda: self.inner.put_if_match(path, data, etag))
-
-    def delete(self, path: str) -> None:
-        self._run("delete", path, lambda: self.inner.delete(path))
+    # ------------------------------------------------------------------ operations that differ
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         # Listed eagerly, so a fault after the listing fires before the caller sees any of it.
-        return iter(self._run("list", prefix,
-                                  lambda: list(self.inner.list(prefix, start_after))))
-
-    def copy(self, src: str, dst: str) -> ObjectMeta:
-        return self._run("copy", dst, lambda: self.inner.copy(src, dst))
-
-    def copy_if_absent(self, src: str, dst: str) -> ObjectMeta:
-        return self._run("copy_if_absent", dst,
-                             lambda: self.inner.copy_if_absent(src, dst))
+        return iter(self.around("list", prefix, lambda: list(self.inner.list(prefix, start_after))))
 
     def exists(self, path: str) -> bool:
         # Through ``head``, so a rule on head covers existence checks too.
-        return super().exists(path)
-
-    def open_input(self, path: str) -> BinaryIO:
-        return self._run("get", path, lambda: self.inner.open_input(path))
+        return ObjectStore.exists(self, path)
 
     def local_path(self, path: str) -> str | None:
         # None: reads then go through ``get`` (and its rules) instead of around the store.

@@ -1,7 +1,7 @@
 """The local file system as an object store: the embedded default.
 
-Put-if-absent is a hard link from a fully written, fsynced temporary file to the final
-name: ``link(2)`` fails atomically when the name exists, so of any number of racing
+A create (``PutMode.CREATE``) is a hard link from a fully written, fsynced temporary file to
+the final name: ``link(2)`` fails atomically when the name exists, so of any number of racing
 processes exactly one creates the object, and no reader can ever open a partial file.
 """
 
@@ -22,7 +22,7 @@ from deltacommit.errors import (
     PreconditionFailedError,
     StorageError,
 )
-from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
 
 TMP_PREFIX = ".dc-tmp-"
 
@@ -114,7 +114,14 @@ class LocalStore(ObjectStore):
         finally:
             os.close(fd)
 
-    def put(self, path: str, data: bytes) -> ObjectMeta:
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
+        if mode.kind == "create":
+            return self._create(path, data)
+        if mode.kind == "update":
+            return self._update(path, data, mode.etag or "")
+        return self._replace(path, data)
+
+    def _replace(self, path: str, data: bytes) -> ObjectMeta:
         full = self._full(path)
         try:
             tmp = self._write_temp(full, data)
@@ -124,7 +131,7 @@ class LocalStore(ObjectStore):
         except OSError as e:
             raise self._fail("put", path, e) from None
 
-    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
+    def _create(self, path: str, data: bytes) -> ObjectMeta:
         full = self._full(path)
         try:
             tmp = self._write_temp(full, data)
@@ -152,7 +159,7 @@ class LocalStore(ObjectStore):
         finally:
             os.close(fd)
 
-    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
+    def _update(self, path: str, data: bytes, etag: str) -> ObjectMeta:
         full = self._full(path)
         with self._dir_lock(full.parent):
             try:
@@ -162,7 +169,7 @@ class LocalStore(ObjectStore):
             if current != etag:
                 raise PreconditionFailedError(
                     "put-if-match", str(full), f"ETag is {current}, expected {etag}")
-            return self.put(path, data)
+            return self._replace(path, data)
 
     def delete(self, path: str) -> None:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from deltacommit.clock import SYSTEM_CLOCK, Clock
 from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
-from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
 
 
 class _Bucket:
@@ -75,24 +75,19 @@ class MemoryStore(ObjectStore):
             raise ObjectNotFoundError("head", f"{self.uri}/{path}", "no such object")
         return self._rel(item[1])
 
-    def put(self, path: str, data: bytes) -> ObjectMeta:
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
         with self._b.lock:
-            return self._store(path, data)
-
-    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
-        with self._b.lock:
-            if self._key(path) in self._b.objects:
+            if mode.kind == "create" and self._key(path) in self._b.objects:
                 raise ObjectExistsError("put-if-absent", f"{self.uri}/{path}", "object already exists")
-            return self._store(path, data)
-
-    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
-        with self._b.lock:
-            item = self._b.objects.get(self._key(path))
-            if item is None:
-                raise PreconditionFailedError("put-if-match", f"{self.uri}/{path}", "object does not exist")
-            if item[1].etag != etag:
-                raise PreconditionFailedError(
-                    "put-if-match", f"{self.uri}/{path}", f"ETag is {item[1].etag}, expected {etag}")
+            if mode.kind == "update":
+                item = self._b.objects.get(self._key(path))
+                if item is None:
+                    raise PreconditionFailedError("put-if-match", f"{self.uri}/{path}",
+                                                  "object does not exist")
+                if item[1].etag != mode.etag:
+                    raise PreconditionFailedError(
+                        "put-if-match", f"{self.uri}/{path}",
+                        f"ETag is {item[1].etag}, expected {mode.etag}")
             return self._store(path, data)
 
     def delete(self, path: str) -> None:

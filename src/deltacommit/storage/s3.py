@@ -1,15 +1,16 @@
 """S3 as an object store, on boto3, with S3's conditional writes as the atomic primitive.
 
-``put_if_absent`` is one ``PutObject`` with ``If-None-Match: *`` and ``put_if_match`` one with
-``If-Match: <etag>``: S3 (since 2024) decides between racing writers, so exactly one creates an
-object.  Every operation is one HTTP request in the normal case, because commit latency (and so
-a table's throughput) is counted in requests; ``requests`` counts them for benchmarks.
+A create (``PutMode.CREATE``, ``put_if_absent``) is one ``PutObject`` with ``If-None-Match: *``
+and an update (``PutMode.update(etag)``, ``put_if_match``) one with ``If-Match: <etag>``: S3
+(since 2024) decides between racing writers, so exactly one creates an object.  Every operation
+is one HTTP request in the normal case, because commit latency (and so a table's throughput) is
+counted in requests; ``requests`` counts them for benchmarks.
 
-Failures are retried with exponential backoff and full jitter on the injectable clock: throttling
-(``SlowDown``, 503), other 5xx, and dropped or timed-out connections; a 409
-``ConditionalRequestConflict`` on a conditional write too, since S3 reports it when another
-conditional write to the key is in flight and asks callers to retry.  A 412 is an answer, never
-retried.
+Failures are retried by the AWS layers' one policy (``aws.retry``: exponential backoff with full
+jitter, on the injectable clock): throttling (``SlowDown``, 503), other 5xx, and dropped or
+timed-out connections; a 409 ``ConditionalRequestConflict`` on a conditional write too, since S3
+reports it when another conditional write to the key is in flight and asks callers to retry.  A
+412 is an answer, never retried.
 
 A write whose response was lost (5xx, reset, timeout) may still have happened.  When the retry
 of such a conditional write then fails its precondition, the store reads the object back: if it
@@ -28,30 +29,28 @@ import email.utils
 import io
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    HTTPClientError,
-    IncompleteReadError,
-    NoCredentialsError,
-    PartialCredentialsError,
-)
-from botocore.exceptions import (
-    ConnectionError as BotoConnectionError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws import (
-    CONDITIONAL_PUT_ALIAS,
-    S3_CONDITIONAL_WRITES,
-    AwsConfig,
-    resolve_aws_config,
+from deltacommit.aws.config import AwsConfig
+from deltacommit.aws.errors import (
+    ANSWER_LOST,
+    NO_CREDENTIALS,
+    NOT_SENT,
+    S3_CREDENTIALS,
+    S3_DENIED,
+    S3_NOT_FOUND,
+    S3_PRECONDITION,
+    describe_error,
+    error_code,
+    s3_maybe_applied,
+    s3_retryable,
 )
+from deltacommit.aws.options import CONDITIONAL_PUT_ALIAS, S3_CONDITIONAL_WRITES
+from deltacommit.aws.resolve import resolve_aws_config
+from deltacommit.aws.retry import S3_REQUESTS, RetryPolicy
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.errors import (
     ObjectExistsError,
@@ -60,7 +59,7 @@ from deltacommit.errors import (
     StorageConfigError,
     StorageError,
 )
-from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -69,37 +68,10 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 
 T = TypeVar("T")
 
-_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
-_PRECONDITION = {"PreconditionFailed", "412", "NotModified", "304"}
-_CONFLICT = {"ConditionalRequestConflict", "OperationAborted"}
-_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-              "TooManyRequests", "TooManyRequestsException", "RequestThrottled"}
-_TRANSIENT = {"InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException",
-              "BadGateway", "GatewayTimeout"}
-_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-                "InvalidClientTokenId", "TokenRefreshRequired", "AuthorizationHeaderMalformed"}
-_DENIED = {"AccessDenied", "AllAccessDisabled", "403", "Forbidden"}
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often and how patiently transient S3 failures are retried.
-
-    ``max_attempts`` counts the first request; delays grow from ``base_delay`` by doubling, capped
-    at ``max_delay``, each drawn uniformly from zero up to that bound ("full jitter"), so writers
-    that failed together do not retry together.
-    """
-
-    max_attempts: int = 6
-    base_delay: float = 0.05
-    max_delay: float = 2.0
-
-    def delay(self, retry: int, random: RandomSource) -> float:
-        """Sleep before retry number ``retry`` (1 for the first retry)."""
-        return random.uniform(0.0, min(self.max_delay, self.base_delay * (2 ** (retry - 1))))
-
-
-DEFAULT_RETRY = RetryPolicy()
+#: The S3 store's retries: six attempts, delays up to 2 s (``RetryPolicy`` is the AWS layers'
+#: one policy, importable from here as before).
+DEFAULT_RETRY = S3_REQUESTS
+__all__ = ["DEFAULT_RETRY", "S3_SCHEMES", "RequestCounter", "RetryPolicy", "S3Store", "parse_s3_uri"]
 
 
 class RequestCounter:
@@ -246,7 +218,11 @@ class S3Store(ObjectStore):
         return ObjectMeta(path, int(response.get("ContentLength", 0)),
                           _ms(response.get("LastModified")), response.get("ETag"))
 
-    def put(self, path: str, data: bytes) -> ObjectMeta:
+    def put(self, path: str, data: bytes, *, mode: PutMode = PutMode.OVERWRITE) -> ObjectMeta:
+        if mode.kind == "create":
+            return self._put_if_absent(path, data, mode.operation)
+        if mode.kind == "update":
+            return self._put_if_match(path, data, mode.etag or "")
         key = self._key(path)
         try:
             response = self._request(
@@ -255,9 +231,6 @@ class S3Store(ObjectStore):
         except ClientError as e:
             raise self._error("put", path, e) from e
         return self._written(path, data, response)
-
-    def put_if_absent(self, path: str, data: bytes) -> ObjectMeta:
-        return self._put_if_absent(path, data, "put-if-absent")
 
     def _put_if_absent(self, path: str, data: bytes, op: str) -> ObjectMeta:
         self._require_conditional_writes(op, path)
@@ -270,7 +243,7 @@ class S3Store(ObjectStore):
                                                 IfNoneMatch="*"),
                 conditional=True, attempts=attempts)
         except ClientError as e:
-            if _code(e) not in _PRECONDITION:
+            if error_code(e) not in S3_PRECONDITION:
                 raise self._error(op, path, e) from e
             if attempts.ambiguous:
                 mine = self._holds(path, data, op)
@@ -279,7 +252,7 @@ class S3Store(ObjectStore):
             raise ObjectExistsError(op, self._url(path), "object already exists") from None
         return self._written(path, data, response)
 
-    def put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
+    def _put_if_match(self, path: str, data: bytes, etag: str) -> ObjectMeta:
         op = "put-if-match"
         self._require_conditional_writes(op, path)
         key = self._key(path)
@@ -291,10 +264,10 @@ class S3Store(ObjectStore):
                                                 IfMatch=etag),
                 conditional=True, attempts=attempts)
         except ClientError as e:
-            code = _code(e)
-            if code in _NOT_FOUND:
+            code = error_code(e)
+            if code in S3_NOT_FOUND:
                 raise PreconditionFailedError(op, self._url(path), "object does not exist") from None
-            if code not in _PRECONDITION:
+            if code not in S3_PRECONDITION:
                 raise self._error(op, path, e) from e
             if attempts.ambiguous:
                 mine = self._holds(path, data, op)
@@ -310,7 +283,7 @@ class S3Store(ObjectStore):
             self._request("DeleteObject", "delete", path,
                           lambda: self._client.delete_object(Bucket=self.bucket, Key=key))
         except ClientError as e:
-            if _code(e) in _NOT_FOUND:
+            if error_code(e) in S3_NOT_FOUND:
                 return
             raise self._error("delete", path, e) from e
 
@@ -349,7 +322,7 @@ class S3Store(ObjectStore):
                           lambda: self._client.copy_object(Bucket=self.bucket, Key=key,
                                                            CopySource=source))  # type: ignore[arg-type]
         except ClientError as e:
-            if _code(e) in _NOT_FOUND:
+            if error_code(e) in S3_NOT_FOUND:
                 raise ObjectNotFoundError("copy", self._url(src), "source object does not exist") from e
             raise self._error("copy", dst, e) from e
         # CopyObject does not report the size; one HEAD does.
@@ -402,33 +375,29 @@ class S3Store(ObjectStore):
             try:
                 return call()
             except ClientError as e:
-                code = _code(e)
-                status = _status(e)
-                retryable = (code in _THROTTLED or code in _TRANSIENT or status in (500, 502, 503, 504)
-                             or (conditional and (code in _CONFLICT or status == 409)))
-                if not retryable:
+                if not s3_retryable(e, conditional=conditional):
                     raise
-                if (status >= 500 and code not in _THROTTLED) or code in _TRANSIENT:
+                if s3_maybe_applied(e):
                     attempts.ambiguous = True
-                if attempt >= self._retry.max_attempts:
+                if self._retry.exhausted(attempt):
                     raise StorageError(op, self._url(path),
-                                       f"{_describe(e)}; gave up after {attempt} attempts") from e
-            except (EndpointConnectionError, ConnectTimeoutError) as e:
+                                       f"{describe_error(e)}; gave up after {attempt} attempts") from e
+            except NOT_SENT as e:
                 # The request never reached the server.
-                if attempt >= self._retry.max_attempts:
+                if self._retry.exhausted(attempt):
                     raise StorageError(
                         op, self._url(path),
                         f"cannot connect to the S3 endpoint {self._endpoint()} ({e}); "
                         f"gave up after {attempt} attempts") from e
-            except (HTTPClientError, IncompleteReadError, BotoConnectionError) as e:
+            except ANSWER_LOST as e:
                 # Closed, reset or timed out after sending: the request may have taken effect.
                 attempts.ambiguous = True
-                if attempt >= self._retry.max_attempts:
+                if self._retry.exhausted(attempt):
                     raise StorageError(
                         op, self._url(path),
                         f"connection to the S3 endpoint {self._endpoint()} failed ({e}); "
                         f"gave up after {attempt} attempts") from e
-            except (NoCredentialsError, PartialCredentialsError) as e:
+            except NO_CREDENTIALS as e:
                 raise StorageError(
                     op, self._url(path),
                     f"no usable AWS credentials ({e}): set AWS_ACCESS_KEY_ID and "
@@ -441,35 +410,21 @@ class S3Store(ObjectStore):
         return self.config.endpoint_url or f"the AWS default for region {self.config.region or '?'}"
 
     def _error(self, op: str, path: str, e: ClientError) -> StorageError:
-        code = _code(e)
+        code = error_code(e)
         url = self._url(path)
         if code == "NoSuchBucket":
             return StorageError(op, url, f"bucket {self.bucket!r} does not exist"
                                 + (f" at {self.config.endpoint_url}" if self.config.endpoint_url else ""))
-        if code in _NOT_FOUND:
+        if code in S3_NOT_FOUND:
             return ObjectNotFoundError(op, url, "no such object")
-        if code in _CREDENTIALS:
+        if code in S3_CREDENTIALS:
             return StorageError(op, url, f"the credentials were rejected ({code}): check "
                                 f"AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN "
                                 f"(access key id {self.config.redacted()['access_key_id']})")
-        if code in _DENIED:
+        if code in S3_DENIED:
             return StorageError(op, url, f"access denied ({code}): the credentials were rejected "
                                 f"or are not allowed this operation on bucket {self.bucket!r}")
-        return StorageError(op, url, _describe(e))
-
-
-def _code(e: ClientError) -> str:
-    return str(e.response.get("Error", {}).get("Code", ""))
-
-
-def _status(e: ClientError) -> int:
-    return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-
-
-def _describe(e: ClientError) -> str:
-    message = e.response.get("Error", {}).get("Message", "")
-    text = f"{_code(e) or 'error'} (HTTP {_status(e)})"
-    return f"{text}: {message}" if message else text
+        return StorageError(op, url, describe_error(e))
 
 
 def _ms(value: object) -> int:
