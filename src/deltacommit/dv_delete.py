@@ -12,20 +12,22 @@ NULL deletes nothing).
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from deltacommit.engine.commit_info import json_text
 from deltacommit.log.actions import Add
 from deltacommit.log.deletion_vectors import (
     encode_bitmap_array,
     encode_file,
     relative_dv_path_or_inline,
 )
+from deltacommit.log.paths import parse_location
 from deltacommit.predicates import Predicate
 from deltacommit.row_filters import to_expression
-from deltacommit.table import _FileReader
 
 if TYPE_CHECKING:
     from deltacommit.table import DeltaTable
@@ -40,22 +42,21 @@ def deletes_write_dvs(table: DeltaTable) -> bool:
 
 def delete_with_deletion_vectors(table: DeltaTable, predicate: Predicate) -> CommitResult:
     from deltacommit.deletion_vector_io import deleted_rows
-    from deltacommit.table import _json_list
 
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
     expression = to_expression(predicate, table.schema, where)
-    with table.transaction("DELETE", {"predicate": _json_list([predicate.to_sql()])}) as txn:
+    with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
         files = txn.scan()
-        reader = _PhysicalRows(table, table.schema)
+        scan = replace(table.file_scan(table.schema), physical_rows=True)
         removes: list[Add] = []
         kept: list[tuple[Add, bytes, int]] = []
         deleted_now = 0
         for add in files:
-            data = reader(add)
+            data = scan.read(add)
             n = data.num_rows
             hit = (data.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
                    .filter(expression).column("__row").to_numpy())
-            old = (deleted_rows(table.log_store.store, reader.root, table.uri,
+            old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
                                 add.deletion_vector, data_file=add.path,
                                 storage_options=table.storage_options,
                                 allow_external=table.allow_external_paths)
@@ -88,13 +89,6 @@ def delete_with_deletion_vectors(table: DeltaTable, predicate: Predicate) -> Com
         txn.operation_metrics["numDeletedRows"] = str(deleted_now)
     assert txn.result is not None
     return txn.result
-
-
-class _PhysicalRows(_FileReader):
-    """Every physical row of a file, in file order (deleted ones too): DVs index them."""
-
-    def _drop_deleted(self, add: Add, data: pa.Table, rel: str) -> pa.Table:
-        return data
 
 
 __all__ = ["delete_with_deletion_vectors", "deletes_write_dvs"]

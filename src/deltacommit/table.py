@@ -15,19 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.conflicts import IsolationLevel
-from deltacommit.datafiles import open_data_file
-from deltacommit.engine.commit_info import build_commit_info
+from deltacommit.engine.commit_info import build_commit_info, json_text
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
-    CorruptLogError,
     InvalidArgumentError,
-    ObjectNotFoundError,
-    StorageError,
     TableExistsError,
     VersionExistsError,
 )
@@ -37,12 +32,15 @@ from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
+from deltacommit.scan import FileScan, select_files
 from deltacommit.snapshot import Snapshot
 from deltacommit.transaction import Transaction
 
 if TYPE_CHECKING:
     from deltacommit.checkpoint import CheckpointInfo
     from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
+    from deltacommit.predicates import Predicate
+
 
 class DeltaTable:
     """A Delta table at a location; ``version`` pins a historical snapshot (read-only).
@@ -134,7 +132,7 @@ class DeltaTable:
         info = build_commit_info(
             timestamp=now, operation="CREATE TABLE",
             parameters={"isManaged": "false", "description": description or "",
-                        "partitionBy": _json_list(pcols), "properties": _json_map(config)},
+                        "partitionBy": json_text(pcols), "properties": json_text(config)},
             isolation_level=IsolationLevel.SERIALIZABLE.value, blind_append=True, metrics={},
             txn_id=random.uuid())
         actions: list[Action] = [info, protocol, metadata]
@@ -229,15 +227,9 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ files and data
 
-    def select_files(self, snap: Snapshot, predicate: Any) -> list[Add]:
+    def select_files(self, snap: Snapshot, predicate: Predicate) -> list[Add]:
         """The files of ``snap`` whose partition values may satisfy ``predicate``."""
-        from deltacommit.predicates import TRUE
-
-        if predicate is TRUE or not snap.partition_columns:
-            return snap.files()
-        schema = snap.schema
-        types = {c: schema.field(c).type for c in snap.partition_columns}
-        return [a for a in snap.iter_files() if predicate.evaluate(a.partition_values, types)]
+        return select_files(snap, predicate)
 
     def files(self, partition_filters: Sequence[Any] | None = None,
               predicate: str | None = None) -> list[Add]:
@@ -278,7 +270,7 @@ class DeltaTable:
         files = self.files(partition_filters)
         if not files:
             return out_schema.empty_table()
-        read = _FileReader(self, out_schema)
+        read = self.file_scan(out_schema).read
         local = self.log_store.store.local_path("") is not None
         if len(files) == 1 or (local and not any(a.deletion_vector for a in files)):
             tables = [read(a) for a in files]
@@ -289,6 +281,13 @@ class DeltaTable:
             with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
                 tables = list(pool.map(read, files))
         return pa.concat_tables(tables)
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan:
+        """The data-file reader of this snapshot, reading into ``out_schema``."""
+        return FileScan(self.uri, self.version, out_schema, self.partition_columns,
+                        storage_options=self.storage_options,
+                        allow_external_paths=self.allow_external_paths,
+                        given_store=self.log_store.store)
 
     # ------------------------------------------------------------------ history
 
@@ -330,7 +329,7 @@ class DeltaTable:
             if (not parsed.columns() <= set(self.partition_columns)
                     and deletes_write_dvs(self)):
                 return delete_with_deletion_vectors(self, parsed)
-        with self.transaction("DELETE", {"predicate": _json_list([predicate] if predicate else [])}
+        with self.transaction("DELETE", {"predicate": json_text([predicate] if predicate else [])}
                               ) as txn:
             files = txn.scan(predicate=predicate)
             txn.remove(files)
@@ -340,83 +339,6 @@ class DeltaTable:
                 for a in files))
         assert txn.result is not None
         return txn.result
-
-
-class _FileReader:
-    """Reads one data file into the output schema, restoring partition columns."""
-
-    def __init__(self, table: DeltaTable, out_schema: pa.Schema) -> None:
-        self.table = table
-        self.root = parse_location(table.uri)
-        self.store = table.log_store.store
-        self.out_schema = out_schema
-        self.pcols = set(table.partition_columns)
-        self.data_cols = [f.name for f in out_schema if f.name not in self.pcols]
-
-    def __call__(self, add: Add) -> pa.Table:
-        from deltacommit.nested import conform
-        from deltacommit.partitions import partition_column_arrays
-
-        resolved = locate_data_file(self.root, add.path, table=self.table.uri,
-                                    allow_external=self.table.allow_external_paths)
-        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
-        try:
-            source, rel = open_data_file(self.store, resolved, self.table.storage_options)
-            pf = pq.ParquetFile(source)
-            present = set(pf.schema_arrow.names)
-            cols = [c for c in self.data_cols if c in present]
-            data = pf.read(columns=cols)
-        except ObjectNotFoundError:
-            raise StorageError("read", f"{self.table.uri}/{rel}",
-                               f"data file of version {self.table.version} is missing") from None
-        except FileNotFoundError:
-            raise StorageError("read", f"{self.table.uri}/{rel}",
-                               f"data file of version {self.table.version} is missing") from None
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"table {self.table.uri}: cannot read data file {rel}: {e}") from None
-        if add.deletion_vector:
-            data = self._drop_deleted(add, data, rel)
-        n = data.num_rows
-        parts = partition_column_arrays(
-            {c: add.partition_values.get(c) for c in self.pcols if c in self.out_schema.names},
-            self.out_schema, n)
-        arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
-        for f in self.out_schema:
-            if f.name in parts:
-                arrays.append(parts[f.name])
-            elif f.name in data.column_names:
-                col = data.column(f.name)
-                if col.type != f.type:
-                    # Foreign files: other timestamp units, large strings, nullability of
-                    # nested fields (Spark leaves nulls below null structs).
-                    col = pa.chunked_array([conform(c, f.type) for c in col.chunks], type=f.type)
-                arrays.append(col)
-            else:
-                arrays.append(pa.nulls(n, f.type))
-        return pa.Table.from_arrays(arrays, schema=self.out_schema)
-
-
-    def _drop_deleted(self, add: Add, data: pa.Table, rel: str) -> pa.Table:
-        """``data`` without the rows the file's deletion vector marks deleted."""
-        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
-
-        assert add.deletion_vector is not None
-        rows = deleted_rows(self.store, self.root, self.table.uri, add.deletion_vector,
-                            data_file=rel, storage_options=self.table.storage_options,
-                            allow_external=self.table.allow_external_paths)
-        return data.filter(keep_mask(rows, data.num_rows, f"table {self.table.uri}: {rel}"))
-
-
-def _json_list(items: Sequence[Any]) -> str:
-    import json
-
-    return json.dumps(list(items), separators=(",", ":"))
-
-
-def _json_map(items: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(dict(items), separators=(",", ":"))
 
 
 _KNOWN_DELTA_KEYS = frozenset({

@@ -28,6 +28,7 @@ from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
+from deltacommit.scan import select_files
 
 if TYPE_CHECKING:
     from deltacommit.coalesce import GroupCommitter
@@ -48,8 +49,6 @@ class TransactionTable(TableHandle, Interface):
 
     @property
     def group_committer(self) -> GroupCommitter | None: ...
-
-    def select_files(self, snap: Snapshot, predicate: Any) -> list[Add]: ...
 
 
 @dataclass(slots=True)
@@ -108,7 +107,7 @@ class Transaction:
         else:
             pred = TRUE
         pred.check_columns(self.snapshot.partition_columns, self.table.uri)
-        files = self.table.select_files(self.snapshot, pred)
+        files = select_files(self.snapshot, pred)
         self._reads.predicates.append(pred)
         self._reads.files.update(file_key(a.path) for a in files)
         return files

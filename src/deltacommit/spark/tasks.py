@@ -21,9 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from deltacommit.nested import conform, enforce_nested_not_null, has_nested_required
+from deltacommit.nested import enforce_nested_not_null, has_nested_required
 
 #: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
 #: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
@@ -233,89 +232,20 @@ class ReadTask:
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
                  out_schema: pa.Schema, partition_columns: Sequence[str],
                  batch_rows: int = 65_536, allow_external_paths: bool = False) -> None:
-        self.table_uri = table_uri
-        self.allow_external_paths = allow_external_paths
-        self.storage_options = dict(storage_options)
-        self.version = version
-        self.out_schema = out_schema
-        self.partition_columns = [c for c in partition_columns if c in out_schema.names]
-        self.batch_rows = batch_rows
+        from deltacommit.scan import FileScan
+
+        #: The one data-file reader (``scan.py``), streaming ``batch_rows`` at a time.
+        self.scan = FileScan(table_uri, version, out_schema,
+                             [c for c in partition_columns if c in out_schema.names],
+                             storage_options=dict(storage_options),
+                             allow_external_paths=allow_external_paths, batch_rows=batch_rows)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from deltacommit.storage import open_store
-
-        store = open_store(self.table_uri, self.storage_options)
+        scan = self.scan
         for batch in batches:
             paths: list[Any] = batch.column(0).to_pylist()
             values: list[Any] = batch.column(1).to_pylist()
             dvs: list[Any] = (batch.column(2).to_pylist() if batch.num_columns > 2
                               else [None] * len(paths))
             for path, pv, dv in zip(paths, values, dvs, strict=True):
-                yield from self._read_file(store, str(path), json.loads(pv),
-                                           json.loads(dv) if dv else None)
-
-    def _read_file(self, store: Any, path: str, partition_values: dict[str, str | None],
-                   deletion_vector: dict[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
-        from deltacommit.datafiles import open_data_file
-        from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
-        from deltacommit.log.paths import locate_data_file, parse_location
-        from deltacommit.partitions import partition_column_arrays
-
-        resolved = locate_data_file(parse_location(self.table_uri), path, table=self.table_uri,
-                                    allow_external=self.allow_external_paths)
-        where = (f"{self.table_uri}/{resolved.relative}" if resolved.relative is not None
-                 else resolved.location.uri())
-        pcols = set(self.partition_columns)
-        data_fields = [f for f in self.out_schema if f.name not in pcols]
-        try:
-            source, _ = open_data_file(store, resolved, self.storage_options)
-            pf = pq.ParquetFile(source)
-            present = set(pf.schema_arrow.names)
-            wanted = [f.name for f in data_fields if f.name in present]
-            if wanted:
-                chunks: Iterator[tuple[int, pa.RecordBatch | None]] = (
-                    (b.num_rows, b) for b in pf.iter_batches(batch_size=self.batch_rows,
-                                                              columns=wanted))
-            else:
-                chunks = ((pf.metadata.row_group(i).num_rows, None)
-                          for i in range(pf.metadata.num_row_groups))
-            keep = (self._keep_mask(store, where, deletion_vector, pf.metadata.num_rows)
-                    if deletion_vector else None)
-            start = 0
-            for n, batch in chunks:
-                if keep is not None and n:
-                    part_keep = keep.slice(start, n)
-                    start += n
-                    batch = batch.filter(part_keep) if batch is not None else None
-                    n = part_keep.true_count
-                if not n:
-                    continue
-                parts = partition_column_arrays(
-                    {c: partition_values.get(c) for c in self.partition_columns},
-                    self.out_schema, n)
-                arrays: list[Any] = []
-                for f in self.out_schema:
-                    if f.name in parts:
-                        arrays.append(parts[f.name])
-                    elif batch is not None and f.name in wanted:
-                        arrays.append(conform(batch.column(f.name), f.type))
-                    else:
-                        arrays.append(pa.nulls(n, f.type))
-                yield pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
-        except (ObjectNotFoundError, FileNotFoundError):
-            raise StorageError("read", where,
-                               f"data file of version {self.version} is missing") from None
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"table {self.table_uri}: cannot read data file {where}: {e}") from None
-
-    def _keep_mask(self, store: Any, where: str, deletion_vector: dict[str, Any],
-                   num_rows: int) -> pa.BooleanArray:
-        """False at each row of the file (``num_rows`` rows) its deletion vector deletes."""
-        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
-        from deltacommit.log.paths import parse_location
-
-        rows = deleted_rows(store, parse_location(self.table_uri), self.table_uri,
-                            deletion_vector, data_file=where, storage_options=self.storage_options,
-                            allow_external=self.allow_external_paths)
-        return keep_mask(rows, num_rows, f"table {self.table_uri}: {where}")
-
+                yield from scan.batches(str(path), json.loads(pv), json.loads(dv) if dv else None)

@@ -1,0 +1,175 @@
+"""The one data-file reader: an add action in, the rows it holds in the table's schema out.
+
+``DeltaTable.to_arrow``, row-level deletes and Spark's read tasks all read data files through
+``FileScan``, so locating a file (the one path rule, ``log/paths``), opening it (local, S3 or an
+external location), dropping the rows its deletion vector marks, restoring partition columns
+and conforming foreign column types happen in one place.  A table feature that changes how
+files are read (column mapping, type widening) plugs in here.
+
+``FileScan`` is a plain picklable value, so Spark ships it to executors with a read task; its
+store is opened where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deltacommit.datafiles import open_data_file
+from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.log.actions import Add
+from deltacommit.log.paths import locate_data_file, parse_location
+from deltacommit.nested import conform
+from deltacommit.partitions import partition_column_arrays
+from deltacommit.predicates import TRUE, Predicate
+from deltacommit.storage import open_store
+from deltacommit.storage.base import ObjectStore
+
+if TYPE_CHECKING:
+    from deltacommit.snapshot import Snapshot
+
+
+def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
+    """The files of ``snapshot`` whose partition values may satisfy ``predicate``."""
+    if predicate is TRUE or not snapshot.partition_columns:
+        return snapshot.files()
+    schema = snapshot.schema
+    types = {c: schema.field(c).type for c in snapshot.partition_columns}
+    return [a for a in snapshot.iter_files() if predicate.evaluate(a.partition_values, types)]
+
+
+@dataclass(slots=True)
+class FileScan:
+    """Reads data files of one table version into ``out_schema``."""
+
+    table_uri: str
+    version: int
+    out_schema: pa.Schema
+    partition_columns: Sequence[str]
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: Whether files outside the table location may be read (shallow clones).
+    allow_external_paths: bool = False
+    #: Rows per batch when streaming (``batches``); None reads each file whole.
+    batch_rows: int | None = None
+    #: Keep every physical row, deleted ones too (deletes index rows by their position).
+    physical_rows: bool = False
+    #: The table's store, where the caller has it open; else opened from the URI on first use.
+    given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The store is opened again where the scan runs (a Spark executor).
+        return {k: getattr(self, k) for k in self.__slots__ if k != "given_store"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self.given_store = None
+
+    @property
+    def store(self) -> ObjectStore:
+        if self.given_store is None:
+            self.given_store = open_store(self.table_uri, self.storage_options)
+        return self.given_store
+
+    def read(self, add: Add) -> pa.Table:
+        """The rows of one file, whole."""
+        return self.read_file(add.path, add.partition_values, add.deletion_vector)
+
+    def read_file(self, path: str, partition_values: Mapping[str, str | None],
+                  deletion_vector: Mapping[str, Any] | None) -> pa.Table:
+        parts = list(self.iter_file(path, partition_values, deletion_vector))
+        if not parts:
+            return self.out_schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def batches(self, path: str, partition_values: Mapping[str, str | None],
+                deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
+        """The rows of one file as record batches of at most ``batch_rows`` rows."""
+        for part in self.iter_file(path, partition_values, deletion_vector):
+            yield from part.to_batches()
+
+    def iter_file(self, path: str, partition_values: Mapping[str, str | None],
+                  deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.Table]:
+        """The rows of one file in pieces (one, unless ``batch_rows`` is set)."""
+        uri = self.table_uri
+        root = parse_location(uri)
+        resolved = locate_data_file(root, path, table=uri,
+                                    allow_external=self.allow_external_paths)
+        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
+        where = f"{uri}/{resolved.relative}" if resolved.relative is not None else rel
+        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+        pset = set(self.partition_columns)
+        try:
+            source, rel = open_data_file(self.store, resolved, self.storage_options)
+            pf = pq.ParquetFile(source)
+            present = set(pf.schema_arrow.names)
+            wanted = [f.name for f in self.out_schema if f.name not in pset and f.name in present]
+            keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
+                    if deletion_vector and not self.physical_rows else None)
+            start = 0
+            for n, data in self._chunks(pf, wanted):
+                if keep is not None and n:
+                    part_keep = keep.slice(start, n)
+                    start += n
+                    data = data.filter(part_keep) if data is not None else None
+                    n = part_keep.true_count
+                if not n and self.batch_rows is not None:
+                    continue
+                yield self._conformed(data, n, wanted, pcols, partition_values)
+        except (ObjectNotFoundError, FileNotFoundError):
+            raise StorageError("read", where,
+                               f"data file of version {self.version} is missing") from None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}") from None
+
+    def _chunks(self, pf: pq.ParquetFile, wanted: list[str]
+                ) -> Iterator[tuple[int, pa.Table | None]]:
+        """(rows, data) pieces of the file; data None when no data column is wanted."""
+        if not wanted:
+            if self.batch_rows is None:
+                yield pf.metadata.num_rows, None
+            else:
+                for i in range(pf.metadata.num_row_groups):
+                    yield pf.metadata.row_group(i).num_rows, None
+            return
+        if self.batch_rows is None:
+            data = pf.read(columns=wanted)
+            yield data.num_rows, data
+            return
+        for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted):
+            yield b.num_rows, pa.Table.from_batches([b])
+
+    def _conformed(self, data: pa.Table | None, n: int, wanted: list[str], pcols: list[str],
+                   partition_values: Mapping[str, str | None]) -> pa.Table:
+        """``data`` in the output schema: partition columns restored from the add's values,
+        foreign types conformed (other timestamp units, large strings, nullability of nested
+        fields: Spark leaves nulls below null structs), absent columns null."""
+        parts = partition_column_arrays({c: partition_values.get(c) for c in pcols},
+                                        self.out_schema, n)
+        arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+        for f in self.out_schema:
+            if f.name in parts:
+                arrays.append(parts[f.name])
+            elif data is not None and f.name in wanted:
+                col = data.column(f.name)
+                if col.type != f.type:
+                    col = pa.chunked_array([conform(c, f.type) for c in col.chunks], type=f.type)
+                arrays.append(col)
+            else:
+                arrays.append(pa.nulls(n, f.type))
+        return pa.Table.from_arrays(arrays, schema=self.out_schema)
+
+    def _keep_mask(self, deletion_vector: Mapping[str, Any], rel: str,
+                   num_rows: int) -> pa.BooleanArray:
+        """False at each row of the file its deletion vector deletes."""
+        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+
+        rows = deleted_rows(self.store, parse_location(self.table_uri), self.table_uri,
+                            dict(deletion_vector), data_file=rel,
+                            storage_options=self.storage_options,
+                            allow_external=self.allow_external_paths)
+        return keep_mask(rows, num_rows, f"table {self.table_uri}: {rel}")
