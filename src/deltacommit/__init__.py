@@ -8,7 +8,7 @@ end is ``deltacommit.spark``.
 from __future__ import annotations
 
 from deltacommit.appender import Appender
-from deltacommit.coalesce import GroupCommitPolicy, append
+from deltacommit.coalesce import GroupCommitPolicy
 from deltacommit.conflicts import IsolationLevel
 from deltacommit.errors import (
     CheckConstraintViolationError,
@@ -42,7 +42,7 @@ from deltacommit.errors import (
 )
 from deltacommit.table import DeltaTable
 from deltacommit.transaction import CommitPolicy, CommitResult, Transaction
-from deltacommit.writer import WriteResult, write
+from deltacommit.writer import WriteResult, append, write
 
 __version__ = "0.1.0"
 

@@ -45,7 +45,6 @@ from deltacommit.errors import (
     TableNotFoundError,
 )
 from deltacommit.log.actions import MAX_LONG
-from deltacommit.partitions import decode_add_path
 from deltacommit.table import DeltaTable
 from deltacommit.transaction import CommitResult
 
@@ -250,9 +249,7 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
-        from deltacommit.datafiles import num_indexed_cols, write_data_files
-        from deltacommit.schema import cast_to_table_schema, check_write_compatible
-        from deltacommit.writer import check_not_null, check_table_constraints
+        from deltacommit.writer import WriteTarget, conform_rows, delete_files, write_rows
 
         table = self._open(batch[0][1])
         while True:
@@ -265,20 +262,11 @@ class Appender:
                 # docstring); nothing is lost by dropping it.
                 self._advance(recorded)
                 return None
-            schema = table.schema
-            parts = []
-            for _, t in pending:
-                check_write_compatible(schema, t.schema, table.uri)
-                parts.append(cast_to_table_schema(t, schema))
+            target = WriteTarget.of(table.uri, txn.snapshot)
+            parts = [conform_rows(target, t) for _, t in pending]
             data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-            check_not_null(data, schema, table.uri)
-            check_table_constraints(table, data)
-            adds = []
-            if data.num_rows:
-                adds = write_data_files(
-                    table.log_store.store, data, table.partition_columns, clock=table.clock,
-                    random=table.random, indexed_cols=num_indexed_cols(table.configuration),
-                    target_file_rows=self.target_file_rows)
+            adds = write_rows(table.log_store.store, target, data, clock=table.clock,
+                              random=table.random, target_file_rows=self.target_file_rows)
             newest = pending[-1][0]
             txn.operation_parameters["epochId"] = str(newest)  # as Spark's streaming sink
             txn.set_app_version(self.app_id, newest)
@@ -287,9 +275,7 @@ class Appender:
             try:
                 result = txn.commit()
             except ConcurrentTransactionException:
-                store = table.log_store.store
-                for a in adds:
-                    store.delete(decode_add_path(a.path))
+                delete_files(table.log_store.store, adds)
                 table.update()
                 batch = pending
                 continue

@@ -63,9 +63,9 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -77,18 +77,13 @@ from deltacommit.engine.policy import CommitResult
 from deltacommit.engine.staged import StagedCommit
 from deltacommit.errors import (
     ConcurrentModificationException,
-    ConcurrentTransactionException,
     InvalidArgumentError,
 )
 from deltacommit.group_host import HostLink
 from deltacommit.log.actions import Add
 from deltacommit.snapshot import Commit, Snapshot
 
-if TYPE_CHECKING:
-    from deltacommit.table import DeltaTable
-    from deltacommit.writer import WriteResult
-
-__all__ = ["MEMBERS_KEY", "GroupCommitPolicy", "GroupCommitStats", "GroupCommitter", "append",
+__all__ = ["MEMBERS_KEY", "GroupCommitPolicy", "GroupCommitStats", "GroupCommitter",
            "committed_txn_ids"]
 
 T = TypeVar("T")
@@ -489,71 +484,3 @@ class GroupCommitter:
             if isinstance(m, _Member):
                 m.files = len(group.adds)
         return commit, table.log.snapshot
-
-
-# --------------------------------------------------------------------------- coalesced appends
-
-
-def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
-           app_version: int | None = None,
-           storage_options: Mapping[str, str] | None = None) -> WriteResult:
-    """Append ``data``; on a group-commit table, concurrent appends share files and a version.
-
-    The same contract as ``write(table, data, mode="append", app_id=..., app_version=...)``:
-    an ``(app_id, app_version)`` already recorded is skipped.  On a table opened with
-    ``group_commit``, the rows are handed to the group's leader, which writes the rows of every
-    append in its group as one file per partition before committing them together; each call
-    still returns its own result (``num_files`` counts the files its group wrote).  On any
-    other table, or given a URI, this is ``write``.
-    """
-    from deltacommit.writer import (
-        WriteResult,
-        already_written,
-        check_write_arguments,
-        recorded_concurrently,
-        start_write,
-        write,
-    )
-
-    committer = table.group_committer if not isinstance(table, str) else None
-    if committer is None or committer.shares_processes:
-        # Across processes each append carries its own file (rows are not shipped between
-        # processes); the commits are still shared.
-        return write(table, data, mode="append", app_id=app_id, app_version=app_version,
-                     storage_options=storage_options)
-    assert not isinstance(table, str)
-    check_write_arguments("append", None, app_id, app_version)
-    arrow = _prepare(table, data)
-    txn, _ = start_write(table, "append", None, None)
-    if already_written(txn, app_id, app_version):
-        return WriteResult(txn.read_version, 0, skipped=True)
-    if app_id is not None and app_version is not None:
-        txn.set_app_version(app_id, app_version)
-    rows = arrow.num_rows
-    txn.operation_metrics["numOutputRows"] = str(rows)
-    try:
-        result, files = txn.commit_rows(arrow)
-    except ConcurrentTransactionException:
-        # As in ``write``; these rows were left out of the group's files, so nothing to delete.
-        if not recorded_concurrently(table.log, app_id, app_version):
-            raise
-        return WriteResult(table.version, 0, skipped=True)
-    return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows,
-                       txn_id=result.txn_id, digest=result.digest)
-
-
-def _prepare(table: DeltaTable, data: Any) -> pa.Table:
-    """The checks and casts ``write`` applies to appended data."""
-    from deltacommit.schema import cast_to_table_schema, check_write_compatible
-    from deltacommit.writer import check_not_null, check_table_constraints, to_arrow_table
-
-    arrow = to_arrow_table(data)
-    schema = table.schema
-    if not arrow.schema.equals(schema):
-        check_write_compatible(schema, arrow.schema, table.uri)
-        arrow = cast_to_table_schema(arrow, schema)
-    check_not_null(arrow, schema, table.uri)
-    check_table_constraints(table, arrow)
-    return arrow
-
-

@@ -48,10 +48,15 @@ def data_file_name(random: RandomSource, index: int) -> str:
 def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                     partition_columns: Sequence[str], data: pa.Table, *, index: int,
                     random: RandomSource, clock: Clock, indexed_cols: int = 32) -> Add:
-    """Write one file of one partition (``data`` holds the data columns only, with defaults
-    below null parents already filled in, see ``nested.py``)."""
+    """Write one file of one partition (``data`` holds the data columns only, in the table's
+    schema).  NOT NULL fields below a null parent get their defaults first, as Spark writes
+    them (``nested.py``), and a null where no parent explains it is refused."""
+    from deltacommit.nested import enforce_nested_not_null, has_nested_required
     from deltacommit.partitions import encode_add_path, partition_path
     from deltacommit.stats import compute_stats
+
+    if has_nested_required(data.schema):
+        data = enforce_nested_not_null(data, data.schema)
 
     directory = partition_path([(c, values.get(c)) for c in partition_columns])
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
@@ -82,11 +87,8 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
     directories; files go to remote stores in parallel.
     """
-    from deltacommit.nested import enforce_nested_not_null, has_nested_required
     from deltacommit.partitions import split_by_partition
 
-    if has_nested_required(data.schema):
-        data = enforce_nested_not_null(data, data.schema)
     groups = split_by_partition(data, partition_columns) if partition_columns else [({}, data)]
     jobs: list[tuple[dict[str, str | None], pa.Table]] = []
     for values, part in groups:

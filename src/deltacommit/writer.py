@@ -1,4 +1,15 @@
-"""``write()``: append or overwrite Arrow data as Parquet files plus one commit.
+"""The one write path: data in, Parquet data files and one commit out.
+
+Every writer goes through the same stages: ``dc.write`` and ``dc.append``, the ``Appender``
+and Spark (whose tasks run the first two stages on executors):
+
+1. ``conform_rows``: the rows in the table's schema, with every rule on them checked before any
+   file is written (compatible types, NOT NULL columns, partition values, invariants and CHECK
+   constraints);
+2. ``write_rows``: Parquet files with Delta statistics, one per partition value (or per
+   ``target_file_rows``), through ``datafiles``;
+3. ``finish_write`` (or a group committer for coalesced appends): one transaction commits the
+   adds, with the app id that makes a pipeline stage exactly-once.
 
 Data files are written before the commit and have unique names, so a writer that crashes or
 loses a conflict leaves at most unreferenced files (removed by vacuum), never a half-visible
@@ -28,11 +39,62 @@ from deltacommit.log.actions import MAX_LONG, Add
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
+    from deltacommit.clock import Clock, RandomSource
     from deltacommit.predicates import Predicate
+    from deltacommit.snapshot import Snapshot
     from deltacommit.storage.base import ObjectStore
     from deltacommit.transaction import Transaction
 
 MODES = ("append", "overwrite")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTarget:
+    """What the write stages need of a table version; small and picklable, so Spark ships it
+    to executors with its write tasks."""
+
+    uri: str
+    schema: pa.Schema
+    partition_columns: tuple[str, ...]
+    #: Columns with statistics (``delta.dataSkippingNumIndexedCols``).
+    indexed_cols: int
+    #: The table's invariants and CHECK constraints (``constraints.Constraint``).
+    constraints: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, uri: str, snapshot: Snapshot) -> WriteTarget:
+        from deltacommit.constraints import table_constraints
+
+        schema = snapshot.schema
+        return cls(uri, schema, tuple(snapshot.partition_columns),
+                   num_indexed_cols(snapshot.configuration),
+                   tuple(table_constraints(schema, snapshot.configuration, uri)))
+
+
+def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
+    """``data`` in the table's schema, every rule on its rows checked (stage 1)."""
+    from deltacommit.constraints import check_constraints, check_partition_not_null
+    from deltacommit.schema import cast_to_table_schema, check_write_compatible
+
+    schema, uri = target.schema, target.uri
+    if not data.schema.equals(schema):
+        check_write_compatible(schema, data.schema, uri)
+        data = cast_to_table_schema(data, schema)
+    check_not_null(data, schema, uri)
+    check_partition_not_null(data, schema, list(target.partition_columns), uri)
+    if target.constraints:
+        check_constraints(data, list(target.constraints), uri)
+    return data
+
+
+def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock: Clock,
+               random: RandomSource, target_file_rows: int | None = None) -> list[Add]:
+    """Conformed rows as data files of the table; their add actions (stage 2)."""
+    if not rows.num_rows:
+        return []
+    return write_data_files(store, rows, list(target.partition_columns), clock=clock,
+                            random=random, indexed_cols=target.indexed_cols,
+                            target_file_rows=target_file_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,15 +271,13 @@ def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) 
                 f"predicate {pred.to_sql()!r} does not select")
 
 
-def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
+def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
           partition_by: Sequence[str] | None = None, predicate: str | None = None,
           app_id: str | None = None, app_version: int | None = None,
-          storage_options: Mapping[str, str] | None = None, *,
+          storage_options: Mapping[str, str] | None = None,
           configuration: Mapping[str, str] | None = None,
           target_file_rows: int | None = None) -> WriteResult:
-    """Append or overwrite; creates the table on first write.  See DESIGN.md for the contract."""
-    from deltacommit.schema import cast_to_table_schema, check_write_compatible
-
+    """Append or overwrite; creates the table on first write (see README.md, "Python")."""
     check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     table_data = to_arrow_table(data)
     if isinstance(table_or_uri, DeltaTable):
@@ -228,35 +288,54 @@ def write(table_or_uri: DeltaTable | str, data: Any, mode: str = "append",
         table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
                                storage_options)
     txn, pred = start_write(table, mode, predicate, partition_by)
-    uri = table.uri
-    check_write_compatible(table.schema, table_data.schema, uri)
-    table_data = cast_to_table_schema(table_data, table.schema)
-    check_not_null(table_data, table.schema, uri)
-    check_table_constraints(table, table_data)
+    target = WriteTarget.of(table.uri, txn.snapshot)
+    table_data = conform_rows(target, table_data)
     if pred is not None and table_data.num_rows:
         _check_predicate_covers(pred, table_data, table)
     if already_written(txn, app_id, app_version):
         return WriteResult(txn.read_version, 0, skipped=True)
-    adds = write_data_files(
-        table.log_store.store, table_data, table.partition_columns, clock=table.clock,
-        random=table.random, indexed_cols=num_indexed_cols(table.configuration),
-        target_file_rows=target_file_rows)
+    adds = write_rows(table.log_store.store, target, table_data, clock=table.clock,
+                      random=table.random, target_file_rows=target_file_rows)
     return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred, app_id=app_id,
                         app_version=app_version, num_rows=table_data.num_rows)
 
 
-def check_table_constraints(table: DeltaTable, data: pa.Table) -> None:
-    """The table's invariants and CHECK constraints on ``data``, before any file is written."""
-    from deltacommit.constraints import (
-        check_constraints,
-        check_partition_not_null,
-        table_constraints,
-    )
+def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
+           app_version: int | None = None,
+           storage_options: Mapping[str, str] | None = None) -> WriteResult:
+    """Append ``data``; on a group-commit table, concurrent appends share files and a version.
 
-    check_partition_not_null(data, table.schema, table.partition_columns, table.uri)
-    constraints = table_constraints(table.schema, table.configuration, table.uri)
-    if constraints:
-        check_constraints(data, constraints, table.uri)
+    The same contract as ``write(table, data, mode="append", app_id=..., app_version=...)``:
+    an ``(app_id, app_version)`` already recorded is skipped.  On a table opened with
+    ``group_commit``, the rows are handed to the group's leader, which writes the rows of every
+    append in its group as one file per partition before committing them together; each call
+    still returns its own result (``num_files`` counts the files its group wrote).  On any
+    other table, or given a URI, this is ``write``.
+    """
+    committer = table.group_committer if not isinstance(table, str) else None
+    if committer is None or committer.shares_processes:
+        # Across processes each append carries its own file (rows are not shipped between
+        # processes); the commits are still shared.
+        return write(table, data, mode="append", app_id=app_id, app_version=app_version,
+                     storage_options=storage_options)
+    assert not isinstance(table, str)
+    check_write_arguments("append", None, app_id, app_version)
+    txn, _ = start_write(table, "append", None, None)
+    rows = conform_rows(WriteTarget.of(table.uri, txn.snapshot), to_arrow_table(data))
+    if already_written(txn, app_id, app_version):
+        return WriteResult(txn.read_version, 0, skipped=True)
+    if app_id is not None and app_version is not None:
+        txn.set_app_version(app_id, app_version)
+    txn.operation_metrics["numOutputRows"] = str(rows.num_rows)
+    try:
+        result, files = txn.commit_rows(rows)
+    except ConcurrentTransactionException:
+        # As in ``write``; these rows were left out of the group's files, so nothing to delete.
+        if not recorded_concurrently(table.log, app_id, app_version):
+            raise
+        return WriteResult(table.version, 0, skipped=True)
+    return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows.num_rows,
+                       txn_id=result.txn_id, digest=result.digest)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

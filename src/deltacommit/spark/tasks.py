@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltacommit.nested import enforce_nested_not_null, has_nested_required
+if TYPE_CHECKING:
+    from deltacommit.writer import WriteTarget
 
 #: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
 #: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
@@ -87,21 +88,17 @@ class WriteTask:
     per Arrow batch.
     """
 
-    def __init__(self, table_uri: str, storage_options: Mapping[str, str], schema: pa.Schema,
-                 partition_columns: Sequence[str], indexed_cols: int,
-                 target_file_rows: int | None, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-                 constraints: Sequence[Any] = ()) -> None:
-        self.table_uri = table_uri
-        #: The table's invariants and CHECK constraints (``constraints.Constraint``), checked
-        #: on every batch before it is buffered for writing.
-        self.constraints = list(constraints)
+    def __init__(self, target: WriteTarget, storage_options: Mapping[str, str],
+                 target_file_rows: int | None, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+        #: The table version written to: schema, partition columns, statistics, constraints.
+        self.target = target
+        self.table_uri = target.uri
         self.storage_options = dict(storage_options)
-        self.schema = schema
-        self.partition_columns = list(partition_columns)
-        self.indexed_cols = indexed_cols
+        self.schema = target.schema
+        self.partition_columns = list(target.partition_columns)
+        self.indexed_cols = target.indexed_cols
         self.target_file_rows = target_file_rows
         self.buffer_bytes = buffer_bytes
-        self.nested_required = has_nested_required(schema)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from deltacommit.errors import (
@@ -147,16 +144,9 @@ class WriteTask:
 
     def _absorb(self, store: Any, index: int, buffers: dict[tuple[str | None, ...], _Buffer],
                 pending: list[pa.RecordBatch]) -> Iterator[str]:
-        from deltacommit.schema import cast_to_table_schema
+        from deltacommit.writer import conform_rows
 
-        data = cast_to_table_schema(pa.Table.from_batches(pending), self.schema)
-        if self.nested_required:
-            data = enforce_nested_not_null(data, self.schema)
-        from deltacommit.constraints import check_constraints, check_partition_not_null
-
-        check_partition_not_null(data, self.schema, self.partition_columns, self.table_uri)
-        if self.constraints:
-            check_constraints(data, self.constraints, self.table_uri)
+        data = conform_rows(self.target, pa.Table.from_batches(pending))
         target = self.target_file_rows
         groups, clustered = self._groups(data)
         for values, part in groups:

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from deltacommit import errors
-from deltacommit.datafiles import num_indexed_cols
 from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
@@ -38,6 +37,7 @@ from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
 from deltacommit.writer import (
     WriteResult,
+    WriteTarget,
     already_written,
     check_write_arguments,
     delete_files,
@@ -52,11 +52,11 @@ if TYPE_CHECKING:
     from deltacommit.predicates import Predicate
 
 
-def write(df: DataFrame, table_or_uri: DeltaTable | str, mode: str = "append",
+def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append",
           partition_by: Sequence[str] | None = None, predicate: str | None = None,
           app_id: str | None = None, app_version: int | None = None,
           storage_options: Mapping[str, str] | None = None,
-          target_file_rows: int | None = None, *,
+          target_file_rows: int | None = None,
           configuration: Mapping[str, str] | None = None,
           repartition: bool = True) -> WriteResult:
     """Write a DataFrame to a Delta table: append, or overwrite all or the partitions
@@ -111,11 +111,8 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     from pyspark.sql import functions as F
 
     pcols = table.partition_columns
-    from deltacommit.constraints import table_constraints
-
-    task = WriteTask(table.uri, table.storage_options, table.schema, pcols,
-                     num_indexed_cols(table.configuration), target_file_rows, buffer_bytes,
-                     table_constraints(table.schema, table.configuration, table.uri))
+    task = WriteTask(WriteTarget.of(table.uri, table.snapshot), table.storage_options,
+                     target_file_rows, buffer_bytes)
     source = df
     if pcols:
         keys = [F.col(_quote(c)) for c in pcols]
