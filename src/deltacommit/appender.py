@@ -249,7 +249,8 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
-        from deltacommit.writer import WriteTarget, conform_rows, delete_files, write_rows
+        from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
+        from deltacommit.writer import delete_files
 
         table = self._open(batch[0][1])
         while True:
@@ -266,7 +267,8 @@ class Appender:
             parts = [conform_rows(target, t) for _, t in pending]
             data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             adds = write_rows(table.log_store.store, target, data, clock=table.clock,
-                              random=table.random, target_file_rows=self.target_file_rows)
+                              random=table.random, target_file_rows=self.target_file_rows
+                              ) if data.num_rows else []
             newest = pending[-1][0]
             txn.operation_parameters["epochId"] = str(newest)  # as Spark's streaming sink
             txn.set_app_version(self.app_id, newest)

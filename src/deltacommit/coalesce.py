@@ -418,20 +418,20 @@ class GroupCommitter:
         return _Group(self, key, appends, adds, others)
 
     def _write_rows(self, appends: Sequence[Member]) -> list[Add]:
-        """One set of data files (a file per partition) holding every coalesced append's rows."""
+        """One set of data files (a file per partition) holding every coalesced append's rows
+        (conformed by ``writer.append``; written by the write path's second stage)."""
         parts = [m.rows for m in appends if isinstance(m, _Member) and m.rows is not None]
         if not parts:
             return []
-        from deltacommit.datafiles import num_indexed_cols, write_data_files
+        from deltacommit.datafiles import WriteTarget, write_rows
 
         table = self.table
-        snap = table.log.snapshot
-        schema = snap.schema
+        target = WriteTarget.of(table.log.uri, table.log.snapshot)
+        schema = target.schema
         parts = [p if p.schema.equals(schema) else p.cast(schema) for p in parts]
         data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        return write_data_files(table.log.log_store.store, data, snap.partition_columns,
-                                clock=table.clock, random=table.random,
-                                indexed_cols=num_indexed_cols(snap.configuration))
+        return write_rows(table.log.log_store.store, target, data, clock=table.clock,
+                          random=table.random)
 
     def _discard_files(self, adds: Sequence[Add]) -> None:
         """Delete files written for a group that will never reference them (best effort:

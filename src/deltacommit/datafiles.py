@@ -13,12 +13,14 @@ import io
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltacommit.clock import Clock, RandomSource
+from deltacommit.errors import SchemaMismatchError
 from deltacommit.log.actions import Add
 from deltacommit.log.paths import ResolvedPath
 from deltacommit.storage.base import ObjectStore
@@ -128,3 +130,78 @@ def open_data_file(store: ObjectStore, resolved: ResolvedPath,
     other = open_store(f"{loc.scheme}://{loc.authority}{parent or '/'}", storage_options)
     local = other.local_path(name)
     return (local if local is not None else other.open_input(name)), loc.uri()
+
+
+# --------------------------------------------------------------------------- the write stages
+# Every writer (``writer.write`` and ``writer.append``, the Appender, a group leader writing
+# coalesced rows, Spark's write tasks on executors) runs its rows through ``conform_rows`` and
+# writes them with ``write_rows`` (or, streaming, ``write_data_file``); ``writer.py`` commits.
+
+
+class TableVersion(Protocol):
+    """The parts of a snapshot the write stages read (``snapshot.Snapshot`` is one)."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def partition_columns(self) -> list[str]: ...
+
+    @property
+    def configuration(self) -> dict[str, str | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTarget:
+    """What the write stages need of a table version; small and picklable, so Spark ships it
+    to executors with its write tasks."""
+
+    uri: str
+    schema: pa.Schema
+    partition_columns: tuple[str, ...]
+    #: Columns with statistics (``delta.dataSkippingNumIndexedCols``).
+    indexed_cols: int
+    #: The table's invariants and CHECK constraints (``constraints.Constraint``).
+    constraints: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, uri: str, snapshot: TableVersion) -> WriteTarget:
+        from deltacommit.constraints import table_constraints
+
+        schema = snapshot.schema
+        return cls(uri, schema, tuple(snapshot.partition_columns),
+                   num_indexed_cols(snapshot.configuration),
+                   tuple(table_constraints(schema, snapshot.configuration, uri)))
+
+
+def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
+    """``data`` in the table's schema, every rule on its rows checked (stage 1)."""
+    from deltacommit.constraints import check_constraints, check_partition_not_null
+    from deltacommit.schema import cast_to_table_schema, check_write_compatible
+
+    schema, uri = target.schema, target.uri
+    if not data.schema.equals(schema):
+        check_write_compatible(schema, data.schema, uri)
+        data = cast_to_table_schema(data, schema)
+    check_not_null(data, schema, uri)
+    check_partition_not_null(data, schema, list(target.partition_columns), uri)
+    if target.constraints:
+        check_constraints(data, list(target.constraints), uri)
+    return data
+
+
+def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock: Clock,
+               random: RandomSource, target_file_rows: int | None = None) -> list[Add]:
+    """Conformed rows as data files of the table; their add actions (stage 2)."""
+    return write_data_files(store, rows, list(target.partition_columns), clock=clock,
+                            random=random, indexed_cols=target.indexed_cols,
+                            target_file_rows=target_file_rows)
+
+
+def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
+    """Top-level NOT NULL columns; nested ones are checked while writing (``nested.py``)."""
+    for f in schema:
+        if not f.nullable and data.column(f.name).null_count:
+            raise SchemaMismatchError(
+                f"table {uri}: column {f.name!r} is not nullable but the data has "
+                f"{data.column(f.name).null_count} null value(s)")

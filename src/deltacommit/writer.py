@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltacommit.datafiles import num_indexed_cols, write_data_files
+from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
-    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -39,62 +38,11 @@ from deltacommit.log.actions import MAX_LONG, Add
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
-    from deltacommit.clock import Clock, RandomSource
     from deltacommit.predicates import Predicate
-    from deltacommit.snapshot import Snapshot
     from deltacommit.storage.base import ObjectStore
     from deltacommit.transaction import Transaction
 
 MODES = ("append", "overwrite")
-
-
-@dataclass(frozen=True, slots=True)
-class WriteTarget:
-    """What the write stages need of a table version; small and picklable, so Spark ships it
-    to executors with its write tasks."""
-
-    uri: str
-    schema: pa.Schema
-    partition_columns: tuple[str, ...]
-    #: Columns with statistics (``delta.dataSkippingNumIndexedCols``).
-    indexed_cols: int
-    #: The table's invariants and CHECK constraints (``constraints.Constraint``).
-    constraints: tuple[Any, ...]
-
-    @classmethod
-    def of(cls, uri: str, snapshot: Snapshot) -> WriteTarget:
-        from deltacommit.constraints import table_constraints
-
-        schema = snapshot.schema
-        return cls(uri, schema, tuple(snapshot.partition_columns),
-                   num_indexed_cols(snapshot.configuration),
-                   tuple(table_constraints(schema, snapshot.configuration, uri)))
-
-
-def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
-    """``data`` in the table's schema, every rule on its rows checked (stage 1)."""
-    from deltacommit.constraints import check_constraints, check_partition_not_null
-    from deltacommit.schema import cast_to_table_schema, check_write_compatible
-
-    schema, uri = target.schema, target.uri
-    if not data.schema.equals(schema):
-        check_write_compatible(schema, data.schema, uri)
-        data = cast_to_table_schema(data, schema)
-    check_not_null(data, schema, uri)
-    check_partition_not_null(data, schema, list(target.partition_columns), uri)
-    if target.constraints:
-        check_constraints(data, list(target.constraints), uri)
-    return data
-
-
-def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock: Clock,
-               random: RandomSource, target_file_rows: int | None = None) -> list[Add]:
-    """Conformed rows as data files of the table; their add actions (stage 2)."""
-    if not rows.num_rows:
-        return []
-    return write_data_files(store, rows, list(target.partition_columns), clock=clock,
-                            random=random, indexed_cols=target.indexed_cols,
-                            target_file_rows=target_file_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,12 +284,3 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
         return WriteResult(table.version, 0, skipped=True)
     return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows.num_rows,
                        txn_id=result.txn_id, digest=result.digest)
-
-
-def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
-    """Top-level NOT NULL columns; nested ones are checked while writing (``nested.py``)."""
-    for f in schema:
-        if not f.nullable and data.column(f.name).null_count:
-            raise SchemaMismatchError(
-                f"table {uri}: column {f.name!r} is not nullable but the data has "
-                f"{data.column(f.name).null_count} null value(s)")

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from deltacommit.writer import WriteTarget
+    from deltacommit.datafiles import WriteTarget
 
 #: Schema of what a write task returns: one JSON document per row, ``{"add": {...}}`` for a
 #: written data file or ``{"error": {"type": ..., "message": ...}}`` for bad data.
@@ -144,7 +144,7 @@ class WriteTask:
 
     def _absorb(self, store: Any, index: int, buffers: dict[tuple[str | None, ...], _Buffer],
                 pending: list[pa.RecordBatch]) -> Iterator[str]:
-        from deltacommit.writer import conform_rows
+        from deltacommit.datafiles import conform_rows
 
         data = conform_rows(self.target, pa.Table.from_batches(pending))
         target = self.target_file_rows

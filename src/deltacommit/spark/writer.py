@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from deltacommit import errors
+from deltacommit.datafiles import WriteTarget
 from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
@@ -37,7 +38,6 @@ from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
 from deltacommit.writer import (
     WriteResult,
-    WriteTarget,
     already_written,
     check_write_arguments,
     delete_files,
