@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.errors import CheckConstraintViolationError, SchemaMismatchError
 from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.errors import CheckConstraintViolationError, SchemaMismatchError
 
 DATA = Path(__file__).resolve().parent / "data"
 
