@@ -12,8 +12,10 @@ NULL deletes nothing).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
 
 import numpy as np
 import pyarrow as pa
@@ -30,17 +32,52 @@ from deltacommit.predicates import Predicate
 from deltacommit.row_filters import to_expression
 
 if TYPE_CHECKING:
-    from deltacommit.table import DeltaTable
-    from deltacommit.transaction import CommitResult
+    from deltacommit.engine.policy import CommitResult
+    from deltacommit.log.actions import Protocol
+    from deltacommit.logstore.base import LogStore
+    from deltacommit.scan import FileScan
+    from deltacommit.transaction import Transaction
 
-def deletes_write_dvs(table: DeltaTable) -> bool:
+
+class DeletingTable(Interface):
+    """What a row-level delete needs of its table (``DeltaTable`` is one); a protocol, so this
+    module, which the table calls, does not import the table back."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
+
+    @property
+    def configuration(self) -> dict[str, str | None]: ...
+
+    @property
+    def storage_options(self) -> dict[str, str]: ...
+
+    @property
+    def allow_external_paths(self) -> bool: ...
+
+    @property
+    def log_store(self) -> LogStore: ...
+
+    def transaction(self, operation: str = ...,
+                    operation_parameters: Mapping[str, Any] | None = ...) -> Transaction: ...
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
+
+
+def deletes_write_dvs(table: DeletingTable) -> bool:
     """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: only with the property)."""
     p = table.protocol
     enabled = (table.configuration.get("delta.enableDeletionVectors") or "").lower() == "true"
     return enabled and "deletionVectors" in (p.writer_features or [])
 
 
-def delete_with_deletion_vectors(table: DeltaTable, predicate: Predicate) -> CommitResult:
+def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
     from deltacommit.deletion_vector_io import deleted_rows
 
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
@@ -91,4 +128,4 @@ def delete_with_deletion_vectors(table: DeltaTable, predicate: Predicate) -> Com
     return txn.result
 
 
-__all__ = ["delete_with_deletion_vectors", "deletes_write_dvs"]
+__all__ = ["DeletingTable", "delete_with_deletion_vectors", "deletes_write_dvs"]

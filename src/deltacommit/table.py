@@ -39,7 +39,6 @@ from deltacommit.transaction import Transaction
 if TYPE_CHECKING:
     from deltacommit.checkpoint import CheckpointInfo
     from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
-    from deltacommit.predicates import Predicate
 
 
 class DeltaTable:
@@ -227,10 +226,6 @@ class DeltaTable:
 
     # ------------------------------------------------------------------ files and data
 
-    def select_files(self, snap: Snapshot, predicate: Predicate) -> list[Add]:
-        """The files of ``snap`` whose partition values may satisfy ``predicate``."""
-        return select_files(snap, predicate)
-
     def files(self, partition_filters: Sequence[Any] | None = None,
               predicate: str | None = None) -> list[Add]:
         """The add actions of the snapshot, optionally filtered by partition values."""
@@ -243,7 +238,7 @@ class DeltaTable:
         else:
             pred = TRUE
         pred.check_columns(self.partition_columns, self.uri)
-        return self.select_files(self.snapshot, pred)
+        return select_files(self.snapshot, pred)
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""
