@@ -326,13 +326,14 @@ def _append(table: DeltaTable, data: pa.Table, who: str) -> CommitResult | None:
     lost), the retry finds its own txnId in the log and reports that version instead of
     committing the rows twice.  None when every try failed (the write's outcome is unknown and
     it is never acknowledged)."""
-    from deltacommit.datafiles import num_indexed_cols, write_data_files
+    from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
 
     txn = table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    target = WriteTarget.of(table.uri, txn.snapshot)
+    data = conform_rows(target, data)
     try:
-        adds = write_data_files(table.log_store.store, data, table.partition_columns,
-                                clock=table.clock, random=table.random,
-                                indexed_cols=num_indexed_cols(table.configuration))
+        adds = write_rows(table.log_store.store, target, data, clock=table.clock,
+                          random=table.random)
     except TRANSIENT as e:
         print(f"{who} transient error: {e}", file=sys.stderr, flush=True)
         return None
