@@ -249,8 +249,7 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
-        from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
-        from deltacommit.writer import delete_files
+        from deltacommit.datafiles import WriteTarget, conform_rows, delete_files, write_rows
 
         table = self._open(batch[0][1])
         while True:

@@ -205,3 +205,11 @@ def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
             raise SchemaMismatchError(
                 f"table {uri}: column {f.name!r} is not nullable but the data has "
                 f"{data.column(f.name).null_count} null value(s)")
+
+
+def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
+    """Delete data files that no commit references (a write that did not commit)."""
+    from deltacommit.partitions import decode_add_path
+
+    for a in adds:
+        store.delete(decode_add_path(a.path))

@@ -39,6 +39,8 @@ from deltacommit.transaction import Transaction
 if TYPE_CHECKING:
     from deltacommit.checkpoint import CheckpointInfo
     from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
+    from deltacommit.optimize import TableOptimizer
+    from deltacommit.storage.base import ObjectStore
 
 
 class DeltaTable:
@@ -196,6 +198,18 @@ class DeltaTable:
                 f"table {self.uri} was opened at version {self.version}; open it without a "
                 "version to follow new commits")
         return self.log.refresh()
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store of the table's location."""
+        return self.log_store.store
+
+    @property
+    def optimize(self) -> TableOptimizer:
+        """Compaction (``optimize.compact``), with deltalake's names."""
+        from deltacommit.optimize import TableOptimizer
+
+        return TableOptimizer(self)
 
     @property
     def pinned(self) -> bool:

@@ -112,6 +112,11 @@ class Transaction:
         self._reads.files.update(file_key(a.path) for a in files)
         return files
 
+    def read_files(self, files: Iterable[Add]) -> None:
+        """Declare that the outcome depends on exactly these files (a concurrent remove of one
+        of them conflicts; files added meanwhile do not, unlike a predicate's reads)."""
+        self._reads.files.update(file_key(a.path) for a in files)
+
     def read_whole_table(self) -> None:
         """Declare that the outcome depends on every file (any concurrent change conflicts)."""
         self._reads.whole_table = True

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.datafiles import WriteTarget, conform_rows, delete_files, write_rows
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     ConcurrentTransactionException,
@@ -39,7 +39,6 @@ from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
     from deltacommit.predicates import Predicate
-    from deltacommit.storage.base import ObjectStore
     from deltacommit.transaction import Transaction
 
 MODES = ("append", "overwrite")
@@ -192,14 +191,6 @@ def recorded_concurrently(log: TableLog, app_id: str | None, app_version: int | 
     log.refresh()
     done = log.snapshot.app_version(app_id)
     return done is not None and done >= app_version
-
-
-def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
-    """Delete data files that no commit references (a write that did not commit)."""
-    from deltacommit.partitions import decode_add_path
-
-    for a in adds:
-        store.delete(decode_add_path(a.path))
 
 
 def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from deltacommit import errors
-from deltacommit.datafiles import WriteTarget
+from deltacommit.datafiles import WriteTarget, delete_files
 from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
@@ -40,7 +40,6 @@ from deltacommit.writer import (
     WriteResult,
     already_written,
     check_write_arguments,
-    delete_files,
     finish_write,
     open_or_create,
     start_write,

@@ -1,0 +1,307 @@
+"""Compaction (``DeltaTable.optimize.compact``) that never aborts a writer.
+
+Group commit, the Appender and streaming make many small files; compaction rewrites the small
+files of each partition into files of about ``target_size`` bytes.  It changes no data: its
+adds and removes carry ``dataChange=false``, so the transaction runs at snapshot isolation
+(``conflicts.TransactionSummary.effective_isolation``, Spark's rule) and a concurrent append,
+blind or not, never conflicts with it, nor it with the append.  What can conflict is a
+concurrent delete or overwrite removing a file compaction rewrote.  Then only the bins whose
+files are all still live are committed (their rewritten files are valid as written); the bins
+that lost a file have their new files deleted and are left for the next run.  Compaction never
+makes a writer fail, and never rewrites the whole job because one bin lost.
+
+Bins are formed per partition, greedily in the files' order, up to ``target_size``
+(``delta.targetFileSize``, else 100 MiB as deltalake); files already that large are skipped,
+unless a deletion vector marks rows of theirs deleted (rewriting applies it).  A bin of one
+file without a deletion vector is left alone.  ``min_commit_interval`` commits the bins done
+so far whenever that many seconds have passed, so a long compaction publishes progress and a
+concurrent delete costs at most the bins of one interval.  The metrics are deltalake's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+from deltacommit.clock import Clock, RandomSource
+from deltacommit.datafiles import WriteTarget, delete_files, write_rows
+from deltacommit.errors import (
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+    InvalidArgumentError,
+)
+from deltacommit.log.actions import Add
+from deltacommit.log.replay import file_key
+from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
+from deltacommit.scan import select_files
+
+if TYPE_CHECKING:
+    from deltacommit.scan import FileScan
+    from deltacommit.snapshot import Snapshot
+    from deltacommit.storage.base import ObjectStore
+    from deltacommit.transaction import Transaction
+
+
+class OptimizableTable(Protocol):
+    """What compaction needs of a table (``DeltaTable`` is one)."""
+
+    clock: Clock
+    random: RandomSource
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def pinned(self) -> bool: ...
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    @property
+    def partition_columns(self) -> list[str]: ...
+
+    @property
+    def configuration(self) -> dict[str, str | None]: ...
+
+    @property
+    def store(self) -> ObjectStore: ...
+
+    def update(self) -> int: ...
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
+
+    def transaction(self, operation: str = ..., operation_parameters: Any = ...,
+                    isolation_level: Any = ...) -> Transaction: ...
+
+#: deltalake's default target size (Spark's OPTIMIZE uses 1 GiB; small tables want smaller).
+DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+_SIZE = re.compile(r"^(\d+)\s*([a-z]*)$", re.IGNORECASE)
+
+#: How many times a commit of the surviving bins is retried after concurrent removes.
+_MAX_ROUNDS = 100
+
+
+def parse_size(value: str, what: str) -> int:
+    """``delta.targetFileSize`` as Delta writes it: bytes, or a number with b/k/m/g/t."""
+    m = _SIZE.match(value.strip())
+    if m is None or m.group(2).lower() not in _UNITS or int(m.group(1)) < 1:
+        raise InvalidArgumentError(f"{what} must be a positive size such as 104857600 or "
+                                   f"128mb, got {value!r}")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+@dataclass
+class _Bin:
+    """Files of one partition to rewrite as one file."""
+
+    partition: tuple[tuple[str, str | None], ...]
+    files: list[Add]
+    added: list[Add] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(a.size for a in self.files)
+
+
+def plan_bins(files: Iterable[Add], target_size: int) -> tuple[list[_Bin], int, int]:
+    """Bins to rewrite, the files considered and the files skipped (pure)."""
+    considered = 0
+    skipped = 0
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[Add]] = {}
+    for a in files:
+        considered += 1
+        if a.size >= target_size and not a.deletion_vector:
+            skipped += 1
+            continue
+        by_partition.setdefault(tuple(sorted(a.partition_values.items())), []).append(a)
+    bins: list[_Bin] = []
+    for part, group in by_partition.items():
+        current: list[Add] = []
+        size = 0
+        for a in group:
+            if current and size + a.size > target_size:
+                bins.append(_Bin(part, current))
+                current, size = [], 0
+            current.append(a)
+            size += a.size
+        if current:
+            bins.append(_Bin(part, current))
+    kept: list[_Bin] = []
+    for b in bins:
+        if len(b.files) == 1 and not b.files[0].deletion_vector:
+            skipped += 1
+        else:
+            kept.append(b)
+    return kept, considered, skipped
+
+
+def _size_stats(sizes: Sequence[int]) -> str:
+    if not sizes:
+        return json.dumps({"avg": 0.0, "max": 0, "min": 0, "totalFiles": 0, "totalSize": 0},
+                          separators=(",", ":"))
+    return json.dumps({"avg": sum(sizes) / len(sizes), "max": max(sizes), "min": min(sizes),
+                       "totalFiles": len(sizes), "totalSize": sum(sizes)},
+                      separators=(",", ":"))
+
+
+class TableOptimizer:
+    """``DeltaTable.optimize``: deltalake's names."""
+
+    def __init__(self, table: OptimizableTable) -> None:
+        self.table = table
+
+    def compact(self, partition_filters: Sequence[Any] | None = None,
+                target_size: int | None = None, max_concurrent_tasks: int | None = None,
+                min_commit_interval: float | None = None, *,
+                predicate: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rewrite small files into files of about ``target_size`` bytes; deltalake's metrics
+        plus ``versions`` (every version committed) and ``version`` (the last, or the table's
+        version when nothing was committed)."""
+        table = self.table
+        uri = table.uri
+        if table.pinned:
+            raise InvalidArgumentError(
+                f"table {uri} was opened at version {table.version}; compaction works on the "
+                "latest version, so open the table without a version")
+        if max_concurrent_tasks is not None and (isinstance(max_concurrent_tasks, bool)
+                                                 or not isinstance(max_concurrent_tasks, int)
+                                                 or max_concurrent_tasks < 1):
+            raise InvalidArgumentError(f"compaction of {uri}: max_concurrent_tasks must be a "
+                                       f"positive integer, got {max_concurrent_tasks!r}")
+        if min_commit_interval is not None and (isinstance(min_commit_interval, bool)
+                                                or not isinstance(min_commit_interval, int | float)
+                                                or not min_commit_interval >= 0):
+            raise InvalidArgumentError(f"compaction of {uri}: min_commit_interval must be a "
+                                       f"number of seconds >= 0, got {min_commit_interval!r}")
+        table.update()
+        snap = table.snapshot
+        size = self._target_size(target_size)
+        pred = self._predicate(partition_filters, predicate)
+        bins, considered, skipped = plan_bins(select_files(snap, pred), size)
+        versions: list[int] = []
+        done: list[_Bin] = []
+        lost: list[_Bin] = []
+        pending: list[_Bin] = []
+        target = WriteTarget.of(uri, snap)
+        scan = table.file_scan(snap.schema)
+        started = time.monotonic()
+        workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
+
+        def rewrite(b: _Bin) -> _Bin:
+            rows = pa.concat_tables([scan.read(a) for a in b.files])
+            b.added = [replace(a, data_change=False) for a in write_rows(
+                table.store, target, rows, clock=table.clock, random=table.random)]
+            return b
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for n, b in enumerate(pool.map(rewrite, bins), 1):
+                pending.append(b)
+                if progress is not None:
+                    progress(n, len(bins))
+                if min_commit_interval is not None \
+                        and time.monotonic() - started >= min_commit_interval:
+                    self._commit(pending, pred, size, versions, done, lost)
+                    pending = []
+                    started = time.monotonic()
+        if pending:
+            self._commit(pending, pred, size, versions, done, lost)
+        removed = [a.size for b in done for a in b.files]
+        added = [a.size for b in done for a in b.added]
+        return {
+            "numFilesAdded": len(added),
+            "numFilesRemoved": len(removed),
+            "filesAdded": _size_stats(added),
+            "filesRemoved": _size_stats(removed),
+            "partitionsOptimized": len({b.partition for b in done}),
+            "numBatches": len(bins),
+            "totalConsideredFiles": considered,
+            "totalFilesSkipped": skipped + sum(len(b.files) for b in lost),
+            "preserveInsertionOrder": True,
+            "binsLostToConcurrentRemoves": len(lost),
+            "versions": versions,
+            "version": versions[-1] if versions else table.version,
+        }
+
+    def _target_size(self, target_size: int | None) -> int:
+        uri = self.table.uri
+        if target_size is not None:
+            if isinstance(target_size, bool) or not isinstance(target_size, int) \
+                    or target_size < 1:
+                raise InvalidArgumentError(f"compaction of {uri}: target_size must be a "
+                                           f"positive number of bytes, got {target_size!r}")
+            return target_size
+        configured = self.table.configuration.get("delta.targetFileSize")
+        if configured:
+            return parse_size(configured, f"table {uri}: delta.targetFileSize")
+        return DEFAULT_TARGET_SIZE
+
+    def _predicate(self, partition_filters: Sequence[Any] | None, where: str | None) -> Predicate:
+        if partition_filters is not None and where is not None:
+            raise InvalidArgumentError("give partition_filters or predicate, not both")
+        pred = (parse_predicate(where) if where is not None
+                else from_partition_filters(partition_filters) if partition_filters else TRUE)
+        pred.check_columns(self.table.partition_columns, self.table.uri)
+        return pred
+
+    def _commit(self, bins: list[_Bin], pred: Predicate, size: int, versions: list[int],
+                done: list[_Bin], lost: list[_Bin]) -> None:
+        """Commit ``bins``; after a concurrent remove of some of their files, again with the
+        bins left intact (the others' new files deleted)."""
+        table = self.table
+        live = list(bins)
+        for _ in range(_MAX_ROUNDS):
+            if not live:
+                return
+            txn = table.transaction("OPTIMIZE", {
+                "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
+                "zOrderBy": "[]", "auto": "false", "targetSize": str(size)})
+            current = {file_key(a.path, a.deletion_vector) for a in txn.snapshot.iter_files()}
+            intact = [b for b in live if all(file_key(a.path, a.deletion_vector) in current
+                                             for a in b.files)]
+            for b in live:
+                if b not in intact:
+                    delete_files(table.store, b.added)
+                    lost.append(b)
+            live = intact
+            if not live:
+                return
+            txn.read_files([a for b in live for a in b.files])
+            txn.remove([a for b in live for a in b.files], data_change=False)
+            txn.add([a for b in live for a in b.added])
+            txn.operation_metrics.update({
+                "numAddedFiles": str(sum(len(b.added) for b in live)),
+                "numRemovedFiles": str(sum(len(b.files) for b in live)),
+                "numAddedBytes": str(sum(a.size for b in live for a in b.added)),
+                "numRemovedBytes": str(sum(a.size for b in live for a in b.files))})
+            try:
+                result = txn.commit()
+            except (ConcurrentDeleteReadException, ConcurrentDeleteDeleteException):
+                table.update()
+                continue
+            except ConcurrentModificationException:
+                # A metadata or protocol change: nothing of these bins is committed.  (Any
+                # other error may hide a commit that happened: its files stay, for vacuum.)
+                for b in live:
+                    delete_files(table.store, b.added)
+                raise
+            versions.append(result.version)
+            done.extend(live)
+            return
+        for b in live:  # pragma: no cover - a hundred rounds of concurrent removes
+            delete_files(table.store, b.added)
+            lost.append(b)
