@@ -153,3 +153,20 @@ def test_plan_bins_packs_each_partition_greedily() -> None:
     assert considered == 5 and skipped == 1
     lone, _, skipped = plan_bins([Add("p=b/0", {"p": "b"}, 1, 0)], 8)
     assert lone == [] and skipped == 1  # one small file alone: nothing to compact
+
+
+def test_the_cli_compacts_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from deltacommit.cli import main
+
+    uri = str(tmp_path / "t")
+    _small_files(uri)
+    assert main(["optimize", uri, "--where", "p = 'a'", "--target-size", "1mb"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"compacted 5 files into 1 in 1 partition(s) of file://{uri}: version(s) 11")
+    assert main(["optimize", uri, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["numFilesRemoved"], report["versions"]) == (5, [12])
+    assert main(["optimize", uri]) == 0
+    assert capsys.readouterr().out.startswith("nothing to compact")
+    assert main(["optimize", uri, "--target-size", "huge"]) != 0
+    assert "--target-size must be a positive size" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""``checkpoint``, ``cleanup`` and ``vacuum``: keeping a table cheap to load and its storage bounded."""
+"""``checkpoint``, ``cleanup``, ``optimize`` and ``vacuum``: keeping a table cheap to load and
+read, and its storage bounded."""
 
 from __future__ import annotations
 
@@ -22,6 +23,22 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_storage_options(p)
     p.set_defaults(func=cmd_cleanup)
+
+    p = sub.add_parser("optimize", help="compact small data files (dataChange=false: concurrent "
+                                        "appends never conflict with it)")
+    p.add_argument("uri")
+    p.add_argument("--where", default=None,
+                   help="only partitions matching this predicate on partition columns")
+    p.add_argument("--target-size", default=None,
+                   help="bytes per rewritten file, e.g. 134217728 or 128mb (default: the "
+                        "table's delta.targetFileSize, else 100mb)")
+    p.add_argument("--min-commit-interval", type=float, default=None,
+                   help="commit the bins rewritten so far every this many seconds")
+    p.add_argument("--max-concurrent-tasks", type=int, default=None,
+                   help="bins rewritten at once (default: 1 on local disk, 8 elsewhere)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_storage_options(p)
+    p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("vacuum", help="list (or delete) data files the table no longer references")
     p.add_argument("uri")
@@ -80,4 +97,42 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     print(f"{verb} {len(files)} unreferenced data file{'s' if len(files) != 1 else ''} of {t.uri}")
     for path in files:
         print(f"  {path}")
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    import sys
+
+    from deltacommit.optimize import parse_size
+
+    t = _open(args)
+    size = None if args.target_size is None else parse_size(args.target_size, "--target-size")
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            width = 30
+            filled = width * done // total
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} bins")
+            if done == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    metrics = t.optimize.compact(predicate=args.where, target_size=size,
+                                 min_commit_interval=args.min_commit_interval,
+                                 max_concurrent_tasks=args.max_concurrent_tasks,
+                                 progress=progress)
+    if args.json:
+        emit_json({"uri": t.uri, **metrics})
+        return 0
+    if not metrics["versions"]:
+        print(f"nothing to compact in {t.uri} ({metrics['totalConsideredFiles']} files "
+              f"considered, {metrics['totalFilesSkipped']} skipped)")
+        return 0
+    versions = ", ".join(str(v) for v in metrics["versions"])
+    print(f"compacted {metrics['numFilesRemoved']} files into {metrics['numFilesAdded']} in "
+          f"{metrics['partitionsOptimized']} partition(s) of {t.uri}: version(s) {versions}")
+    if metrics["binsLostToConcurrentRemoves"]:
+        print(f"  {metrics['binsLostToConcurrentRemoves']} bin(s) left for the next run: a "
+              "concurrent delete or overwrite removed some of their files")
     return 0
