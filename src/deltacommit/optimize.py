@@ -163,6 +163,8 @@ class TableOptimizer:
 
     def __init__(self, table: OptimizableTable) -> None:
         self.table = table
+        #: Commit attempts the last compactions made (races lost to concurrent writers + 1).
+        self.attempts = 0
 
     def compact(self, partition_filters: Sequence[Any] | None = None,
                 target_size: int | None = None, max_concurrent_tasks: int | None = None,
@@ -189,6 +191,7 @@ class TableOptimizer:
             raise InvalidArgumentError(f"compaction of {uri}: min_commit_interval must be a "
                                        f"number of seconds >= 0, got {min_commit_interval!r}")
         table.update()
+        self.attempts = 0
         snap = table.snapshot
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
@@ -208,8 +211,22 @@ class TableOptimizer:
                 table.store, target, rows, clock=table.clock, random=table.random)]
             return b
 
+        if len(bins) > 1:
+            # Many tiny files are mostly Parquet overhead, so a bin of target_size bytes of
+            # them rewrites into a far smaller file.  The first bin measures how much the
+            # rewrite shrinks the input; the rest are binned to that ratio, so the files
+            # written come out near target_size instead of a fraction of it.
+            first = rewrite(bins[0])
+            out = sum(a.size for a in first.added)
+            ratio = min(1.0, max(out / max(first.size, 1), 1 / 1024))
+            more, _, lone = plan_bins([a for b in bins[1:] for a in b.files],
+                                      max(size, int(size / ratio)))
+            bins = [first, *more]
+            skipped += lone
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for n, b in enumerate(pool.map(rewrite, bins), 1):
+            todo = [b if b.added else pool.submit(rewrite, b) for b in bins]
+            for n, item in enumerate(todo, 1):
+                b = item if isinstance(item, _Bin) else item.result()
                 pending.append(b)
                 if progress is not None:
                     progress(n, len(bins))
@@ -233,6 +250,7 @@ class TableOptimizer:
             "totalFilesSkipped": skipped + sum(len(b.files) for b in lost),
             "preserveInsertionOrder": True,
             "binsLostToConcurrentRemoves": len(lost),
+            "commitAttempts": self.attempts,
             "versions": versions,
             "version": versions[-1] if versions else table.version,
         }
@@ -300,6 +318,7 @@ class TableOptimizer:
                     delete_files(table.store, b.added)
                 raise
             versions.append(result.version)
+            self.attempts += result.attempts
             done.extend(live)
             return
         for b in live:  # pragma: no cover - a hundred rounds of concurrent removes

@@ -33,6 +33,10 @@ from deltacommit.errors import (
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, Remove, Txn, serialize_commit
 from deltacommit.snapshot import Commit
 
+#: A backoff at least this long (seconds) is followed by reading the versions committed
+#: meanwhile before the next attempt.
+CATCH_UP_AFTER = 0.01
+
 #: A version as the checks see it: its conflict view and the txnIds it holds.
 Seen = tuple[WinningCommit, frozenset[str]]
 
@@ -209,7 +213,18 @@ class CommitLoop:
                     group.discard()
                     return None
                 if left:
-                    self.clock.sleep(self.policy.backoff(attempt, self.random.uniform(0.0, 1.0)))
+                    pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
+                    self.clock.sleep(pause)
+                    if pause >= CATCH_UP_AFTER:
+                        # Writers kept committing while this group slept: an attempt at the
+                        # version it knew before sleeping is all but sure to lose again.
+                        # Reading what they committed first costs what that lost attempt
+                        # would have, and lets a large commit (a compaction) beside a stream
+                        # of small ones win a version at all.
+                        landed = self._rebase(group, base)
+                        if isinstance(landed, Commit):
+                            return landed
+                        base = landed
                 continue
             commit = Commit(version, actions)
             self.log.committed(commit)
