@@ -91,6 +91,11 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 2
           "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
 _SIZE = re.compile(r"^(\d+)\s*([a-z]*)$", re.IGNORECASE)
 
+#: A commit replaces at most about this many files: beside a stream of small appends, a
+#: commit of thousands of actions takes long enough to write that it would keep losing the
+#: race for the next version.
+MAX_FILES_PER_COMMIT = 1000
+
 #: How many times a commit of the surviving bins is retried after concurrent removes.
 _MAX_ROUNDS = 100
 
@@ -205,8 +210,14 @@ class TableOptimizer:
         started = time.monotonic()
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
 
+        readers = ThreadPoolExecutor(max_workers=8)
+
         def rewrite(b: _Bin) -> _Bin:
-            rows = pa.concat_tables([scan.read(a) for a in b.files])
+            # Reading many small files waits on opening each; pyarrow releases the GIL, so
+            # they are read a few at a time even on local disk.
+            parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
+                [scan.read(b.files[0])]
+            rows = pa.concat_tables(parts)
             b.added = [replace(a, data_change=False) for a in write_rows(
                 table.store, target, rows, clock=table.clock, random=table.random)]
             return b
@@ -230,11 +241,13 @@ class TableOptimizer:
                 pending.append(b)
                 if progress is not None:
                     progress(n, len(bins))
-                if min_commit_interval is not None \
-                        and time.monotonic() - started >= min_commit_interval:
+                if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
+                        min_commit_interval is not None
+                        and time.monotonic() - started >= min_commit_interval):
                     self._commit(pending, pred, size, versions, done, lost)
                     pending = []
                     started = time.monotonic()
+        readers.shutdown()
         if pending:
             self._commit(pending, pred, size, versions, done, lost)
         removed = [a.size for b in done for a in b.files]

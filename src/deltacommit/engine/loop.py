@@ -189,6 +189,11 @@ class CommitLoop:
         """Commit ``group`` at the first free version after ``base``; None if no member is left
         to commit (each failed, or was found committed already)."""
         attempt = 0
+        # Only the commitInfo changes between attempts of the same members: the rest of the
+        # version is serialized once (a compaction's thousands of actions would otherwise
+        # widen every attempt's window for losing the race).
+        body_key: tuple[Any, ...] | None = None
+        body = b""
         while group.members:
             members = group.members
             attempt += 1
@@ -197,7 +202,10 @@ class CommitLoop:
                 m.attempts += 1
             version = base + 1
             actions = self.actions(group, group_id)
-            data = serialize_commit(actions)
+            key = (tuple(id(m) for m in members), id(group.adds), len(group.adds))
+            if key != body_key:
+                body, body_key = serialize_commit(actions[1:]), key
+            data = serialize_commit(actions[:1]) + body
             try:
                 self.log.log_store.write_commit(version, data)
             except VersionExistsError:
