@@ -6,8 +6,10 @@ data files with pyarrow, the driver commits through deltacommit.
                        app_id="ingest", app_version=42, storage_options=opts)
     df = dcs.read(spark, "s3://bucket/events", partition_filters=[("day", "=", "2026-11-22")])
 
-Every executor needs pyarrow and deltacommit installed (locally they share the driver's
-interpreter; see ``local_session``).
+Executors need only pyarrow (and pandas, for Spark's Arrow path): deltacommit sends its own
+code to them on a session's first job, over classic sessions and Spark Connect alike
+(``shipping.py``).  Spark Connect sessions (``SparkSession.builder.remote(...)``) work for
+``write`` and ``read``; install the ``connect`` extra for the client.
 """
 
 from __future__ import annotations
