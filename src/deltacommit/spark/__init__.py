@@ -24,6 +24,7 @@ from deltacommit.spark.schema import (
     spark_to_arrow_type,
 )
 from deltacommit.spark.session import local_session
+from deltacommit.spark.streaming import foreach_batch, write_stream
 from deltacommit.spark.writer import write, write_files
 from deltacommit.writer import WriteResult
 
@@ -33,10 +34,12 @@ __all__ = [
     "arrow_to_spark_type",
     "as_nullable",
     "delta_to_spark_schema",
+    "foreach_batch",
     "local_session",
     "read",
     "spark_to_arrow_schema",
     "spark_to_arrow_type",
     "write",
     "write_files",
+    "write_stream",
 ]
