@@ -22,7 +22,7 @@ from deltacommit.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from deltacommit.table import DeltaTable
 
