@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -22,6 +23,7 @@ def main() -> int:
     ap.add_argument("--no-ship", action="store_true",
                     help="turn shipping off and print the error the write meets")
     args = ap.parse_args()
+    opts = json.loads(os.environ.get("DC_STORAGE_OPTIONS", "{}"))
 
     from pyspark.sql import SparkSession
 
@@ -39,18 +41,20 @@ def main() -> int:
 
         spark.conf.set("spark.deltacommit.shipPackage", "false")
         try:
-            dcs.write(spark.sql("select 1 as id"), args.uri)
+            dcs.write(spark.sql("select 1 as id"), args.uri, storage_options=opts)
         except DeltaCommitError as e:
             print(json.dumps({"error": str(e)}), flush=True)
             return 0
         print(json.dumps({"error": None}), flush=True)
         return 1
     first = spark.sql("select id, cast(id % 3 as int) as day from range(30)")
-    r1 = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1)
-    again = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1)
+    r1 = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
+                   storage_options=opts)
+    again = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
+                      storage_options=opts)
     day0 = spark.sql("select 1000 + id as id, 0 as day from range(5)")
-    r3 = dcs.write(day0, args.uri, mode="overwrite", predicate="day = 0")
-    rows = dcs.read(spark, args.uri).orderBy("id").collect()
+    r3 = dcs.write(day0, args.uri, mode="overwrite", predicate="day = 0", storage_options=opts)
+    rows = dcs.read(spark, args.uri, storage_options=opts).orderBy("id").collect()
     worker = spark.range(1).mapInArrow(_worker_python, "exe string, has_package boolean").collect()
     out.update(first_version=r1.version, rerun_skipped=again.skipped, overwrite_version=r3.version,
                rows=[[r["id"], r["day"]] for r in rows],
