@@ -178,3 +178,14 @@ def test_a_replayed_batch_is_skipped_on_s3(spark: Any, moto_server: Any, s3_buck
     txns = [h for h in dc.DeltaTable(uri, storage_options=options).history()
             if h.get("operation") == "WRITE"]
     assert len(txns) == 3  # batches 0, 1, 2; the replay of batch 1 committed nothing
+
+
+def test_one_query_id_for_every_spelling_of_its_checkpoint(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    local = {stream_app_id(s) for s in ("ckpt", "ckpt/", str(tmp_path / "ckpt"),
+                                        f"file:{tmp_path}/ckpt", f"file://{tmp_path}/ckpt/")}
+    assert len(local) == 1
+    assert stream_app_id("s3a://bucket/ckpt/q") == stream_app_id("s3://bucket/ckpt/q/")
+    assert stream_app_id("s3://bucket/ckpt/q1") != stream_app_id("s3://bucket/ckpt/q2")
+    assert stream_app_id("s3://bucket/ckpt/q") not in local

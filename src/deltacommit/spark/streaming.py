@@ -32,11 +32,18 @@ _MODES = ("append",)
 
 
 def stream_app_id(checkpoint_location: str) -> str:
-    """The ``txn`` app id of the query checkpointed at ``checkpoint_location``."""
-    location = checkpoint_location.rstrip("/")
-    if "://" not in location:
+    """The ``txn`` app id of the query checkpointed at ``checkpoint_location``.
+
+    Every spelling of one location gives one id (``s3a://b/c/`` and ``s3://b/c``; a relative
+    path, its absolute form and ``file:`` URIs), so a restart that spells the checkpoint the
+    way Spark reports it still finds the batches it committed."""
+    from deltacommit.log.paths import parse_location
+
+    location = checkpoint_location
+    if "://" not in location and not location.startswith("file:"):
         location = os.path.abspath(location)
-    return "deltacommit-stream-" + hashlib.sha256(location.encode()).hexdigest()[:24]
+    canonical = parse_location(location).uri().rstrip("/")
+    return "deltacommit-stream-" + hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
 def foreach_batch(table_or_uri: DeltaTable | str, *, app_id: str,
