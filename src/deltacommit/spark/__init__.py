@@ -14,6 +14,7 @@ code to them on a session's first job, over classic sessions and Spark Connect a
 
 from __future__ import annotations
 
+from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
 from deltacommit.spark.schema import (
     arrow_to_spark_schema,
@@ -36,6 +37,7 @@ __all__ = [
     "delta_to_spark_schema",
     "foreach_batch",
     "local_session",
+    "optimize",
     "read",
     "spark_to_arrow_schema",
     "spark_to_arrow_type",
