@@ -186,10 +186,11 @@ class TableOptimizer:
                 min_commit_interval: float | None = None, *,
                 predicate: str | None = None,
                 progress: Callable[[int, int], None] | None = None,
-                rewriter: BinRewriter | None = None) -> dict[str, Any]:
+                rewriter: BinRewriter | None = None, auto: bool = False) -> dict[str, Any]:
         """Rewrite small files into files of about ``target_size`` bytes; deltalake's metrics
         plus ``versions`` (every version committed) and ``version`` (the last, or the table's
-        version when nothing was committed)."""
+        version when nothing was committed).  ``auto`` marks the commits as auto-compaction's
+        (``operationParameters.auto``)."""
         table = self.table
         uri = table.uri
         if table.pinned:
@@ -241,11 +242,11 @@ class TableOptimizer:
             if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
                     min_commit_interval is not None
                     and time.monotonic() - started >= min_commit_interval):
-                self._commit(pending, pred, size, versions, done, lost)
+                self._commit(pending, pred, size, versions, done, lost, auto)
                 pending = []
                 started = time.monotonic()
         if pending:
-            self._commit(pending, pred, size, versions, done, lost)
+            self._commit(pending, pred, size, versions, done, lost, auto)
         removed = [a.size for b in done for a in b.files]
         added = [a.size for b in done for a in b.added]
         return {
@@ -313,7 +314,7 @@ class TableOptimizer:
         return pred
 
     def _commit(self, bins: list[CompactionBin], pred: Predicate, size: int, versions: list[int],
-                done: list[CompactionBin], lost: list[CompactionBin]) -> None:
+                done: list[CompactionBin], lost: list[CompactionBin], auto: bool = False) -> None:
         """Commit ``bins``; after a concurrent remove of some of their files, again with the
         bins left intact (the others' new files deleted)."""
         table = self.table
@@ -323,7 +324,8 @@ class TableOptimizer:
                 return
             txn = table.transaction("OPTIMIZE", {
                 "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
-                "zOrderBy": "[]", "auto": "false", "targetSize": str(size)})
+                "zOrderBy": "[]", "auto": "true" if auto else "false",
+                "targetSize": str(size)})
             current = {file_key(a.path, a.deletion_vector) for a in txn.snapshot.iter_files()}
             intact = [b for b in live if all(file_key(a.path, a.deletion_vector) in current
                                              for a in b.files)]
