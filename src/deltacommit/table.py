@@ -26,6 +26,7 @@ from deltacommit.errors import (
     TableExistsError,
     VersionExistsError,
 )
+from deltacommit.log import in_commit_timestamps, row_tracking
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
 from deltacommit.log.features import DEFAULT_PROTOCOL
 from deltacommit.log.paths import locate_data_file, parse_location
@@ -124,7 +125,12 @@ class DeltaTable:
         wanted_reader = config.pop("delta.minReaderVersion", None)
         wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
+        _feature_requests(config, uri)
         protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
+        for k in [k for k in config if k.startswith(_FEATURE_PREFIX)]:
+            del config[k]
+        if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
+            config.update(row_tracking.materialized_columns(config, uuid.UUID(random.uuid()).hex))
         now = int(clock.time() * 1000)
         metadata = Metadata(
             id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
@@ -136,6 +142,8 @@ class DeltaTable:
                         "partitionBy": json_text(pcols), "properties": json_text(config)},
             isolation_level=IsolationLevel.SERIALIZABLE.value, blind_append=True, metrics={},
             txn_id=random.uuid())
+        if in_commit_timestamps.is_enabled(protocol, metadata):
+            info.values = {in_commit_timestamps.FIELD: now, **info.values}
         actions: list[Action] = [info, protocol, metadata]
         try:
             ls.write_commit(0, serialize_commit(actions))
@@ -360,13 +368,16 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
     "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
 })
 
 
 _BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.checkpoint.writeStatsAsJson",
                  "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
                  "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
-                 "delta.compatibility.symlinkFormatManifest.enabled")
+                 "delta.compatibility.symlinkFormatManifest.enabled",
+                 "delta.enableInCommitTimestamps", "delta.enableRowTracking",
+                 "delta.rowTrackingSuspended")
 _SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
 
 
@@ -442,8 +453,10 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
-    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs:
+    commit_features = commit_level_features(config)
+    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or commit_features:
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        writer_features += commit_features
         if dvs:
             writer_features.append("deletionVectors")
         if (config.get("delta.appendOnly") or "").lower() == "true":
@@ -460,6 +473,38 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         return Protocol(1, 7, None, writer_features)
     base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
+
+
+#: Writer features a table property turns on (``delta.feature.<name>`` names them directly).
+_COMMIT_FEATURES = (("delta.enableInCommitTimestamps", ("inCommitTimestamp",)),
+                    ("delta.enableRowTracking", ("domainMetadata", "rowTracking")))
+_FEATURE_PREFIX = "delta.feature."
+_SETTABLE_FEATURES = ("domainMetadata", "inCommitTimestamp", "rowTracking")
+
+
+def commit_level_features(config: Mapping[str, str | None]) -> list[str]:
+    """The commit-level writer features ``config`` asks for, in protocol order."""
+    wanted: list[str] = []
+    for key, names in _COMMIT_FEATURES:
+        if (config.get(key) or "").lower() == "true":
+            wanted += names
+    for key in config:
+        if key.startswith(_FEATURE_PREFIX):
+            wanted.append(key[len(_FEATURE_PREFIX):])
+    if "rowTracking" in wanted:
+        wanted.append("domainMetadata")
+    return [f for f in _SETTABLE_FEATURES if f in wanted]
+
+
+def _feature_requests(config: dict[str, str | None], uri: str) -> None:
+    """Take ``delta.feature.<name>=supported`` out of ``config`` (Delta applies such requests
+    to the protocol and does not store them); refuse features deltacommit cannot write."""
+    for key in [k for k in config if k.startswith(_FEATURE_PREFIX)]:
+        name, value = key[len(_FEATURE_PREFIX):], (config[key] or "").lower()
+        if name not in _SETTABLE_FEATURES or value not in ("supported", "enabled"):
+            raise InvalidArgumentError(
+                f"table {uri}: {key}={config[key]!r} is not supported; deltacommit turns on "
+                f"{[_FEATURE_PREFIX + f for f in _SETTABLE_FEATURES]} with the value 'supported'")
 
 
 def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
@@ -496,6 +541,8 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
                 f"got {value!r}")
+        if key.startswith(_FEATURE_PREFIX):
+            continue
         if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
             close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
