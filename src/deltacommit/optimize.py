@@ -38,6 +38,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
 )
+from deltacommit.log import row_tracking
 from deltacommit.log.actions import Add
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
@@ -198,6 +199,14 @@ class TableOptimizer:
         table.update()
         self.attempts = 0
         snap = table.snapshot
+        if row_tracking.is_enabled(snap.protocol, snap.metadata):
+            # Rewritten rows would get new fresh ids; keeping their stable ids takes writing
+            # them into the hidden materialized columns, which this compaction does not do.
+            raise InvalidArgumentError(
+                f"compaction of {uri}: the table has row tracking enabled "
+                f"({row_tracking.ENABLE_KEY}=true), and deltacommit cannot yet rewrite files "
+                "while preserving their rows' stable row ids (materialized row id columns); "
+                "compact it with Spark, or suspend row tracking first")
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
         bins, considered, skipped = plan_bins(select_files(snap, pred), size)

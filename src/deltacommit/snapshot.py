@@ -308,17 +308,24 @@ class Snapshot:
 
     def commit_infos(self, limit: int | None = None) -> list[tuple[int, CommitInfo | None]]:
         """commitInfo of each version still in the log, newest first."""
-        versions = sorted((f.version for f in self._log_store.list_log(0) if f.kind == "commit"
-                           and f.version <= self.version), reverse=True)
+        return [(v, info) for v, info, _ in self.commit_entries(limit)]
+
+    def commit_entries(self, limit: int | None = None
+                       ) -> list[tuple[int, CommitInfo | None, int | None]]:
+        """``(version, commitInfo, file modification time)`` of each version still in the log,
+        newest first."""
+        files = sorted((f for f in self._log_store.list_log(0) if f.kind == "commit"
+                        and f.version <= self.version), key=lambda f: f.version, reverse=True)
         if limit is not None:
-            versions = versions[:limit]
-        out: list[tuple[int, CommitInfo | None]] = []
-        for v in versions:
+            files = files[:limit]
+        out: list[tuple[int, CommitInfo | None, int | None]] = []
+        for f in files:
             try:
-                data = self._log_store.read_commit(v)
+                data = self._log_store.read_commit(f.version)
             except ObjectNotFoundError:
                 continue
-            out.append((v, decode_commit(self._log_store, v, data).commit_info))
+            out.append((f.version, decode_commit(self._log_store, f.version, data).commit_info,
+                        f.last_modified_ms))
         return out
 
 

@@ -7,6 +7,7 @@ each missed commit once per process, not once per transaction.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import uuid
@@ -28,6 +29,11 @@ from deltacommit.errors import (
 )
 from deltacommit.log import in_commit_timestamps, row_tracking
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
+from deltacommit.log.feature_requests import (
+    FEATURE_PREFIX,
+    requested_features,
+    take_feature_requests,
+)
 from deltacommit.log.features import DEFAULT_PROTOCOL
 from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
@@ -114,7 +120,7 @@ class DeltaTable:
         pcols = list(partition_by or [])
         check_column_names(schema, uri)
         check_partition_columns(schema, pcols, uri)
-        _check_configuration(configuration or {}, uri)
+        check_configuration(configuration or {}, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -125,10 +131,8 @@ class DeltaTable:
         wanted_reader = config.pop("delta.minReaderVersion", None)
         wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
-        _feature_requests(config, uri)
         protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
-        for k in [k for k in config if k.startswith(_FEATURE_PREFIX)]:
-            del config[k]
+        take_feature_requests(config, uri)
         if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
             config.update(row_tracking.materialized_columns(config, uuid.UUID(random.uuid()).hex))
         now = int(clock.time() * 1000)
@@ -225,6 +229,14 @@ class DeltaTable:
         return self.log.pinned
 
 
+    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
+        """Set table properties in one commit, turning on the table features they ask for
+        (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
+        ``delta.feature.<name>=supported``); see ``properties.py``."""
+        from deltacommit.properties import set_properties
+
+        return set_properties(self, properties)
+
     # ------------------------------------------------------------------ maintenance
 
     def checkpoint(self) -> CheckpointInfo:
@@ -315,12 +327,42 @@ class DeltaTable:
             raise InvalidArgumentError(
                 f"history of table {self.uri}: limit must be a positive integer or None, "
                 f"got {limit!r}")
+        snap = self.log.snapshot
+        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
         out: list[dict[str, Any]] = []
-        for v, info in self.log.snapshot.commit_infos(limit):
+        for v, info, mtime in snap.commit_entries(limit):
             d: dict[str, Any] = dict(info.values) if info is not None else {}
+            if ict_from is not None:
+                # In-commit timestamps from the enablement on, file times before it.
+                ts = in_commit_timestamps.commit_timestamp(v, info, mtime, ict_from)
+                if ts is not None:
+                    d["timestamp"] = ts
             d["version"] = v
             out.append(d)
         return out
+
+    def version_at(self, timestamp: int | datetime.datetime) -> int:
+        """The newest version committed at or before ``timestamp`` (milliseconds since the
+        epoch, or an aware datetime): in-commit timestamps where the table has them, file
+        modification times elsewhere (PROTOCOL.md "In-Commit Timestamps")."""
+        if isinstance(timestamp, datetime.datetime):
+            if timestamp.tzinfo is None:
+                raise InvalidArgumentError(
+                    f"time travel on table {self.uri}: give a timezone-aware datetime, got "
+                    f"{timestamp!r}")
+            ms = int(timestamp.timestamp() * 1000)
+        elif isinstance(timestamp, int) and not isinstance(timestamp, bool):
+            ms = timestamp
+        else:
+            raise InvalidArgumentError(
+                f"time travel on table {self.uri}: timestamp must be milliseconds since the "
+                f"epoch or a datetime, got {timestamp!r}")
+        snap = self.log.snapshot
+        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
+        times = in_commit_timestamps.commit_times(snap.commit_entries(), ict_from)
+        enabled_at = (in_commit_timestamps.enablement(snap.metadata, self.uri)
+                      if ict_from is not None else None)
+        return in_commit_timestamps.version_at(ms, times, self.uri, enabled_at)
 
     # ------------------------------------------------------------------ transactions
 
@@ -453,7 +495,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
-    commit_features = commit_level_features(config)
+    commit_features = requested_features(config)
     if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or commit_features:
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         writer_features += commit_features
@@ -475,39 +517,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
 
 
-#: Writer features a table property turns on (``delta.feature.<name>`` names them directly).
-_COMMIT_FEATURES = (("delta.enableInCommitTimestamps", ("inCommitTimestamp",)),
-                    ("delta.enableRowTracking", ("domainMetadata", "rowTracking")))
-_FEATURE_PREFIX = "delta.feature."
-_SETTABLE_FEATURES = ("domainMetadata", "inCommitTimestamp", "rowTracking")
-
-
-def commit_level_features(config: Mapping[str, str | None]) -> list[str]:
-    """The commit-level writer features ``config`` asks for, in protocol order."""
-    wanted: list[str] = []
-    for key, names in _COMMIT_FEATURES:
-        if (config.get(key) or "").lower() == "true":
-            wanted += names
-    for key in config:
-        if key.startswith(_FEATURE_PREFIX):
-            wanted.append(key[len(_FEATURE_PREFIX):])
-    if "rowTracking" in wanted:
-        wanted.append("domainMetadata")
-    return [f for f in _SETTABLE_FEATURES if f in wanted]
-
-
-def _feature_requests(config: dict[str, str | None], uri: str) -> None:
-    """Take ``delta.feature.<name>=supported`` out of ``config`` (Delta applies such requests
-    to the protocol and does not store them); refuse features deltacommit cannot write."""
-    for key in [k for k in config if k.startswith(_FEATURE_PREFIX)]:
-        name, value = key[len(_FEATURE_PREFIX):], (config[key] or "").lower()
-        if name not in _SETTABLE_FEATURES or value not in ("supported", "enabled"):
-            raise InvalidArgumentError(
-                f"table {uri}: {key}={config[key]!r} is not supported; deltacommit turns on "
-                f"{[_FEATURE_PREFIX + f for f in _SETTABLE_FEATURES]} with the value 'supported'")
-
-
-def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
+def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
     """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored),
     and values Delta would not parse."""
     import difflib
@@ -541,7 +551,7 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
                 f"got {value!r}")
-        if key.startswith(_FEATURE_PREFIX):
+        if key.startswith(FEATURE_PREFIX):
             continue
         if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
             close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)

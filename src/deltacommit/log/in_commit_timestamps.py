@@ -109,12 +109,19 @@ def version_at(timestamp_ms: int, times: Sequence[tuple[int, int]], table: str,
 
 def commit_times(entries: Sequence[tuple[int, CommitInfo | None, int | None]],
                  ict_from: int | None) -> list[tuple[int, int]]:
-    """``(version, commit time)`` of each version whose time is known, ascending."""
-    out = []
+    """``(version, commit time)`` of each version whose time is known, ascending.  File times
+    are made to increase with the version (as Spark adjusts them): a commit file copied or
+    touched later must not make time travel skip versions."""
+    out: list[tuple[int, int]] = []
+    previous: int | None = None
     for v, info, mtime in sorted(entries, key=lambda e: e[0]):
         t = commit_timestamp(v, info, mtime, ict_from)
-        if t is not None:
-            out.append((v, t))
+        if t is None:
+            continue
+        if previous is not None and (ict_from is None or v < ict_from):
+            t = max(t, previous + 1)
+        out.append((v, t))
+        previous = t
     return out
 
 
