@@ -96,7 +96,7 @@ def test_assign_takes_consecutive_ids_above_the_mark_and_keeps_recommitted_files
 
 
 def test_a_file_without_a_row_count_cannot_get_ids() -> None:
-    with pytest.raises(InvalidArgumentError, match="f0.*numRecords"):
+    with pytest.raises(InvalidArgumentError, match=r"f0.*numRecords"):
         row_tracking.assign([add("f0", None)], -1, 1, "t")
 
 
@@ -107,7 +107,7 @@ def test_high_water_mark_is_read_from_its_domain_and_a_bad_one_is_named() -> Non
                     "removed": False}
     assert row_tracking.high_water_mark({row_tracking.DOMAIN: good}, "t") == 41
     for bad in ('{"x":1}', "nope", '{"rowIdHighWaterMark":"3"}', '{"rowIdHighWaterMark":-2}'):
-        with pytest.raises(CorruptLogError, match="delta.rowTracking"):
+        with pytest.raises(CorruptLogError, match=r"delta\.rowTracking"):
             row_tracking.high_water_mark({row_tracking.DOMAIN: {"configuration": bad}}, "t")
 
 
@@ -206,7 +206,7 @@ def test_compaction_assigns_fresh_ids_when_only_supported_and_refuses_when_enabl
     dc.DeltaTable.create(uri, SCHEMA, configuration=ENABLED)
     for i in range(2):
         dc.append(uri, rows("a", [i]))
-    with pytest.raises(InvalidArgumentError, match="row tracking enabled.*stable row ids"):
+    with pytest.raises(InvalidArgumentError, match=r"row tracking enabled.*stable row ids"):
         dc.DeltaTable(uri).optimize.compact()
 
 
