@@ -10,6 +10,7 @@ reads every row (it cannot write such tables, as the last test records).
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import threading
@@ -60,7 +61,7 @@ def assert_strictly_increasing(uri: str, from_version: int = 0) -> list[int]:
         ts = info["inCommitTimestamp"]
         assert isinstance(ts, int)
         stamps.append(ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:], strict=False)), stamps
+    assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
     return stamps
 
 
