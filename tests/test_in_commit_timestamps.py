@@ -309,3 +309,16 @@ def test_deltalake_reads_every_row_but_cannot_append(tmp_path: Path) -> None:
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table()["id"].to_pylist()) == [1, 2]
     with pytest.raises(Exception, match="InCommitTimestamp"):
         deltalake.write_deltalake(uri, rows([3]), mode="append")
+
+
+def test_a_writer_opening_the_table_at_a_checkpoint_reads_the_previous_timestamp(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    clock = ManualClock(start=1_800_000_000.0)  # never moves
+    t = dc.DeltaTable.create(uri, SCHEMA, configuration=ENABLED, clock=clock)
+    dc.append(t, rows([1]))
+    t.checkpoint()
+    reopened = dc.DeltaTable(uri, clock=clock)  # its state comes from the checkpoint alone
+    assert reopened.snapshot.state.in_commit_timestamp is None
+    dc.append(reopened, rows([2]))
+    assert assert_strictly_increasing(uri) == [1_800_000_000_000 + k for k in range(3)]
