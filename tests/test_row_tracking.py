@@ -191,7 +191,7 @@ def test_turning_row_tracking_on_backfills_ids_for_existing_files(tmp_path: Path
         [1, 2, 3, 4, 5, 6]
 
 
-def test_compaction_assigns_fresh_ids_when_only_supported_and_refuses_when_enabled(
+def test_compaction_assigns_fresh_ids_when_row_tracking_is_only_supported(
         tmp_path: Path) -> None:
     uri = str(tmp_path / "s")
     dc.DeltaTable.create(uri, SCHEMA, configuration={"delta.feature.rowTracking": "supported"})
@@ -202,12 +202,67 @@ def test_compaction_assigns_fresh_ids_when_only_supported_and_refuses_when_enabl
     assert len(t.files()) == 1 and id_ranges(t)[0][0] == 6  # above every earlier id
     assert sorted(t.to_arrow()["id"].to_pylist()) == [0, 1, 2, 10, 11, 12]
 
+
+def stable_ids(uri: str) -> dict[int, tuple[int, int]]:
+    """Each live row's ``id`` column -> (stable row id, stable row commit version), as a
+    reader reconstructs them: the hidden materialized columns where set, else the defaults."""
+    import pyarrow.parquet as pq
+
+    from deltacommit.partitions import decode_add_path
+
+    t = dc.DeltaTable(uri)
+    names = (t.configuration[row_tracking.ROW_ID_COLUMN_KEY] or "",
+             t.configuration[row_tracking.COMMIT_VERSION_COLUMN_KEY] or "")
+    out: dict[int, tuple[int, int]] = {}
+    for a in t.files():
+        data = pq.read_table(Path(uri) / decode_add_path(a.path))
+        n = data.num_rows
+        hidden = [data.column(c) if c in data.column_names else pa.nulls(n, pa.int64())
+                  for c in names]
+        ids, versions = row_tracking.stable_ids(a, hidden[0], hidden[1], uri)
+        for key, i, v in zip(data.column("id").to_pylist(), ids.to_pylist(),
+                             versions.to_pylist(), strict=True):
+            out[key] = (i, v)
+    live = set(t.to_arrow()["id"].to_pylist())
+    return {k: v for k, v in out.items() if k in live}
+
+
+def test_compaction_keeps_stable_row_ids_in_the_materialized_columns(tmp_path: Path) -> None:
     uri = str(tmp_path / "e")
-    dc.DeltaTable.create(uri, SCHEMA, configuration=ENABLED)
-    for i in range(2):
-        dc.append(uri, rows("a", [i]))
-    with pytest.raises(InvalidArgumentError, match=r"row tracking enabled.*stable row ids"):
-        dc.DeltaTable(uri).optimize.compact()
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"],
+                         configuration={**ENABLED, "delta.enableDeletionVectors": "true"})
+    for i in range(3):
+        dc.append(uri, pa.concat_tables([rows("a", [i * 10, i * 10 + 1, i * 10 + 2]),
+                                         rows("b", [100 + i])]))
+    dc.DeltaTable(uri).delete("id = 11")  # a deletion vector: its row must not come back
+    before = stable_ids(uri)
+    assert sorted(v[0] for v in before.values()) == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    dc.DeltaTable(uri).optimize.compact()
+    t = dc.DeltaTable(uri)
+    assert len(t.files()) == 2
+    assert stable_ids(uri) == before
+    first_mark = assert_ids_dense_above(t, 12)
+    # Appended rows get fresh ids; a second compaction reads the materialized ids back.
+    dc.append(uri, rows("a", [50, 51]))
+    expected = {**before, 50: (first_mark + 1, t.version + 1), 51: (first_mark + 2, t.version + 1)}
+    assert stable_ids(uri) == expected
+    dc.DeltaTable(uri).optimize.compact()
+    assert stable_ids(uri) == expected
+    peer = deltalake.DeltaTable(uri)  # its query engine applies deletion vectors
+    got = pa.table(deltalake.QueryBuilder().register("t", peer).execute("select id from t")
+                   .read_all())
+    assert sorted(got["id"].to_pylist()) == sorted(expected)
+
+
+def assert_ids_dense_above(table: dc.DeltaTable, start: int) -> int:
+    """Live files' fresh ids are disjoint and start at ``start``; returns the mark."""
+    expected = start
+    for first, n, _ in id_ranges(table):
+        assert first == expected
+        expected += n
+    mark = json.loads(table.snapshot.domain_metadata(row_tracking.DOMAIN) or "")
+    assert mark == {"rowIdHighWaterMark": expected - 1}
+    return expected - 1
 
 
 # --------------------------------------------------------------------------- racing writers

@@ -164,6 +164,60 @@ def _size_stats(sizes: Sequence[int]) -> str:
                       separators=(",", ":"))
 
 
+def _materialized_columns(snap: Snapshot, uri: str) -> tuple[str, str] | None:
+    """The hidden row-id and row-commit-version columns compaction must fill (None when row
+    tracking is not enabled: rewritten rows then simply get fresh ids)."""
+    if not row_tracking.is_enabled(snap.protocol, snap.metadata):
+        return None
+    config = snap.configuration
+    rid = config.get(row_tracking.ROW_ID_COLUMN_KEY)
+    ver = config.get(row_tracking.COMMIT_VERSION_COLUMN_KEY)
+    if not rid or not ver:
+        raise InvalidArgumentError(
+            f"compaction of {uri}: the table has row tracking enabled but no "
+            f"{row_tracking.ROW_ID_COLUMN_KEY} or {row_tracking.COMMIT_VERSION_COLUMN_KEY}, so "
+            "rewritten rows could not keep their ids")
+    clash = sorted({rid, ver} & set(snap.schema.names))
+    if clash:
+        raise InvalidArgumentError(
+            f"compaction of {uri}: materialized row tracking column(s) {clash} collide with "
+            "columns of the table's schema")
+    return rid, ver
+
+
+def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Table:
+    """A file's live rows with their stable row ids and row commit versions in the hidden
+    columns ``names`` (read from the file where it has them, else its defaults)."""
+    from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+    from deltacommit.log.paths import parse_location
+
+    uri = scan.table_uri
+    data = scan.read(add)
+    ids, versions = row_tracking.stable_ids(add, data.column(names[0]), data.column(names[1]),
+                                            uri)
+    data = data.set_column(data.schema.get_field_index(names[0]), names[0], ids)
+    data = data.set_column(data.schema.get_field_index(names[1]), names[1], versions)
+    if add.deletion_vector:
+        rows = deleted_rows(scan.store, parse_location(uri), uri, add.deletion_vector,
+                            data_file=add.path, storage_options=scan.storage_options,
+                            allow_external=scan.allow_external_paths)
+        data = data.filter(keep_mask(rows, data.num_rows, f"table {uri}: {add.path}"))
+    return data
+
+
+def _without_columns(stats: str | None, names: Sequence[str]) -> str | None:
+    """Statistics without the hidden columns (they are not part of the table's schema)."""
+    if stats is None or not names:
+        return stats
+    parsed = json.loads(stats)
+    for key in ("minValues", "maxValues", "nullCount"):
+        section = parsed.get(key)
+        if isinstance(section, dict):
+            for n in names:
+                section.pop(n, None)
+    return json.dumps(parsed, separators=(",", ":"))
+
+
 class TableOptimizer:
     """``DeltaTable.optimize``: deltalake's names."""
 
@@ -199,14 +253,7 @@ class TableOptimizer:
         table.update()
         self.attempts = 0
         snap = table.snapshot
-        if row_tracking.is_enabled(snap.protocol, snap.metadata):
-            # Rewritten rows would get new fresh ids; keeping their stable ids takes writing
-            # them into the hidden materialized columns, which this compaction does not do.
-            raise InvalidArgumentError(
-                f"compaction of {uri}: the table has row tracking enabled "
-                f"({row_tracking.ENABLE_KEY}=true), and deltacommit cannot yet rewrite files "
-                "while preserving their rows' stable row ids (materialized row id columns); "
-                "compact it with Spark, or suspend row tracking first")
+        hidden = _materialized_columns(snap, uri)
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
         bins, considered, skipped = plan_bins(select_files(snap, pred), size)
@@ -216,6 +263,17 @@ class TableOptimizer:
         pending: list[_Bin] = []
         target = WriteTarget.of(uri, snap)
         scan = table.file_scan(snap.schema)
+        read: Callable[[Add], pa.Table] = scan.read
+        if hidden is not None:
+            # Physical rows with their stable ids and row commit versions, which the new
+            # files keep in the table's hidden materialized columns (fresh ids change).
+            names = hidden
+            id_scan = replace(table.file_scan(pa.schema(
+                list(snap.schema) + [pa.field(n, pa.int64()) for n in names])),
+                physical_rows=True)
+
+            def read(a: Add) -> pa.Table:
+                return _with_stable_ids(id_scan, a, names)
         started = time.monotonic()
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
 
@@ -224,11 +282,13 @@ class TableOptimizer:
         def rewrite(b: _Bin) -> _Bin:
             # Reading many small files waits on opening each; pyarrow releases the GIL, so
             # they are read a few at a time even on local disk.
-            parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
-                [scan.read(b.files[0])]
+            parts = list(readers.map(read, b.files)) if len(b.files) > 1 else \
+                [read(b.files[0])]
             rows = pa.concat_tables(parts)
-            b.added = [replace(a, data_change=False) for a in write_rows(
-                table.store, target, rows, clock=table.clock, random=table.random)]
+            b.added = [replace(a, data_change=False,
+                               stats=_without_columns(a.stats, hidden or ()))
+                       for a in write_rows(table.store, target, rows, clock=table.clock,
+                                           random=table.random)]
             return b
 
         if len(bins) > 1:

@@ -18,6 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log.actions import Add, DomainMetadata, Metadata, Protocol
@@ -109,3 +114,26 @@ def materialized_columns(configuration: Mapping[str, str | None], random_hex: st
         COMMIT_VERSION_COLUMN_KEY: configuration.get(COMMIT_VERSION_COLUMN_KEY)
         or COMMIT_VERSION_COLUMN_PREFIX + random_hex,
     }
+
+
+def stable_ids(add: Add, materialized_ids: pa.Array[Any] | pa.ChunkedArray[Any],
+               materialized_versions: pa.Array[Any] | pa.ChunkedArray[Any], table: str
+               ) -> tuple[pa.Array[Any], pa.Array[Any]]:
+    """The stable row ids and row commit versions of a file's physical rows, in order: the
+    materialized value where the file has one, else the default (``baseRowId`` plus the
+    row's position, the file's ``defaultRowCommitVersion``)."""
+    if add.base_row_id is None or add.default_row_commit_version is None:
+        raise InvalidArgumentError(
+            f"table {table} has row tracking enabled, but file {add.path} has no baseRowId or "
+            "defaultRowCommitVersion, so its rows' ids cannot be preserved")
+    n = len(materialized_ids)
+    fresh = pa.array(np.arange(add.base_row_id, add.base_row_id + n, dtype=np.int64))
+    ids = pc.coalesce(materialized_ids.combine_chunks()
+                      if isinstance(materialized_ids, pa.ChunkedArray) else materialized_ids,
+                      fresh)
+    version = pa.scalar(add.default_row_commit_version, pa.int64())
+    versions = pc.coalesce(materialized_versions.combine_chunks()
+                           if isinstance(materialized_versions, pa.ChunkedArray)
+                           else materialized_versions, version)
+    assert isinstance(ids, pa.Array) and isinstance(versions, pa.Array)
+    return ids, versions
