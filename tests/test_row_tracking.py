@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import deltacommit as dc
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log import row_tracking
-from deltacommit.log.actions import Add, DomainMetadata, Protocol, parse_commit
+from deltacommit.log.actions import Add, CommitInfo, DomainMetadata, Protocol, parse_commit
 from deltacommit.log.names import commit_path
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
@@ -142,6 +142,8 @@ def test_new_table_with_row_tracking_assigns_ids_to_each_append(tmp_path: Path) 
     # The mark and the ids are in the commit itself, as Spark writes them.
     actions = parse_commit((tmp_path / "t" / commit_path(r2.version)).read_bytes(), "v2")
     assert DomainMetadata("delta.rowTracking", '{"rowIdHighWaterMark":5}') in actions
+    info = next(a for a in actions if isinstance(a, CommitInfo))
+    assert info.values["tags"] == {"delta.rowTracking.preserved": "true"}
 
 
 def test_ids_survive_a_checkpoint_and_a_deletion_vector(tmp_path: Path) -> None:

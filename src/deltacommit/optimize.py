@@ -16,6 +16,10 @@ unless a deletion vector marks rows of theirs deleted (rewriting applies it).  A
 file without a deletion vector is left alone.  ``min_commit_interval`` commits the bins done
 so far whenever that many seconds have passed, so a long compaction publishes progress and a
 concurrent delete costs at most the bins of one interval.  The metrics are deltalake's.
+
+On a table with row tracking enabled, rewritten rows get fresh ids like any new file, and keep
+their stable row ids and row commit versions in the table's hidden materialized columns
+(``delta.rowTracking.materialized*ColumnName``), as Spark's OPTIMIZE writes them.
 """
 
 from __future__ import annotations

@@ -58,6 +58,15 @@ def stamp(actions: Sequence[Action], before: Snapshot, version: int, now_ms: int
         if turned_on and meta_at is not None:
             out[meta_at] = ict.with_enablement(metadata, version, ts)
             dependent = True
+    if row_tracking.is_enabled(protocol, metadata):
+        # Every commit this writer makes keeps the stable ids of the rows it copies
+        # (compaction materializes them) and updates none in place.
+        info = out[0]
+        assert isinstance(info, CommitInfo)
+        tags = info.values.get("tags")
+        tags = dict(tags) if isinstance(tags, dict) else {}
+        tags[row_tracking.PRESERVED_TAG] = "true"
+        out[0] = CommitInfo({**info.values, "tags": tags})
     if row_tracking.is_supported(protocol, metadata):
         positions = [i for i, a in enumerate(out) if isinstance(a, Add)]
         if positions:

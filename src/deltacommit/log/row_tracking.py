@@ -37,6 +37,9 @@ COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColum
 ROW_ID_COLUMN_PREFIX = "_row-id-col-"
 COMMIT_VERSION_COLUMN_PREFIX = "_row-commit-version-col-"
 
+#: ``commitInfo.tags`` key: whether the commit kept the stable ids of rows it copied.
+PRESERVED_TAG = "delta.rowTracking.preserved"
+
 #: The mark of a table that never assigned a row id.
 NO_ROWS = -1
 
