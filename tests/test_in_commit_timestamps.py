@@ -150,7 +150,7 @@ def test_turning_on_for_an_existing_table_records_where_it_starts(tmp_path: Path
     history = {h["version"]: h["timestamp"] for h in t.history()}
     log = Path(uri) / "_delta_log"
     for v in range(r.version):  # before the enablement: the commit files' times
-        mtime = int((log / f"{v:020d}.json").stat().st_mtime * 1000)
+        mtime = (log / f"{v:020d}.json").stat().st_mtime_ns // 1_000_000
         assert history[v] == mtime
     assert [history[v] for v in range(r.version, r.version + 2)] == stamps
     assert t.version_at(stamps[0]) == r.version
@@ -322,3 +322,13 @@ def test_a_writer_opening_the_table_at_a_checkpoint_reads_the_previous_timestamp
     assert reopened.snapshot.state.in_commit_timestamp is None
     dc.append(reopened, rows([2]))
     assert assert_strictly_increasing(uri) == [1_800_000_000_000 + k for k in range(3)]
+
+
+def test_the_enabling_commit_is_later_than_the_previous_commit_file(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA)
+    dc.append(uri, rows([1]))
+    mtime = (Path(uri) / "_delta_log" / f"{1:020d}.json").stat().st_mtime_ns // 1_000_000
+    slow = dc.DeltaTable(uri, clock=ManualClock(start=1_000_000_000.0))  # 2001
+    r = slow.set_properties(ENABLED)
+    assert assert_strictly_increasing(uri, from_version=r.version) == [mtime + 1]

@@ -287,6 +287,13 @@ class Snapshot:
                 out[name] = c
         return out
 
+    def commit_file_time(self) -> int | None:
+        """Modification time (ms) of this version's commit file; None if it is gone."""
+        try:
+            return self._log_store.store.head(commit_path(self.version)).last_modified_ms
+        except ObjectNotFoundError:
+            return None
+
     def in_commit_timestamp(self) -> int | None:
         """``inCommitTimestamp`` of this version's commit (None if it has none).
 

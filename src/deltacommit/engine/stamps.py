@@ -47,7 +47,9 @@ def stamp(actions: Sequence[Action], before: Snapshot, version: int, now_ms: int
         info = out[0]
         assert isinstance(info, CommitInfo)
         turned_on = version > 0 and not ict.is_enabled(before.protocol, before.metadata)
-        previous = None if turned_on else before.in_commit_timestamp()
+        # The commit turning the feature on must be later than the previous commit file
+        # (PROTOCOL.md), whose time another machine's clock or the store set.
+        previous = before.commit_file_time() if turned_on else before.in_commit_timestamp()
         if previous is None and not turned_on:
             previous = ict.previous_from_config(before.metadata.configuration)
         ts = ict.next_timestamp(now_ms, previous)
