@@ -8,6 +8,7 @@ own table object, or through one group committer), while writers of distinct dom
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -198,3 +199,26 @@ def test_writers_of_distinct_domains_all_commit(tmp_path: Path, group_commit: bo
     assert t.snapshot.domains() == {f"app.{w}": f"writer {w}" for w in range(WRITERS)}
     if not group_commit:
         assert sorted(r.version for r in done) == list(range(1, WRITERS + 1))
+
+
+@pytest.mark.parametrize("name", ["delta-golden/collations-table", "kernel/crc-full",
+                                  "delta-kernel-java/catalog-owned-preview"])
+def test_corpus_tables_with_these_features_are_refused_only_for_other_features(
+        name: str) -> None:
+    """Every corpus table listing domainMetadata, inCommitTimestamp or rowTracking also uses
+    a feature deltacommit does not write (collations, clustering, catalogManaged): the refusal
+    names that feature alone.  (Copies without it take appends: test_row_tracking.py and
+    test_in_commit_timestamps.py.)"""
+    from deltacommit.errors import UnsupportedProtocolError
+    from deltacommit.log.features import WRITER_FEATURES, check_writable
+
+    log = Path(__file__).parent / "data" / name / "_delta_log" / "00000000000000000000.json"
+    protocol = next(Protocol.from_json(json.loads(line)["protocol"])
+                    for line in log.read_text().splitlines() if '"protocol"' in line)
+    ours = {"domainMetadata", "inCommitTimestamp", "rowTracking"}
+    assert ours & set(protocol.writer_features or [])
+    with pytest.raises(UnsupportedProtocolError) as e:
+        check_writable(name, protocol, None)
+    refused = set(protocol.writer_features or []) - WRITER_FEATURES
+    assert refused and not refused & ours
+    assert all(f in str(e.value) for f in refused)
