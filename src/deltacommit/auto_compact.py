@@ -22,15 +22,24 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deltacommit.log.actions import Add
 from deltacommit.optimize import parse_size
 
 if TYPE_CHECKING:
     from deltacommit.snapshot import Commit, Snapshot
-    from deltacommit.table import DeltaTable
+
+
+class CompactableTable(Protocol):
+    """What auto-compaction needs of a freshly opened table (``DeltaTable`` is one)."""
+
+    @property
+    def configuration(self) -> dict[str, str | None]: ...
+
+    @property
+    def optimize(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +93,10 @@ def due_partitions(commit: Commit, snapshot: Snapshot, min_files: int, max_size:
 class AutoCompactor:
     """The post-commit hook of one table object."""
 
-    def __init__(self, table: DeltaTable) -> None:
-        self.uri = table.uri
-        self.storage_options = dict(table.storage_options)
+    def __init__(self, uri: str, open_table: Callable[[], CompactableTable]) -> None:
+        self.uri = uri
+        #: Opens the table afresh for each compaction (a table object of its own).
+        self.open_table = open_table
 
     def __call__(self, commit: Commit, snapshot: Snapshot) -> None:
         configuration = snapshot.metadata.configuration
@@ -111,8 +121,6 @@ class AutoCompactor:
             thread.start()
 
     def _run(self) -> None:
-        from deltacommit.table import DeltaTable
-
         while True:
             with _lock:
                 partitions = _queued.pop(self.uri, set())
@@ -120,7 +128,7 @@ class AutoCompactor:
                     _threads.pop(self.uri, None)
                     return
             try:
-                table = DeltaTable(self.uri, storage_options=self.storage_options)
+                table = self.open_table()
                 _, max_size = _settings(table.configuration, self.uri)
                 for part in sorted(partitions, key=repr):
                     if any(v is None for _, v in part):

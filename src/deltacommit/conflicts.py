@@ -30,9 +30,19 @@ from deltacommit.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+from deltacommit.log.actions import (
+    Action,
+    Add,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Txn,
+)
 from deltacommit.log.features import check_writable
 from deltacommit.log.replay import file_key
+from deltacommit.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -95,6 +105,8 @@ class TransactionSummary:
     #: The protocol and metadata of the snapshot this transaction read.
     read_protocol: Protocol | None = None
     read_metadata: Metadata | None = None
+    #: Metadata domains this transaction sets or removes (two writers of one domain conflict).
+    domains: frozenset[str] = frozenset()
 
     @property
     def is_blind_append(self) -> bool:
@@ -138,6 +150,7 @@ class WinningCommit:
     metadata: Metadata | None = None
     protocol: Protocol | None = None
     txns: list[Txn] = field(default_factory=list)
+    domains: set[str] = field(default_factory=set)
 
     @classmethod
     def from_actions(cls, version: int, actions: Sequence[Action]) -> WinningCommit:
@@ -153,6 +166,8 @@ class WinningCommit:
                 w.protocol = a
             elif isinstance(a, Txn):
                 w.txns.append(a)
+            elif isinstance(a, DomainMetadata):
+                w.domains.add(a.domain)
             elif isinstance(a, CommitInfo):
                 w.operation = a.operation or "UNKNOWN"
                 w.is_blind_append = bool(a.is_blind_append)
@@ -246,6 +261,15 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
         raise fail(MetadataChangedException,
                    f"{who} changed {_describe_metadata_change(current.read_metadata, winner.metadata)}"
                    " since this transaction read it")
+
+    # 2b. Metadata domains both write (Spark's checkIfDomainMetadataConflict).  The row-id
+    #     high-water mark is not a conflict: the commit loop assigns ids again above the
+    #     winner's mark (engine/stamps.py).
+    both = sorted((current.domains & winner.domains) - {ROW_TRACKING_DOMAIN})
+    if both:
+        raise fail(ConcurrentModificationException,
+                   f"{who} changed metadata domain(s) {both}, which this transaction also "
+                   "changes")
 
     # 3. Application transaction ids this transaction read (two writers with one app id).
     for txn in winner.txns:

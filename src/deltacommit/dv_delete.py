@@ -113,6 +113,9 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             key = relative_dv_path_or_inline("", uid)
             adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
                         stats=a.stats, tags=a.tags,
+                        # The same file committed again keeps its row ids (row tracking).
+                        base_row_id=a.base_row_id,
+                        default_row_commit_version=a.default_row_commit_version,
                         deletion_vector={"storageType": "u", "pathOrInlineDv": key,
                                          "offset": off, "sizeInBytes": len(blob),
                                          "cardinality": card})

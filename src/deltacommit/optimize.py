@@ -16,6 +16,10 @@ unless a deletion vector marks rows of theirs deleted (rewriting applies it).  A
 file without a deletion vector is left alone.  ``min_commit_interval`` commits the bins done
 so far whenever that many seconds have passed, so a long compaction publishes progress and a
 concurrent delete costs at most the bins of one interval.  The metrics are deltalake's.
+
+On a table with row tracking enabled, rewritten rows get fresh ids like any new file, and keep
+their stable row ids and row commit versions in the table's hidden materialized columns
+(``delta.rowTracking.materialized*ColumnName``), as Spark's OPTIMIZE writes them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
 )
+from deltacommit.log import row_tracking
 from deltacommit.log.actions import Add
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
@@ -174,6 +179,60 @@ def _size_stats(sizes: Sequence[int]) -> str:
                       separators=(",", ":"))
 
 
+def _materialized_columns(snap: Snapshot, uri: str) -> tuple[str, str] | None:
+    """The hidden row-id and row-commit-version columns compaction must fill (None when row
+    tracking is not enabled: rewritten rows then simply get fresh ids)."""
+    if not row_tracking.is_enabled(snap.protocol, snap.metadata):
+        return None
+    config = snap.configuration
+    rid = config.get(row_tracking.ROW_ID_COLUMN_KEY)
+    ver = config.get(row_tracking.COMMIT_VERSION_COLUMN_KEY)
+    if not rid or not ver:
+        raise InvalidArgumentError(
+            f"compaction of {uri}: the table has row tracking enabled but no "
+            f"{row_tracking.ROW_ID_COLUMN_KEY} or {row_tracking.COMMIT_VERSION_COLUMN_KEY}, so "
+            "rewritten rows could not keep their ids")
+    clash = sorted({rid, ver} & set(snap.schema.names))
+    if clash:
+        raise InvalidArgumentError(
+            f"compaction of {uri}: materialized row tracking column(s) {clash} collide with "
+            "columns of the table's schema")
+    return rid, ver
+
+
+def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Table:
+    """A file's live rows with their stable row ids and row commit versions in the hidden
+    columns ``names`` (read from the file where it has them, else its defaults)."""
+    from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+    from deltacommit.log.paths import parse_location
+
+    uri = scan.table_uri
+    data = scan.read(add)
+    ids, versions = row_tracking.stable_ids(add, data.column(names[0]), data.column(names[1]),
+                                            uri)
+    data = data.set_column(data.schema.get_field_index(names[0]), names[0], ids)
+    data = data.set_column(data.schema.get_field_index(names[1]), names[1], versions)
+    if add.deletion_vector:
+        rows = deleted_rows(scan.store, parse_location(uri), uri, add.deletion_vector,
+                            data_file=add.path, storage_options=scan.storage_options,
+                            allow_external=scan.allow_external_paths)
+        data = data.filter(keep_mask(rows, data.num_rows, f"table {uri}: {add.path}"))
+    return data
+
+
+def _without_columns(stats: str | None, names: Sequence[str]) -> str | None:
+    """Statistics without the hidden columns (they are not part of the table's schema)."""
+    if stats is None or not names:
+        return stats
+    parsed = json.loads(stats)
+    for key in ("minValues", "maxValues", "nullCount"):
+        section = parsed.get(key)
+        if isinstance(section, dict):
+            for n in names:
+                section.pop(n, None)
+    return json.dumps(parsed, separators=(",", ":"))
+
+
 class TableOptimizer:
     """``DeltaTable.optimize``: deltalake's names."""
 
@@ -201,7 +260,12 @@ class TableOptimizer:
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
         bins, considered, skipped = plan_bins(select_files(snap, pred), size)
-        rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks)
+        hidden = _materialized_columns(snap, uri)
+        if rewriter is not None and hidden is not None:
+            raise InvalidArgumentError(
+                f"compaction of {uri}: the table tracks row ids, which only this process's "
+                "rewriter keeps (t.optimize.compact); Spark tasks would give rows new ids")
+        rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks, hidden=hidden)
         return self._execute(bins, considered, skipped, size, pred, WriteTarget.of(uri, snap),
                              rewrite, progress=progress, min_commit_interval=min_commit_interval,
                              auto=auto, z_order_by=(), measure_first=True)
@@ -242,7 +306,8 @@ class TableOptimizer:
             key = tuple(sorted(a.partition_values.items()))
             bins.setdefault(key, CompactionBin(key, [])).files.append(a)
         rewrite = self._thread_rewriter(snap, max_concurrent_tasks, order_by=names,
-                                        target_size=size)
+                                        target_size=size,
+                                        hidden=_materialized_columns(snap, uri))
         return self._execute(list(bins.values()), considered, 0, size, pred,
                              WriteTarget.of(uri, snap), rewrite, progress=progress,
                              min_commit_interval=min_commit_interval, auto=False,
@@ -323,29 +388,40 @@ class TableOptimizer:
         }
 
     def _thread_rewriter(self, snap: Snapshot, max_concurrent_tasks: int | None, *,
-                         order_by: Sequence[str] = (), target_size: int | None = None
-                         ) -> BinRewriter:
+                         order_by: Sequence[str] = (), target_size: int | None = None,
+                         hidden: tuple[str, str] | None = None) -> BinRewriter:
         """Bins rewritten by threads of this process (in Z-order over ``order_by``, split
         into files of about ``target_size`` bytes, when given)."""
         table = self.table
         scan = table.file_scan(snap.schema)
+        read: Callable[[Add], pa.Table] = scan.read
+        if hidden is not None:
+            # Physical rows with their stable ids and row commit versions, which the new
+            # files keep in the table's hidden materialized columns (fresh ids change).
+            names = hidden
+            id_scan = replace(table.file_scan(pa.schema(
+                list(snap.schema) + [pa.field(n, pa.int64()) for n in names])),
+                physical_rows=True)
+
+            def read(a: Add) -> pa.Table:
+                return _with_stable_ids(id_scan, a, names)
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
 
         def rewrite_one(b: CompactionBin, target: WriteTarget,
                         readers: ThreadPoolExecutor) -> CompactionBin:
             # Reading many small files waits on opening each; pyarrow releases the GIL, so
             # they are read a few at a time even on local disk.
-            parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
-                [scan.read(b.files[0])]
+            parts = list(readers.map(read, b.files)) if len(b.files) > 1 else \
+                [read(b.files[0])]
             rows = pa.concat_tables(parts)
             file_rows = None
             if order_by:
                 rows = z_sorted(rows, order_by)
                 per_byte = rows.num_rows / max(b.size, 1)
                 file_rows = max(1, int(per_byte * (target_size or DEFAULT_TARGET_SIZE)))
-            b.added = [replace(a, data_change=False) for a in write_rows(
-                table.store, target, rows, clock=table.clock, random=table.random,
-                target_file_rows=file_rows)]
+            b.added = [replace(a, data_change=False, stats=_without_columns(a.stats, hidden or ()))
+                       for a in write_rows(table.store, target, rows, clock=table.clock,
+                                           random=table.random, target_file_rows=file_rows)]
             return b
 
         def rewrite(bins: Sequence[CompactionBin], target: WriteTarget

@@ -9,6 +9,7 @@ costs one request per new commit instead of a reload.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ class Snapshot:
     rows, so a new snapshot costs the changes since the checkpoint, not the table.
     """
 
-    __slots__ = ("_log_store", "_schema", "_schema_source", "_state")
+    __slots__ = ("_ict", "_log_store", "_schema", "_schema_source", "_state")
 
     def __init__(self, log_store: LogStore, state: TableState) -> None:
         """``state`` becomes this snapshot's: nothing may change it afterwards."""
@@ -85,6 +86,7 @@ class Snapshot:
         self._state = state
         self._schema: pa.Schema | None = None
         self._schema_source: str | None = None
+        self._ict: tuple[int | None] | None = None
 
     @property
     def log_store(self) -> LogStore:
@@ -275,19 +277,69 @@ class Snapshot:
         txn = self._state.app_txns.get(app_id)
         return None if txn is None else txn.version
 
+    def domain_metadata(self, domain: str) -> str | None:
+        """The configuration of metadata domain ``domain`` (None if the table has none)."""
+        d = self._state.domains.get(domain)
+        if d is None:
+            return None
+        c = d.get("configuration")
+        return c if isinstance(c, str) else json.dumps(c, separators=(",", ":"))
+
+    def domains(self) -> dict[str, str]:
+        """Every metadata domain of the table and its configuration."""
+        out: dict[str, str] = {}
+        for name in self._state.domains:
+            c = self.domain_metadata(name)
+            if c is not None:
+                out[name] = c
+        return out
+
+    def commit_file_time(self) -> int | None:
+        """Modification time (ms) of this version's commit file; None if it is gone."""
+        try:
+            return self._log_store.store.head(commit_path(self.version)).last_modified_ms
+        except ObjectNotFoundError:
+            return None
+
+    def in_commit_timestamp(self) -> int | None:
+        """``inCommitTimestamp`` of this version's commit (None if it has none).
+
+        A snapshot replayed up to its version knows it; one loaded from a checkpoint at its
+        version reads the commit file (once: the snapshot never changes).
+        """
+        ict = self._state.in_commit_timestamp
+        if ict is not None or self.version < 0:
+            return ict
+        if self._ict is None:
+            try:
+                data = self._log_store.read_commit(self.version)
+            except ObjectNotFoundError:
+                self._ict = (None,)
+            else:
+                info = decode_commit(self._log_store, self.version, data).commit_info
+                self._ict = (None if info is None else info.in_commit_timestamp,)
+        return self._ict[0]
+
     def commit_infos(self, limit: int | None = None) -> list[tuple[int, CommitInfo | None]]:
         """commitInfo of each version still in the log, newest first."""
-        versions = sorted((f.version for f in self._log_store.list_log(0) if f.kind == "commit"
-                           and f.version <= self.version), reverse=True)
+        return [(v, info) for v, info, _ in self.commit_entries(limit)]
+
+    def commit_entries(self, limit: int | None = None
+                       ) -> list[tuple[int, CommitInfo | None, int | None]]:
+        """``(version, commitInfo, file modification time)`` of each version still in the log,
+        newest first."""
+        files = sorted((f for f in self._log_store.list_log(0) if f.kind == "commit"
+                        and f.version <= self.version), key=lambda f: f.version, reverse=True)
         if limit is not None:
-            versions = versions[:limit]
-        out: list[tuple[int, CommitInfo | None]] = []
-        for v in versions:
+            files = files[:limit]
+        out: list[tuple[int, CommitInfo | None, int | None]] = []
+        for f in files:
             try:
-                data = self._log_store.read_commit(v)
+                data = self._log_store.read_commit(f.version)
             except ObjectNotFoundError:
                 continue
-            out.append((v, decode_commit(self._log_store, v, data).commit_info))
+            out.append((f.version, decode_commit(self._log_store, f.version, data).commit_info,
+                        f.last_modified_ms))
         return out
 
 

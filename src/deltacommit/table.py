@@ -7,6 +7,7 @@ each missed commit once per process, not once per transaction.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import uuid
@@ -27,7 +28,13 @@ from deltacommit.errors import (
     TableExistsError,
     VersionExistsError,
 )
+from deltacommit.log import in_commit_timestamps, row_tracking
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
+from deltacommit.log.feature_requests import (
+    FEATURE_PREFIX,
+    requested_features,
+    take_feature_requests,
+)
 from deltacommit.log.features import DEFAULT_PROTOCOL
 from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
@@ -70,7 +77,9 @@ class DeltaTable:
         if not self.log.pinned:
             from deltacommit.auto_compact import AutoCompactor
 
-            self.log.add_hook(AutoCompactor(self))
+            uri, options = self.uri, dict(self.storage_options)
+            self.log.add_hook(AutoCompactor(
+                uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
             from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
@@ -134,7 +143,7 @@ class DeltaTable:
         pcols = list(partition_by or [])
         check_column_names(schema, uri)
         check_partition_columns(schema, pcols, uri)
-        _check_configuration(configuration or {}, uri)
+        check_configuration(configuration or {}, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -146,6 +155,9 @@ class DeltaTable:
         wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
         protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
+        take_feature_requests(config, uri)
+        if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
+            config.update(row_tracking.materialized_columns(config, uuid.UUID(random.uuid()).hex))
         now = int(clock.time() * 1000)
         metadata = Metadata(
             id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
@@ -157,6 +169,8 @@ class DeltaTable:
                         "partitionBy": json_text(pcols), "properties": json_text(config)},
             isolation_level=IsolationLevel.SERIALIZABLE.value, blind_append=True, metrics={},
             txn_id=random.uuid())
+        if in_commit_timestamps.is_enabled(protocol, metadata):
+            info.values = {in_commit_timestamps.FIELD: now, **info.values}
         actions: list[Action] = [info, protocol, metadata]
         try:
             ls.write_commit(0, serialize_commit(actions))
@@ -237,6 +251,14 @@ class DeltaTable:
         """Opened at a fixed version: reads only, never follows new commits."""
         return self.log.pinned
 
+
+    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
+        """Set table properties in one commit, turning on the table features they ask for
+        (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
+        ``delta.feature.<name>=supported``); see ``properties.py``."""
+        from deltacommit.properties import set_properties
+
+        return set_properties(self, properties)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -328,12 +350,42 @@ class DeltaTable:
             raise InvalidArgumentError(
                 f"history of table {self.uri}: limit must be a positive integer or None, "
                 f"got {limit!r}")
+        snap = self.log.snapshot
+        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
         out: list[dict[str, Any]] = []
-        for v, info in self.log.snapshot.commit_infos(limit):
+        for v, info, mtime in snap.commit_entries(limit):
             d: dict[str, Any] = dict(info.values) if info is not None else {}
+            if ict_from is not None:
+                # In-commit timestamps from the enablement on, file times before it.
+                ts = in_commit_timestamps.commit_timestamp(v, info, mtime, ict_from)
+                if ts is not None:
+                    d["timestamp"] = ts
             d["version"] = v
             out.append(d)
         return out
+
+    def version_at(self, timestamp: int | datetime.datetime) -> int:
+        """The newest version committed at or before ``timestamp`` (milliseconds since the
+        epoch, or an aware datetime): in-commit timestamps where the table has them, file
+        modification times elsewhere (PROTOCOL.md "In-Commit Timestamps")."""
+        if isinstance(timestamp, datetime.datetime):
+            if timestamp.tzinfo is None:
+                raise InvalidArgumentError(
+                    f"time travel on table {self.uri}: give a timezone-aware datetime, got "
+                    f"{timestamp!r}")
+            ms = int(timestamp.timestamp() * 1000)
+        elif isinstance(timestamp, int) and not isinstance(timestamp, bool):
+            ms = timestamp
+        else:
+            raise InvalidArgumentError(
+                f"time travel on table {self.uri}: timestamp must be milliseconds since the "
+                f"epoch or a datetime, got {timestamp!r}")
+        snap = self.log.snapshot
+        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
+        times = in_commit_timestamps.commit_times(snap.commit_entries(), ict_from)
+        enabled_at = (in_commit_timestamps.enablement(snap.metadata, self.uri)
+                      if ict_from is not None else None)
+        return in_commit_timestamps.version_at(ms, times, self.uri, enabled_at)
 
     # ------------------------------------------------------------------ transactions
 
@@ -381,6 +433,7 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
     "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
 }) | frozenset({  # auto-compaction (auto_compact.py)
     "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
     "delta.autoOptimize.autoCompact.maxFileSize",
@@ -390,7 +443,9 @@ _KNOWN_DELTA_KEYS = frozenset({
 _BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.checkpoint.writeStatsAsJson",
                  "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
                  "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
-                 "delta.compatibility.symlinkFormatManifest.enabled")
+                 "delta.compatibility.symlinkFormatManifest.enabled",
+                 "delta.enableInCommitTimestamps", "delta.enableRowTracking",
+                 "delta.rowTrackingSuspended")
 _SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
 
 
@@ -466,8 +521,10 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
-    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs:
+    commit_features = requested_features(config)
+    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or commit_features:
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
+        writer_features += commit_features
         if dvs:
             writer_features.append("deletionVectors")
         if (config.get("delta.appendOnly") or "").lower() == "true":
@@ -486,7 +543,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
 
 
-def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
+def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
     """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored),
     and values Delta would not parse."""
     import difflib
@@ -526,6 +583,8 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
                 f"got {value!r}")
+        if key.startswith(FEATURE_PREFIX):
+            continue
         if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
             close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""

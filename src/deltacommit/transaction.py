@@ -23,7 +23,7 @@ from deltacommit.engine.loop import CommitLoop, Group, Member
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
 from deltacommit.errors import CoordinationMismatchError, InvalidArgumentError
-from deltacommit.log.actions import MAX_LONG, Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.actions import MAX_LONG, Add, DomainMetadata, Metadata, Protocol, Remove, Txn
 from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
@@ -78,6 +78,7 @@ class Transaction:
         self._adds: list[Add] = []
         self._removes: list[Remove] = []
         self._txns: dict[str, Txn] = {}
+        self._domains: dict[str, DomainMetadata] = {}
         self._metadata: Metadata | None = None
         #: Set by ``coordination.set_coordination``: this commit records the table's mechanism,
         #: so signs of another fleet on an unpinned table are the operator's call, not a refusal.
@@ -152,6 +153,42 @@ class Transaction:
         self._reads.app_ids.add(app_id)
         self._txns[app_id] = Txn(app_id, version, int(self.table.clock.time() * 1000))
 
+    def set_domain_metadata(self, domain: str, configuration: str) -> None:
+        """Set a user metadata domain's configuration in this commit (PROTOCOL.md "Domain
+        Metadata").  A concurrent commit that writes the same domain conflicts."""
+        self._check_domain(domain)
+        if not isinstance(configuration, str):
+            raise InvalidArgumentError(
+                f"configuration of metadata domain {domain!r} on table {self.table.uri} must be "
+                f"a string, got {type(configuration).__name__}")
+        self._domains[domain] = DomainMetadata(domain, configuration)
+
+    def remove_domain_metadata(self, domain: str) -> None:
+        """Delete a user metadata domain in this commit (nothing if the table lacks it)."""
+        self._check_domain(domain)
+        current = self.snapshot.domain_metadata(domain)
+        if current is None:
+            self._domains.pop(domain, None)
+            return
+        self._domains[domain] = DomainMetadata(domain, current, removed=True)
+
+    def _check_domain(self, domain: str) -> None:
+        self._check_open()
+        uri = self.table.uri
+        if not isinstance(domain, str) or not domain:
+            raise InvalidArgumentError(f"metadata domain name for table {uri} must be a "
+                                       f"non-empty string, got {domain!r}")
+        if domain.lower().startswith("delta."):
+            raise InvalidArgumentError(
+                f"metadata domain {domain!r} of table {uri} is system-controlled (the 'delta.' "
+                "prefix is reserved for the table features that own such domains)")
+        protocol = self._protocol or self.snapshot.protocol
+        if "domainMetadata" not in (protocol.writer_features or ()):
+            raise InvalidArgumentError(
+                f"table {uri} does not support metadata domains: its protocol lacks the writer "
+                "feature domainMetadata (create the table with "
+                "configuration={'delta.feature.domainMetadata': 'supported'})")
+
     def update_metadata(self, metadata: Metadata) -> None:
         self._check_open()
         self._metadata = metadata
@@ -199,11 +236,12 @@ class Transaction:
             removed_files=frozenset(file_key(r.path) for r in self._removes),
             has_metadata=self._metadata is not None,
             has_protocol=self._protocol is not None,
-            has_other_actions=bool(self._txns),
+            has_other_actions=bool(self._txns) or bool(self._domains),
             data_change=any(a.data_change for a in self._adds)
             or any(r.data_change for r in self._removes),
             read_protocol=snap.protocol,
             read_metadata=snap.metadata,
+            domains=frozenset(self._domains),
         )
 
     def staged(self) -> StagedCommit:
@@ -215,7 +253,8 @@ class Transaction:
             metrics=dict(self.operation_metrics), summary=summary, adds=tuple(self._adds),
             removes=tuple(self._removes), txns=tuple(self._txns.values()),
             metadata=self._metadata, protocol=self._protocol,
-            app_ids=frozenset(self._txns) | summary.read_app_ids)
+            app_ids=frozenset(self._txns) | summary.read_app_ids,
+            domains=tuple(self._domains.values()))
 
     def validate(self) -> None:
         """Refuse what no reader could accept, before anything is committed."""

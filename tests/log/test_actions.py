@@ -12,6 +12,7 @@ from deltacommit.errors import CorruptLogError
 from deltacommit.log.actions import (
     Add,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     Remove,
@@ -53,9 +54,11 @@ removes = st.builds(
     base_row_id=st.none() | ints, default_row_commit_version=st.none() | ints, extra=extra)
 txns = st.builds(Txn, app_id=text, version=ints, last_updated=st.none() | ints, extra=extra)
 commit_infos = st.builds(CommitInfo, st.dictionaries(text, json_scalar, max_size=4))
-unknowns = st.builds(UnknownAction, st.sampled_from(["cdc", "domainMetadata", "futureAction"]),
+unknowns = st.builds(UnknownAction, st.sampled_from(["cdc", "futureAction"]),
                      st.dictionaries(text, json_scalar, max_size=3))
-actions = protocols | metadatas | adds | removes | txns | commit_infos | unknowns
+domains = st.builds(DomainMetadata, domain=text, configuration=text, removed=st.booleans(),
+                    extra=extra)
+actions = protocols | metadatas | adds | removes | txns | commit_infos | domains | unknowns
 
 
 @given(st.lists(actions, max_size=8))
@@ -77,9 +80,17 @@ def test_unknown_fields_are_preserved() -> None:
 
 
 def test_unknown_action_types_are_preserved() -> None:
-    line = {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False}}
+    line = {"cdc": {"path": "c.parquet", "partitionValues": {}, "size": 1, "dataChange": False}}
     a = action_from_json(line)
     assert isinstance(a, UnknownAction)
+    assert action_to_json(a) == line
+
+
+def test_domain_metadata_decodes_and_keeps_unknown_fields() -> None:
+    line = {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False, "x": 1}}
+    a = action_from_json(line)
+    assert isinstance(a, DomainMetadata)
+    assert (a.domain, a.configuration, a.removed, a.extra) == ("d", "{}", False, {"x": 1})
     assert action_to_json(a) == line
 
 

@@ -23,6 +23,7 @@ from deltacommit.conflicts import WinningCommit, check_conflicts
 from deltacommit.engine.commit_info import committed_txn_ids, version_commit_info
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
+from deltacommit.engine.stamps import stamp
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     CommitFailedError,
@@ -30,7 +31,16 @@ from deltacommit.errors import (
     MissingVersionError,
     VersionExistsError,
 )
-from deltacommit.log.actions import Action, Add, Metadata, Protocol, Remove, Txn, serialize_commit
+from deltacommit.log.actions import (
+    Action,
+    Add,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Txn,
+    serialize_commit,
+)
 from deltacommit.snapshot import Commit
 
 #: A backoff at least this long (seconds) is followed by reading the versions committed
@@ -201,8 +211,9 @@ class CommitLoop:
             for m in members:
                 m.attempts += 1
             version = base + 1
-            actions = self.actions(group, group_id)
-            key = (tuple(id(m) for m in members), id(group.adds), len(group.adds))
+            actions, dependent = self.stamped_actions(group, group_id, version)
+            key = (tuple(id(m) for m in members), id(group.adds), len(group.adds),
+                   version if dependent else None)
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
@@ -314,12 +325,14 @@ class CommitLoop:
         protocol: Protocol | None = None
         metadata: Metadata | None = None
         txns: list[Txn] = []
+        domains: list[DomainMetadata] = []
         removes: list[Remove] = []
         files: list[Add] = list(shared_adds)
         for s in staged:
             protocol = s.protocol or protocol
             metadata = s.metadata or metadata
             txns.extend(s.txns)
+            domains.extend(s.domains)
             removes.extend(s.removes)
             files.extend(s.adds)
         out: list[Action] = [commit_info]
@@ -328,14 +341,28 @@ class CommitLoop:
         if metadata is not None:
             out.append(metadata)
         out.extend(txns)
+        out.extend(domains)
         out.extend(removes)
         out.extend(files)
         return out
 
-    def actions(self, group: Group, group_id: str) -> list[Action]:
+    def actions(self, group: Group, group_id: str, now_ms: int) -> list[Action]:
         staged = [m.staged for m in group.members]
-        info = version_commit_info(staged, group.adds, int(self.clock.time() * 1000), group_id)
+        info = version_commit_info(staged, group.adds, now_ms, group_id)
         if len(staged) == 1:
             # A group of one is written exactly as the lone transaction would write it.
             return staged[0].with_adds(staged[0].adds + tuple(group.adds)).actions(info)
         return self.group_actions(staged, group.adds, info)
+
+    def stamped_actions(self, group: Group, group_id: str, version: int
+                        ) -> tuple[list[Action], bool]:
+        """The actions of this attempt at ``version``, stamped with what depends on the
+        version (``engine/stamps.py``), and whether more than the ``commitInfo`` does."""
+        now_ms = int(self.clock.time() * 1000)
+        before = self.log.snapshot
+        if before.version < version - 1:
+            self.log.refresh()
+            before = self.log.snapshot
+        # A snapshot newer than version - 1 means that version is taken: the attempt loses
+        # the race whatever it carries, and the rebase stamps the next one afresh.
+        return stamp(self.actions(group, group_id, now_ms), before, version, now_ms)

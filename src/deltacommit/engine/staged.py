@@ -14,7 +14,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deltacommit.conflicts import TransactionSummary, WinningCommit
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+from deltacommit.log.actions import (
+    Action,
+    Add,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Txn,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,8 @@ class StagedCommit:
     protocol: Protocol | None = None
     #: Application ids this transaction records or read: two such never share a version.
     app_ids: frozenset[str] = field(default=frozenset())
+    #: Metadata domains this transaction sets or removes.
+    domains: tuple[DomainMetadata, ...] = ()
 
     def with_adds(self, adds: tuple[Add, ...]) -> StagedCommit:
         """The same transaction carrying ``adds`` (files a group leader wrote for its rows)."""
@@ -57,6 +68,7 @@ class StagedCommit:
         if self.metadata is not None:
             out.append(self.metadata)
         out.extend(self.txns)
+        out.extend(self.domains)
         out.extend(self.removes)
         out.extend(self.adds)
         return out
@@ -69,6 +81,7 @@ class StagedCommit:
         view.added.extend(self.adds)
         view.removed.extend(self.removes)
         view.txns.extend(self.txns)
+        view.domains.update(d.domain for d in self.domains)
         if self.metadata is not None:
             view.metadata = self.metadata
         if self.protocol is not None:

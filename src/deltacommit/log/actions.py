@@ -349,14 +349,55 @@ class CommitInfo:
         return v if isinstance(v, bool) else None
 
     @property
+    def in_commit_timestamp(self) -> int | None:
+        """``inCommitTimestamp`` (PROTOCOL.md "In-Commit Timestamps"), if the commit has one."""
+        v = self.values.get("inCommitTimestamp")
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
     def read_version(self) -> int | None:
         v = self.values.get("readVersion")
         return int(v) if isinstance(v, int) else None
 
 
 @dataclass(slots=True)
+class DomainMetadata:
+    """Configuration of one named metadata domain (PROTOCOL.md "Domain Metadata").
+
+    ``configuration`` is the domain's own string (JSON for the ``delta.*`` domains); a
+    ``removed`` action is a tombstone that still carries the configuration it deletes.
+    """
+
+    domain: str
+    configuration: str
+    removed: bool = False
+    extra: JsonDict = field(default_factory=dict)
+
+    _KNOWN = frozenset({"domain", "configuration", "removed"})
+
+    @classmethod
+    def from_json(cls, d: JsonDict) -> DomainMetadata:
+        config = d.get("configuration")
+        if config is None:
+            config = ""
+        elif not isinstance(config, str):
+            config = json.dumps(config, separators=(",", ":"))
+        removed = d.get("removed", False)
+        if not isinstance(removed, bool):
+            raise ValueError(f"field 'removed' must be true or false, got {removed!r}")
+        return cls(domain=str(_req(d, "domain", "domainMetadata")), configuration=config,
+                   removed=removed, extra=_rest(d, cls._KNOWN))
+
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"domain": self.domain, "configuration": self.configuration,
+                         "removed": self.removed}
+        out.update(self.extra)
+        return out
+
+
+@dataclass(slots=True)
 class UnknownAction:
-    """An action type this codec does not model (``cdc``, ``domainMetadata``, future ones)."""
+    """An action type this codec does not model (``cdc``, future ones)."""
 
     key: str
     value: Any
@@ -365,7 +406,8 @@ class UnknownAction:
         return self.value
 
 
-Action: TypeAlias = Protocol | Metadata | Add | Remove | Txn | CommitInfo | UnknownAction
+Action: TypeAlias = (Protocol | Metadata | Add | Remove | Txn | CommitInfo | DomainMetadata
+                     | UnknownAction)
 
 _DECODERS: dict[str, Any] = {
     "protocol": Protocol.from_json,
@@ -374,6 +416,7 @@ _DECODERS: dict[str, Any] = {
     "remove": Remove.from_json,
     "txn": Txn.from_json,
     "commitInfo": CommitInfo.from_json,
+    "domainMetadata": DomainMetadata.from_json,
 }
 
 _KEYS: dict[type, str] = {
@@ -383,6 +426,7 @@ _KEYS: dict[type, str] = {
     Remove: "remove",
     Txn: "txn",
     CommitInfo: "commitInfo",
+    DomainMetadata: "domainMetadata",
 }
 
 

@@ -15,7 +15,11 @@ READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolC
 # with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
 WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "deletionVectors", "invariants",
                              "timestampNtz",
-                             "vacuumProtocolCheck"})
+                             "vacuumProtocolCheck",
+                             # Commit-level features: the commit loop stamps each version
+                             # (engine/stamps.py) with its inCommitTimestamp, row ids and
+                             # row-id high-water mark; domains are replayed and checkpointed.
+                             "domainMetadata", "inCommitTimestamp", "rowTracking"})
 
 DEFAULT_PROTOCOL = (1, 2)
 

@@ -16,6 +16,7 @@ from deltacommit.log.actions import (
     Action,
     Add,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     Remove,
@@ -59,6 +60,9 @@ class TableState:
     tombstones: dict[str, Remove] = field(default_factory=dict)
     app_txns: dict[str, Txn] = field(default_factory=dict)
     domains: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: ``inCommitTimestamp`` of the commit at ``version``, if replay read that commit and it
+    #: has one (a state loaded from a checkpoint alone does not know it).
+    in_commit_timestamp: int | None = None
 
     def copy(self) -> TableState:
         """An independent state; file maps still backed by checkpoint rows stay unread.
@@ -74,6 +78,7 @@ class TableState:
             tombstones=self.tombstones.copy(),
             app_txns=dict(self.app_txns),
             domains=dict(self.domains),
+            in_commit_timestamp=self.in_commit_timestamp,
         )
 
     def apply(self, version: int, actions: Iterable[Action], source: str = "") -> None:
@@ -88,6 +93,7 @@ class TableState:
         files = self.files
         tombstones = self.tombstones
         seen_protocol = seen_metadata = False
+        ict: int | None = None
         for a in actions:
             if isinstance(a, Add):
                 k = file_key(a.path, a.deletion_vector)
@@ -113,7 +119,13 @@ class TableState:
             elif isinstance(a, Txn):
                 self.app_txns[a.app_id] = a
             elif isinstance(a, CommitInfo):
-                pass
+                ict = a.in_commit_timestamp
+            elif isinstance(a, DomainMetadata):
+                # The newest action per domain wins; a tombstone deletes the domain.
+                if a.removed:
+                    self.domains.pop(a.domain, None)
+                else:
+                    self.domains[a.domain] = a.to_json()
             elif (isinstance(a, UnknownAction) and a.key == "domainMetadata"
                   and isinstance(a.value, dict)):
                 domain = str(a.value.get("domain", ""))
@@ -124,6 +136,7 @@ class TableState:
             # Any other action type is ignored, as PROTOCOL.md asks of readers: features that
             # change what files mean are gated by the protocol, not by action names.
         self.version = version
+        self.in_commit_timestamp = ict
 
     def validate(self, source: str) -> None:
         """A table state is usable only with both a protocol and a metadata action."""
