@@ -16,15 +16,16 @@ types, and a missing column reads as null, as the protocol says.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltacommit.errors import CorruptLogError, UnsupportedProtocolError
+from deltacommit.errors import CorruptLogError, DeltaCommitError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.last_checkpoint import SidecarRef
 from deltacommit.log.lazy_files import (
     ActionRows,
     LazyActionMap,
@@ -32,7 +33,9 @@ from deltacommit.log.lazy_files import (
     map_dicts,
     removes_from_arrow,
 )
+from deltacommit.log.parsed_stats import ntz_paths, stats_json_from_struct
 from deltacommit.log.replay import TableState
+from deltacommit.schema import schema_from_json
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field[Any]:
@@ -117,8 +120,25 @@ CHECKPOINT_SCHEMA = pa.schema([
     _f("domainMetadata", DOMAIN_METADATA),
 ])
 
+CHECKPOINT_METADATA = pa.struct([
+    _f("version", pa.int64(), False),
+    _f("tags", STRING_MAP),
+])
+
+SIDECAR = pa.struct([
+    _f("path", pa.string(), False),
+    _f("sizeInBytes", pa.int64(), False),
+    _f("modificationTime", pa.int64(), False),
+    _f("tags", STRING_MAP),
+])
+
 #: Columns only a V2 checkpoint has rows in (``checkpointMetadata``, ``sidecar``).
 V2_COLUMNS = ("checkpointMetadata", "sidecar")
+
+#: Every action column a checkpoint may have, V2 ones included (JSON checkpoints are read
+#: into this shape).
+V2_CHECKPOINT_SCHEMA = pa.schema([*CHECKPOINT_SCHEMA, _f("checkpointMetadata", CHECKPOINT_METADATA),
+                                  _f("sidecar", SIDECAR)])
 
 
 # --------------------------------------------------------------------------- encoding
@@ -404,8 +424,13 @@ def _column(table: pa.Table, name: str) -> Any:
     return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
-def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
-    """The non-null rows of action column ``name`` (rows whose ``key`` field is set)."""
+def _rows(table: pa.Table, name: str, key: str, target: pa.DataType,
+          ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
+    """The non-null rows of action column ``name`` (rows whose ``key`` field is set).
+
+    With ``ntz`` (the ``add`` column), statistics held only as ``stats_parsed`` become the
+    JSON ``stats`` text; ``ntz`` names the columns whose timestamps have no zone.
+    """
     arr = _column(table, name)
     if arr is None:
         return pa.array([], target)
@@ -417,7 +442,36 @@ def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
     else:
         mask = pa.array([False] * len(arr))
     picked = _select(arr, mask)
+    if ntz is not None:
+        picked = _stats_from_struct(picked, ntz)
     return _normalise(picked, target)
+
+
+def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
+    """``add`` rows whose ``stats`` is filled from ``stats_parsed`` where only that is set
+    (``delta.checkpoint.writeStatsAsJson=false``), so row counts survive the checkpoint."""
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    if "stats_parsed" not in names or not len(arr):
+        return arr
+    parsed = arr.field("stats_parsed")
+    if parsed.null_count == len(parsed):
+        return arr
+    stats = arr.field("stats") if "stats" in names else pa.nulls(len(arr), pa.string())
+    if not pc.any(pc.and_(stats.is_null(), parsed.is_valid())).as_py():
+        return arr
+    texts = [s if s is not None else stats_json_from_struct(p, ntz)
+             for s, p in zip(stats.to_pylist(), parsed.to_pylist(), strict=True)]
+    children = [arr.field(n) for n in names if n != "stats"] + [pa.array(texts, pa.string())]
+    fields = [arr.type.field(n) for n in names if n != "stats"] + [pa.field("stats", pa.string())]
+    return pa.StructArray.from_arrays(children, fields=fields,
+                                      mask=arr.is_null() if arr.null_count else None)
+
+
+def _ntz_of(metadata: Metadata) -> frozenset[tuple[str, ...]]:
+    try:
+        return ntz_paths(schema_from_json(metadata.schema_string))
+    except DeltaCommitError:
+        return frozenset()  # a schema this library cannot type: timestamps read as zoned
 
 
 def _select(arr: Any, mask: Any) -> Any:
@@ -441,20 +495,27 @@ def _pairs(v: Any) -> dict[str, str | None]:
     return dict(v)
 
 
+def _concat_rows(tables: Sequence[pa.Table], name: str, key: str, target: pa.DataType,
+                 ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
+    """``_rows`` of several files (checkpoint parts, sidecars), each normalised on its own
+    because their schemas may differ (one with ``stats``, another with ``stats_parsed``)."""
+    arrays = [_rows(t, name, key, target, ntz) for t in tables]
+    arrays = [a for a in arrays if len(a)] or arrays[:1]
+    if not arrays:
+        return pa.array([], target)
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 def decode_checkpoint(table: pa.Table, version: int, source: str,
-                      read_column: Callable[[str], pa.Table] | None = None) -> TableState:
+                      read_column: Callable[[str], Sequence[pa.Table]] | None = None
+                      ) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
     The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
     turned into objects here.  With ``read_column``, ``table`` need not hold the ``add`` and
-    ``remove`` columns: they are read through it when first needed.
+    ``remove`` columns: they are read through it when first needed, one table per file that
+    holds them (parts of the checkpoint and its sidecars).
     """
-    for name in V2_COLUMNS:
-        col = _column(table, name)
-        if col is not None and col.null_count != len(col):
-            raise UnsupportedProtocolError(
-                f"{source} is a V2 checkpoint (it has {name} rows); deltacommit reads classic "
-                "(V1) checkpoints only")
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
     if len(protocols) != 1:
@@ -483,15 +544,16 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
         if not d.get("removed"):
             domains[str(d["domain"])] = {"domain": d["domain"], "configuration": d["configuration"],
                                          "removed": False}
+    ntz = _ntz_of(metadata)
     if read_column is None:
-        files = ActionRows(_rows(table, "add", "path", ADD), adds_from_arrow)
+        files = ActionRows(_rows(table, "add", "path", ADD, ntz), adds_from_arrow)
         tombstones = ActionRows(_rows(table, "remove", "path", REMOVE), removes_from_arrow)
     else:
         reader = read_column
         files = ActionRows(None, adds_from_arrow,
-                           lambda: _rows(reader("add"), "add", "path", ADD))
+                           lambda: _concat_rows(reader("add"), "add", "path", ADD, ntz))
         tombstones = ActionRows(None, removes_from_arrow,
-                                lambda: _rows(reader("remove"), "remove", "path", REMOVE))
+                                lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(
         version=version,
         protocol=protocol,
@@ -503,6 +565,67 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     )
 
 
+# --------------------------------------------------------------------------- V2 checkpoints
+
+
+def v2_sidecars(table: pa.Table, version: int, source: str, uuid_named: bool
+                ) -> list[SidecarRef]:
+    """The sidecars a checkpoint's rows reference, after checking its ``checkpointMetadata``.
+
+    A UUID-named checkpoint follows the V2 spec and must hold exactly one
+    ``checkpointMetadata`` action; a classic one may (V2 spec) or may not (V1 spec).  Either
+    must describe the version its file name says, or it is another version's state.
+    """
+    metas = _rows(table, "checkpointMetadata", "version", CHECKPOINT_METADATA).to_pylist()
+    if len(metas) > 1 or (uuid_named and not metas):
+        raise CorruptLogError(f"{source}: a V2 checkpoint must hold exactly one "
+                              f"checkpointMetadata action, found {len(metas)}")
+    if metas and metas[0]["version"] != version:
+        raise CorruptLogError(f"{source}: checkpointMetadata says version {metas[0]['version']}, "
+                              f"the file name {version}")
+    out: list[SidecarRef] = []
+    for row in _rows(table, "sidecar", "path", SIDECAR).to_pylist():
+        if row.get("sizeInBytes") is None or row.get("modificationTime") is None:
+            raise CorruptLogError(f"{source}: sidecar action {row!r} lacks sizeInBytes or "
+                                  "modificationTime")
+        out.append(SidecarRef(row["path"], row["sizeInBytes"], row["modificationTime"]))
+    return out
+
+
+def json_checkpoint_table(data: bytes, source: str) -> pa.Table:
+    """The rows of a JSON (UUID-named) checkpoint in the Parquet checkpoint's shape, one row
+    per line, so both formats decode alike."""
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise CorruptLogError(f"{source}: line {n} is not JSON ({e}); the checkpoint is torn "
+                                  "or damaged") from None
+        if not isinstance(obj, dict):
+            raise CorruptLogError(f"{source}: line {n} is not an action object")
+        rows.append(obj)
+    columns = []
+    for f in V2_CHECKPOINT_SCHEMA:
+        values = [r.get(f.name) for r in rows]
+        try:
+            columns.append(pa.array(values, _nullable(f.type)))
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{source}: {f.name} actions do not match the protocol's "
+                                  f"schema: {e}") from None
+    return pa.Table.from_arrays(columns, names=V2_CHECKPOINT_SCHEMA.names)
+
+
+def _nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every struct field nullable: a JSON action may omit an optional field, and
+    a missing required one is reported by the action decoders, not by Arrow."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nullable(f.type)) for f in t])
+    return t
+
+
 __all__ = [
     "ADD",
     "CHECKPOINT_SCHEMA",
@@ -510,8 +633,11 @@ __all__ = [
     "PROTOCOL",
     "REMOVE",
     "TXN",
+    "V2_CHECKPOINT_SCHEMA",
     "EncodedCheckpoint",
     "decode_checkpoint",
     "encode_checkpoint",
+    "json_checkpoint_table",
     "map_dicts",
+    "v2_sidecars",
 ]
