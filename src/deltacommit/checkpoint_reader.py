@@ -13,7 +13,7 @@ snapshot layer that this module serves.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -128,7 +128,7 @@ class _JsonCheckpoint:
 
     def non_null(self, column_path: str) -> int | None:
         column, _, leaf = column_path.partition(".")
-        arr = self.table.column(column).combine_chunks()
+        arr: Any = self.table.column(column).combine_chunks()
         return int(pc.sum(pc.and_(arr.is_valid(), arr.field(leaf).is_valid()).cast(pa.int64())
                           ).as_py() or 0)
 
