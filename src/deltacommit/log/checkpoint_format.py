@@ -16,7 +16,7 @@ types, and a missing column reads as null, as the protocol says.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, DeltaCommitError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.intervals import flag
 from deltacommit.log.last_checkpoint import SidecarRef
 from deltacommit.log.lazy_files import (
     ActionRows,
@@ -33,7 +34,14 @@ from deltacommit.log.lazy_files import (
     map_dicts,
     removes_from_arrow,
 )
-from deltacommit.log.parsed_stats import ntz_paths, stats_json_from_struct
+from deltacommit.log.parsed_stats import (
+    ntz_paths,
+    partition_struct_array,
+    partition_struct_type,
+    stats_json_from_struct,
+    stats_struct_array,
+    stats_struct_type,
+)
 from deltacommit.log.replay import TableState
 from deltacommit.schema import schema_from_json
 
@@ -309,9 +317,61 @@ class EncodedCheckpoint:
     num_add_files: int
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointOptions:
+    """How a table's configuration shapes its checkpoints (PROTOCOL.md "Checkpoints").
+
+    ``v2``: a V2-spec checkpoint, whose first row is its ``checkpointMetadata`` action.
+    ``stats_json``/``stats_struct``: ``delta.checkpoint.writeStatsAsJson`` (default true) and
+    ``delta.checkpoint.writeStatsAsStruct`` (default false).
+    """
+
+    v2: bool = False
+    stats_json: bool = True
+    stats_struct: bool = False
+
+    @classmethod
+    def of(cls, protocol: Protocol, configuration: Mapping[str, str | None]) -> CheckpointOptions:
+        """The options a table asks for.  UUID-named V2 checkpoints need
+        ``delta.checkpointPolicy=v2`` and the ``v2Checkpoint`` feature: a table without the
+        feature has readers that would not recognise them."""
+        policy = (configuration.get("delta.checkpointPolicy") or "classic").strip().lower()
+        feature = ("v2Checkpoint" in (protocol.reader_features or [])
+                   and "v2Checkpoint" in (protocol.writer_features or []))
+        return cls(v2=policy == "v2" and feature,
+                   stats_json=flag(configuration, "delta.checkpoint.writeStatsAsJson", True),
+                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", False))
+
+
+def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions) -> Any:
+    """``adds`` with ``stats_parsed`` and ``partitionValues_parsed`` added (typed by the table
+    schema) and/or ``stats`` dropped, as the options say."""
+    if options.stats_json and not options.stats_struct:
+        return adds
+    names = [f.name for f in ADD]
+    children = [adds.field(n) for n in names]
+    fields = list(ADD)
+    if not options.stats_json:
+        i = names.index("stats")
+        del children[i], fields[i]
+    if options.stats_struct:
+        schema = schema_from_json(metadata.schema_string)
+        parts = list(metadata.partition_columns)
+        if parts:
+            ptype = partition_struct_type(schema, parts)
+            fields.append(_f("partitionValues_parsed", ptype))
+            children.append(partition_struct_array(map_dicts(adds.field("partitionValues")), ptype))
+        stype = stats_struct_type(schema, parts)
+        fields.append(_f("stats_parsed", stype))
+        children.append(stats_struct_array(adds.field("stats").to_pylist(), stype))
+    return pa.StructArray.from_arrays(children, fields=fields)
+
+
 def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
-                      txn_cutoff_ms: int | None = None) -> EncodedCheckpoint:
-    """The checkpoint rows of ``state``: protocol, metaData, txns, domains, adds, tombstones.
+                      txn_cutoff_ms: int | None = None,
+                      options: CheckpointOptions = CheckpointOptions()) -> EncodedCheckpoint:
+    """The checkpoint rows of ``state``: checkpointMetadata (V2 only), protocol, metaData,
+    txns, domains, adds, tombstones.
 
     Tombstones deleted at or before ``tombstone_cutoff_ms`` (or without a deletion time) have
     expired and are dropped, as are application transactions last updated before
@@ -329,9 +389,13 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
         ts = removes.field("deletionTimestamp")
         keep = pc.fill_null(pc.greater(ts, pa.scalar(tombstone_cutoff_ms, pa.int64())), False)
         removes = removes.filter(keep)
-    adds = fill_required(adds)
+    adds = _parsed_add_columns(fill_required(adds), state.metadata, options)
     removes = fill_required(removes)
-    sections: list[tuple[str, Any]] = [
+    sections: list[tuple[str, Any]] = []
+    if options.v2:
+        sections.append(("checkpointMetadata", pa.array(
+            [{"version": state.version, "tags": None}], CHECKPOINT_METADATA)))
+    sections += [
         ("protocol", pa.array([_protocol_row(state.protocol)], PROTOCOL)),
         ("metaData", pa.array([_metadata_row(state.metadata)], METADATA)),
         ("txn", pa.array([{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}
@@ -346,7 +410,7 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
     columns: dict[str, Any] = {}
     before = 0
     for name, arr in sections:
-        type_ = CHECKPOINT_SCHEMA.field(name).type
+        type_ = arr.type
         parts = []
         if before:
             parts.append(null_rows(before, type_))
@@ -357,9 +421,27 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
             parts.append(null_rows(after, type_))
         columns[name] = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
         before += len(arr)
-    table = pa.Table.from_arrays([columns[f.name] for f in CHECKPOINT_SCHEMA],
-                                 schema=CHECKPOINT_SCHEMA)
+    order = [f.name for f in CHECKPOINT_SCHEMA] + (["checkpointMetadata"] if options.v2 else [])
+    table = pa.Table.from_arrays([columns[n] for n in order],
+                                 schema=pa.schema([_f(n, columns[n].type) for n in order]))
     return EncodedCheckpoint(table, len(adds))
+
+
+def with_sidecar(table: pa.Table, sidecar: SidecarRef) -> tuple[pa.Table, pa.Table]:
+    """A V2 checkpoint's rows split in two: the checkpoint itself (its non-file actions and a
+    ``sidecar`` action naming ``sidecar``) and the sidecar file (its ``add`` and ``remove``
+    rows), as PROTOCOL.md allows ("all of them should be in sidecar files")."""
+    adds = table.column("add")
+    removes = table.column("remove")
+    is_file = pc.or_(adds.is_valid(), removes.is_valid())
+    side = table.filter(is_file).select(["add", "remove"])
+    main = table.filter(pc.invert(is_file))
+    ref = pa.array([sidecar.to_json() | {"tags": None}], SIDECAR)
+    n = main.num_rows
+    extra = pa.Table.from_arrays([null_rows(1, f.type) for f in main.schema], schema=main.schema)
+    main = pa.concat_tables([main, extra])
+    sidecar_col = pa.concat_arrays([null_rows(n, SIDECAR), ref])
+    return main.append_column(_f("sidecar", SIDECAR), sidecar_col), side
 
 
 def _domain_config(d: dict[str, Any]) -> str:
@@ -634,10 +716,12 @@ __all__ = [
     "REMOVE",
     "TXN",
     "V2_CHECKPOINT_SCHEMA",
+    "CheckpointOptions",
     "EncodedCheckpoint",
     "decode_checkpoint",
     "encode_checkpoint",
     "json_checkpoint_table",
     "map_dicts",
     "v2_sidecars",
+    "with_sidecar",
 ]
