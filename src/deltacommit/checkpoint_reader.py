@@ -23,11 +23,12 @@ from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageErro
 from deltacommit.log.checkpoint_format import (
     decode_checkpoint,
     json_checkpoint_table,
+    sidecar_references,
     v2_sidecars,
 )
 from deltacommit.log.last_checkpoint import LastCheckpoint
 from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, sidecar_path
+from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, sidecar_path
 from deltacommit.log.replay import TableState
 from deltacommit.log.segment import CheckpointCandidate, LogListing, LogSegment
 
@@ -183,6 +184,17 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
 
 def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:
     return p.names if isinstance(p, _CheckpointFile) else set(p.table.column_names)
+
+
+def referenced_sidecars(log_store: LogStore, f: LogFile) -> set[str]:
+    """Store paths of the sidecars checkpoint file ``f`` names (its ``sidecar`` column only).
+
+    Raises what reading raises (CorruptLogError, StorageError): a caller deciding what may be
+    deleted must treat a checkpoint it cannot read as naming anything.
+    """
+    source = f"{log_store.table_uri}/{f.path}"
+    p = _JsonCheckpoint(log_store, f.path) if f.is_json else _CheckpointFile(log_store, f.path)
+    return {sidecar_path(ref, source) for ref in sidecar_references(p.read(["sidecar"]))}
 
 
 def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate,

@@ -674,6 +674,12 @@ def v2_sidecars(table: pa.Table, version: int, source: str, uuid_named: bool
     return out
 
 
+def sidecar_references(table: pa.Table) -> list[str]:
+    """The ``path`` of every ``sidecar`` action in a checkpoint's rows, unchecked: log cleanup
+    protects what any checkpoint names, even one a reader would reject."""
+    return [str(p) for p in _rows(table, "sidecar", "path", SIDECAR).field("path").to_pylist()]
+
+
 def json_checkpoint_table(data: bytes, source: str) -> pa.Table:
     """The rows of a JSON (UUID-named) checkpoint in the Parquet checkpoint's shape, one row
     per line, so both formats decode alike."""
@@ -722,6 +728,7 @@ __all__ = [
     "encode_checkpoint",
     "json_checkpoint_table",
     "map_dicts",
+    "sidecar_references",
     "v2_sidecars",
     "with_sidecar",
 ]
