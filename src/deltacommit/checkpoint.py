@@ -65,6 +65,7 @@ from deltacommit.snapshot import Snapshot, decode_commit
 
 if TYPE_CHECKING:
     from deltacommit.logstore.base import LogStore
+    from deltacommit.storage.base import ObjectStore
 
 __all__ = [
     "CheckpointCandidate",
@@ -206,7 +207,7 @@ def _write_v2(log_store: LogStore, encoded: EncodedCheckpoint, version: int, now
         probe = SidecarRef(sidecar_name, 0, now)
         _, side = with_sidecar(table, probe)
         side_data = _parquet(side)
-        store.put_if_absent(f"{SIDECAR_DIR}/{sidecar_name}", side_data)
+        _put_new(store, f"{SIDECAR_DIR}/{sidecar_name}", side_data)
         ref = SidecarRef(sidecar_name, len(side_data), now)
         table, _ = with_sidecar(table, ref)
         sidecars.append(ref)
@@ -214,13 +215,22 @@ def _write_v2(log_store: LogStore, encoded: EncodedCheckpoint, version: int, now
         rows = table.num_rows + side.num_rows
     data = _parquet(table)
     path = f"{LOG_DIR}/{name}"
-    store.put_if_absent(path, data)
+    _put_new(store, path, data)
     total = len(data) + sidecar_bytes
     info = V2CheckpointInfo(name, len(data), now, tuple(sidecars))
     store.put(LAST_CHECKPOINT, LastCheckpoint(version, rows, None, total, encoded.num_add_files,
                                               info).to_bytes())
     return CheckpointInfo(version, f"{uri}/{path}", rows, encoded.num_add_files, total,
                           created=True)
+
+
+def _put_new(store: ObjectStore, path: str, data: bytes) -> None:
+    """Write a file under a fresh UUID name: created atomically where the store can, else a
+    plain PUT (an object replaced whole; nobody else writes that name)."""
+    if store.supports_conditional_put:
+        store.put_if_absent(path, data)
+    else:
+        store.put(path, data)
 
 
 def _state_at(log_store: LogStore, snapshot: Snapshot, version: int) -> TableState:

@@ -29,6 +29,14 @@ import deltacommit as dc
 from deltacommit.checkpoint import write_checkpoint
 from deltacommit.clock import ManualClock
 from deltacommit.errors import CorruptLogError
+from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.checkpoint_format import (
+    CheckpointOptions,
+    decode_checkpoint,
+    encode_checkpoint,
+    json_checkpoint_table,
+    v2_sidecars,
+)
 from deltacommit.log.last_checkpoint import LastCheckpoint, SidecarRef, V2CheckpointInfo
 from deltacommit.log.names import (
     LOG_DIR,
@@ -44,6 +52,7 @@ from deltacommit.log.parsed_stats import (
     stats_struct_array,
     stats_struct_type,
 )
+from deltacommit.log.replay import TableState
 from deltacommit.log.segment import LogListing, checkpoint_candidates
 from deltacommit.log_cleanup import cleanup_expired_log
 
@@ -454,3 +463,77 @@ def test_stats_struct_round_trip(i: int, s: str, d: object, t: object, nulls: in
     [row] = stats_struct_array([json.dumps(stats)], type_).to_pylist()
     back = stats_json_from_struct(row, frozenset({("n",)}))
     assert back is not None and json.loads(back) == stats
+
+
+def _v2_state() -> TableState:
+    s = TableState()
+    s.apply(0, [Protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]),
+                Metadata(id="m", schema_string=SCHEMA_JSON, partition_columns=["day"],
+                         configuration={"delta.checkpointPolicy": "v2",
+                                        "delta.checkpoint.writeStatsAsStruct": "true"}),
+                Txn("app", 3, 5)])
+    s.apply(1, [Add(f"day=d{i}/f{i}.parquet", {"day": f"d{i}"}, 10 + i, 1, True,
+                    f'{{"numRecords":{i},"minValues":{{"id":{i}}},"maxValues":{{"id":{i}}},'
+                    f'"nullCount":{{"id":0,"v":0}}}}') for i in range(5)])
+    s.apply(2, [Remove("day=d0/f0.parquet", 10**15, True, True, {"day": "d0"}, 10)])
+    return s
+
+
+SCHEMA_JSON = ('{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,'
+               '"metadata":{}},{"name":"day","type":"string","nullable":true,"metadata":{}},'
+               '{"name":"v","type":"string","nullable":true,"metadata":{}}]}')
+
+
+def _same_state(a: TableState, b: TableState) -> None:
+    assert a.protocol == b.protocol and a.metadata == b.metadata
+    assert dict(a.files.items()) == dict(b.files.items())
+    assert set(a.tombstones) == set(b.tombstones)
+    assert {k: t.version for k, t in a.app_txns.items()} == {
+        k: t.version for k, t in b.app_txns.items()}
+
+
+@given(st.permutations(list(range(9))), st.booleans())
+def test_v2_checkpoints_decode_in_any_row_order(order: list[int], as_json: bool) -> None:
+    state = _v2_state()
+    options = CheckpointOptions.of(state.protocol, state.metadata.configuration)  # type: ignore[arg-type, union-attr]
+    table = encode_checkpoint(state, 0, None, options).table
+    assert table.num_rows == 9 and options.v2 and options.stats_struct
+    shuffled = table.take(pa.array(order))
+    if as_json:
+        lines = [json.dumps({k: v for k, v in row.items() if v is not None}, default=str)
+                 for row in _json_rows(shuffled)]
+        shuffled = json_checkpoint_table("\n".join(lines).encode(), "cp.json")
+    assert v2_sidecars(shuffled, 2, "cp", uuid_named=True) == []
+    _same_state(decode_checkpoint(shuffled, 2, "cp"), state)
+
+
+def _json_rows(table: pa.Table) -> list[dict[str, object]]:
+    """Rows as a JSON checkpoint holds them: maps as objects, no parsed statistics."""
+    out = []
+    for row in table.to_pylist():
+        for v in row.values():
+            if isinstance(v, dict):
+                for k in list(v):
+                    if isinstance(v[k], list) and v[k] and isinstance(v[k][0], tuple):
+                        v[k] = dict(v[k])
+                    elif k in ("partitionValues", "configuration", "options") and v[k] == []:
+                        v[k] = {}
+                v.pop("stats_parsed", None)
+                v.pop("partitionValues_parsed", None)
+                if isinstance(v.get("format"), dict):
+                    v["format"]["options"] = dict(v["format"].get("options") or [])
+        out.append(row)
+    return out
+
+
+def test_a_protocol_without_feature_lists_and_a_torn_json_checkpoint() -> None:
+    state = _v2_state()
+    state.protocol = Protocol(1, 2)
+    table = encode_checkpoint(state, 0, None, CheckpointOptions(v2=True)).table
+    assert table.column("protocol").to_pylist()[1] == {
+        "minReaderVersion": 1, "minWriterVersion": 2, "readerFeatures": None,
+        "writerFeatures": None}
+    _same_state(decode_checkpoint(table.take(pa.array(list(range(9))[::-1])), 2, "cp"), state)
+    good = b'{"checkpointMetadata":{"version":2}}\n{"protocol":{"minReaderVersion":1,'
+    with pytest.raises(CorruptLogError, match="line 2 is not JSON"):
+        json_checkpoint_table(good, "cp.json")
