@@ -34,7 +34,8 @@ from deltacommit.log.checkpoint_format import (
     CheckpointOptions,
     EncodedCheckpoint,
     encode_checkpoint,
-    with_sidecar,
+    split_file_actions,
+    with_sidecars,
 )
 from deltacommit.log.intervals import (
     DELETED_FILE_RETENTION,
@@ -203,13 +204,12 @@ def _write_v2(log_store: LogStore, encoded: EncodedCheckpoint, version: int, now
     sidecar_bytes = 0
     rows = table.num_rows
     if file_rows and file_rows >= sidecar_min_file_actions:
+        table, side = split_file_actions(table)
         sidecar_name = f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet"
-        probe = SidecarRef(sidecar_name, 0, now)
-        _, side = with_sidecar(table, probe)
         side_data = _parquet(side)
         _put_new(store, f"{SIDECAR_DIR}/{sidecar_name}", side_data)
         ref = SidecarRef(sidecar_name, len(side_data), now)
-        table, _ = with_sidecar(table, ref)
+        table = with_sidecars(table, [ref])
         sidecars.append(ref)
         sidecar_bytes = len(side_data)
         rows = table.num_rows + side.num_rows

@@ -1,16 +1,18 @@
-"""The classic Parquet checkpoint: its Arrow schema and the conversion to and from table state.  Pure.
+"""Checkpoint files: their Arrow schema and the conversion to and from table state.  Pure.
 
 The schema follows PROTOCOL.md ("Checkpoint Schema") with the field types and nullability that
 delta-rs writes, so both delta-rs and Spark read what we write: one row per action, one struct
 column per action type, every other column null in that row.  ``add.stats`` is the JSON string
-(``delta.checkpoint.writeStatsAsJson``, the default); ``stats_parsed`` and
-``partitionValues_parsed`` are not written (they are optional while ``writeStatsAsStruct`` is
-off, its protocol default).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they
-are only tombstones for VACUUM.
+unless ``delta.checkpoint.writeStatsAsJson=false``; ``delta.checkpoint.writeStatsAsStruct=true``
+adds ``stats_parsed`` and ``partitionValues_parsed`` typed by the table schema (see
+``parsed_stats``).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they are only
+tombstones for VACUUM.  A V2-spec checkpoint (``v2Checkpoint`` feature) adds one
+``checkpointMetadata`` row and may move its ``add`` and ``remove`` rows to sidecar files that
+``sidecar`` rows name; a UUID-named one may also be JSON lines, read here into the same shape.
 
 Reading is lenient about the schema (Spark names map entries differently, makes everything
 nullable and adds ``stats_parsed``): columns are matched by name and normalised to the canonical
-types, and a missing column reads as null, as the protocol says.
+types, a missing column reads as null, as the protocol says, and rows may come in any order.
 """
 
 from __future__ import annotations
@@ -427,21 +429,21 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
     return EncodedCheckpoint(table, len(adds))
 
 
-def with_sidecar(table: pa.Table, sidecar: SidecarRef) -> tuple[pa.Table, pa.Table]:
-    """A V2 checkpoint's rows split in two: the checkpoint itself (its non-file actions and a
-    ``sidecar`` action naming ``sidecar``) and the sidecar file (its ``add`` and ``remove``
-    rows), as PROTOCOL.md allows ("all of them should be in sidecar files")."""
-    adds = table.column("add")
-    removes = table.column("remove")
-    is_file = pc.or_(adds.is_valid(), removes.is_valid())
-    side = table.filter(is_file).select(["add", "remove"])
-    main = table.filter(pc.invert(is_file))
-    ref = pa.array([sidecar.to_json() | {"tags": None}], SIDECAR)
-    n = main.num_rows
-    extra = pa.Table.from_arrays([null_rows(1, f.type) for f in main.schema], schema=main.schema)
-    main = pa.concat_tables([main, extra])
-    sidecar_col = pa.concat_arrays([null_rows(n, SIDECAR), ref])
-    return main.append_column(_f("sidecar", SIDECAR), sidecar_col), side
+def split_file_actions(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A V2 checkpoint's rows split for a sidecar: its non-file actions, and the ``add`` and
+    ``remove`` rows for the sidecar file (PROTOCOL.md: all file actions in sidecars or none)."""
+    is_file = pc.or_(table.column("add").is_valid(), table.column("remove").is_valid())
+    return table.filter(pc.invert(is_file)), table.filter(is_file).select(["add", "remove"])
+
+
+def with_sidecars(table: pa.Table, sidecars: Sequence[SidecarRef]) -> pa.Table:
+    """``table`` (non-file actions) with one ``sidecar`` row per file in ``sidecars``."""
+    n, k = table.num_rows, len(sidecars)
+    padding = pa.Table.from_arrays([null_rows(k, f.type) for f in table.schema],
+                                   schema=table.schema)
+    refs = pa.array([r.to_json() | {"tags": None} for r in sidecars], SIDECAR)
+    column = pa.concat_arrays([null_rows(n, SIDECAR), refs]) if n else refs
+    return pa.concat_tables([table, padding]).append_column(_f("sidecar", SIDECAR), column)
 
 
 def _domain_config(d: dict[str, Any]) -> str:
@@ -729,6 +731,7 @@ __all__ = [
     "json_checkpoint_table",
     "map_dicts",
     "sidecar_references",
+    "split_file_actions",
     "v2_sidecars",
-    "with_sidecar",
+    "with_sidecars",
 ]
