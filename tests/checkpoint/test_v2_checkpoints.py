@@ -537,3 +537,39 @@ def test_a_protocol_without_feature_lists_and_a_torn_json_checkpoint() -> None:
     good = b'{"checkpointMetadata":{"version":2}}\n{"protocol":{"minReaderVersion":1,'
     with pytest.raises(CorruptLogError, match="line 2 is not JSON"):
         json_checkpoint_table(good, "cp.json")
+
+
+def test_struct_stats_of_typed_columns_read_by_deltalake(tmp_path: Path) -> None:
+    import decimal
+
+    schema = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("n", pa.int32()),
+                        ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")),
+                        ("dec", pa.decimal128(10, 2)), ("s", pa.struct([("a", pa.int64())])),
+                        ("f", pa.float32())])
+    root = tmp_path / "t"
+    t = dc.DeltaTable.create(str(root), schema, partition_by=["day", "n"], configuration={
+        "delta.checkpointInterval": "2", "delta.checkpoint.writeStatsAsStruct": "true",
+        "delta.checkpoint.writeStatsAsJson": "false"})
+    stamp = dt.datetime(2020, 1, 1, 1, 2, 3, 456789)
+    for i in range(2):
+        dc.write(t, pa.table({
+            "id": [i, i + 10], "day": [dt.date(2020, 1, 1 + i)] * 2, "n": [i, i],
+            "ts": [stamp.replace(tzinfo=dt.UTC)] * 2, "ntz": [stamp] * 2,
+            "dec": [decimal.Decimal("1.25"), None], "s": [{"a": 1}, None], "f": [0.1, 2.5]},
+            schema=schema))
+    cp = root / checkpoint_path(2)
+    add = pq.read_schema(cp).field("add").type
+    assert add.field("partitionValues_parsed").type == pa.struct([("day", pa.date32()),
+                                                                 ("n", pa.int32())])
+    parsed = [r["stats_parsed"] for r in pq.read_table(cp).column("add").to_pylist() if r]
+    assert {p["minValues"]["ntz"] for p in parsed} == {stamp.replace(microsecond=456000)}
+    assert {p["maxValues"]["ntz"] for p in parsed} == {stamp.replace(microsecond=457000)}
+    want = t.to_arrow()
+    drop_commits_through(root, 2)
+    assert same_rows(peer_read(root), want)
+    ours = dc.DeltaTable(str(root))
+    assert same_rows(ours.to_arrow(), want)
+    stats = [json.loads(a.stats or "{}") for a in ours.files()]
+    assert {s["minValues"]["ntz"] for s in stats} == {"2020-01-01T01:02:03.456"}
+    assert {s["maxValues"]["ts"] for s in stats} == {"2020-01-01T01:02:03.457Z"}
+    assert {s["nullCount"]["dec"] for s in stats} == {1}
