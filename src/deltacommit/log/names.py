@@ -59,12 +59,12 @@ def sidecar_path(reference: str, source: str) -> str:
         at = text.rfind(marker)
         if at < 0 or (at > 0 and text[at - 1] != "/"):
             raise CorruptLogError(f"{source}: sidecar path {reference!r} is not a file in "
-                             f"{SIDECAR_DIR}")
+                                  f"{SIDECAR_DIR}")
         text = text[at + len(marker):]
     name = unquote(text)
     if not name or "/" in name or name in (".", ".."):
         raise CorruptLogError(f"{source}: sidecar path {reference!r} does not name a file in "
-                         f"{SIDECAR_DIR}")
+                              f"{SIDECAR_DIR}")
     return f"{marker}{name}"
 
 
