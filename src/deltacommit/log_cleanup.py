@@ -157,6 +157,12 @@ def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | N
     return paths
 
 
+def _is_sidecar_name(name: str) -> bool:
+    """A Parquet file directly in ``_sidecars``; anything else there (a Hadoop ``.crc``
+    checksum, a subdirectory) is not this cleanup's to judge."""
+    return "/" not in name and name.endswith(".parquet") and not name.startswith(".")
+
+
 def _unreferenced_sidecars(log_store: LogStore, doomed: set[str], before_ms: int) -> list[str]:
     """Sidecar files (``_delta_log/_sidecars``) written before ``before_ms`` that no checkpoint
     outside ``doomed`` (the names about to be deleted) and not ``_last_checkpoint`` names
@@ -171,7 +177,7 @@ def _unreferenced_sidecars(log_store: LogStore, doomed: set[str], before_ms: int
     store = log_store.store
     prefix = f"{SIDECAR_DIR}/"
     old = [m.path for m in store.list(prefix)
-           if "/" not in m.path[len(prefix):] and m.last_modified_ms < before_ms]
+           if _is_sidecar_name(m.path[len(prefix):]) and m.last_modified_ms < before_ms]
     if not old:
         return []
     referenced: set[str] = set()

@@ -573,3 +573,41 @@ def test_struct_stats_of_typed_columns_read_by_deltalake(tmp_path: Path) -> None
     assert {s["minValues"]["ntz"] for s in stats} == {"2020-01-01T01:02:03.456"}
     assert {s["maxValues"]["ts"] for s in stats} == {"2020-01-01T01:02:03.457Z"}
     assert {s["nullCount"]["dec"] for s in stats} == {1}
+
+
+@pytest.mark.parametrize("name", ["kernel/v2-checkpoints-json-with-sidecars",
+                                  "kernel/v2-checkpoints-parquet-with-sidecars"])
+def test_cleanup_of_a_spark_table_keeps_the_sidecars_of_the_kept_checkpoint(
+        name: str, tmp_path: Path) -> None:
+    import os
+    import time
+
+    root = copy_table(name, tmp_path)
+    log = root / LOG_DIR
+    old = time.time() - 90 * 86_400
+    for p in [*log.iterdir(), *(log / "_sidecars").iterdir()]:
+        os.utime(p, (old, old))
+    table = dc.DeltaTable(str(root))
+    want = table.to_arrow()
+    newest = checkpoint_versions(log)[-1]
+    [kept] = [p for p in log.iterdir() if p.name.startswith(f"{newest:020d}.checkpoint.")
+              and parse_log_name(p.name)]
+    named = referenced(kept)
+    before = {p.name for p in (log / "_sidecars").iterdir() if not p.name.startswith(".")}
+    assert named < before
+    deleted = cleanup_expired_log(table.log_store, table.snapshot.configuration,
+                                  ManualClock(time.time()))
+    after = {p.name for p in (log / "_sidecars").iterdir() if not p.name.startswith(".")}
+    assert after == named
+    # Hadoop's checksum files are not sidecars: left alone.
+    assert (log / "_sidecars" / f".{next(iter(named))}.crc").exists()
+    assert {f"{SIDECAR_DIR}/{n}" for n in before - named} <= set(deleted)
+    assert checkpoint_versions(log) == [newest]
+    assert same_rows(dc.DeltaTable(str(root)).to_arrow(), want)
+
+
+def referenced(checkpoint: Path) -> set[str]:
+    if checkpoint.suffix == ".json":
+        lines = [json.loads(line) for line in checkpoint.read_text().splitlines()]
+        return {x["sidecar"]["path"] for x in lines if "sidecar" in x}
+    return {r["path"] for r in pq.read_table(checkpoint).column("sidecar").to_pylist() if r}
