@@ -1,7 +1,8 @@
 """Writing checkpoints, and the post-commit hook that writes them and cleans up the log.
 
 The writer that commits a version divisible by ``delta.checkpointInterval`` (default 10) then
-writes ``N.checkpoint.parquet``.  The Parquet bytes are built in memory and published with the
+writes ``N.checkpoint.parquet``, or a UUID-named ``N.checkpoint.<uuid>.parquet`` on tables with
+``delta.checkpointPolicy=v2``.  The Parquet bytes are built in memory and published with the
 store's put-if-absent, which is atomic on every store: a reader sees the whole file or none, and
 of several racing writers exactly one publishes while the others find it present and leave it
 alone (all of them would have written the same state anyway).  ``_last_checkpoint`` is only a
@@ -18,15 +19,24 @@ from __future__ import annotations
 
 import io
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltacommit.checkpoint_reader import read_checkpoint, read_last_checkpoint, verify_checkpoint
 from deltacommit.clock import Clock, now_ms
 from deltacommit.errors import ObjectExistsError
-from deltacommit.log.checkpoint_format import encode_checkpoint
+from deltacommit.log.checkpoint_format import (
+    CheckpointOptions,
+    EncodedCheckpoint,
+    encode_checkpoint,
+    split_file_actions,
+    with_sidecars,
+)
 from deltacommit.log.intervals import (
     DELETED_FILE_RETENTION,
     EXPIRED_LOG_CLEANUP,
@@ -36,8 +46,19 @@ from deltacommit.log.intervals import (
     flag,
     optional_duration_ms,
 )
-from deltacommit.log.last_checkpoint import LastCheckpoint, last_checkpoint_checksum
-from deltacommit.log.names import LAST_CHECKPOINT, checkpoint_path
+from deltacommit.log.last_checkpoint import (
+    LastCheckpoint,
+    SidecarRef,
+    V2CheckpointInfo,
+    last_checkpoint_checksum,
+)
+from deltacommit.log.names import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    SIDECAR_DIR,
+    checkpoint_path,
+    v2_checkpoint_name,
+)
 from deltacommit.log.replay import TableState
 from deltacommit.log.segment import CheckpointCandidate, checkpoint_candidates
 from deltacommit.log_cleanup import cleanup_expired_log
@@ -45,6 +66,7 @@ from deltacommit.snapshot import Snapshot, decode_commit
 
 if TYPE_CHECKING:
     from deltacommit.logstore.base import LogStore
+    from deltacommit.storage.base import ObjectStore
 
 __all__ = [
     "CheckpointCandidate",
@@ -84,33 +106,55 @@ class CheckpointInfo:
                 "created": self.created}
 
 
-def checkpoint_bytes(state: TableState, now: int, table: str) -> tuple[bytes, int, int]:
-    """Parquet bytes of the checkpoint of ``state`` with tombstones expired as of ``now`` (ms);
-    returns (bytes, number of actions, number of add actions)."""
-    assert state.metadata is not None
+def _parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue()
+
+
+def _encoded(state: TableState, now: int, table: str) -> EncodedCheckpoint:
+    assert state.metadata is not None and state.protocol is not None
     config = state.metadata.configuration
     tombstone_cutoff = now - duration_ms(config, DELETED_FILE_RETENTION, table)
     txn_retention = optional_duration_ms(config, TXN_RETENTION, table)
-    encoded = encode_checkpoint(state, tombstone_cutoff,
-                                None if txn_retention is None else now - txn_retention)
-    sink = io.BytesIO()
-    pq.write_table(encoded.table, sink, compression="snappy")
-    return sink.getvalue(), encoded.table.num_rows, encoded.num_add_files
+    return encode_checkpoint(state, tombstone_cutoff,
+                             None if txn_retention is None else now - txn_retention,
+                             CheckpointOptions.of(state.protocol, config))
 
 
-def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> CheckpointInfo:
+def checkpoint_bytes(state: TableState, now: int, table: str) -> tuple[bytes, int, int]:
+    """Parquet bytes of the checkpoint of ``state`` with tombstones expired as of ``now`` (ms);
+    returns (bytes, number of actions, number of add actions)."""
+    encoded = _encoded(state, now, table)
+    return _parquet(encoded.table), encoded.table.num_rows, encoded.num_add_files
+
+
+#: A V2 checkpoint moves its add and remove actions to a sidecar file from this many on, so
+#: that the checkpoint a reader opens first stays small; below it one file is cheaper.
+SIDECAR_MIN_FILE_ACTIONS = 50_000
+
+
+def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock, *,
+                     sidecar_min_file_actions: int = SIDECAR_MIN_FILE_ACTIONS) -> CheckpointInfo:
     """Publish the checkpoint of ``state`` (its version must already be committed).
 
-    If the checkpoint exists, it is left as it is: it was published atomically by a writer
+    A table with ``delta.checkpointPolicy=v2`` (and the ``v2Checkpoint`` feature) gets a
+    UUID-named V2 checkpoint (see ``_write_v2``); every other table a classic one.  If the
+    classic checkpoint exists, it is left as it is: it was published atomically by a writer
     that replayed the same log, so it holds the same state.  No existence check comes first:
     the writer of version N is normally the only one checkpointing it, so the put-if-absent
     alone settles the rare race for two requests fewer per checkpoint.
     """
     uri = log_store.table_uri
     version = state.version
+    now = now_ms(clock)
+    encoded = _encoded(state, now, uri)
+    if "checkpointMetadata" in encoded.table.column_names:
+        return _write_v2(log_store, encoded, version, now, sidecar_min_file_actions)
     path = checkpoint_path(version)
     store = log_store.store
-    data, rows, adds = checkpoint_bytes(state, now_ms(clock), uri)
+    data = _parquet(encoded.table)
+    rows, adds = encoded.table.num_rows, encoded.num_add_files
     if store.supports_conditional_put:
         try:
             store.put_if_absent(path, data)
@@ -136,6 +180,57 @@ def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock) -> Ch
     # read first to prevent it.
     store.put(LAST_CHECKPOINT, LastCheckpoint(version, rows, None, len(data), adds).to_bytes())
     return CheckpointInfo(version, f"{uri}/{path}", rows, adds, len(data), created=True)
+
+
+def _write_v2(log_store: LogStore, encoded: EncodedCheckpoint, version: int, now: int,
+              sidecar_min_file_actions: int) -> CheckpointInfo:
+    """Publish a UUID-named V2 Parquet checkpoint, its add and remove actions in one sidecar
+    when there are many.
+
+    The sidecar is written first: a checkpoint must never name a file that is not there yet.
+    The UUID makes every name unique, so racing writers each publish their own complete
+    checkpoint and readers may use either (PROTOCOL.md allows several per version); a crash
+    between the two leaves only an unreferenced sidecar, which log cleanup deletes once old.
+    ``_last_checkpoint`` names the checkpoint and its sidecar so that readers prefer it.
+    """
+    uri = log_store.table_uri
+    store = log_store.store
+    table = encoded.table
+    name = v2_checkpoint_name(version, str(uuid.uuid4()))
+    file_rows = table.num_rows - int(pc.sum(pc.and_(
+        table.column("add").is_null(), table.column("remove").is_null()).cast(pa.int64())
+    ).as_py() or 0)
+    sidecars: list[SidecarRef] = []
+    sidecar_bytes = 0
+    rows = table.num_rows
+    if file_rows and file_rows >= sidecar_min_file_actions:
+        table, side = split_file_actions(table)
+        sidecar_name = f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet"
+        side_data = _parquet(side)
+        _put_new(store, f"{SIDECAR_DIR}/{sidecar_name}", side_data)
+        ref = SidecarRef(sidecar_name, len(side_data), now)
+        table = with_sidecars(table, [ref])
+        sidecars.append(ref)
+        sidecar_bytes = len(side_data)
+        rows = table.num_rows + side.num_rows
+    data = _parquet(table)
+    path = f"{LOG_DIR}/{name}"
+    _put_new(store, path, data)
+    total = len(data) + sidecar_bytes
+    info = V2CheckpointInfo(name, len(data), now, tuple(sidecars))
+    store.put(LAST_CHECKPOINT, LastCheckpoint(version, rows, None, total, encoded.num_add_files,
+                                              info).to_bytes())
+    return CheckpointInfo(version, f"{uri}/{path}", rows, encoded.num_add_files, total,
+                          created=True)
+
+
+def _put_new(store: ObjectStore, path: str, data: bytes) -> None:
+    """Write a file under a fresh UUID name: created atomically where the store can, else a
+    plain PUT (an object replaced whole; nobody else writes that name)."""
+    if store.supports_conditional_put:
+        store.put_if_absent(path, data)
+    else:
+        store.put(path, data)
 
 
 def _state_at(log_store: LogStore, snapshot: Snapshot, version: int) -> TableState:

@@ -13,21 +13,22 @@ snapshot layer that this module serves.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltacommit.errors import (
-    CorruptLogError,
-    ObjectNotFoundError,
-    StorageError,
-    UnsupportedProtocolError,
+from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.log.checkpoint_format import (
+    decode_checkpoint,
+    json_checkpoint_table,
+    sidecar_references,
+    v2_sidecars,
 )
-from deltacommit.log.checkpoint_format import decode_checkpoint
 from deltacommit.log.last_checkpoint import LastCheckpoint
 from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile
+from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, sidecar_path
 from deltacommit.log.replay import TableState
 from deltacommit.log.segment import CheckpointCandidate, LogListing, LogSegment
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("deltacommit.checkpoint")
 
 #: The action columns read when a checkpoint is opened; ``add`` and ``remove`` (nearly all of
-#: its bytes) are read only when the file list is needed.
+#: its bytes, and in a V2 checkpoint usually in its sidecars) are read only when the file list
+#: is needed.
 _SMALL_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar"]
 
 
@@ -57,19 +59,20 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
 
 
 class _CheckpointFile:
-    """One open checkpoint Parquet file: footer parsed up front, columns read on request.
+    """One open checkpoint or sidecar Parquet file: footer parsed up front, columns read on
+    request.
 
     Local files stay open (a later read works even if cleanup unlinks the file meanwhile);
     remote ones are fetched once and kept as bytes.
     """
 
-    def __init__(self, log_store: LogStore, f: LogFile) -> None:
+    def __init__(self, log_store: LogStore, path: str) -> None:
         store = log_store.store
-        self.source = f"{log_store.table_uri}/{f.path}"
-        local = store.local_path(f.path)
+        self.source = f"{log_store.table_uri}/{path}"
+        local = store.local_path(path)
         try:
             self.pf = pq.ParquetFile(local if local is not None
-                                     else pa.BufferReader(store.get(f.path)))
+                                     else pa.BufferReader(store.get(path)))
         except FileNotFoundError:
             raise ObjectNotFoundError("get", self.source, "checkpoint disappeared") from None
         except (pa.ArrowException, OSError, ValueError) as e:
@@ -108,6 +111,32 @@ class _CheckpointFile:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
 
 
+class _JsonCheckpoint:
+    """A UUID-named JSON checkpoint: small (its file actions are usually in sidecars), so it
+    is read whole up front; the same interface as ``_CheckpointFile``."""
+
+    def __init__(self, log_store: LogStore, path: str) -> None:
+        self.source = f"{log_store.table_uri}/{path}"
+        try:
+            data = log_store.store.get(path)
+        except ObjectNotFoundError:
+            raise ObjectNotFoundError("get", self.source, "checkpoint disappeared") from None
+        self.table = json_checkpoint_table(data, self.source)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.table.num_rows)
+
+    def non_null(self, column_path: str) -> int | None:
+        column, _, leaf = column_path.partition(".")
+        arr: Any = self.table.column(column).combine_chunks()
+        return int(pc.sum(pc.and_(arr.is_valid(), arr.field(leaf).is_valid()).cast(pa.int64())
+                          ).as_py() or 0)
+
+    def read(self, columns: list[str]) -> pa.Table:
+        return self.table.select([c for c in columns if c in self.table.column_names])
+
+
 def _concat(tables: list[pa.Table]) -> pa.Table:
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
 
@@ -118,16 +147,21 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
 
     Only the footers and the small action columns are read here; the ``add`` and ``remove``
     columns are read when the snapshot first needs its file list.  A torn file has no footer,
-    so tearing is still caught here, before the checkpoint is used.
+    so tearing is still caught here, before the checkpoint is used.  The sidecars a V2
+    checkpoint references are opened here too (their footers), so a missing or torn sidecar
+    makes the checkpoint unusable now rather than failing a later scan.
     """
     source = f"{log_store.table_uri}/{LOG_DIR}/{cand.name}"
-    if cand.kind == "checkpoint_v2":
-        raise UnsupportedProtocolError(
-            f"{source} is a V2 (UUID-named) checkpoint; this table uses the v2Checkpoint feature, "
-            "which deltacommit does not support")
-    parts = [_CheckpointFile(log_store, f) for f in cand.files]
-    rows = sum(p.num_rows for p in parts)
-    if hint is not None and hint.version == cand.version:
+    uuid_named = cand.kind == "checkpoint_v2"
+    parts: list[_CheckpointFile | _JsonCheckpoint] = [
+        _JsonCheckpoint(log_store, f.path) if f.is_json else _CheckpointFile(log_store, f.path)
+        for f in cand.files]
+    small = _concat([p.read(_SMALL_COLUMNS) for p in parts])
+    refs = v2_sidecars(small, cand.version, source, uuid_named)
+    sidecars = [_CheckpointFile(log_store, sidecar_path(r.path, source)) for r in refs]
+    files = parts + sidecars
+    rows = sum(p.num_rows for p in files)
+    if hint is not None and hint.describes(cand.version, cand.name):
         if hint.parts is not None and hint.parts != len(cand.files) and hint.parts > 1:
             raise CorruptLogError(f"{source}: _last_checkpoint says {hint.parts} parts, found "
                                   f"{len(cand.files)}")
@@ -135,18 +169,32 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
             raise CorruptLogError(f"{source}: has {rows} actions but _last_checkpoint "
                                   f"records {hint.size}; the checkpoint is partial")
         if hint.num_of_add_files is not None:
-            counts = [p.non_null("add.path") for p in parts]
+            counts = [p.non_null("add.path") if "add" in _names(p) else 0 for p in files]
             if all(c is not None for c in counts):
                 adds = sum(c for c in counts if c is not None)
                 if adds != hint.num_of_add_files:
                     raise CorruptLogError(f"{source}: has {adds} add actions but "
                                           f"_last_checkpoint records {hint.num_of_add_files}")
-    small = _concat([p.read(_SMALL_COLUMNS) for p in parts])
 
-    def read_column(name: str) -> pa.Table:
-        return _concat([p.read([name]) for p in parts])
+    def read_column(name: str) -> list[pa.Table]:
+        return [p.read([name]) for p in files]
 
     return decode_checkpoint(small, cand.version, source, read_column)
+
+
+def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:
+    return p.names if isinstance(p, _CheckpointFile) else set(p.table.column_names)
+
+
+def referenced_sidecars(log_store: LogStore, f: LogFile) -> set[str]:
+    """Store paths of the sidecars checkpoint file ``f`` names (its ``sidecar`` column only).
+
+    Raises what reading raises (CorruptLogError, StorageError): a caller deciding what may be
+    deleted must treat a checkpoint it cannot read as naming anything.
+    """
+    source = f"{log_store.table_uri}/{f.path}"
+    p = _JsonCheckpoint(log_store, f.path) if f.is_json else _CheckpointFile(log_store, f.path)
+    return {sidecar_path(ref, source) for ref in sidecar_references(p.read(["sidecar"]))}
 
 
 def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
@@ -172,13 +220,13 @@ def read_segment(log_store: LogStore, listing: LogListing, target: int,
     with that checkpoint's state (None if no checkpoint is usable: the segment starts at 0).
 
     Unusable checkpoints are skipped with a warning (and their names added to ``unusable``,
-    which callers pass again so that a retry does not read them twice); a checkpoint this
-    library cannot read at all (V2) raises UnsupportedProtocolError rather than silently
-    replaying around it.
+    which callers pass again so that a retry does not read them twice).  Among several
+    checkpoints of one version the one ``hint`` describes is tried first.
     """
     skip = unusable if unusable is not None else set()
+    prefer = hint.v2.path if hint is not None and hint.v2 is not None else None
     while True:
-        segment = listing.segment(target, skip, latest=latest)
+        segment = listing.segment(target, skip, latest=latest, prefer=prefer)
         cand = segment.checkpoint
         if cand is None:
             return segment, None

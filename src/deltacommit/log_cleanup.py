@@ -7,6 +7,8 @@ everything after it, and only files before it are deleted.  Without such a check
 is deleted.  The checkpoint is read and verified first, because deleting the log under a torn
 checkpoint would lose the table.  Time comes from the caller's injectable clock.
 
+Sidecar files of V2 checkpoints are deleted only when old and named by no remaining checkpoint.
+
 Runs as a post-commit hook after each checkpoint (``checkpoint.after_commit``) and on request
 (``maintenance.cleanup_log``); it takes the log store, the table's configuration and a clock,
 so it sits below the table layer.
@@ -18,11 +20,22 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from deltacommit.checkpoint_reader import verify_checkpoint
+from deltacommit.checkpoint_reader import (
+    read_last_checkpoint,
+    referenced_sidecars,
+    verify_checkpoint,
+)
 from deltacommit.clock import Clock, now_ms
 from deltacommit.errors import CorruptLogError, StorageError, UnsupportedProtocolError
 from deltacommit.log.intervals import LOG_RETENTION, duration_ms
-from deltacommit.log.names import LOG_DIR, LogFile, parse_log_name
+from deltacommit.log.names import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    SIDECAR_DIR,
+    LogFile,
+    parse_log_name,
+    sidecar_path,
+)
 from deltacommit.log.replay import TableState
 from deltacommit.log.segment import checkpoint_candidates
 from deltacommit.logstore.base import DYNAMODB_MARKER
@@ -130,15 +143,57 @@ def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | N
     temps: list[str] = []
     if kept_commit is not None and kept_commit.last_modified_ms is not None:
         temps = _expired_temp_files(log_store, min(cutoff, kept_commit.last_modified_ms))
-    paths = [f.path for f in doomed] + temps
+    sidecars = _unreferenced_sidecars(log_store, {f.name for f in doomed},
+                                      min(cutoff, now_ms(clock) // DAY_MS * DAY_MS - DAY_MS))
+    paths = [f.path for f in doomed] + temps + sidecars
     if dry_run:
         return paths
     store = log_store.store
     for path in paths:
         store.delete(path)
-    logger.info("log cleanup of %s deleted %d files before checkpoint %d and %d temporary files",
-                uri, len(doomed), keep_from, len(temps))
+    logger.info("log cleanup of %s deleted %d files before checkpoint %d, %d temporary files "
+                "and %d unreferenced sidecars", uri, len(doomed), keep_from, len(temps),
+                len(sidecars))
     return paths
+
+
+def _is_sidecar_name(name: str) -> bool:
+    """A Parquet file directly in ``_sidecars``; anything else there (a Hadoop ``.crc``
+    checksum, a subdirectory) is not this cleanup's to judge."""
+    return "/" not in name and name.endswith(".parquet") and not name.startswith(".")
+
+
+def _unreferenced_sidecars(log_store: LogStore, doomed: set[str], before_ms: int) -> list[str]:
+    """Sidecar files (``_delta_log/_sidecars``) written before ``before_ms`` that no checkpoint
+    outside ``doomed`` (the names about to be deleted) and not ``_last_checkpoint`` names
+    (PROTOCOL.md "Metadata Cleanup", steps 4 and 5).
+
+    Only what is proven unreferenced is returned: the sidecars are listed before the
+    checkpoints, so every checkpoint published before that listing is read; if any checkpoint
+    cannot be read, nothing is.  ``before_ms`` is at most midnight UTC a day ago, so the
+    sidecar of a checkpoint still being written (sidecars first, then the checkpoint naming
+    them) is never taken for an orphan.
+    """
+    store = log_store.store
+    prefix = f"{SIDECAR_DIR}/"
+    old = [m.path for m in store.list(prefix)
+           if _is_sidecar_name(m.path[len(prefix):]) and m.last_modified_ms < before_ms]
+    if not old:
+        return []
+    referenced: set[str] = set()
+    try:
+        for f in log_store.list_log(0):
+            if f.kind.startswith("checkpoint") and f.name not in doomed:
+                referenced |= referenced_sidecars(log_store, f)
+        hint = read_last_checkpoint(log_store)
+        if hint is not None and hint.v2 is not None:
+            source = f"{log_store.table_uri}/{LAST_CHECKPOINT}"
+            referenced |= {sidecar_path(r.path, source) for r in hint.v2.sidecar_files or ()}
+    except (CorruptLogError, StorageError) as e:
+        logger.warning("log cleanup of %s keeps every sidecar file: a checkpoint could not be "
+                       "read to see which it names (%s)", log_store.table_uri, e)
+        return []
+    return [p for p in old if p not in referenced]
 
 
 def _check_against_log(log_store: LogStore, files: list[LogFile], version: int,

@@ -432,7 +432,7 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
-    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.checkpointPolicy",
     "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
 }) | frozenset({  # auto-compaction (auto_compact.py)
     "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
@@ -522,7 +522,10 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
     commit_features = requested_features(config)
-    if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or commit_features:
+    # UUID-named checkpoints need the v2Checkpoint reader and writer feature.
+    v2 = (config.get("delta.checkpointPolicy") or "").lower() == "v2"
+    if (needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or v2
+            or commit_features):
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         writer_features += commit_features
         if dvs:
@@ -536,6 +539,9 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         if dvs:
             reader_features.append("deletionVectors")
+        if v2:
+            writer_features.append("v2Checkpoint")
+            reader_features.append("v2Checkpoint")
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)
@@ -602,6 +608,10 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
 
     for key in (LOG_RETENTION, DELETED_FILE_RETENTION, TXN_RETENTION):
         optional_duration_ms(configuration, key, uri)
+    policy = configuration.get("delta.checkpointPolicy")
+    if policy is not None and policy.lower() not in ("classic", "v2"):
+        raise InvalidArgumentError(
+            f"table {uri}: delta.checkpointPolicy must be classic or v2, got {policy!r}")
     interval = configuration.get("delta.checkpointInterval")
     if interval is not None and (not interval.isdigit() or int(interval) < 1):
         raise InvalidArgumentError(

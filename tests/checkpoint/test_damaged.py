@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.errors import MissingVersionError, UnsupportedProtocolError
+from deltacommit.errors import MissingVersionError
 from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
 
 from .helpers import file_set, ids_of, local_table, open_table, rows
@@ -116,12 +116,20 @@ def test_multi_part_checkpoint_is_read_and_an_incomplete_one_ignored(tmp_path: P
         open_table(root)
 
 
-def test_v2_checkpoint_is_refused_clearly(tmp_path: Path) -> None:
+def test_uuid_named_checkpoint_without_checkpoint_metadata_is_skipped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A UUID-named checkpoint must follow the V2 spec; a V1-shaped one is not trusted.
     root = tmp_path / "t"
-    build(root)
+    want, files = build(root)
     log = root / LOG_DIR
     body = io.BytesIO()
     pq.write_table(pq.read_table(log / f"{8:020d}.checkpoint.parquet"), body)
-    (log / f"{9:020d}.checkpoint.{uuid.uuid4()}.parquet").write_bytes(body.getvalue())
-    with pytest.raises(UnsupportedProtocolError, match="V2"):
-        open_table(root)
+    name = f"{9:020d}.checkpoint.{uuid.uuid4()}.parquet"
+    (log / name).write_bytes(body.getvalue())
+    with caplog.at_level(logging.WARNING, logger="deltacommit.checkpoint"):
+        t = open_table(root)
+    assert ids_of(t.to_arrow()) == want and file_set(t) == files
+    assert any(name in r.getMessage() and "checkpointMetadata" in r.getMessage()
+               for r in caplog.records)
+
+

@@ -9,16 +9,18 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from deltacommit.checkpoint import LastCheckpoint, last_checkpoint_checksum
-from deltacommit.errors import CorruptLogError, InvalidArgumentError, UnsupportedProtocolError
+from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
 from deltacommit.log.checkpoint_format import (
     CHECKPOINT_SCHEMA,
     decode_checkpoint,
     encode_checkpoint,
+    v2_sidecars,
 )
 from deltacommit.log.intervals import checkpoint_interval, duration_ms, parse_interval_ms
 from deltacommit.log.lazy_files import LazyActionMap
@@ -149,9 +151,12 @@ def spark_like(table: pa.Table) -> pa.Table:
         arr = table.column(name).combine_chunks()
         relaxed = arr.cast(relax(arr.type))
         if name == "add":
+            # Spark's stats_parsed holds what the JSON stats hold (none where they are null).
+            json_stats = arr.field("stats").to_pylist()
             stats = pa.StructArray.from_arrays(
-                [pa.array([1] * len(arr), pa.int64())], names=["numRecords"],
-                mask=arr.is_null())
+                [pa.array([None if s is None else json.loads(s)["numRecords"]
+                           for s in json_stats], pa.int64())], names=["numRecords"],
+                mask=pc.or_(arr.is_null(), arr.field("stats").is_null()))
             children = [relaxed.field(i) for i in range(relaxed.type.num_fields)] + [stats]
             names = [f.name for f in relaxed.type] + ["stats_parsed"]
             relaxed = pa.StructArray.from_arrays(children, names=names, mask=arr.is_null())
@@ -181,12 +186,18 @@ def test_missing_protocol_or_metadata_is_corrupt() -> None:
         decode_checkpoint(doubled, 2, "cp")
 
 
-def test_v2_checkpoint_rows_are_refused() -> None:
+def test_v2_checkpoint_metadata_must_name_the_files_version() -> None:
     table = encode_checkpoint(sample_state(), 0).table
-    meta = pa.array([{"version": 2}] + [None] * (table.num_rows - 1),
+    meta = pa.array([None] * (table.num_rows - 1) + [{"version": 2}],
                     pa.struct([("version", pa.int64())]))
-    with pytest.raises(UnsupportedProtocolError, match="V2 checkpoint"):
-        decode_checkpoint(table.append_column("checkpointMetadata", meta), 2, "cp")
+    v2 = table.append_column("checkpointMetadata", meta)
+    assert v2_sidecars(v2, 2, "cp", uuid_named=True) == []
+    assert len(decode_checkpoint(v2, 2, "cp").files) == len(sample_state().files)
+    with pytest.raises(CorruptLogError, match="says version 2"):
+        v2_sidecars(v2, 3, "cp", uuid_named=False)
+    with pytest.raises(CorruptLogError, match="exactly one checkpointMetadata"):
+        v2_sidecars(table, 2, "cp", uuid_named=True)
+    assert v2_sidecars(table, 2, "cp", uuid_named=False) == []
 
 
 # --------------------------------------------------------------------------- _last_checkpoint

@@ -23,7 +23,9 @@ import datetime
 import decimal
 import json
 import math
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -218,6 +220,24 @@ def peer_read(uri: str, version: int | None = None) -> pa.Table:
                     .read_all())
 
 
+# Features deltalake 1.6.0 refuses to read; without Spark's expected rows the oracle for such a
+# table is its JSON commits alone (checkpoints, sidecars and _last_checkpoint left out of a copy),
+# which every table of the corpus that has one still holds from version 0.
+PEER_UNREADABLE = {"v2Checkpoint"}
+
+
+def log_only_read(path: Path) -> pa.Table:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copytree(path, copy)
+        log = copy / "_delta_log"
+        shutil.rmtree(log / "_sidecars", ignore_errors=True)
+        for f in log.iterdir():
+            if ".checkpoint." in f.name or f.name == "_last_checkpoint":
+                f.unlink()
+        return dc.DeltaTable(str(copy)).to_arrow()
+
+
 def peer_files(uri: str) -> set[str]:
     return set(deltalake.DeltaTable(uri).file_uris())
 
@@ -259,6 +279,9 @@ def check(case: Case, *, time_travel: bool = True) -> Outcome:
     got = table.to_arrow()
     expected = expected_rows(case)
     oracle = "expected rows"
+    if expected is None and set(case.features()) & PEER_UNREADABLE:
+        oracle = "its JSON log alone"
+        expected = log_only_read(case.path)
     if expected is None:
         oracle = "deltalake"
         expected = peer_read(case.uri)

@@ -1,30 +1,34 @@
-"""The classic Parquet checkpoint: its Arrow schema and the conversion to and from table state.  Pure.
+"""Checkpoint files: their Arrow schema and the conversion to and from table state.  Pure.
 
 The schema follows PROTOCOL.md ("Checkpoint Schema") with the field types and nullability that
 delta-rs writes, so both delta-rs and Spark read what we write: one row per action, one struct
 column per action type, every other column null in that row.  ``add.stats`` is the JSON string
-(``delta.checkpoint.writeStatsAsJson``, the default); ``stats_parsed`` and
-``partitionValues_parsed`` are not written (they are optional while ``writeStatsAsStruct`` is
-off, its protocol default).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they
-are only tombstones for VACUUM.
+unless ``delta.checkpoint.writeStatsAsJson=false``; ``delta.checkpoint.writeStatsAsStruct=true``
+adds ``stats_parsed`` and ``partitionValues_parsed`` typed by the table schema (see
+``parsed_stats``).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they are only
+tombstones for VACUUM.  A V2-spec checkpoint (``v2Checkpoint`` feature) adds one
+``checkpointMetadata`` row and may move its ``add`` and ``remove`` rows to sidecar files that
+``sidecar`` rows name; a UUID-named one may also be JSON lines, read here into the same shape.
 
 Reading is lenient about the schema (Spark names map entries differently, makes everything
 nullable and adds ``stats_parsed``): columns are matched by name and normalised to the canonical
-types, and a missing column reads as null, as the protocol says.
+types, a missing column reads as null, as the protocol says, and rows may come in any order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltacommit.errors import CorruptLogError, UnsupportedProtocolError
+from deltacommit.errors import CorruptLogError, DeltaCommitError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.log.intervals import flag
+from deltacommit.log.last_checkpoint import SidecarRef
 from deltacommit.log.lazy_files import (
     ActionRows,
     LazyActionMap,
@@ -32,7 +36,16 @@ from deltacommit.log.lazy_files import (
     map_dicts,
     removes_from_arrow,
 )
+from deltacommit.log.parsed_stats import (
+    ntz_paths,
+    partition_struct_array,
+    partition_struct_type,
+    stats_json_from_struct,
+    stats_struct_array,
+    stats_struct_type,
+)
 from deltacommit.log.replay import TableState
+from deltacommit.schema import schema_from_json
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field[Any]:
@@ -117,8 +130,25 @@ CHECKPOINT_SCHEMA = pa.schema([
     _f("domainMetadata", DOMAIN_METADATA),
 ])
 
+CHECKPOINT_METADATA = pa.struct([
+    _f("version", pa.int64(), False),
+    _f("tags", STRING_MAP),
+])
+
+SIDECAR = pa.struct([
+    _f("path", pa.string(), False),
+    _f("sizeInBytes", pa.int64(), False),
+    _f("modificationTime", pa.int64(), False),
+    _f("tags", STRING_MAP),
+])
+
 #: Columns only a V2 checkpoint has rows in (``checkpointMetadata``, ``sidecar``).
 V2_COLUMNS = ("checkpointMetadata", "sidecar")
+
+#: Every action column a checkpoint may have, V2 ones included (JSON checkpoints are read
+#: into this shape).
+V2_CHECKPOINT_SCHEMA = pa.schema([*CHECKPOINT_SCHEMA, _f("checkpointMetadata", CHECKPOINT_METADATA),
+                                  _f("sidecar", SIDECAR)])
 
 
 # --------------------------------------------------------------------------- encoding
@@ -289,9 +319,61 @@ class EncodedCheckpoint:
     num_add_files: int
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointOptions:
+    """How a table's configuration shapes its checkpoints (PROTOCOL.md "Checkpoints").
+
+    ``v2``: a V2-spec checkpoint, whose first row is its ``checkpointMetadata`` action.
+    ``stats_json``/``stats_struct``: ``delta.checkpoint.writeStatsAsJson`` (default true) and
+    ``delta.checkpoint.writeStatsAsStruct`` (default false).
+    """
+
+    v2: bool = False
+    stats_json: bool = True
+    stats_struct: bool = False
+
+    @classmethod
+    def of(cls, protocol: Protocol, configuration: Mapping[str, str | None]) -> CheckpointOptions:
+        """The options a table asks for.  UUID-named V2 checkpoints need
+        ``delta.checkpointPolicy=v2`` and the ``v2Checkpoint`` feature: a table without the
+        feature has readers that would not recognise them."""
+        policy = (configuration.get("delta.checkpointPolicy") or "classic").strip().lower()
+        feature = ("v2Checkpoint" in (protocol.reader_features or [])
+                   and "v2Checkpoint" in (protocol.writer_features or []))
+        return cls(v2=policy == "v2" and feature,
+                   stats_json=flag(configuration, "delta.checkpoint.writeStatsAsJson", True),
+                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", False))
+
+
+def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions) -> Any:
+    """``adds`` with ``stats_parsed`` and ``partitionValues_parsed`` added (typed by the table
+    schema) and/or ``stats`` dropped, as the options say."""
+    if options.stats_json and not options.stats_struct:
+        return adds
+    names = [f.name for f in ADD]
+    children = [adds.field(n) for n in names]
+    fields = list(ADD)
+    if not options.stats_json:
+        i = names.index("stats")
+        del children[i], fields[i]
+    if options.stats_struct:
+        schema = schema_from_json(metadata.schema_string)
+        parts = list(metadata.partition_columns)
+        if parts:
+            ptype = partition_struct_type(schema, parts)
+            fields.append(_f("partitionValues_parsed", ptype))
+            children.append(partition_struct_array(map_dicts(adds.field("partitionValues")), ptype))
+        stype = stats_struct_type(schema, parts)
+        fields.append(_f("stats_parsed", stype))
+        children.append(stats_struct_array(adds.field("stats").to_pylist(), stype))
+    return pa.StructArray.from_arrays(children, fields=fields)
+
+
 def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
-                      txn_cutoff_ms: int | None = None) -> EncodedCheckpoint:
-    """The checkpoint rows of ``state``: protocol, metaData, txns, domains, adds, tombstones.
+                      txn_cutoff_ms: int | None = None,
+                      options: CheckpointOptions = CheckpointOptions()) -> EncodedCheckpoint:
+    """The checkpoint rows of ``state``: checkpointMetadata (V2 only), protocol, metaData,
+    txns, domains, adds, tombstones.
 
     Tombstones deleted at or before ``tombstone_cutoff_ms`` (or without a deletion time) have
     expired and are dropped, as are application transactions last updated before
@@ -309,9 +391,13 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
         ts = removes.field("deletionTimestamp")
         keep = pc.fill_null(pc.greater(ts, pa.scalar(tombstone_cutoff_ms, pa.int64())), False)
         removes = removes.filter(keep)
-    adds = fill_required(adds)
+    adds = _parsed_add_columns(fill_required(adds), state.metadata, options)
     removes = fill_required(removes)
-    sections: list[tuple[str, Any]] = [
+    sections: list[tuple[str, Any]] = []
+    if options.v2:
+        sections.append(("checkpointMetadata", pa.array(
+            [{"version": state.version, "tags": None}], CHECKPOINT_METADATA)))
+    sections += [
         ("protocol", pa.array([_protocol_row(state.protocol)], PROTOCOL)),
         ("metaData", pa.array([_metadata_row(state.metadata)], METADATA)),
         ("txn", pa.array([{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}
@@ -326,7 +412,7 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
     columns: dict[str, Any] = {}
     before = 0
     for name, arr in sections:
-        type_ = CHECKPOINT_SCHEMA.field(name).type
+        type_ = arr.type
         parts = []
         if before:
             parts.append(null_rows(before, type_))
@@ -337,9 +423,27 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
             parts.append(null_rows(after, type_))
         columns[name] = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
         before += len(arr)
-    table = pa.Table.from_arrays([columns[f.name] for f in CHECKPOINT_SCHEMA],
-                                 schema=CHECKPOINT_SCHEMA)
+    order = [f.name for f in CHECKPOINT_SCHEMA] + (["checkpointMetadata"] if options.v2 else [])
+    table = pa.Table.from_arrays([columns[n] for n in order],
+                                 schema=pa.schema([_f(n, columns[n].type) for n in order]))
     return EncodedCheckpoint(table, len(adds))
+
+
+def split_file_actions(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A V2 checkpoint's rows split for a sidecar: its non-file actions, and the ``add`` and
+    ``remove`` rows for the sidecar file (PROTOCOL.md: all file actions in sidecars or none)."""
+    is_file = pc.or_(table.column("add").is_valid(), table.column("remove").is_valid())
+    return table.filter(pc.invert(is_file)), table.filter(is_file).select(["add", "remove"])
+
+
+def with_sidecars(table: pa.Table, sidecars: Sequence[SidecarRef]) -> pa.Table:
+    """``table`` (non-file actions) with one ``sidecar`` row per file in ``sidecars``."""
+    n, k = table.num_rows, len(sidecars)
+    padding = pa.Table.from_arrays([null_rows(k, f.type) for f in table.schema],
+                                   schema=table.schema)
+    refs = pa.array([r.to_json() | {"tags": None} for r in sidecars], SIDECAR)
+    column = pa.concat_arrays([null_rows(n, SIDECAR), refs]) if n else refs
+    return pa.concat_tables([table, padding]).append_column(_f("sidecar", SIDECAR), column)
 
 
 def _domain_config(d: dict[str, Any]) -> str:
@@ -404,8 +508,13 @@ def _column(table: pa.Table, name: str) -> Any:
     return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
-def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
-    """The non-null rows of action column ``name`` (rows whose ``key`` field is set)."""
+def _rows(table: pa.Table, name: str, key: str, target: pa.DataType,
+          ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
+    """The non-null rows of action column ``name`` (rows whose ``key`` field is set).
+
+    With ``ntz`` (the ``add`` column), statistics held only as ``stats_parsed`` become the
+    JSON ``stats`` text; ``ntz`` names the columns whose timestamps have no zone.
+    """
     arr = _column(table, name)
     if arr is None:
         return pa.array([], target)
@@ -417,7 +526,36 @@ def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
     else:
         mask = pa.array([False] * len(arr))
     picked = _select(arr, mask)
+    if ntz is not None:
+        picked = _stats_from_struct(picked, ntz)
     return _normalise(picked, target)
+
+
+def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
+    """``add`` rows whose ``stats`` is filled from ``stats_parsed`` where only that is set
+    (``delta.checkpoint.writeStatsAsJson=false``), so row counts survive the checkpoint."""
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    if "stats_parsed" not in names or not len(arr):
+        return arr
+    parsed = arr.field("stats_parsed")
+    if parsed.null_count == len(parsed):
+        return arr
+    stats = arr.field("stats") if "stats" in names else pa.nulls(len(arr), pa.string())
+    if not pc.any(pc.and_(stats.is_null(), parsed.is_valid())).as_py():
+        return arr
+    texts = [s if s is not None else stats_json_from_struct(p, ntz)
+             for s, p in zip(stats.to_pylist(), parsed.to_pylist(), strict=True)]
+    children = [arr.field(n) for n in names if n != "stats"] + [pa.array(texts, pa.string())]
+    fields = [arr.type.field(n) for n in names if n != "stats"] + [pa.field("stats", pa.string())]
+    return pa.StructArray.from_arrays(children, fields=fields,
+                                      mask=arr.is_null() if arr.null_count else None)
+
+
+def _ntz_of(metadata: Metadata) -> frozenset[tuple[str, ...]]:
+    try:
+        return ntz_paths(schema_from_json(metadata.schema_string))
+    except DeltaCommitError:
+        return frozenset()  # a schema this library cannot type: timestamps read as zoned
 
 
 def _select(arr: Any, mask: Any) -> Any:
@@ -441,20 +579,27 @@ def _pairs(v: Any) -> dict[str, str | None]:
     return dict(v)
 
 
+def _concat_rows(tables: Sequence[pa.Table], name: str, key: str, target: pa.DataType,
+                 ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
+    """``_rows`` of several files (checkpoint parts, sidecars), each normalised on its own
+    because their schemas may differ (one with ``stats``, another with ``stats_parsed``)."""
+    arrays = [_rows(t, name, key, target, ntz) for t in tables]
+    arrays = [a for a in arrays if len(a)] or arrays[:1]
+    if not arrays:
+        return pa.array([], target)
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 def decode_checkpoint(table: pa.Table, version: int, source: str,
-                      read_column: Callable[[str], pa.Table] | None = None) -> TableState:
+                      read_column: Callable[[str], Sequence[pa.Table]] | None = None
+                      ) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
     The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
     turned into objects here.  With ``read_column``, ``table`` need not hold the ``add`` and
-    ``remove`` columns: they are read through it when first needed.
+    ``remove`` columns: they are read through it when first needed, one table per file that
+    holds them (parts of the checkpoint and its sidecars).
     """
-    for name in V2_COLUMNS:
-        col = _column(table, name)
-        if col is not None and col.null_count != len(col):
-            raise UnsupportedProtocolError(
-                f"{source} is a V2 checkpoint (it has {name} rows); deltacommit reads classic "
-                "(V1) checkpoints only")
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
     if len(protocols) != 1:
@@ -483,15 +628,16 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
         if not d.get("removed"):
             domains[str(d["domain"])] = {"domain": d["domain"], "configuration": d["configuration"],
                                          "removed": False}
+    ntz = _ntz_of(metadata)
     if read_column is None:
-        files = ActionRows(_rows(table, "add", "path", ADD), adds_from_arrow)
+        files = ActionRows(_rows(table, "add", "path", ADD, ntz), adds_from_arrow)
         tombstones = ActionRows(_rows(table, "remove", "path", REMOVE), removes_from_arrow)
     else:
         reader = read_column
         files = ActionRows(None, adds_from_arrow,
-                           lambda: _rows(reader("add"), "add", "path", ADD))
+                           lambda: _concat_rows(reader("add"), "add", "path", ADD, ntz))
         tombstones = ActionRows(None, removes_from_arrow,
-                                lambda: _rows(reader("remove"), "remove", "path", REMOVE))
+                                lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(
         version=version,
         protocol=protocol,
@@ -503,6 +649,73 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     )
 
 
+# --------------------------------------------------------------------------- V2 checkpoints
+
+
+def v2_sidecars(table: pa.Table, version: int, source: str, uuid_named: bool
+                ) -> list[SidecarRef]:
+    """The sidecars a checkpoint's rows reference, after checking its ``checkpointMetadata``.
+
+    A UUID-named checkpoint follows the V2 spec and must hold exactly one
+    ``checkpointMetadata`` action; a classic one may (V2 spec) or may not (V1 spec).  Either
+    must describe the version its file name says, or it is another version's state.
+    """
+    metas = _rows(table, "checkpointMetadata", "version", CHECKPOINT_METADATA).to_pylist()
+    if len(metas) > 1 or (uuid_named and not metas):
+        raise CorruptLogError(f"{source}: a V2 checkpoint must hold exactly one "
+                              f"checkpointMetadata action, found {len(metas)}")
+    if metas and metas[0]["version"] != version:
+        raise CorruptLogError(f"{source}: checkpointMetadata says version {metas[0]['version']}, "
+                              f"the file name {version}")
+    out: list[SidecarRef] = []
+    for row in _rows(table, "sidecar", "path", SIDECAR).to_pylist():
+        if row.get("sizeInBytes") is None or row.get("modificationTime") is None:
+            raise CorruptLogError(f"{source}: sidecar action {row!r} lacks sizeInBytes or "
+                                  "modificationTime")
+        out.append(SidecarRef(row["path"], row["sizeInBytes"], row["modificationTime"]))
+    return out
+
+
+def sidecar_references(table: pa.Table) -> list[str]:
+    """The ``path`` of every ``sidecar`` action in a checkpoint's rows, unchecked: log cleanup
+    protects what any checkpoint names, even one a reader would reject."""
+    return [str(p) for p in _rows(table, "sidecar", "path", SIDECAR).field("path").to_pylist()]
+
+
+def json_checkpoint_table(data: bytes, source: str) -> pa.Table:
+    """The rows of a JSON (UUID-named) checkpoint in the Parquet checkpoint's shape, one row
+    per line, so both formats decode alike."""
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise CorruptLogError(f"{source}: line {n} is not JSON ({e}); the checkpoint is torn "
+                                  "or damaged") from None
+        if not isinstance(obj, dict):
+            raise CorruptLogError(f"{source}: line {n} is not an action object")
+        rows.append(obj)
+    columns = []
+    for f in V2_CHECKPOINT_SCHEMA:
+        values = [r.get(f.name) for r in rows]
+        try:
+            columns.append(pa.array(values, _nullable(f.type)))
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{source}: {f.name} actions do not match the protocol's "
+                                  f"schema: {e}") from None
+    return pa.Table.from_arrays(columns, names=V2_CHECKPOINT_SCHEMA.names)
+
+
+def _nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every struct field nullable: a JSON action may omit an optional field, and
+    a missing required one is reported by the action decoders, not by Arrow."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nullable(f.type)) for f in t])
+    return t
+
+
 __all__ = [
     "ADD",
     "CHECKPOINT_SCHEMA",
@@ -510,8 +723,15 @@ __all__ = [
     "PROTOCOL",
     "REMOVE",
     "TXN",
+    "V2_CHECKPOINT_SCHEMA",
+    "CheckpointOptions",
     "EncodedCheckpoint",
     "decode_checkpoint",
     "encode_checkpoint",
+    "json_checkpoint_table",
     "map_dicts",
+    "sidecar_references",
+    "split_file_actions",
+    "v2_sidecars",
+    "with_sidecars",
 ]

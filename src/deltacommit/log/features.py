@@ -10,16 +10,19 @@ from __future__ import annotations
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
-READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolCheck"})
+READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "v2Checkpoint",
+                             "vacuumProtocolCheck"})
 # deletionVectors: appends add files without DVs, overwrites and deletes remove files whole
 # with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
 WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "deletionVectors", "invariants",
-                             "timestampNtz",
+                             "timestampNtz", "v2Checkpoint",
                              "vacuumProtocolCheck",
                              # Commit-level features: the commit loop stamps each version
                              # (engine/stamps.py) with its inCommitTimestamp, row ids and
                              # row-id high-water mark; domains are replayed and checkpointed.
                              "domainMetadata", "inCommitTimestamp", "rowTracking"})
+# v2Checkpoint: UUID-named and V2-spec checkpoints (checkpointMetadata, sidecars) are read;
+# checkpoints are written UUID-named with delta.checkpointPolicy=v2, never multi-part.
 
 DEFAULT_PROTOCOL = (1, 2)
 

@@ -5,14 +5,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
+
+from deltacommit.errors import CorruptLogError
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
+#: Where V2 checkpoints keep the files holding their add and remove actions.
+SIDECAR_DIR = f"{LOG_DIR}/_sidecars"
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _CHECKPOINT_MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
-_CHECKPOINT_V2 = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
+_CHECKPOINT_V2 = re.compile(
+    r"^(\d{20})\.checkpoint\.([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+    r"[0-9a-fA-F]{12})\.(json|parquet)$")
 _CRC = re.compile(r"^(\d{20})\.crc$")
 _COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
@@ -32,6 +39,35 @@ def checkpoint_path(version: int) -> str:
     return f"{LOG_DIR}/{version:020d}.checkpoint.parquet"
 
 
+def v2_checkpoint_name(version: int, uuid: str, fmt: Literal["json", "parquet"] = "parquet"
+                       ) -> str:
+    """``n.checkpoint.<uuid>.parquet`` (or ``.json``): a UUID-named (V2) checkpoint."""
+    return f"{version:020d}.checkpoint.{uuid}.{fmt}"
+
+
+def sidecar_path(reference: str, source: str) -> str:
+    """The store path of the sidecar a ``sidecar`` action's ``path`` names.
+
+    PROTOCOL.md keeps every sidecar in ``_delta_log/_sidecars`` and has writers record only the
+    (URI-encoded) file name; a full path or URI is accepted when it ends in that directory.
+    Anything else would let a checkpoint point outside its table's log: CorruptLogError naming
+    ``source``.
+    """
+    text = reference
+    marker = f"{SIDECAR_DIR}/"
+    if "/" in text:
+        at = text.rfind(marker)
+        if at < 0 or (at > 0 and text[at - 1] != "/"):
+            raise CorruptLogError(f"{source}: sidecar path {reference!r} is not a file in "
+                                  f"{SIDECAR_DIR}")
+        text = text[at + len(marker):]
+    name = unquote(text)
+    if not name or "/" in name or name in (".", ".."):
+        raise CorruptLogError(f"{source}: sidecar path {reference!r} does not name a file in "
+                              f"{SIDECAR_DIR}")
+    return f"{marker}{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class LogFile:
     """A recognised file in ``_delta_log`` (``name`` without the directory)."""
@@ -47,6 +83,11 @@ class LogFile:
     @property
     def path(self) -> str:
         return f"{LOG_DIR}/{self.name}"
+
+    @property
+    def is_json(self) -> bool:
+        """A UUID-named checkpoint written as JSON lines rather than Parquet."""
+        return self.kind == "checkpoint_v2" and self.name.endswith(".json")
 
 
 MAX_VERSION = 2**63 - 1  # versions are signed 64-bit numbers (Spark's and delta-rs's Long/i64)

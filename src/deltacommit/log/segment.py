@@ -41,13 +41,23 @@ class CheckpointCandidate:
             f"{self.version:020d}.checkpoint.*.{len(self.files):010d}.parquet")
 
 
-_KIND_ORDER = {"checkpoint": 0, "checkpoint_part": 1, "checkpoint_v2": 2}
+def _rank(c: CheckpointCandidate, prefer: str | None) -> tuple[int, int, str]:
+    """Order among the checkpoints of one version: the one ``_last_checkpoint`` describes
+    (``prefer``), then a classic file (one GET, readable by every client), a UUID-named Parquet
+    file, a UUID-named JSON file, and last a multi-part set (several files, and the only kind
+    that can be a mixture of two writers' parts).  Names break ties so the choice is stable."""
+    if c.kind == "checkpoint_v2":
+        kind = 2 if c.files[0].is_json else 1
+    else:
+        kind = 0 if c.kind == "checkpoint" else 3
+    return (0 if prefer is not None and c.name == prefer else 1, kind, c.name)
 
 
-def checkpoint_candidates(files: Iterable[LogFile], target: int | None = None
-                          ) -> list[CheckpointCandidate]:
-    """Checkpoints at or before ``target``, newest first (classic before multi-part at one
-    version); multi-part sets with a part missing are left out (a reader cannot use them)."""
+def checkpoint_candidates(files: Iterable[LogFile], target: int | None = None,
+                          prefer: str | None = None) -> list[CheckpointCandidate]:
+    """Checkpoints at or before ``target``, newest first; at one version the one named
+    ``prefer``, then classic, UUID-named (Parquet, then JSON) and multi-part ones.  Multi-part
+    sets with a part missing are left out (a reader cannot use them)."""
     out: list[CheckpointCandidate] = []
     parts: dict[tuple[int, int], dict[int, LogFile]] = {}
     for f in files:
@@ -64,7 +74,7 @@ def checkpoint_candidates(files: Iterable[LogFile], target: int | None = None
         else:
             logger.debug("multi-part checkpoint %d has %d of %d parts; not usable", version,
                          len(got), n)
-    out.sort(key=lambda c: (-c.version, _KIND_ORDER[c.kind]))
+    out.sort(key=lambda c: (-c.version, _rank(c, prefer)))
     return out
 
 
@@ -132,14 +142,15 @@ class LogListing:
         return version
 
     def segment(self, target: int, unusable: Collection[str] = frozenset(), *,
-                latest: bool = False) -> LogSegment:
+                latest: bool = False, prefer: str | None = None) -> LogSegment:
         """The segment reaching ``target`` from the newest whole checkpoint at or before it
-        whose name is not in ``unusable`` (from version 0 if there is none).
+        whose name is not in ``unusable`` (from version 0 if there is none); among several of
+        one version, the one named ``prefer`` first (see ``checkpoint_candidates``).
 
         ``latest`` says that ``target`` is the newest version listed rather than one asked
         for; it only changes the wording of the error when version 0 is missing.
         """
-        checkpoint = next((c for c in checkpoint_candidates(self.files, target)
+        checkpoint = next((c for c in checkpoint_candidates(self.files, target, prefer)
                            if c.name not in unusable), None)
         start = 0 if checkpoint is None else checkpoint.version + 1
         commits = self.commits[bisect_left(self.commits, start):bisect_right(self.commits, target)]

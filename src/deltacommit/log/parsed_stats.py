@@ -1,0 +1,264 @@
+"""Checkpoint statistics as typed structs (``add.stats_parsed``, ``add.partitionValues_parsed``).  Pure.
+
+With ``delta.checkpoint.writeStatsAsStruct`` a checkpoint carries each file's statistics as a
+struct typed by the table schema, and with ``delta.checkpoint.writeStatsAsJson=false`` it carries
+nothing else: a reader that only knows the JSON ``stats`` string would lose every file's row
+count.  So reading turns a struct back into the JSON text the rest of the library (and every
+later checkpoint) uses, and writing builds the struct from that text.  Both directions follow
+the JSON layout of ``stats``: ``numRecords``, ``minValues``/``maxValues`` (only for types with
+bounds: numbers, decimals, strings, dates, timestamps, and structs of them), ``nullCount``
+(every column) and ``tightBounds``.
+
+A value that does not fit its type is left null: a missing bound only costs skipping, a wrong
+one would lose rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.partitions import parse_partition_value, parse_timestamp_us
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+Path = tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- types
+
+
+def _has_bounds(t: pa.DataType) -> bool:
+    types = pa.types
+    return bool(types.is_integer(t) or types.is_floating(t) or types.is_decimal(t)
+                or types.is_string(t) or types.is_large_string(t) or types.is_date(t)
+                or types.is_timestamp(t))
+
+
+def _bounds_type(fields: Sequence[pa.Field[Any]]) -> pa.StructType | None:
+    out: list[pa.Field[Any]] = []
+    for f in fields:
+        if pa.types.is_struct(f.type):
+            inner = _bounds_type(list(f.type))
+            if inner is not None:
+                out.append(pa.field(f.name, inner))
+        elif _has_bounds(f.type):
+            out.append(pa.field(f.name, f.type))
+    return pa.struct(out) if out else None
+
+
+def _null_count_type(fields: Sequence[pa.Field[Any]]) -> pa.StructType:
+    return pa.struct([pa.field(f.name, _null_count_type(list(f.type)) if pa.types.is_struct(f.type)
+                               else pa.int64()) for f in fields])
+
+
+def stats_struct_type(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.StructType:
+    """The type of ``stats_parsed`` for a table: its data columns (partition columns have no
+    statistics), typed as the schema says."""
+    fields = [f for f in schema if f.name not in set(partition_columns)]
+    out: list[pa.Field[Any]] = [pa.field("numRecords", pa.int64())]
+    bounds = _bounds_type(fields)
+    if bounds is not None:
+        out += [pa.field("minValues", bounds), pa.field("maxValues", bounds)]
+    if fields:
+        out.append(pa.field("nullCount", _null_count_type(fields)))
+    out.append(pa.field("tightBounds", pa.bool_()))
+    return pa.struct(out)
+
+
+def partition_struct_type(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.StructType:
+    """The type of ``partitionValues_parsed``: the partition columns with their schema types."""
+    return pa.struct([pa.field(c, schema.field(c).type) for c in partition_columns])
+
+
+def ntz_paths(schema: pa.Schema | None) -> frozenset[Path]:
+    """Column paths whose timestamps carry no zone, so their JSON bounds are written without
+    ``Z`` (as Spark writes ``timestamp_ntz`` statistics)."""
+    out: set[Path] = set()
+
+    def walk(fields: Sequence[pa.Field[Any]], prefix: Path) -> None:
+        for f in fields:
+            if pa.types.is_struct(f.type):
+                walk(list(f.type), (*prefix, f.name))
+            elif pa.types.is_timestamp(f.type) and f.type.tz is None:
+                out.add((*prefix, f.name))
+
+    if schema is not None:
+        walk(list(schema), ())
+    return frozenset(out)
+
+
+# --------------------------------------------------------------------------- struct -> JSON
+
+
+def _ms_text(t: dt.datetime, zulu: bool) -> str:
+    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+            f".{t.microsecond // 1000:03d}" + ("Z" if zulu else ""))
+
+
+def _json_value(v: Any, path: Path, upper: bool, ntz: frozenset[Path]) -> Any:
+    """A bound as the JSON stats hold it, or None when JSON cannot carry it."""
+    if isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, Decimal):
+        return v if v.is_finite() else None
+    if isinstance(v, dt.datetime):
+        zulu = path not in ntz
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        if upper and v.microsecond % 1000:
+            try:
+                v += dt.timedelta(microseconds=1000 - v.microsecond % 1000)
+            except OverflowError:
+                return None
+        return _ms_text(v, zulu)
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    return None
+
+
+def _json_object(d: Mapping[str, Any], path: Path, upper: bool, ntz: frozenset[Path]
+                 ) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            out[k] = _json_object(v, (*path, k), upper, ntz)
+        else:
+            j = _json_value(v, (*path, k), upper, ntz)
+            if j is not None:
+                out[k] = j
+    return out
+
+
+def _dumps(x: Any) -> str:
+    """Compact JSON; decimals keep their exact digits (a float would round them)."""
+    if isinstance(x, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _dumps(v)
+                              for k, v in x.items()) + "}"
+    if isinstance(x, Decimal):
+        return format(x, "f")
+    return json.dumps(x, ensure_ascii=False)
+
+
+def stats_json_from_struct(row: Mapping[str, Any] | None, ntz: frozenset[Path] = frozenset()
+                           ) -> str | None:
+    """The JSON ``stats`` text of one ``stats_parsed`` value (a dict as Arrow gives it)."""
+    if row is None:
+        return None
+    out: dict[str, Any] = {}
+    n = row.get("numRecords")
+    if n is not None:
+        out["numRecords"] = n
+    for key, upper in (("minValues", False), ("maxValues", True)):
+        v = row.get(key)
+        if isinstance(v, dict):
+            out[key] = _json_object(v, (), upper, ntz)
+    nc = row.get("nullCount")
+    if isinstance(nc, dict):
+        out["nullCount"] = _json_object(nc, (), False, ntz)
+    tb = row.get("tightBounds")
+    if tb is not None:
+        out["tightBounds"] = tb
+    return _dumps(out) if out else None
+
+
+# --------------------------------------------------------------------------- JSON -> struct
+
+
+def _typed(v: Any, t: pa.DataType, upper: bool) -> Any:
+    """``v`` (a JSON value) as a Python value of Arrow type ``t``, or None if it does not fit."""
+    try:
+        if pa.types.is_struct(t):
+            if not isinstance(v, dict):
+                return None
+            return {f.name: _typed(v.get(f.name), f.type, upper) for f in t}
+        if v is None or isinstance(v, dict | list):
+            return None
+        if pa.types.is_integer(t):
+            if isinstance(v, bool) or not isinstance(v, int):
+                return None
+            bits = t.bit_width
+            lo, hi = ((0, 2 ** bits) if pa.types.is_unsigned_integer(t)
+                      else (-(2 ** (bits - 1)), 2 ** (bits - 1)))
+            return v if lo <= v < hi else None
+        if pa.types.is_floating(t):
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        if pa.types.is_decimal(t):
+            if isinstance(v, bool) or not isinstance(v, int | float | str):
+                return None
+            d = Decimal(str(v))
+            q = d.quantize(Decimal(1).scaleb(-t.scale))
+            if q != d or len(q.as_tuple().digits) > t.precision:
+                return None
+            return q
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return v if isinstance(v, str) else None
+        if pa.types.is_date(t):
+            return dt.date.fromisoformat(v[:10]) if isinstance(v, str) else None
+        if pa.types.is_timestamp(t):
+            if not isinstance(v, str):
+                return None
+            us, _ = parse_timestamp_us(v, what="statistic")
+            base = _EPOCH_UTC if t.tz is not None else _EPOCH
+            return base + dt.timedelta(microseconds=us)
+        if pa.types.is_boolean(t):
+            return v if isinstance(v, bool) else None
+    except (ValueError, InvalidOperation, OverflowError, InvalidArgumentError):
+        return None
+    return None
+
+
+def stats_struct_array(stats: Sequence[str | None], type_: pa.StructType) -> pa.Array[Any]:
+    """``stats_parsed`` for each JSON ``stats`` text (null where there are no statistics)."""
+    rows: list[dict[str, Any] | None] = []
+    for text in stats:
+        try:
+            obj = json.loads(text) if text else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            rows.append(None)
+            continue
+        rows.append({f.name: _typed(obj.get(f.name), f.type, f.name == "maxValues")
+                     for f in type_})
+    return pa.array(rows, type_)
+
+
+def partition_struct_array(values: Sequence[Mapping[str, str | None] | None],
+                           type_: pa.StructType) -> pa.Array[Any]:
+    """``partitionValues_parsed`` for each file's ``partitionValues``."""
+    rows: list[dict[str, Any] | None] = []
+    for pv in values:
+        if pv is None:
+            rows.append(None)
+            continue
+        row: dict[str, Any] = {}
+        for f in type_:
+            try:
+                row[f.name] = parse_partition_value(pv.get(f.name), f.type)
+            except InvalidArgumentError:
+                row[f.name] = None
+        rows.append(row)
+    return pa.array(rows, type_)
+
+
+__all__ = [
+    "ntz_paths",
+    "partition_struct_array",
+    "partition_struct_type",
+    "stats_json_from_struct",
+    "stats_struct_array",
+    "stats_struct_type",
+]
