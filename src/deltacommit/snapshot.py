@@ -214,8 +214,13 @@ class Snapshot:
     def _check_readable(self) -> None:
         """Refuse a protocol, feature or column type this library cannot read, up front."""
         assert self._state.protocol is not None
-        check_readable(self._log_store.table_uri, self._state.protocol, self._state.metadata)
-        self.schema  # noqa: B018  (parsing the schema is the check)
+        protocol = self._state.protocol
+        check_readable(self._log_store.table_uri, protocol, self._state.metadata)
+        schema = self.schema  # parsing the schema is the check of its types
+        if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
+            from deltacommit.type_widening import check_type_changes
+
+            check_type_changes(schema, self._log_store.table_uri)
 
     # ------------------------------------------------------------------ accessors
 

@@ -293,9 +293,12 @@ class DeltaTable:
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:
         """The data-file reader of this snapshot, reading into ``out_schema``."""
+        from deltacommit.column_mapping import mapping_mode
+
         return FileScan(self.uri, self.version, out_schema, self.partition_columns,
                         storage_options=self.storage_options,
                         allow_external_paths=self.allow_external_paths,
+                        column_mapping=mapping_mode(self.configuration, self.uri),
                         given_store=self.log_store.store)
 
     # ------------------------------------------------------------------ history
