@@ -206,17 +206,18 @@ def to_logical(arr: pa.Array[Any], target: pa.DataType, mode: str) -> pa.Array[A
         m: Any = arr
         keys = to_logical(m.keys, target.key_type, mode)
         items = to_logical(m.items, target.item_type, mode)
-        return pa.MapArray.from_arrays(m.offsets, keys, items, type=target, mask=_mask(arr))
+        map_array: Any = pa.MapArray  # its stubs lack the (offsets, keys, items, type) form
+        out: pa.Array[Any] = map_array.from_arrays(m.offsets, keys, items, type=target,
+                                                   mask=_mask(arr))
+        return out
     return conform(arr, target)
 
 
-def needs_resolution(file_type: pa.DataType, target: pa.DataType) -> bool:
-    """Whether a file's column must go through ``to_logical`` (names or nested leaf types
-    differ) rather than a plain cast."""
-    return file_type != target
-
-
 # --------------------------------------------------------------------------- new tables
+
+
+def _schema_metadata(schema: pa.Schema) -> Any:
+    return schema.metadata
 
 
 def strip_column_mapping(schema: pa.Schema) -> pa.Schema:
@@ -241,7 +242,7 @@ def strip_column_mapping(schema: pa.Schema) -> pa.Schema:
             return mapped
         return t
 
-    return pa.schema([clean_field(f) for f in schema], metadata=schema.metadata)
+    return pa.schema([clean_field(f) for f in schema], metadata=_schema_metadata(schema))
 
 
 def assign_column_mapping(schema: pa.Schema, max_id: int, new_uuid: Callable[[], str]
@@ -273,5 +274,5 @@ def assign_column_mapping(schema: pa.Schema, max_id: int, new_uuid: Callable[[],
             return mapped
         return t
 
-    out = pa.schema([assign_field(f) for f in schema], metadata=schema.metadata)
+    out = pa.schema([assign_field(f) for f in schema], metadata=_schema_metadata(schema))
     return out, counter[0]

@@ -99,6 +99,12 @@ class DeltaTable:
                policy: CommitPolicy | None = None,
                group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
+        from deltacommit.column_mapping import (
+            MAX_COLUMN_ID_KEY,
+            assign_column_mapping,
+            mapping_mode,
+            strip_column_mapping,
+        )
         from deltacommit.partitions import check_partition_columns
         from deltacommit.schema import schema_to_json
 
@@ -111,9 +117,12 @@ class DeltaTable:
             raise InvalidArgumentError(f"schema for new table {uri} must be a pyarrow.Schema, "
                                        f"got {type(schema).__name__}")
         pcols = list(partition_by or [])
-        check_column_names(schema, uri)
-        check_partition_columns(schema, pcols, uri)
         _check_configuration(configuration or {}, uri)
+        mode = mapping_mode(configuration or {}, uri)
+        schema = strip_column_mapping(schema)
+        if mode == "none":
+            check_column_names(schema, uri)
+        check_partition_columns(schema, pcols, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -124,6 +133,9 @@ class DeltaTable:
         wanted_reader = config.pop("delta.minReaderVersion", None)
         wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
+        if mode != "none":
+            schema, max_id = assign_column_mapping(schema, 0, random.uuid)
+            config[MAX_COLUMN_ID_KEY] = str(max_id)
         protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
         now = int(clock.time() * 1000)
         metadata = Metadata(
@@ -362,7 +374,7 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
-    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.columnMapping.mode",
 })
 
 
@@ -421,8 +433,10 @@ def _has_invariants(schema: pa.Schema) -> bool:
 def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
                      wanted_reader: str | None, wanted_writer: str | None, uri: str) -> Protocol:
     """The lowest protocol that carries what the table uses (timestamp_ntz columns, CHECK
-    constraints), raised to any ``delta.minReaderVersion``/``delta.minWriterVersion`` asked
-    for; a version whose features deltacommit cannot honour is refused, never ignored."""
+    constraints, column mapping), raised to any ``delta.minReaderVersion``/
+    ``delta.minWriterVersion`` asked for; a version whose features deltacommit cannot honour
+    is refused, never ignored."""
+    from deltacommit.column_mapping import mapping_mode
     from deltacommit.constraints import CONSTRAINT_PREFIX
     from deltacommit.schema import needs_timestamp_ntz
 
@@ -445,6 +459,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
+    column_mapping = mapping_mode(config, uri) != "none"
     if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs:
         writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         if dvs:
@@ -458,9 +473,15 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         if dvs:
             reader_features.append("deletionVectors")
+        if column_mapping:
+            reader_features.append("columnMapping")
+            writer_features.append("columnMapping")
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)
+    if column_mapping:
+        # Reader 2 / writer 5, as Spark creates such tables, unless more is asked for.
+        return Protocol(max(2, reader), max(5, writer))
     base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
 

@@ -60,7 +60,8 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     if not files:
         return spark.createDataFrame([], spark_schema)
     task = ReadTask(table.uri, table.storage_options, table.version, out_schema,
-                    table.partition_columns, allow_external_paths=table.allow_external_paths)
+                    table.partition_columns, allow_external_paths=table.allow_external_paths,
+                    column_mapping=table.file_scan(out_schema).column_mapping)
     shares = _balanced_shares(files, spark.sparkContext.defaultParallelism * _TASKS_PER_CORE)
     rdd = spark.sparkContext.parallelize(shares, len(shares)).flatMap(lambda share: share)
     listing = spark.createDataFrame(rdd, ReadTask.INPUT_DDL)
