@@ -391,8 +391,8 @@ _BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 
 
 def check_column_names(schema: pa.Schema, uri: str) -> None:
-    """Refuse column names Spark refuses without column mapping, which deltacommit does not
-    support: empty, or containing any of `` ,;{}()\\n\\t=``."""
+    """Refuse column names Spark refuses without column mapping: empty, or containing any of
+    `` ,;{}()\\n\\t=``."""
 
     def visit(t: pa.DataType, prefix: str) -> None:
         if pa.types.is_struct(t):
@@ -411,8 +411,8 @@ def check_column_names(schema: pa.Schema, uri: str) -> None:
             what = "is empty" if not name else f"contains {''.join(bad)!r}"
             raise InvalidArgumentError(
                 f"table {uri}: column name {prefix + name!r} {what}; Delta allows such names only "
-                "with column mapping (delta.columnMapping.mode), which deltacommit does not "
-                "support yet")
+                "with column mapping: create the table with configuration "
+                "{'delta.columnMapping.mode': 'name'}")
 
     for f in schema:
         check(f.name, "")
