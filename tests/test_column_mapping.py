@@ -397,3 +397,30 @@ def test_physical_then_logical_is_the_identity(values: list[Any], mode: str) -> 
     assert source == physical.schema.names[0]
     back = to_logical(physical.column(0).combine_chunks(), schema.field("s").type, mode)
     assert back.to_pylist() == values
+
+
+def test_compaction_of_a_column_mapping_table(tmp_path: Path) -> None:
+    uri = copy_table("delta-golden/dv-with-columnmapping", tmp_path)
+    rows = dc.DeltaTable(uri).to_arrow()
+    for i in range(3):
+        dc.write(uri, rows.slice(i * 5, 5))
+    before = dc.DeltaTable(uri).to_arrow()
+    files = dc.DeltaTable(uri).files()
+    metrics = dc.DeltaTable(uri).optimize.compact()
+    assert metrics["numFilesRemoved"] > metrics["numFilesAdded"] > 0
+    after = dc.DeltaTable(uri).to_arrow()
+    assert _rows(after) == _rows(before)
+    assert _rows(peer_read(uri), after.column_names) == _rows(after)
+    _check_physical(uri, _new_adds(uri, files))
+
+
+def test_show_names_partitions_by_their_logical_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from deltacommit.cli import main
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"a": [1, 2], "day": ["x", "y"]}), partition_by=["day"],
+             configuration={"delta.columnMapping.mode": "name"})
+    assert main(["show", uri, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["partitions"] == {"day=x": 1, "day=y": 1}
