@@ -424,3 +424,69 @@ def test_show_names_partitions_by_their_logical_names(
     assert main(["show", uri, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["partitions"] == {"day=x": 1, "day=y": 1}
+
+
+# --------------------------------------------------------------------------- renames and drops
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_rename_and_drop_rewrite_no_file(mode: str, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    rows = pa.table({"a": [1, 2], "s": [{"x": 1, "y": "p"}, {"x": 2, "y": "q"}], "day": ["d", "e"]})
+    dc.write(uri, rows, partition_by=["day"], configuration={"delta.columnMapping.mode": mode})
+    files = {a.path for a in dc.DeltaTable(uri).files()}
+    table = dc.DeltaTable(uri)
+    table.rename_column("a", "a renamed")
+    table.rename_column(["s", "x"], "x2")
+    table.rename_column("day", "date")
+    table.drop_column(["s", "y"])
+    assert {a.path for a in dc.DeltaTable(uri).files()} == files
+    got = dc.DeltaTable(uri).to_arrow()
+    assert got.column_names == ["a renamed", "s", "date"]
+    assert dc.DeltaTable(uri).partition_columns == ["date"]
+    assert sorted(got.to_pylist(), key=repr) == [
+        {"a renamed": 1, "s": {"x2": 1}, "date": "d"},
+        {"a renamed": 2, "s": {"x2": 2}, "date": "e"}]
+    assert _rows(peer_read(uri), got.column_names) == _rows(got)
+    # Writes after the changes use the new names; partition pruning the renamed column.
+    dc.write(uri, pa.table({"a renamed": [3], "s": [{"x2": 3}], "date": ["d"]}))
+    assert dc.DeltaTable(uri).to_arrow(partition_filters=[("date", "=", "d")]).num_rows == 2
+    table = dc.DeltaTable(uri)
+    table.drop_column("a renamed")
+    got = dc.DeltaTable(uri).to_arrow()
+    assert got.column_names == ["s", "date"]
+    assert _rows(peer_read(uri), got.column_names) == _rows(got)
+    history = [h["operation"] for h in dc.DeltaTable(uri).history()]
+    assert history.count("RENAME COLUMN") == 3 and history.count("DROP COLUMNS") == 2
+
+
+def test_rename_of_a_spark_written_table(tmp_path: Path) -> None:
+    uri = copy_table("delta-golden/dv-with-columnmapping", tmp_path)
+    before = dc.DeltaTable(uri).to_arrow()
+    old = before.column_names[0]
+    dc.DeltaTable(uri).rename_column(old, "renamed")
+    after = dc.DeltaTable(uri).to_arrow()
+    assert after.column("renamed").to_pylist() == before.column(old).to_pylist()
+    assert _rows(peer_read(uri), after.column_names) == _rows(after)
+
+
+def test_schema_changes_refused_with_reasons(tmp_path: Path) -> None:
+    plain = str(tmp_path / "plain")
+    dc.write(plain, pa.table({"a": [1], "b": [2]}))
+    with pytest.raises(InvalidArgumentError, match="needs column mapping"):
+        dc.DeltaTable(plain).rename_column("a", "c")
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"a": [1], "b": [2], "day": ["d"]}), partition_by=["day"],
+             configuration={"delta.columnMapping.mode": "name", "delta.constraints.pos": "b > 0"})
+    table = dc.DeltaTable(uri)
+    with pytest.raises(InvalidArgumentError, match="partition column 'day'"):
+        table.drop_column("day")
+    with pytest.raises(InvalidArgumentError, match="constraint 'pos'"):
+        table.rename_column("b", "c")
+    with pytest.raises(InvalidArgumentError, match="column 'b' exists"):
+        table.rename_column("a", "B")
+    with pytest.raises(InvalidArgumentError, match="no column 'zz'"):
+        table.drop_column("zz")
+    with pytest.raises(InvalidArgumentError, match="not a struct"):
+        table.drop_column(["a", "x"])
+    assert dc.DeltaTable(uri).version == 1  # created, written, nothing since

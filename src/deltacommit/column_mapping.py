@@ -18,12 +18,15 @@ in a file.  Everything here translates between the two sides:
   physical name (``name`` mode); a field the file lacks reads as nulls, and leaf values are cast
   to the table's type, which is also how files written before a type change (type widening)
   read in the current, wider type;
-* ``assign_column_mapping``: ids ``1..n`` and ``col-<uuid>`` physical names for a new table.
+* ``assign_column_mapping``: ids ``1..n`` and ``col-<uuid>`` physical names for a new table;
+* ``renamed_field``/``dropped_field``: the schema after a rename or a drop, which with column
+  mapping rewrites no data file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -276,3 +279,63 @@ def assign_column_mapping(schema: pa.Schema, max_id: int, new_uuid: Callable[[],
 
     out = pa.schema([assign_field(f) for f in schema], metadata=_schema_metadata(schema))
     return out, counter[0]
+
+
+# --------------------------------------------------------------------------- renames and drops
+# With column mapping a rename or a drop changes only the schema: files keep their physical
+# names, so the renamed column still finds its data and a dropped one is simply never read.
+
+
+def _locate(schema: dict[str, Any], path: Sequence[str], table: str
+            ) -> tuple[list[dict[str, Any]], int]:
+    """The field list holding the struct field at ``path`` (names, outermost first) in a
+    ``schemaString`` dict, and the field's index in it."""
+    if not path:
+        raise InvalidArgumentError(f"table {table}: empty column path")
+    fields: list[dict[str, Any]] = schema["fields"]
+    for depth, name in enumerate(path):
+        index = next((i for i, f in enumerate(fields) if f.get("name") == name), None)
+        if index is None:
+            where = ".".join(path[:depth]) or "the table"
+            names = [f.get("name") for f in fields]
+            raise InvalidArgumentError(
+                f"table {table}: {where} has no column {name!r}; its columns are {names}")
+        if depth == len(path) - 1:
+            return fields, index
+        inner = fields[index].get("type")
+        if not isinstance(inner, dict) or inner.get("type") != "struct":
+            raise InvalidArgumentError(
+                f"table {table}: column {'.'.join(path[:depth + 1])!r} is not a struct, so it "
+                f"has no field {path[depth + 1]!r}")
+        fields = inner["fields"]
+    raise AssertionError("unreachable")
+
+
+def renamed_field(schema: dict[str, Any], path: Sequence[str], new_name: str, table: str
+                  ) -> dict[str, Any]:
+    """A copy of ``schema`` with the field at ``path`` named ``new_name``; its metadata (id,
+    physical name) stays, so its data is found as before."""
+    out = copy.deepcopy(schema)
+    fields, index = _locate(out, path, table)
+    if not new_name:
+        raise InvalidArgumentError(f"table {table}: a column cannot be renamed to ''")
+    clash = [f["name"] for i, f in enumerate(fields)
+             if i != index and f["name"].lower() == new_name.lower()]
+    if clash:
+        raise InvalidArgumentError(
+            f"table {table}: cannot rename {'.'.join(path)!r} to {new_name!r}: column "
+            f"{clash[0]!r} exists (names are unique regardless of case)")
+    fields[index]["name"] = new_name
+    return out
+
+
+def dropped_field(schema: dict[str, Any], path: Sequence[str], table: str) -> dict[str, Any]:
+    """A copy of ``schema`` without the field at ``path``."""
+    out = copy.deepcopy(schema)
+    fields, index = _locate(out, path, table)
+    if len(fields) == 1:
+        where = "the table" if len(path) == 1 else repr(".".join(path[:-1]))
+        raise InvalidArgumentError(
+            f"table {table}: cannot drop {'.'.join(path)!r}, the only column of {where}")
+    del fields[index]
+    return out

@@ -364,6 +364,20 @@ class DeltaTable:
         assert txn.result is not None
         return txn.result
 
+    def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
+        """Rename a column (a sequence of names for a nested field) of a column-mapping table;
+        no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.schema_changes import rename_column
+
+        return rename_column(self, column, new_name)
+
+    def drop_column(self, column: str | Sequence[str]) -> CommitResult:
+        """Drop a column (a sequence of names for a nested field) of a column-mapping table;
+        no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.schema_changes import drop_column
+
+        return drop_column(self, column)
+
 
 _KNOWN_DELTA_KEYS = frozenset({
     "delta.enableDeletionVectors",
