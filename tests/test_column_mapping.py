@@ -490,3 +490,13 @@ def test_schema_changes_refused_with_reasons(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="not a struct"):
         table.drop_column(["a", "x"])
     assert dc.DeltaTable(uri).version == 1  # created, written, nothing since
+
+
+def test_a_schema_without_physical_names_is_refused_on_open(tmp_path: Path) -> None:
+    uri = copy_table("delta-kernel-java/column-mapping-id", tmp_path)
+    log = Path(uri) / "_delta_log" / "00000000000000000000.json"
+    text = log.read_text()
+    assert "delta.columnMapping.physicalName" in text
+    log.write_text(text.replace("delta.columnMapping.physicalName", "x.renamed"))
+    with pytest.raises(dc.CorruptLogError, match=r"table .*column-mapping-id.*physicalName"):
+        dc.DeltaTable(uri)

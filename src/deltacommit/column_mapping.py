@@ -113,6 +113,39 @@ def physical_values(values: Mapping[str, str | None], physical: Mapping[str, str
     return {physical.get(k, k): v for k, v in values.items()}
 
 
+def check_column_mapping(schema: pa.Schema, mode: str, table: str) -> None:
+    """Refuse a column-mapping table whose schema lacks an id or a physical name on a field,
+    up front and naming the table, rather than failing on the first file read or written."""
+    if mode == "none":
+        return
+
+    def visit_field(f: pa.Field[Any], path: str) -> None:
+        md = f.metadata or {}
+        for key in (_ID, _PHYSICAL):
+            if key not in md:
+                raise CorruptLogError(
+                    f"table {table}: column {path!r} has no {key.decode()} in its metadata, "
+                    f"although the table uses column mapping mode {mode!r}")
+        try:
+            field_id(f)
+        except CorruptLogError as e:
+            raise CorruptLogError(f"table {table}: {e}") from None
+        visit(f.type, path)
+
+    def visit(t: pa.DataType, path: str) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit_field(t.field(i), f"{path}.{t.field(i).name}")
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            visit(t.value_type, f"{path}.element")
+        elif pa.types.is_map(t):
+            visit(t.key_type, f"{path}.key")
+            visit(t.item_type, f"{path}.value")
+
+    for f in schema:
+        visit_field(f, f.name)
+
+
 # --------------------------------------------------------------------------- writing
 
 

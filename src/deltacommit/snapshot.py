@@ -217,6 +217,13 @@ class Snapshot:
         protocol = self._state.protocol
         check_readable(self._log_store.table_uri, protocol, self._state.metadata)
         schema = self.schema  # parsing the schema is the check of its types
+        if self.configuration.get("delta.columnMapping.mode") and (
+                protocol.min_reader_version == 2
+                or "columnMapping" in (protocol.reader_features or ())):
+            from deltacommit.column_mapping import check_column_mapping, mapping_mode
+
+            uri = self._log_store.table_uri
+            check_column_mapping(schema, mapping_mode(self.configuration, uri), uri)
         if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
             from deltacommit.type_widening import check_type_changes
 
