@@ -26,7 +26,7 @@ in a file.  Everything here translates between the two sides:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -189,25 +189,51 @@ def to_physical(data: pa.Table, schema: pa.Schema, mode: str) -> pa.Table:
 # --------------------------------------------------------------------------- reading
 
 
-def _match(candidates: pa.StructType | pa.Schema, f: pa.Field[Any], mode: str) -> int | None:
-    """Index of the field of ``candidates`` (a data file's struct or schema) that holds table
-    field ``f``: by field id in ``id`` mode (by physical name for a file written without ids),
-    by physical name in ``name`` mode, by name otherwise."""
-    fields = [candidates.field(i) for i in range(len(candidates.names))]
+_FileIndex = tuple[dict[int, int], dict[str, int]]
+
+
+def _index(candidates: pa.StructType | pa.Schema) -> _FileIndex:
+    """A data file's fields (of its schema or of one struct) by Parquet field id and by name."""
+    by_id: dict[int, int] = {}
+    by_name: dict[str, int] = {}
+    for i in range(len(candidates.names)):
+        c = candidates.field(i)
+        fid = _file_field_id(c)
+        if fid is not None:
+            by_id.setdefault(fid, i)
+        by_name.setdefault(c.name, i)
+    return by_id, by_name
+
+
+def _match(index: _FileIndex, f: pa.Field[Any], mode: str) -> int | None:
+    """Index of the file's field that holds table field ``f``: by field id in ``id`` mode (by
+    physical name for a file written without ids), by physical name in ``name`` mode, by name
+    otherwise."""
+    by_id, by_name = index
     if mode == "id":
         fid = field_id(f)
-        ids = [_file_field_id(c) for c in fields]
-        if fid is not None and any(i is not None for i in ids):
-            return next((i for i, x in enumerate(ids) if x == fid), None)
-    name = physical_name(f, mode)
-    return next((i for i, c in enumerate(fields) if c.name == name), None)
+        if fid is not None and by_id:
+            return by_id.get(fid)
+    return by_name.get(physical_name(f, mode))
+
+
+def file_columns(file_schema: pa.Schema, fields: Iterable[pa.Field[Any]], mode: str
+                 ) -> dict[str, str]:
+    """Table column name -> the data file's top-level column holding it, for each of
+    ``fields`` the file has (the others read as nulls)."""
+    index = _index(file_schema)
+    out: dict[str, str] = {}
+    for f in fields:
+        i = _match(index, f, mode)
+        if i is not None:
+            out[f.name] = file_schema.names[i]
+    return out
 
 
 def file_column(file_schema: pa.Schema, f: pa.Field[Any], mode: str) -> str | None:
     """The name of the data file's top-level column that holds table column ``f``, or None
     when the file has no such column (it then reads as nulls)."""
-    i = _match(file_schema, f, mode)
-    return None if i is None else file_schema.names[i]
+    return file_columns(file_schema, [f], mode).get(f.name)
 
 
 def _mask(arr: pa.Array[Any]) -> pa.BooleanArray | None:
@@ -222,11 +248,12 @@ def to_logical(arr: pa.Array[Any], target: pa.DataType, mode: str) -> pa.Array[A
     t = arr.type
     if pa.types.is_struct(target) and pa.types.is_struct(t):
         s: Any = arr
+        index = _index(t)
         children: list[pa.Array[Any]] = []
         fields: list[pa.Field[Any]] = []
         for i in range(target.num_fields):
             f = target.field(i)
-            j = _match(t, f, mode)
+            j = _match(index, f, mode)
             children.append(pa.nulls(len(arr), f.type) if j is None
                             else to_logical(s.field(j), f.type, mode))
             fields.append(f)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltacommit.column_mapping import (
-    file_column,
+    file_columns,
     logical_values,
     mapping_mode,
     physical_name,
@@ -178,13 +178,8 @@ class FileScan:
             present = set(file_schema.names)
             return {f.name: f.name for f in self.out_schema
                     if f.name not in partition_columns and f.name in present}
-        out: dict[str, str] = {}
-        for f in self.out_schema:
-            if f.name not in partition_columns:
-                source = file_column(file_schema, f, mode)
-                if source is not None:
-                    out[f.name] = source
-        return out
+        return file_columns(file_schema,
+                            (f for f in self.out_schema if f.name not in partition_columns), mode)
 
     def _conformed(self, data: pa.Table | None, n: int, sources: Mapping[str, str],
                    pcols: list[str], partition_values: Mapping[str, str | None]) -> pa.Table:
