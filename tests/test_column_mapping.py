@@ -500,3 +500,19 @@ def test_a_schema_without_physical_names_is_refused_on_open(tmp_path: Path) -> N
     log.write_text(text.replace("delta.columnMapping.physicalName", "x.renamed"))
     with pytest.raises(dc.CorruptLogError, match=r"table .*column-mapping-id.*physicalName"):
         dc.DeltaTable(uri)
+
+
+def test_group_commit_appends_to_a_column_mapping_table(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"n": [0], "day": ["a"]}), partition_by=["day"],
+             configuration={"delta.columnMapping.mode": "id"})
+    table = dc.DeltaTable(uri, group_commit=True)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: dc.append(table, pa.table({"n": [i], "day": ["ab"[i % 2]]})),
+                      range(1, 9)))
+    ours = dc.DeltaTable(uri).to_arrow()
+    assert sorted(ours.column("n").to_pylist()) == list(range(9))
+    assert _rows(peer_read(uri), ours.column_names) == _rows(ours)
+    _check_physical(uri, dc.DeltaTable(uri).files())
