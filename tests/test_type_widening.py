@@ -21,6 +21,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
@@ -176,3 +178,30 @@ def test_check_type_changes_names_nested_fields() -> None:
     bad = pa.schema([pa.field("a", pa.int64(), metadata={"delta.typeChanges": "oops"})])
     with pytest.raises(UnsupportedProtocolError, match="fromType"):
         check_type_changes(bad, "t9")
+
+
+_ARROW = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64()}
+_INT_RANGE = {"byte": 2**7, "short": 2**15, "integer": 2**31, "long": 2**63}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["byte", "short", "integer", "long"]),
+       st.one_of(st.sampled_from(["short", "integer", "long", "double"]),
+                 st.builds(lambda p, s: f"decimal({p},{s})", st.integers(1, 38),
+                           st.integers(0, 10))),
+       st.data())
+def test_every_supported_integer_widening_reads_values_exactly(
+        old: str, new: str, data: st.DataObject) -> None:
+    """What the reader does to an old file's column (``to_logical``) loses no value of a
+    change ``is_supported_change`` accepts."""
+    from deltacommit.column_mapping import to_logical
+    from deltacommit.schema import delta_to_arrow_type
+
+    if not is_supported_change(old, new):
+        return
+    bound = _INT_RANGE[old]
+    values = data.draw(st.lists(st.one_of(st.none(), st.integers(-bound, bound - 1)),
+                                max_size=20) | st.just([-bound, bound - 1]))
+    target = delta_to_arrow_type(new, "c")
+    got = to_logical(pa.array(values, _ARROW[old]), target, "none").to_pylist()
+    assert [None if v is None else int(v) for v in got] == values
