@@ -516,3 +516,57 @@ def test_group_commit_appends_to_a_column_mapping_table(tmp_path: Path) -> None:
     assert sorted(ours.column("n").to_pylist()) == list(range(9))
     assert _rows(peer_read(uri), ours.column_names) == _rows(ours)
     _check_physical(uri, dc.DeltaTable(uri).files())
+
+
+@pytest.mark.parametrize("source", [None, "kernel/basic_partitioned"])
+def test_enable_column_mapping_on_an_existing_table(source: str | None, tmp_path: Path) -> None:
+    if source is None:
+        uri = str(tmp_path / "t")
+        dc.write(uri, pa.table({"a": [1, 2], "s": [{"x": 1}, None], "day": ["d", "e"]}),
+                 partition_by=["day"])
+    else:
+        uri = copy_table(source, tmp_path)
+    before = dc.DeltaTable(uri).to_arrow()
+    files = {a.path for a in dc.DeltaTable(uri).files()}
+    table = dc.DeltaTable(uri)
+    table.enable_column_mapping()
+    table = dc.DeltaTable(uri)
+    p = table.protocol
+    assert (p.min_reader_version, p.min_writer_version) == (2, 5)
+    assert table.configuration["delta.columnMapping.mode"] == "name"
+    schema = json.loads(table.metadata.schema_string)
+    assert all(f["metadata"]["delta.columnMapping.physicalName"] == f["name"]
+               for f in schema["fields"])
+    assert table.configuration["delta.columnMapping.maxColumnId"] == str(
+        len(re.findall(r'"delta\.columnMapping\.id"', table.metadata.schema_string)))
+    assert _rows(table.to_arrow()) == _rows(before)
+    assert {a.path for a in table.files()} == files
+    # Renames and appends from then on; deltalake reads old and new files alike.
+    part = table.partition_columns[0]
+    first = next(c for c in before.column_names if c != part)
+    table.rename_column(first, "first renamed")
+    table.rename_column(part, "part renamed")
+    renamed = dc.DeltaTable(uri).to_arrow()
+    dc.write(uri, renamed, mode="append")
+    ours = dc.DeltaTable(uri).to_arrow()
+    assert _rows(ours) == _rows(pa.concat_tables([renamed, renamed]))
+    assert _rows(peer_read(uri), ours.column_names) == _rows(ours)
+
+
+def test_enable_column_mapping_adds_the_table_feature_on_reader_3_writer_7(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    rows = pa.table({"ts": pa.array([1], pa.timestamp("us")), "n": [1]})
+    dc.write(uri, rows)
+    dc.DeltaTable(uri).enable_column_mapping()
+    p = dc.DeltaTable(uri).protocol
+    assert (p.min_reader_version, p.min_writer_version) == (3, 7)
+    assert p.reader_features == ["timestampNtz", "columnMapping"]
+    assert p.writer_features is not None and "columnMapping" in p.writer_features
+    assert _rows(peer_read(uri)) == _rows(rows)
+    with pytest.raises(InvalidArgumentError, match="already uses column mapping"):
+        dc.DeltaTable(uri).enable_column_mapping()
+    other = str(tmp_path / "o")
+    dc.write(other, rows)
+    with pytest.raises(InvalidArgumentError, match="mode 'name' only"):
+        dc.DeltaTable(other).enable_column_mapping("id")

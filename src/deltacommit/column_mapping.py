@@ -341,6 +341,31 @@ def assign_column_mapping(schema: pa.Schema, max_id: int, new_uuid: Callable[[],
     return out, counter[0]
 
 
+def mapped_schema_dict(schema: dict[str, Any], max_id: int) -> tuple[dict[str, Any], int]:
+    """A ``schemaString`` dict of a table without column mapping, turned into one with it:
+    every struct field gets the next id and, as its physical name, its current name, so the
+    table's existing files (which name columns that way) read unchanged (Spark's upgrade of a
+    table to ``name`` mode does the same)."""
+    out = copy.deepcopy(schema)
+    counter = [max_id]
+
+    def visit(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        for f in t.get("fields", ()):
+            md = f.setdefault("metadata", {})
+            if ID_KEY not in md:
+                counter[0] += 1
+                md[ID_KEY] = counter[0]
+            md.setdefault(PHYSICAL_NAME_KEY, f["name"])
+            visit(f.get("type"))
+        for key in ("elementType", "keyType", "valueType"):
+            visit(t.get(key))
+
+    visit(out)
+    return out, counter[0]
+
+
 # --------------------------------------------------------------------------- renames and drops
 # With column mapping a rename or a drop changes only the schema: files keep their physical
 # names, so the renamed column still finds its data and a dropped one is simply never read.

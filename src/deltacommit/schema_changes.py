@@ -1,4 +1,5 @@
-"""Renaming and dropping columns of a column-mapping table: one metadata-only commit each.
+"""Renaming and dropping columns of a column-mapping table, and turning column mapping on:
+one metadata-only commit each.
 
 Without column mapping, data files name columns by their display names, so a rename would leave
 every existing file's column unfound and a drop would need every file rewritten; such tables
@@ -16,10 +17,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
-from deltacommit.column_mapping import dropped_field, mapping_mode, renamed_field
+from deltacommit.column_mapping import (
+    MAX_COLUMN_ID_KEY,
+    MODE_KEY,
+    dropped_field,
+    mapped_schema_dict,
+    mapping_mode,
+    renamed_field,
+)
 from deltacommit.engine.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.log.actions import Metadata
+from deltacommit.log.actions import Metadata, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,6 +47,9 @@ class SchemaTable(Interface):
 
     @property
     def schema(self) -> pa.Schema: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
 
     @property
     def partition_columns(self) -> list[str]: ...
@@ -87,10 +98,16 @@ def _check_unconstrained(table: SchemaTable, path: list[str], what: str) -> None
 
 
 def _commit(table: SchemaTable, operation: str, parameters: Mapping[str, Any],
-            schema: dict[str, Any], partition_columns: list[str]) -> CommitResult:
+            schema: dict[str, Any], partition_columns: list[str],
+            configuration: dict[str, str | None] | None = None,
+            protocol: Protocol | None = None) -> CommitResult:
     metadata = replace(table.metadata, partition_columns=partition_columns,
-                       schema_string=json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+                       schema_string=json.dumps(schema, separators=(",", ":"), ensure_ascii=False),
+                       configuration=(dict(table.metadata.configuration) if configuration is None
+                                      else configuration))
     with table.transaction(operation, parameters) as txn:
+        if protocol is not None:
+            txn.update_protocol(protocol)
         txn.update_metadata(metadata)
     assert txn.result is not None
     return txn.result
@@ -127,3 +144,33 @@ def drop_column(table: SchemaTable, column: str | Sequence[str]) -> CommitResult
     schema = dropped_field(delta_schema_dict(table.metadata.schema_string), path, table.uri)
     return _commit(table, "DROP COLUMNS", {"columns": json_text([".".join(path)])}, schema,
                    list(table.partition_columns))
+
+
+def enable_column_mapping(table: SchemaTable, mode: str = "name") -> CommitResult:
+    """Turn on column mapping (``name`` mode) for a table created without it: ids for every
+    field, physical names equal to the current names (so every existing file reads as before),
+    ``delta.columnMapping.mode`` and ``maxColumnId`` set, and the protocol raised to reader 2 /
+    writer 5 (or the ``columnMapping`` feature on a table-features protocol).  Renames and
+    drops are possible from then on."""
+    from deltacommit.schema import delta_schema_dict
+
+    current = mapping_mode(table.configuration, table.uri)
+    if current != "none":
+        raise InvalidArgumentError(
+            f"table {table.uri} already uses column mapping mode {current!r}")
+    if mode != "name":
+        raise InvalidArgumentError(
+            f"table {table.uri}: an existing table can turn on column mapping mode 'name' only "
+            f"(its files carry no field ids for mode {mode!r}), as with Spark")
+    schema, max_id = mapped_schema_dict(delta_schema_dict(table.metadata.schema_string), 0)
+    p = table.protocol
+    if p.min_writer_version == 7:
+        readers = [*(p.reader_features or []), "columnMapping"]
+        writers = [*(p.writer_features or []), "columnMapping"]
+        protocol = Protocol(3, 7, list(dict.fromkeys(readers)), list(dict.fromkeys(writers)))
+    else:
+        protocol = Protocol(max(2, p.min_reader_version), max(5, p.min_writer_version))
+    configuration = {**table.metadata.configuration, MODE_KEY: mode,
+                     MAX_COLUMN_ID_KEY: str(max_id)}
+    return _commit(table, "SET TBLPROPERTIES", {"properties": json_text({MODE_KEY: mode})},
+                   schema, list(table.partition_columns), configuration, protocol)

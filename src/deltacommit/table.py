@@ -378,6 +378,13 @@ class DeltaTable:
 
         return drop_column(self, column)
 
+    def enable_column_mapping(self, mode: str = "name") -> CommitResult:
+        """Turn on column mapping for a table created without it; existing files stay as they
+        are (``schema_changes.py``)."""
+        from deltacommit.schema_changes import enable_column_mapping
+
+        return enable_column_mapping(self, mode)
+
 
 _KNOWN_DELTA_KEYS = frozenset({
     "delta.enableDeletionVectors",
