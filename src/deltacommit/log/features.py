@@ -7,6 +7,7 @@ check the protocol up front and refuse with the feature's name.
 
 from __future__ import annotations
 
+from deltacommit.column_mapping import MODES as COLUMN_MAPPING_MODES
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
@@ -19,7 +20,6 @@ READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz",
 WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", "deletionVectors",
                              "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
                              "vacuumProtocolCheck"})
-COLUMN_MAPPING_MODES = ("none", "name", "id")
 
 DEFAULT_PROTOCOL = (1, 2)
 
