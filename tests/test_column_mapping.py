@@ -570,3 +570,17 @@ def test_enable_column_mapping_adds_the_table_feature_on_reader_3_writer_7(
     dc.write(other, rows)
     with pytest.raises(InvalidArgumentError, match="mode 'name' only"):
         dc.DeltaTable(other).enable_column_mapping("id")
+
+
+def test_z_order_of_a_column_mapping_table(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    for i in range(4):
+        dc.write(uri, pa.table({"x": list(range(i, 40, 4)), "y": [str(v) for v in range(10)]}),
+                 configuration={"delta.columnMapping.mode": "id"})
+    before = dc.DeltaTable(uri).to_arrow()
+    files = dc.DeltaTable(uri).files()
+    dc.DeltaTable(uri).optimize.z_order(["x", "y"])
+    after = dc.DeltaTable(uri).to_arrow()
+    assert _rows(after) == _rows(before)
+    assert _rows(peer_read(uri), after.column_names) == _rows(after)
+    _check_physical(uri, _new_adds(uri, files))

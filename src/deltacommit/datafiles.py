@@ -64,6 +64,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 
     if has_nested_required(data.schema):
         data = enforce_nested_not_null(data, data.schema)
+    # A void column is all nulls; Spark leaves it out of the file and readers fill it in.
+    data = data.select([f.name for f in data.schema if not pa.types.is_null(f.type)])
     if column_mapping != "none":
         from deltacommit.column_mapping import physical_names, physical_values, to_physical
 
@@ -201,6 +203,9 @@ def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
 
     schema, uri = target.schema, target.uri
+    for f in schema:
+        if pa.types.is_null(f.type) and f.name not in data.column_names:
+            data = data.append_column(f, pa.nulls(data.num_rows))  # void: nothing to supply
     if not data.schema.equals(schema):
         check_write_compatible(schema, data.schema, uri)
         data = cast_to_table_schema(data, schema)

@@ -61,3 +61,17 @@ def test_spark_appends_to_a_column_mapping_table_spark_wrote(spark: Any, tmp_pat
     after = dc.DeltaTable(uri).to_arrow()
     assert after.num_rows == 2 * before.num_rows
     assert _rows(_peer(uri), after.column_names) == _rows(after, after.column_names)
+
+
+def test_spark_compaction_of_a_column_mapping_table(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    for i in range(6):
+        dc.write(uri, pa.table({"id": list(range(i * 10, i * 10 + 10)), "day": [f"d{i % 2}"] * 10}),
+                 partition_by=["day"], configuration={"delta.columnMapping.mode": "name"})
+    before = dc.DeltaTable(uri).to_arrow()
+    metrics = dcs.optimize(spark, uri)
+    assert metrics["numFilesRemoved"] == 6 and metrics["numFilesAdded"] == 2
+    after = dc.DeltaTable(uri).to_arrow()
+    assert _rows(after, after.column_names) == _rows(before, before.column_names)
+    assert after.column("id").null_count == 0
+    assert _rows(_peer(uri), after.column_names) == _rows(after, after.column_names)
