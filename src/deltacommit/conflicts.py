@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from deltacommit.column_mapping import logical_values
 from deltacommit.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -107,6 +108,9 @@ class TransactionSummary:
     read_metadata: Metadata | None = None
     #: Metadata domains this transaction sets or removes (two writers of one domain conflict).
     domains: frozenset[str] = frozenset()
+    #: Logical -> physical name of each partition column of a column-mapping table, whose
+    #: files' ``partitionValues`` are keyed by physical name (empty without column mapping).
+    partition_physical_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_blind_append(self) -> bool:
@@ -332,8 +336,10 @@ def _first_matching(current: TransactionSummary, added: Iterable[Add]) -> tuple[
     if not current.partition_columns:
         # Nothing to prune by: any read of an unpartitioned table covers every new file.
         return next(((a, "the unpartitioned table") for a in added), None)
+    physical = current.partition_physical_names
     for a in added:
+        values = logical_values(a.partition_values, physical) if physical else a.partition_values
         for p in current.read_predicates:
-            if p.evaluate(a.partition_values, current.partition_types):
+            if p.evaluate(values, current.partition_types):
                 return a, f"predicate {p.to_sql()}"
     return None

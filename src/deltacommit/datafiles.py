@@ -49,10 +49,15 @@ def data_file_name(random: RandomSource, index: int) -> str:
 
 def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                     partition_columns: Sequence[str], data: pa.Table, *, index: int,
-                    random: RandomSource, clock: Clock, indexed_cols: int = 32) -> Add:
+                    random: RandomSource, clock: Clock, indexed_cols: int = 32,
+                    column_mapping: str = "none", table_schema: pa.Schema | None = None) -> Add:
     """Write one file of one partition (``data`` holds the data columns only, in the table's
     schema).  NOT NULL fields below a null parent get their defaults first, as Spark writes
-    them (``nested.py``), and a null where no parent explains it is refused."""
+    them (``nested.py``), and a null where no parent explains it is refused.
+
+    With column mapping (``column_mapping`` ``name`` or ``id``, ``table_schema`` the table's
+    schema with its mapping metadata) the file, its directory, its partition values and its
+    statistics use physical names and the Parquet columns carry their field ids."""
     from deltacommit.nested import enforce_nested_not_null, has_nested_required
     from deltacommit.partitions import encode_add_path, partition_path
     from deltacommit.stats import compute_stats
@@ -61,6 +66,16 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         data = enforce_nested_not_null(data, data.schema)
     # A void column is all nulls; Spark leaves it out of the file and readers fill it in.
     data = data.select([f.name for f in data.schema if not pa.types.is_null(f.type)])
+    if column_mapping != "none":
+        from deltacommit.column_mapping import physical_names, physical_values, to_physical
+
+        if table_schema is None:
+            raise ValueError("write_data_file: column mapping needs the table schema")
+        names = physical_names(table_schema, column_mapping)
+        data = to_physical(data, pa.schema([table_schema.field(c) for c in data.column_names]),
+                           column_mapping)
+        partition_columns = [names[c] for c in partition_columns]
+        values = physical_values(values, names)
 
     directory = partition_path([(c, values.get(c)) for c in partition_columns])
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
@@ -85,7 +100,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 
 def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,
                      clock: Clock, random: RandomSource, indexed_cols: int = 32,
-                     target_file_rows: int | None = None) -> list[Add]:
+                     target_file_rows: int | None = None, column_mapping: str = "none",
+                     table_schema: pa.Schema | None = None) -> list[Add]:
     """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
 
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
@@ -105,7 +121,8 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
     def write_one(job: tuple[int, tuple[dict[str, str | None], pa.Table]]) -> Add:
         index, (values, part) = job
         return write_data_file(store, values, partition_columns, part, index=index,
-                               random=random, clock=clock, indexed_cols=indexed_cols)
+                               random=random, clock=clock, indexed_cols=indexed_cols,
+                               column_mapping=column_mapping, table_schema=table_schema)
 
     numbered = list(enumerate(jobs))
     if len(numbered) > 1 and store.local_path("") is None:
@@ -165,15 +182,19 @@ class WriteTarget:
     indexed_cols: int
     #: The table's invariants and CHECK constraints (``constraints.Constraint``).
     constraints: tuple[Any, ...]
+    #: ``delta.columnMapping.mode``: files name columns by ``schema``'s physical names.
+    column_mapping: str = "none"
 
     @classmethod
     def of(cls, uri: str, snapshot: TableVersion) -> WriteTarget:
+        from deltacommit.column_mapping import mapping_mode
         from deltacommit.constraints import table_constraints
 
         schema = snapshot.schema
         return cls(uri, schema, tuple(snapshot.partition_columns),
                    num_indexed_cols(snapshot.configuration),
-                   tuple(table_constraints(schema, snapshot.configuration, uri)))
+                   tuple(table_constraints(schema, snapshot.configuration, uri)),
+                   mapping_mode(snapshot.configuration, uri))
 
 
 def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
@@ -200,7 +221,8 @@ def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock
     """Conformed rows as data files of the table; their add actions (stage 2)."""
     return write_data_files(store, rows, list(target.partition_columns), clock=clock,
                             random=random, indexed_cols=target.indexed_cols,
-                            target_file_rows=target_file_rows)
+                            target_file_rows=target_file_rows,
+                            column_mapping=target.column_mapping, table_schema=target.schema)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

@@ -19,6 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from deltacommit.column_mapping import (
+    file_columns,
+    logical_values,
+    mapping_mode,
+    physical_name,
+    physical_names,
+    to_logical,
+)
 from deltacommit.datafiles import open_data_file
 from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
 from deltacommit.log.actions import Add
@@ -38,8 +46,24 @@ def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
     if predicate is TRUE or not snapshot.partition_columns:
         return snapshot.files()
     schema = snapshot.schema
-    types = {c: schema.field(c).type for c in snapshot.partition_columns}
-    return [a for a in snapshot.iter_files() if predicate.evaluate(a.partition_values, types)]
+    pcols = snapshot.partition_columns
+    types = {c: schema.field(c).type for c in pcols}
+    physical = partition_physical_names(schema, pcols, snapshot.configuration)
+    if not physical:
+        return [a for a in snapshot.iter_files() if predicate.evaluate(a.partition_values, types)]
+    return [a for a in snapshot.iter_files()
+            if predicate.evaluate(logical_values(a.partition_values, physical), types)]
+
+
+def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],
+                             configuration: Mapping[str, str | None]) -> dict[str, str]:
+    """Logical -> physical name of each partition column of a column-mapping table (the keys
+    of its ``partitionValues``); empty for a table without column mapping."""
+    mode = mapping_mode(configuration)
+    if mode == "none":
+        return {}
+    names = physical_names(schema, mode)
+    return {c: names[c] for c in partition_columns if c in names}
 
 
 @dataclass(slots=True)
@@ -57,6 +81,9 @@ class FileScan:
     batch_rows: int | None = None
     #: Keep every physical row, deleted ones too (deletes index rows by their position).
     physical_rows: bool = False
+    #: ``delta.columnMapping.mode`` (``none``, ``name`` or ``id``): how ``out_schema``'s
+    #: fields (their column mapping metadata) are found in files and ``partitionValues``.
+    column_mapping: str = "none"
     #: The table's store, where the caller has it open; else opened from the URI on first use.
     given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
 
@@ -106,8 +133,8 @@ class FileScan:
         try:
             source, rel = open_data_file(self.store, resolved, self.storage_options)
             pf = pq.ParquetFile(source)
-            present = set(pf.schema_arrow.names)
-            wanted = [f.name for f in self.out_schema if f.name not in pset and f.name in present]
+            sources = self._sources(pf.schema_arrow, pset)
+            wanted = list(dict.fromkeys(sources.values()))
             keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
                     if deletion_vector and not self.physical_rows else None)
             start = 0
@@ -119,7 +146,7 @@ class FileScan:
                     n = part_keep.true_count
                 if not n and self.batch_rows is not None:
                     continue
-                yield self._conformed(data, n, wanted, pcols, partition_values)
+                yield self._conformed(data, n, sources, pcols, partition_values)
         except (ObjectNotFoundError, FileNotFoundError):
             raise StorageError("read", where,
                                f"data file of version {self.version} is missing") from None
@@ -143,25 +170,55 @@ class FileScan:
         for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted):
             yield b.num_rows, pa.Table.from_batches([b])
 
-    def _conformed(self, data: pa.Table | None, n: int, wanted: list[str], pcols: list[str],
-                   partition_values: Mapping[str, str | None]) -> pa.Table:
+    def _sources(self, file_schema: pa.Schema, partition_columns: set[str]) -> dict[str, str]:
+        """Output column -> the file's column holding it (by name, or through the column
+        mapping); columns the file lacks are left out and read as nulls."""
+        mode = self.column_mapping
+        if mode == "none":
+            present = set(file_schema.names)
+            return {f.name: f.name for f in self.out_schema
+                    if f.name not in partition_columns and f.name in present}
+        return file_columns(file_schema,
+                            (f for f in self.out_schema if f.name not in partition_columns), mode)
+
+    def _conformed(self, data: pa.Table | None, n: int, sources: Mapping[str, str],
+                   pcols: list[str], partition_values: Mapping[str, str | None]) -> pa.Table:
         """``data`` in the output schema: partition columns restored from the add's values,
         foreign types conformed (other timestamp units, large strings, nullability of nested
-        fields: Spark leaves nulls below null structs), absent columns null."""
-        parts = partition_column_arrays({c: partition_values.get(c) for c in pcols},
-                                        self.out_schema, n)
+        fields: Spark leaves nulls below null structs; the narrower types of files written
+        before a type widening), physical names mapped to logical ones, absent columns null."""
+        mode = self.column_mapping
+        if mode == "none":
+            values = {c: partition_values.get(c) for c in pcols}
+        else:
+            values = {c: partition_values.get(physical_name(self.out_schema.field(c), mode))
+                      for c in pcols}
+        parts = partition_column_arrays(values, self.out_schema, n)
         arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
         for f in self.out_schema:
             if f.name in parts:
                 arrays.append(parts[f.name])
-            elif data is not None and f.name in wanted:
-                col = data.column(f.name)
+            elif data is not None and f.name in sources:
+                col = data.column(sources[f.name])
                 if col.type != f.type:
-                    col = pa.chunked_array([conform(c, f.type) for c in col.chunks], type=f.type)
+                    col = pa.chunked_array([self._to_table_type(c, f.type) for c in col.chunks],
+                                           type=f.type)
                 arrays.append(col)
             else:
                 arrays.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(arrays, schema=self.out_schema)
+
+    def _to_table_type(self, arr: pa.Array[Any], t: pa.DataType) -> pa.Array[Any]:
+        mode = self.column_mapping
+        if mode != "none":
+            return to_logical(arr, t, mode)
+        try:
+            return conform(arr, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            if not pa.types.is_nested(t):
+                raise
+            # A nested field whose type was widened: matched field by field.
+            return to_logical(arr, t, mode)
 
     def _keep_mask(self, deletion_vector: Mapping[str, Any], rel: str,
                    num_rows: int) -> pa.BooleanArray:

@@ -156,7 +156,7 @@ class Snapshot:
                        base, cls._source_of(uri))
         state.validate(uri)
         snap = cls(log_store, state)
-        snap._check_readable()
+        snap.check_readable()
         return snap
 
     @staticmethod
@@ -204,7 +204,7 @@ class Snapshot:
             return (self, []) if reloaded is None else (reloaded, [])
         new: list[Commit] = []
         snap = self.advanced(_decoded(self._log_store, pairs, new))
-        snap._check_readable()
+        snap.check_readable()
         return snap, new
 
     def _reload_past_cleanup(self) -> Snapshot | None:
@@ -220,11 +220,23 @@ class Snapshot:
             return None
         return Snapshot.load(self._log_store)
 
-    def _check_readable(self) -> None:
+    def check_readable(self) -> None:
         """Refuse a protocol, feature or column type this library cannot read, up front."""
         assert self._state.protocol is not None
-        check_readable(self._log_store.table_uri, self._state.protocol, self._state.metadata)
-        self.schema  # noqa: B018  (parsing the schema is the check)
+        protocol = self._state.protocol
+        check_readable(self._log_store.table_uri, protocol, self._state.metadata)
+        schema = self.schema  # parsing the schema is the check of its types
+        if self.configuration.get("delta.columnMapping.mode") and (
+                protocol.min_reader_version == 2
+                or "columnMapping" in (protocol.reader_features or ())):
+            from deltacommit.column_mapping import check_column_mapping, mapping_mode
+
+            uri = self._log_store.table_uri
+            check_column_mapping(schema, mapping_mode(self.configuration, uri), uri)
+        if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
+            from deltacommit.type_widening import check_type_changes
+
+            check_type_changes(schema, self._log_store.table_uri)
 
     # ------------------------------------------------------------------ accessors
 

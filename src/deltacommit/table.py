@@ -129,6 +129,12 @@ class DeltaTable:
                policy: CommitPolicy | None = None,
                group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
+        from deltacommit.column_mapping import (
+            MAX_COLUMN_ID_KEY,
+            assign_column_mapping,
+            mapping_mode,
+            strip_column_mapping,
+        )
         from deltacommit.partitions import check_partition_columns
         from deltacommit.schema import schema_to_json
 
@@ -141,9 +147,12 @@ class DeltaTable:
             raise InvalidArgumentError(f"schema for new table {uri} must be a pyarrow.Schema, "
                                        f"got {type(schema).__name__}")
         pcols = list(partition_by or [])
-        check_column_names(schema, uri)
-        check_partition_columns(schema, pcols, uri)
         check_configuration(configuration or {}, uri)
+        mode = mapping_mode(configuration or {}, uri)
+        schema = strip_column_mapping(schema)
+        if mode == "none":
+            check_column_names(schema, uri)
+        check_partition_columns(schema, pcols, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -154,6 +163,9 @@ class DeltaTable:
         wanted_reader = config.pop("delta.minReaderVersion", None)
         wanted_writer = config.pop("delta.minWriterVersion", None)
         config.update(ls.coordination_config())
+        if mode != "none":
+            schema, max_id = assign_column_mapping(schema, 0, random.uuid)
+            config[MAX_COLUMN_ID_KEY] = str(max_id)
         protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
         take_feature_requests(config, uri)
         if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
@@ -336,9 +348,12 @@ class DeltaTable:
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:
         """The data-file reader of this snapshot, reading into ``out_schema``."""
+        from deltacommit.column_mapping import mapping_mode
+
         return FileScan(self.uri, self.version, out_schema, self.partition_columns,
                         storage_options=self.storage_options,
                         allow_external_paths=self.allow_external_paths,
+                        column_mapping=mapping_mode(self.configuration, self.uri),
                         given_store=self.log_store.store)
 
     # ------------------------------------------------------------------ history
@@ -422,6 +437,27 @@ class DeltaTable:
         assert txn.result is not None
         return txn.result
 
+    def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
+        """Rename a column (a sequence of names for a nested field) of a column-mapping table;
+        no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.schema_changes import rename_column
+
+        return rename_column(self, column, new_name)
+
+    def drop_column(self, column: str | Sequence[str]) -> CommitResult:
+        """Drop a column (a sequence of names for a nested field) of a column-mapping table;
+        no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.schema_changes import drop_column
+
+        return drop_column(self, column)
+
+    def enable_column_mapping(self, mode: str = "name") -> CommitResult:
+        """Turn on column mapping for a table created without it; existing files stay as they
+        are (``schema_changes.py``)."""
+        from deltacommit.schema_changes import enable_column_mapping
+
+        return enable_column_mapping(self, mode)
+
 
 _KNOWN_DELTA_KEYS = frozenset({
     "delta.enableDeletionVectors",
@@ -432,7 +468,7 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
-    "delta.compatibility.symlinkFormatManifest.enabled", "delta.checkpointPolicy",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.checkpointPolicy", "delta.columnMapping.mode",
     "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
 }) | frozenset({  # auto-compaction (auto_compact.py)
     "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
@@ -455,8 +491,8 @@ _BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 
 
 def check_column_names(schema: pa.Schema, uri: str) -> None:
-    """Refuse column names Spark refuses without column mapping, which deltacommit does not
-    support: empty, or containing any of `` ,;{}()\\n\\t=``."""
+    """Refuse column names Spark refuses without column mapping: empty, or containing any of
+    `` ,;{}()\\n\\t=``."""
 
     def visit(t: pa.DataType, prefix: str) -> None:
         if pa.types.is_struct(t):
@@ -475,8 +511,8 @@ def check_column_names(schema: pa.Schema, uri: str) -> None:
             what = "is empty" if not name else f"contains {''.join(bad)!r}"
             raise InvalidArgumentError(
                 f"table {uri}: column name {prefix + name!r} {what}; Delta allows such names only "
-                "with column mapping (delta.columnMapping.mode), which deltacommit does not "
-                "support yet")
+                "with column mapping: create the table with configuration "
+                "{'delta.columnMapping.mode': 'name'}")
 
     for f in schema:
         check(f.name, "")
@@ -497,8 +533,10 @@ def _has_invariants(schema: pa.Schema) -> bool:
 def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
                      wanted_reader: str | None, wanted_writer: str | None, uri: str) -> Protocol:
     """The lowest protocol that carries what the table uses (timestamp_ntz columns, CHECK
-    constraints), raised to any ``delta.minReaderVersion``/``delta.minWriterVersion`` asked
-    for; a version whose features deltacommit cannot honour is refused, never ignored."""
+    constraints, column mapping), raised to any ``delta.minReaderVersion``/
+    ``delta.minWriterVersion`` asked for; a version whose features deltacommit cannot honour
+    is refused, never ignored."""
+    from deltacommit.column_mapping import mapping_mode
     from deltacommit.constraints import CONSTRAINT_PREFIX
     from deltacommit.schema import needs_timestamp_ntz
 
@@ -521,6 +559,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
+    column_mapping = mapping_mode(config, uri) != "none"
     commit_features = requested_features(config)
     # UUID-named checkpoints need the v2Checkpoint reader and writer feature.
     v2 = (config.get("delta.checkpointPolicy") or "").lower() == "v2"
@@ -542,9 +581,15 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         if v2:
             writer_features.append("v2Checkpoint")
             reader_features.append("v2Checkpoint")
+        if column_mapping:
+            reader_features.append("columnMapping")
+            writer_features.append("columnMapping")
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)
+    if column_mapping:
+        # Reader 2 / writer 5, as Spark creates such tables, unless more is asked for.
+        return Protocol(max(2, reader), max(5, writer))
     base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
 

@@ -28,7 +28,7 @@ from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
-from deltacommit.scan import select_files
+from deltacommit.scan import partition_physical_names, select_files
 
 if TYPE_CHECKING:
     from deltacommit.coalesce import GroupCommitter
@@ -227,6 +227,7 @@ class Transaction:
             operation=self.operation,
             partition_columns=pcols,
             partition_types={c: schema.field(c).type for c in pcols},
+            partition_physical_names=partition_physical_names(schema, pcols, snap.configuration),
             isolation_level=isolation,
             read_predicates=tuple(self._reads.predicates),
             read_files=frozenset(self._reads.files),

@@ -18,14 +18,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", (
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
         "nested", "row_filters", "constraints", "journal",
-        "zorder")),
+        "zorder", "column_mapping", "type_widening")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
     ("engine", (
         "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan")),
     ("table", (
         "transaction", "group_host", "coalesce", "table", "writer", "appender", "maintenance",
-        "auto_compact", "dv_delete", "optimize", "coordination", "verify", "properties")),
+        "auto_compact", "dv_delete", "optimize", "coordination", "verify", "properties",
+        "schema_changes")),
     ("applications", ("spark", "cli", "stress", "stress_peers", "testing", PACKAGE)),
 ]
 

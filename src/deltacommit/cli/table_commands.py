@@ -204,12 +204,16 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 
 def _describe(t: DeltaTable, list_files: bool) -> dict[str, Any]:
+    from deltacommit.column_mapping import logical_values
+    from deltacommit.scan import partition_physical_names
     from deltacommit.schema import delta_schema_dict
 
     files = t.files()
+    physical = partition_physical_names(t.schema, t.partition_columns, t.configuration)
     partitions: Counter[str] = Counter()
     for a in files:
-        key = "/".join(f"{c}={a.partition_values.get(c)}" for c in t.partition_columns)
+        values = logical_values(a.partition_values, physical)
+        key = "/".join(f"{c}={values.get(c)}" for c in t.partition_columns)
         partitions[key] += 1
     info: dict[str, Any] = {
         "uri": t.uri,

@@ -108,6 +108,9 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
         stale = clock.time() - entry.confirmed_at > retention - 86_400 - 3_600
         started = clock.time()
         updated, new = snap.updated(stale)
+        # What a fresh load refuses (a feature or type this library cannot read, which a
+        # commit of this process may have introduced) is refused by the fresh load.
+        updated.check_readable()
         if type(log_store).latest_version_hint is not LogStore.latest_version_hint \
                 and log_store.store.exists(commit_path(updated.version + 1)):
             # The mechanism's own record (DynamoDB) is behind the log: someone writes the

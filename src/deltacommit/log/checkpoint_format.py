@@ -357,8 +357,17 @@ def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOption
         i = names.index("stats")
         del children[i], fields[i]
     if options.stats_struct:
+        from deltacommit.column_mapping import mapping_mode, physical_names, physical_schema
+
         schema = schema_from_json(metadata.schema_string)
         parts = list(metadata.partition_columns)
+        mode = mapping_mode(metadata.configuration)
+        if mode != "none":
+            # Column-mapping tables key stats and partition values by physical name; so do
+            # their parsed forms (PROTOCOL.md, "Column Mapping").
+            physical = physical_names(schema, mode)
+            parts = [physical.get(c, c) for c in parts]
+            schema = physical_schema(schema, mode)
         if parts:
             ptype = partition_struct_type(schema, parts)
             fields.append(_f("partitionValues_parsed", ptype))

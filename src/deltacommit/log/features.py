@@ -7,16 +7,19 @@ check the protocol up front and refuse with the feature's name.
 
 from __future__ import annotations
 
+from deltacommit.column_mapping import MODES as COLUMN_MAPPING_MODES
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
-READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "v2Checkpoint",
-                             "vacuumProtocolCheck"})
+READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "typeWidening",
+                             "typeWidening-preview", "v2Checkpoint", "vacuumProtocolCheck"})
 # deletionVectors: appends add files without DVs, overwrites and deletes remove files whole
 # with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
-WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "deletionVectors", "invariants",
-                             "timestampNtz", "v2Checkpoint",
-                             "vacuumProtocolCheck",
+# columnMapping: files, partitionValues and stats use physical names (column_mapping.py).
+# typeWidening: files are written in the table's (widened) types; no type change is applied.
+WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", "deletionVectors",
+                             "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
+                             "v2Checkpoint", "vacuumProtocolCheck",
                              # Commit-level features: the commit loop stamps each version
                              # (engine/stamps.py) with its inCommitTimestamp, row ids and
                              # row-id high-water mark; domains are replayed and checkpointed.
@@ -44,15 +47,17 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
             raise UnsupportedProtocolError(
                 f"table {table} uses reader features {missing} that deltacommit does not support "
                 f"(supported: {sorted(READER_FEATURES)})")
-    if r >= 2 and _column_mapping(metadata) != "none":
+    if r >= 2 and _column_mapping(metadata) not in COLUMN_MAPPING_MODES:
         raise UnsupportedProtocolError(
-            f"table {table} uses column mapping (delta.columnMapping.mode="
-            f"{_column_mapping(metadata)}), which deltacommit does not support")
+            f"table {table} uses column mapping mode delta.columnMapping.mode="
+            f"{_column_mapping(metadata)}; deltacommit reads modes {list(COLUMN_MAPPING_MODES)}")
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
     check_readable(table, protocol, metadata)
     w = protocol.min_writer_version
+    if w in (4, 5) and not _uses_version_4_features(metadata):
+        return  # legacy column mapping (writer 5) on a table without CDF or generated columns
     if w in (4, 5, 6) or w > 7:
         raise UnsupportedProtocolError(
             f"table {table} needs writer version {w} (generated or identity columns, change data "
@@ -64,6 +69,15 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) ->
             raise UnsupportedProtocolError(
                 f"table {table} uses writer features {missing} that deltacommit does not support "
                 f"(supported: {sorted(WRITER_FEATURES)})")
+
+
+def _uses_version_4_features(metadata: Metadata | None) -> bool:
+    """Whether a table uses what writer version 4 brought (change data feed, generated
+    columns): a legacy column-mapping table (writer 5) that uses neither is writable."""
+    if metadata is None:
+        return False
+    cdf = (metadata.configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"
+    return cdf or "delta.generationExpression" in metadata.schema_string
 
 
 def is_append_only(metadata: Metadata) -> bool:

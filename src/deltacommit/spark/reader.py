@@ -61,7 +61,8 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     if not files:
         return spark.createDataFrame([], spark_schema)
     task = ReadTask(table.uri, table.storage_options, table.version, out_schema,
-                    table.partition_columns, allow_external_paths=table.allow_external_paths)
+                    table.partition_columns, allow_external_paths=table.allow_external_paths,
+                    column_mapping=table.file_scan(out_schema).column_mapping)
     ship_package(spark)
     if is_connect(spark):
         return _listing_over_connect(spark, files).mapInArrow(task, spark_schema)

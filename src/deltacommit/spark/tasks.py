@@ -208,7 +208,9 @@ class WriteTask:
 
         add = write_data_file(store, values, self.partition_columns, data, index=index,
                               random=DEFAULT_RANDOM, clock=SYSTEM_CLOCK,
-                              indexed_cols=self.indexed_cols)
+                              indexed_cols=self.indexed_cols,
+                              column_mapping=self.target.column_mapping,
+                              table_schema=self.schema)
         return json.dumps({"add": add.to_json()}, separators=(",", ":"))
 
 
@@ -221,14 +223,16 @@ class ReadTask:
 
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
                  out_schema: pa.Schema, partition_columns: Sequence[str],
-                 batch_rows: int = 65_536, allow_external_paths: bool = False) -> None:
+                 batch_rows: int = 65_536, allow_external_paths: bool = False,
+                 column_mapping: str = "none") -> None:
         from deltacommit.scan import FileScan
 
         #: The one data-file reader (``scan.py``), streaming ``batch_rows`` at a time.
         self.scan = FileScan(table_uri, version, out_schema,
                              [c for c in partition_columns if c in out_schema.names],
                              storage_options=dict(storage_options),
-                             allow_external_paths=allow_external_paths, batch_rows=batch_rows)
+                             allow_external_paths=allow_external_paths, batch_rows=batch_rows,
+                             column_mapping=column_mapping)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         scan = self.scan
@@ -258,7 +262,8 @@ class CompactTask:
         schema = target.schema
         self.scan = FileScan(target.uri, version, schema, list(target.partition_columns),
                              storage_options=self.storage_options,
-                             allow_external_paths=allow_external_paths)
+                             allow_external_paths=allow_external_paths,
+                             column_mapping=target.column_mapping)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

@@ -165,11 +165,16 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
 
 def _check_predicate_covers(pred: Predicate, adds: Sequence[Add], table: DeltaTable) -> None:
     """An overwrite with a predicate must only write rows the predicate selects."""
+    from deltacommit.column_mapping import logical_values
+    from deltacommit.scan import partition_physical_names
+
     schema = table.schema
     types = {c: schema.field(c).type for c in table.partition_columns}
+    physical = partition_physical_names(schema, table.partition_columns, table.configuration)
     for a in adds:
-        if not pred.evaluate(a.partition_values, types):
-            where = ", ".join(f"{k}={v!r}" for k, v in a.partition_values.items())
+        values = logical_values(a.partition_values, physical)
+        if not pred.evaluate(values, types):
+            where = ", ".join(f"{k}={v!r}" for k, v in values.items())
             raise InvalidArgumentError(
                 f"table {table.uri}: data has rows in partition {where}, which the overwrite "
                 f"predicate {pred.to_sql()!r} does not select")
