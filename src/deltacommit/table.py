@@ -114,6 +114,7 @@ class DeltaTable:
         check_column_names(schema, uri)
         check_partition_columns(schema, pcols, uri)
         _check_configuration(configuration or {}, uri)
+        _check_generated_and_identity(schema, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -359,14 +360,14 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
-    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.enableChangeDataFeed",
 })
 
 
 _BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.checkpoint.writeStatsAsJson",
                  "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
                  "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
-                 "delta.compatibility.symlinkFormatManifest.enabled")
+                 "delta.compatibility.symlinkFormatManifest.enabled", "delta.enableChangeDataFeed")
 _SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
 
 
@@ -433,13 +434,19 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         if v not in allowed:
             raise InvalidArgumentError(
                 f"table {uri}: {key}={v} asks for a protocol deltacommit cannot write (it "
-                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); versions 2 and "
-                "4-6 need column mapping, change data feed or generated columns")
+                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); reader version 2 and "
+                "writer version 5 need column mapping")
         return v
 
     reader = version(wanted_reader, "delta.minReaderVersion", (1, 3))
-    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 7))
+    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 4, 6, 7))
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
+    # Writer features of columns and properties (generated.py, identity.py), by legacy version.
+    uses = {name: version for name, version, used in (
+        ("changeDataFeed", 4,
+         (config.get("delta.enableChangeDataFeed") or "").lower() == "true"),
+        ("generatedColumns", 4, _has_field_metadata(schema, b"delta.generationExpression")),
+        ("identityColumns", 6, _has_field_metadata(schema, b"delta.identity.start"))) if used}
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
     if needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs:
@@ -452,14 +459,35 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
             writer_features.append("invariants")
         if checks:
             writer_features.append("checkConstraints")
+        writer_features.extend(sorted(uses))
         reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         if dvs:
             reader_features.append("deletionVectors")
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)
-    base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
+    base_writer = max([3 if checks else DEFAULT_PROTOCOL[1], *uses.values()])
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
+
+
+def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:
+    return any(key in (f.metadata or {}) for f in schema)
+
+
+def _check_generated_and_identity(schema: pa.Schema, uri: str) -> None:
+    """Refuse, at creation, generated columns this writer could never write and malformed
+    identity columns, rather than a table every later write refuses."""
+    from deltacommit.generated import generated_columns, parse_expression
+    from deltacommit.identity import identity_columns
+
+    for g in generated_columns(schema):
+        try:
+            parse_expression(g.expression)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(
+                f"table {uri}: generated column {g.name!r} has expression {g.expression!r}, "
+                f"which deltacommit cannot evaluate: {e}") from None
+    identity_columns(schema, uri)
 
 
 def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:

@@ -7,6 +7,8 @@ check the protocol up front and refuse with the feature's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
 
@@ -15,7 +17,11 @@ READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolC
 # with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
 WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "deletionVectors", "invariants",
                              "timestampNtz",
-                             "vacuumProtocolCheck"})
+                             "vacuumProtocolCheck",
+                             # generated.py, identity.py (datafiles.conform_rows); change data
+                             # feed: writes add and remove whole files only, and refuses the
+                             # row-level deletes that would need cdc files (dv_delete).
+                             "changeDataFeed", "generatedColumns", "identityColumns"})
 
 DEFAULT_PROTOCOL = (1, 2)
 
@@ -46,11 +52,11 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
 def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
     check_readable(table, protocol, metadata)
     w = protocol.min_writer_version
-    if w in (4, 5, 6) or w > 7:
+    if w > 7 or (w == 5 and _column_mapping(metadata) != "none"):
         raise UnsupportedProtocolError(
-            f"table {table} needs writer version {w} (generated or identity columns, change data "
-            "feed or column mapping); deltacommit writes versions 1, 2, 3 (CHECK constraints) and 7 with "
-            f"features {sorted(WRITER_FEATURES)}")
+            f"table {table} needs writer version {w}"
+            + (" with column mapping" if w == 5 else "") + "; deltacommit writes versions 1 to 4, "
+            f"5 and 6 without column mapping, and 7 with features {sorted(WRITER_FEATURES)}")
     if w == 7:
         missing = sorted(set(protocol.writer_features or []) - WRITER_FEATURES)
         if missing:
@@ -61,3 +67,13 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) ->
 
 def is_append_only(metadata: Metadata) -> bool:
     return (metadata.configuration.get("delta.appendOnly") or "false").lower() == "true"
+
+
+def change_data_feed_enabled(protocol: Protocol, configuration: Mapping[str, str | None]) -> bool:
+    """Whether writers must produce change data for row-level changes (PROTOCOL.md "Writer
+    Requirements for AddCDCFile"): the property counts on writer versions 4 to 6, and on 7
+    only with the ``changeDataFeed`` feature."""
+    w = protocol.min_writer_version
+    if w < 4 or (w >= 7 and "changeDataFeed" not in (protocol.writer_features or [])):
+        return False
+    return (configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"
