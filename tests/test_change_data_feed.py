@@ -39,7 +39,7 @@ def _copy(name: str, tmp_path: Path) -> str:
 
 def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
     names = sorted(table.column_names)
-    return sorted((tuple(repr(r[n]) for n in names) for r in table.to_pylist()))
+    return sorted(tuple(repr(r[n]) for n in names) for r in table.to_pylist())
 
 
 def _peer_reads(path: str) -> bool:

@@ -524,7 +524,8 @@ def _call(node: Call, values: list[Value]) -> Value:
         fmt = node.args[1]
         if not isinstance(fmt, Const) or not isinstance(fmt.value, str):
             raise _Unsupported("date_format with a pattern that is not a string literal")
-        ts = _as_timestamp(values[0])
+        # Whole seconds: Arrow's %S prints a microsecond timestamp's fraction as well.
+        ts = _pc.floor_temporal(_as_timestamp(values[0]), unit="second").cast(pa.timestamp("s"))
         return _pc.strftime(ts, format=_strftime_pattern(fmt.value))
     if name == "substring":
         return _substring(node.args, values)
@@ -571,6 +572,10 @@ def _evaluate(node: Node, data: pa.Table) -> Value:
             return _to_string(v)
         if pa.types.is_integer(node.to) and pa.types.is_floating(t):
             return v.cast(node.to, safe=False)  # Spark truncates toward zero
+        if pa.types.is_decimal(node.to) and _is_int(t):
+            # Arrow wants room for any integer of the type; a value that does not fit the
+            # target still fails the cast (refused, where Spark would write NULL).
+            return v.cast(pa.decimal128(38, node.to.scale)).cast(node.to)  # type: ignore[attr-defined]
         return _cast(v, node.to)
     return _call(node, [_evaluate(a, data) for a in node.args])
 
