@@ -575,7 +575,7 @@ def _evaluate(node: Node, data: pa.Table) -> Value:
         if pa.types.is_decimal(node.to) and _is_int(t):
             # Arrow wants room for any integer of the type; a value that does not fit the
             # target still fails the cast (refused, where Spark would write NULL).
-            return v.cast(pa.decimal128(38, node.to.scale)).cast(node.to)  # type: ignore[attr-defined]
+            return v.cast(pa.decimal128(38, node.to.scale)).cast(node.to)
         return _cast(v, node.to)
     return _call(node, [_evaluate(a, data) for a in node.args])
 
