@@ -31,6 +31,10 @@ from deltacommit.log.actions import MAX_LONG, Metadata
 START = "delta.identity.start"
 STEP = "delta.identity.step"
 HIGH_WATER_MARK = "delta.identity.highWaterMark"
+#: ``commitInfo.tags`` key Spark sets on a commit whose metadata change only raises
+#: high-water marks; its conflict checker lets such a winner pass a transaction that changes
+#: no metadata itself (``ConflictChecker.checkNoMetadataUpdates``), and so does ours.
+SCHEMA_UPDATE_TAG = "delta.identity.schemaUpdate"
 ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
 MIN_LONG = -MAX_LONG - 1
 
@@ -187,6 +191,12 @@ def _without_marks(metadata: Metadata) -> Metadata:
     return replace(metadata, schema_string=json.dumps(schema, separators=(",", ":")))
 
 
+def is_mark_update(before: Metadata | None, after: Metadata | None) -> bool:
+    """Whether ``after`` is a metadata change (from ``before``) of high-water marks alone."""
+    return (before is not None and after is not None and before != after
+            and only_marks_changed(before, after))
+
+
 def only_marks_changed(before: Metadata, after: Metadata) -> bool:
     """Whether ``after`` differs from ``before`` in identity high-water marks alone: a
     concurrent identity writer won, and this one may allocate again and retry."""
@@ -198,5 +208,6 @@ def only_marks_changed(before: Metadata, after: Metadata) -> bool:
         return False
 
 
-__all__ = ["Allocation", "IdentityColumn", "allocate", "fill_identity", "identity_columns",
-           "next_value", "only_marks_changed", "with_high_water_marks"]
+__all__ = ["SCHEMA_UPDATE_TAG", "Allocation", "IdentityColumn", "allocate", "fill_identity",
+           "identity_columns", "is_mark_update", "next_value", "only_marks_changed",
+           "with_high_water_marks"]

@@ -258,8 +258,10 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
                 raise
             # A concurrent writer took identity values beyond the mark this write read: its
             # files hold values that may now be taken, so they are written again with values
-            # allocated above the winner's mark.
+            # allocated above the winner's mark, after a jittered pause (as the commit loop
+            # pauses) so racing identity writers spread out.
             delete_files(table.log_store.store, adds)
+            table.clock.sleep(table.policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
 
 
 def identity_raced(log: TableLog, txn: Transaction) -> bool:
