@@ -148,6 +148,7 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
         "InvalidArgumentError": errors.InvalidArgumentError,
         "InvariantViolationError": errors.InvariantViolationError,
         "CheckConstraintViolationError": errors.CheckConstraintViolationError,
+        "GeneratedColumnMismatchError": errors.GeneratedColumnMismatchError,
         "UnsupportedProtocolError": errors.UnsupportedProtocolError,
     }
     cls = kinds.get(failure.get("type", ""), DeltaCommitError)
