@@ -89,6 +89,8 @@ FUNCTIONS: dict[str, tuple[int, int]] = {
     "lower": (1, 1), "upper": (1, 1), "lcase": (1, 1), "ucase": (1, 1), "trim": (1, 1),
     "ltrim": (1, 1), "rtrim": (1, 1), "abs": (1, 1), "coalesce": (1, 64),
 }
+_CONDITIONS = frozenset({"=", "!=", "<", "<=", ">", ">=", "<=>", "and", "or", "not", "isnull",
+                         "isnotnull", "in", "between"})
 _ALIASES = {"dayofmonth": "day", "substr": "substring", "lcase": "lower", "ucase": "upper",
             "date": "to_date"}
 
@@ -102,6 +104,9 @@ _TYPES: dict[str, pa.DataType] = {
     "timestamp_ltz": pa.timestamp("us", tz="UTC"),
 }
 MAX_DEPTH = 100
+_COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">",
+                ">=": ">="}
+_RESERVED = frozenset({"AND", "OR", "NOT", "IS", "IN", "BETWEEN", "AS"})
 
 
 # --------------------------------------------------------------------------- parser
@@ -142,10 +147,81 @@ class _Parser:
     def parse(self) -> Node:
         if self.peek().kind == "end":
             raise syntax_error(self.text, 0, "empty expression")
-        node = self.additive()
+        node = self.disjunction()
         if self.peek().kind != "end":
             raise self.fail("expected an operator or the end of the expression")
         return node
+
+    def is_kw(self, word: str, ahead: int = 0) -> bool:
+        tok = self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+        return tok.kind == "word" and tok.text.upper() == word
+
+    def expect_kw(self, word: str) -> None:
+        if not self.is_kw(word):
+            raise self.fail(f"expected {word}")
+        self.next()
+
+    def disjunction(self) -> Node:
+        node = self.conjunction()
+        while self.is_kw("OR"):
+            self.next()
+            node = Call("or", (node, self.conjunction()))
+        return node
+
+    def conjunction(self) -> Node:
+        node = self.negation()
+        while self.is_kw("AND"):
+            self.next()
+            node = Call("and", (node, self.negation()))
+        return node
+
+    def negation(self) -> Node:
+        if self.is_kw("NOT"):
+            self.next()
+            self._enter()
+            inner = self.negation()
+            self.depth -= 1
+            return Call("not", (inner,))
+        return self.comparison()
+
+    def comparison(self) -> Node:
+        left = self.additive()
+        tok = self.peek()
+        if tok.kind == "op" and tok.text in _COMPARISONS:
+            self.next()
+            op = _COMPARISONS[tok.text]
+            nxt = self.peek()
+            if op == "<=" and nxt.kind == "op" and nxt.text == ">" and nxt.pos == tok.pos + 2:
+                self.next()
+                op = "<=>"
+            return Call(op, (left, self.additive()))
+        if self.is_kw("IS"):
+            self.next()
+            negated = self.is_kw("NOT")
+            if negated:
+                self.next()
+            self.expect_kw("NULL")
+            return Call("isnotnull" if negated else "isnull", (left,))
+        negated = self.is_kw("NOT") and (self.is_kw("IN", 1) or self.is_kw("BETWEEN", 1))
+        if negated:
+            self.next()
+        if self.is_kw("IN"):
+            self.next()
+            self.expect_op("(")
+            items = [self.additive()]
+            while self.is_op(","):
+                self.next()
+                items.append(self.additive())
+            self.expect_op(")")
+            node: Node = Call("in", (left, *items))
+        elif self.is_kw("BETWEEN"):
+            self.next()
+            lo = self.additive()
+            self.expect_kw("AND")
+            node = Call("between", (left, lo, self.additive()))
+        else:
+            return left
+        return Call("not", (node,)) if negated else node
 
     def additive(self) -> Node:
         node = self.multiplicative()
@@ -185,7 +261,7 @@ class _Parser:
         tok = self.next()
         if tok.kind == "op" and tok.text == "(":
             self._enter()
-            node = self.additive()
+            node = self.disjunction()
             self.expect_op(")")
             self.depth -= 1
             return node
@@ -198,6 +274,8 @@ class _Parser:
         if tok.kind != "word":
             raise self.fail("expected a column, a literal or a function", tok)
         upper = tok.text.upper()
+        if upper in _RESERVED:
+            raise self.fail("expected a column, a literal or a function", tok)
         if upper in ("TRUE", "FALSE"):
             return Const(upper == "TRUE", pa.bool_())
         if upper == "NULL":
@@ -224,7 +302,7 @@ class _Parser:
         return Const(value, pa.timestamp("us", tz="UTC"))
 
     def _cast(self) -> Cast:
-        child = self.additive()
+        child = self.disjunction()
         tok = self.next()
         if tok.kind != "word" or tok.text.upper() != "AS":
             raise self.fail("expected AS in CAST", tok)
@@ -267,10 +345,10 @@ class _Parser:
                             f"({', '.join(sorted(FUNCTIONS))})", name_tok)
         args: list[Node] = []
         if not self.is_op(")"):
-            args.append(self.additive())
+            args.append(self.disjunction())
             while self.is_op(","):
                 self.next()
-                args.append(self.additive())
+                args.append(self.disjunction())
         self.expect_op(")")
         lo, hi = FUNCTIONS[name]
         if not lo <= len(args) <= hi:
@@ -503,8 +581,78 @@ def _common_type(values: list[Value]) -> pa.DataType:
     raise _Unsupported(f"coalesce of {sorted(set(map(str, types)))}")
 
 
+_ARROW_COMPARE = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
+                  ">": "greater", ">=": "greater_equal"}
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_temporal(t: pa.DataType) -> bool:
+    return pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def _comparable(a: Value, b: Value) -> tuple[Value, Value]:
+    """Two operands in one type, as Spark coerces a comparison: numbers widen, a string meets
+    a date or timestamp as one, a date meets a timestamp at midnight (UTC)."""
+    ta, tb = _type(a), _type(b)
+    if pa.types.is_null(ta) or pa.types.is_null(tb) or (_is_numeric(ta) and _is_numeric(tb)):
+        return _widen(a, b) if not (pa.types.is_null(ta) and pa.types.is_null(tb)) else (a, b)
+    if _is_string(ta) and _is_string(tb):
+        return _cast(a, pa.string()), _cast(b, pa.string())
+    if ta == tb:
+        return a, b
+    if pa.types.is_date(ta) and (pa.types.is_date(tb) or _is_string(tb)):
+        return _cast(a, pa.date32()), _cast(b, pa.date32())
+    if pa.types.is_date(tb) and _is_string(ta):
+        return _cast(a, pa.date32()), _cast(b, pa.date32())
+    if (_is_temporal(ta) or _is_string(ta)) and (_is_temporal(tb) or _is_string(tb)):
+        return _as_timestamp(a), _as_timestamp(b)
+    raise _Unsupported(f"comparing {ta} with {tb}")
+
+
+def _boolean(v: Value, what: str) -> Value:
+    t = _type(v)
+    if pa.types.is_null(t):
+        return _cast(v, pa.bool_())
+    if not pa.types.is_boolean(t):
+        raise _Unsupported(f"{what} of {t}, which is not a condition")
+    return v
+
+
+def _condition(node: Call, values: list[Value]) -> Value:
+    """Comparisons and SQL's three-valued AND, OR, NOT, IS NULL, IN and BETWEEN."""
+    name = node.name
+    if name in _ARROW_COMPARE:
+        a, b = _comparable(values[0], values[1])
+        return getattr(pc, _ARROW_COMPARE[name])(a, b)
+    if name == "<=>":
+        a, b = _comparable(values[0], values[1])
+        both_null = _pc.and_(_pc.is_null(a), _pc.is_null(b))
+        return _pc.or_(both_null, _pc.fill_null(_pc.equal(a, b), False))
+    if name in ("and", "or"):
+        a, b = _boolean(values[0], name.upper()), _boolean(values[1], name.upper())
+        return _pc.and_kleene(a, b) if name == "and" else _pc.or_kleene(a, b)
+    if name == "not":
+        return _pc.invert(_boolean(values[0], "NOT"))
+    if name in ("isnull", "isnotnull"):
+        return _pc.is_null(values[0]) if name == "isnull" else _pc.is_valid(values[0])
+    if name == "between":
+        lo = _condition(Call(">=", ()), [values[0], values[1]])
+        hi = _condition(Call("<=", ()), [values[0], values[2]])
+        return _pc.and_kleene(lo, hi)
+    # IN: x = any item, with NULL where no item is equal and one is NULL (or x is NULL)
+    found: Value = pa.scalar(False)
+    for item in values[1:]:
+        found = _pc.or_kleene(found, _condition(Call("=", ()), [values[0], item]))
+    return found
+
+
 def _call(node: Call, values: list[Value]) -> Value:
     name = node.name
+    if name in _CONDITIONS:
+        return _condition(node, values)
     if name in ("+", "-", "*", "/", "%"):
         return _arith(name, values[0], values[1])
     if name == "negate":
@@ -605,25 +753,44 @@ def _describe(table: str, column: GeneratedColumn) -> str:
     return f"table {table}: generated column {column.name!r} ({column.expression})"
 
 
+def _values(expression: str, data: pa.Table, to: pa.DataType | None) -> pa.ChunkedArray[Any]:
+    """The expression's value for each row of ``data`` (as ``to`` if given);
+    InvalidArgumentError saying why if this module cannot evaluate it."""
+    try:
+        value = _evaluate(parse_expression(expression), data)
+        if isinstance(value, pa.Scalar):
+            value = pa.array([value.as_py()] * data.num_rows, value.type)
+        if to is not None:
+            value = _cast(value, to)
+    except (_Unsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError,
+            pa.ArrowTypeError) as e:
+        raise InvalidArgumentError(str(e)) from None
+    if isinstance(value, pa.Array):
+        value = pa.chunked_array([value])
+    out: pa.ChunkedArray[Any] = value
+    return out
+
+
 def evaluate(column: GeneratedColumn, data: pa.Table, to: pa.DataType, table: str
              ) -> pa.ChunkedArray[Any]:
     """The column's values for the rows of ``data`` (columns in the table's types), as ``to``;
     UnsupportedProtocolError naming the expression if this module cannot evaluate it."""
     try:
-        node = parse_expression(column.expression)
-        value = _evaluate(node, data)
-        if isinstance(value, pa.Scalar):
-            value = pa.array([value.as_py()] * data.num_rows, value.type)
-        value = _cast(value, to)
-    except (_Unsupported, DeltaCommitError, pa.ArrowInvalid, pa.ArrowNotImplementedError,
-            pa.ArrowTypeError) as e:
+        return _values(column.expression, data, to)
+    except DeltaCommitError as e:
         raise UnsupportedProtocolError(
             f"{_describe(table, column)} cannot be evaluated by deltacommit ({e}); refusing "
             "to write rather than store a value that may differ from Spark's") from None
-    if isinstance(value, pa.Array):
-        value = _pc.cast(pa.chunked_array([value]), to)
-    out: pa.ChunkedArray[Any] = value
-    return out
+
+
+def evaluate_condition(expression: str, data: pa.Table) -> pa.ChunkedArray[Any]:
+    """A boolean expression (a CHECK constraint beyond the predicate parser: arithmetic,
+    functions, two columns) for each row: TRUE, FALSE or NULL; InvalidArgumentError if this
+    module cannot evaluate it."""
+    values = _values(expression, data, None)
+    if not pa.types.is_boolean(values.type):
+        raise InvalidArgumentError(f"{expression!r} is a {values.type} value, not a condition")
+    return values
 
 
 def fill_generated(data: pa.Table, columns: Sequence[GeneratedColumn], schema: pa.Schema,
@@ -660,5 +827,5 @@ def check_generated(data: pa.Table, columns: Sequence[GeneratedColumn], table: s
                 "column out to have it computed. Nothing was written")
 
 
-__all__ = ["GENERATION_KEY", "GeneratedColumn", "check_generated", "evaluate", "fill_generated",
-           "generated_columns", "parse_expression"]
+__all__ = ["GENERATION_KEY", "GeneratedColumn", "check_generated", "evaluate",
+           "evaluate_condition", "fill_generated", "generated_columns", "parse_expression"]

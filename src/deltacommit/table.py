@@ -508,6 +508,13 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             try:
                 parse_predicate(value)
             except InvalidArgumentError as e:
+                from deltacommit.generated import parse_expression
+
+                try:  # arithmetic, functions, two columns: evaluated as an expression
+                    parse_expression(value)
+                    continue
+                except InvalidArgumentError:
+                    pass
                 raise InvalidArgumentError(
                     f"table {uri}: CHECK constraint {key!r} cannot be enforced by deltacommit: "
                     f"{e}") from None
