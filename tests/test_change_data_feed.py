@@ -17,6 +17,7 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
@@ -212,3 +213,20 @@ def test_writer_versions(writer: int, mode: str, ok: bool) -> None:
             check_writable("t", protocol, metadata)
 
 
+
+
+def test_checkpoint_of_a_cdf_table_holds_no_cdc_actions(tmp_path: Path) -> None:
+    """cdc actions belong to their version only: a checkpoint (and the state a reader builds)
+    leaves them out, and readers starting from it see the same rows."""
+    path = _copy("cdf-table", tmp_path)
+    table = dc.DeltaTable(path)
+    dc.write(table, _new_rows(table.schema, 2, seed=5))
+    rows = _rows(dc.DeltaTable(path).to_arrow())
+    info = dc.DeltaTable(path).checkpoint()
+    checkpoint = pq.read_table(
+        next((Path(path) / "_delta_log").glob("*.checkpoint.parquet")))
+    assert "cdc" not in checkpoint.column_names or checkpoint.column("cdc").null_count == \
+        checkpoint.num_rows
+    assert info is not None
+    assert _rows(dc.DeltaTable(path).to_arrow()) == rows
+    assert _rows(_peer(path)) == rows
