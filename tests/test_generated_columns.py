@@ -113,6 +113,8 @@ UNSUPPORTED = [
     ("upper(x)", "double as a string"),
     ("s + 1", "arithmetic on string"),
     ("nope + 1", "column 'nope'"),
+    ("dec / 3", "/ on decimals"),
+    ("x % 2", "% on double"),
 ]
 
 

@@ -456,6 +456,9 @@ def _arith(op: str, a: Value, b: Value) -> Value:
     if op == "*":
         return _pc.multiply(a, b)
     if op == "/":
+        if pa.types.is_decimal(t):
+            # Spark's result scale and rounding (HALF_UP) differ from Arrow's decimal division.
+            raise _Unsupported("/ on decimals")
         if _is_int(t):
             a, b = _cast(a, pa.float64()), _cast(b, pa.float64())
         return _pc.divide(a, _zero_to_null(b))
