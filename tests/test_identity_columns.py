@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.conflicts import WinningCommit, check_conflicts
-from deltacommit.datafiles import WriteTarget, write_rows
+from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.errors import (
     InvalidArgumentError,
     MetadataChangedException,
@@ -219,15 +219,60 @@ def test_a_spark_table_with_a_high_water_mark(tmp_path: Path) -> None:
                                  "delta.identity.allowExplicitInsert": False}
 
 
-def test_writers_that_cannot_allocate_refuse(tmp_path: Path) -> None:
+def test_the_appender_allocates_across_its_buffer(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    dc.DeltaTable.create(path, _schema(start=100, step=10))
+    appender = dc.Appender(path, "app", background=False)
+    appender.append(_data(2, "a"), 0)
+    appender.append(_data(3, "b"), 1)
+    appender.flush()
+    appender.append(_data(1, "c"), 2)
+    appender.flush()
+    rows = sorted((r["id"], r["v"]) for r in dc.DeltaTable(path).to_arrow().to_pylist())
+    assert rows == [(100, "a0"), (110, "a1"), (120, "b0"), (130, "b1"), (140, "b2"),
+                    (150, "c0")]
+    assert _mark(path) == 150
+    # A writer outside the protocol gets no allocation and refuses the rows.
+    target = WriteTarget.of(path, dc.DeltaTable(path).snapshot)
+    with pytest.raises(InvalidArgumentError, match=r"lacks identity column 'id'"):
+        conform_rows(target, _data(1))
+
+
+def test_racing_appenders_and_writers_never_duplicate_a_value(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     dc.DeltaTable.create(path, _schema())
-    appender = dc.Appender(path, "app", background=False)
-    appender.append(_data(2), 0)
-    with pytest.raises(InvalidArgumentError, match=r"lacks identity column 'id'.*"
-                       r"deltacommit\.write"):
-        appender.flush()
-    assert dc.DeltaTable(path).version == 0
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def appender(i: int) -> None:
+        try:
+            app = dc.Appender(dc.DeltaTable(path), f"app{i}", background=False)
+            barrier.wait()
+            for j in range(3):
+                app.append(_data(4, f"a{i}-{j}-"), j)
+                app.flush()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    def writer(i: int) -> None:
+        try:
+            table = dc.DeltaTable(path)
+            barrier.wait()
+            for j in range(3):
+                dc.write(table, _data(4, f"w{i}-{j}-"))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=f, args=(i,)) for i, f in
+               enumerate([appender, appender, writer, writer])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ids = dc.DeltaTable(path).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == list(range(1, 49))
+    assert _mark(path) == 48
 
 
 def _race(path: str, writers: int, rows: int, *, group_commit: bool = False) -> None:

@@ -5,9 +5,9 @@ and ``delta.identity.step`` gets, in rows that leave it out, values ``start + k 
 beyond ``delta.identity.highWaterMark``, and the commit that writes them raises the mark.  The
 mark lives in the schema, so every write that generates values commits a ``metaData`` action;
 two such writers therefore conflict (``conflicts.check_conflicts``: a concurrent metadata
-change), and the loser allocates again above the winner's mark (``writer.write`` redoes the
-write from the new snapshot).  That is what keeps values unique across concurrent writers
-without any coordination beyond the log.
+change), and the loser allocates again above the winner's mark (``writer.write`` and the
+``Appender`` redo the write from the new snapshot).  That is what keeps values unique across
+concurrent writers without any coordination beyond the log.
 
 A writer that cannot take part in that protocol (a Spark task on an executor, which cannot
 know which values the other tasks take) gets no allocation, and ``datafiles.conform_rows``
@@ -159,7 +159,7 @@ def fill_identity(data: pa.Table, columns: Sequence[IdentityColumn],
             raise InvalidArgumentError(
                 f"table {table}: the data lacks identity column {c.name!r}, and this writer "
                 "cannot generate its values (they must be allocated by the committing writer: "
-                "write with deltacommit.write or deltacommit.append)")
+                "write with deltacommit.write, deltacommit.append or the Appender)")
         elif alloc.count != data.num_rows:
             raise InvalidArgumentError(
                 f"table {table}: {alloc.count} identity value(s) were allocated for column "
