@@ -25,16 +25,18 @@ from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Protocol
 from deltacommit.log.features import change_data_feed_enabled, check_writable
 
-DATA = Path(__file__).parent / "data" / "kernel"
+DATA = Path(__file__).parent / "data"
 CDF_TABLES = ["cdf-table", "cdf-table-non-partitioned", "cdf-table-partitioned",
               "cdf-table-simple", "cdf-table-update-ops", "cdf-table-with-dv",
               "cdf-table-data-change", "cdf-table-delete-conditional-two-rows",
-              "cdf-table-with-cdc-and-dvs"]
+              "cdf-table-with-cdc-and-dvs",
+              "../delta-golden/commit-info-containing-arbitrary-operationParams-types"]
 
 
 def _copy(name: str, tmp_path: Path) -> str:
-    dst = tmp_path / name
-    shutil.copytree(DATA / name, dst)
+    """A copy of a kernel test table (or, with ``../delta-golden/``, a golden table)."""
+    dst = tmp_path / Path(name).name
+    shutil.copytree(DATA / "kernel" / name, dst)
     return str(dst)
 
 
