@@ -2,7 +2,8 @@
 generated columns, each refused before any file is written, leaving the table unchanged.
 
 The paths: ``dc.write`` (append, overwrite, overwrite of a partition), ``dc.append`` on a
-table with group commit (rows coalesced into the leader's files), the ``Appender``, and
+table with group commit (rows coalesced into the leader's files, or commits shared across
+processes), the ``Appender``, and
 Spark's write task (``spark.tasks.WriteTask``, run here on Arrow batches as an executor runs
 it; the driver turns its error row into the same exception).  All of them run their rows
 through ``datafiles.conform_rows``.  Compaction (``optimize``) copies rows already in the
@@ -12,6 +13,7 @@ table, which satisfied the rules when they were written, so it has nothing to ch
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
+from deltacommit import GroupCommitPolicy
 from deltacommit.datafiles import WriteTarget
 from deltacommit.errors import (
     CheckConstraintViolationError,
@@ -76,6 +79,20 @@ def _spark_task(path: str, data: pa.Table) -> None:
         txn.add(Add.from_json(d["add"]) for d in docs)
 
 
+def _append_across_processes(path: str, data: pa.Table) -> None:
+    """``dc.append`` on a table whose commits are shared by the processes of a host (this
+    process serves them): each append writes its own file through ``dc.write``."""
+    with tempfile.TemporaryDirectory(prefix="dc-") as sockets:
+        table = dc.DeltaTable(path, group_commit=GroupCommitPolicy(processes=True,
+                                                                   socket_dir=sockets))
+        try:
+            dc.append(table, data)
+        finally:
+            committer = table.group_committer
+            assert committer is not None
+            committer.close()
+
+
 def _appender(path: str, data: pa.Table) -> None:
     app = dc.Appender(path, "ingest", background=False)
     app.append(data, 0)
@@ -87,6 +104,7 @@ PATHS: dict[str, Callable[[str, pa.Table], object]] = {
     "overwrite": lambda p, d: dc.write(p, d, mode="overwrite"),
     "overwrite-partition": lambda p, d: dc.write(p, d, mode="overwrite", predicate="day = 'a'"),
     "append-group-commit": lambda p, d: dc.append(dc.DeltaTable(p, group_commit=True), d),
+    "append-across-processes": _append_across_processes,
     "appender": _appender,
     "spark-task": _spark_task,
 }
