@@ -332,3 +332,34 @@ def test_a_compaction_is_not_failed_by_identity_writers(tmp_path: Path) -> None:
     ids = dc.DeltaTable(path).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert _mark(path) == 8  # the compaction kept the winner's metadata
+
+
+def test_a_stale_writer_passes_a_cleaned_log_of_identity_writes() -> None:
+    """Commits a stale blind append would be checked against are gone (log cleanup); the
+    table's metadata differs from its snapshot's only in the high-water mark, which passes it
+    as checking the commits one by one would have."""
+    from deltacommit.clock import ManualClock, RandomSource
+    from deltacommit.log.names import commit_path
+    from deltacommit.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.storage.memory import MemoryStore
+
+    clock = ManualClock(1_800_000_000.0)
+    store = MemoryStore("identity-stale", clock=clock)
+    active = dc.DeltaTable.create("memory://identity-stale", _schema(explicit=True),
+                                  configuration={"delta.checkpointInterval": "5"},
+                                  log_store=ConditionalPutLogStore(store), clock=clock,
+                                  random=RandomSource(7))
+    dc.write(active, _data(1))
+    stale = dc.DeltaTable(active.uri, log_store=active.log_store, clock=clock,
+                          random=RandomSource(11))
+    for _ in range(7):
+        dc.write(active, _data(1))
+    clock.advance(31 * 86_400.0)
+    for _ in range(4):  # the checkpoint at 10 lets cleanup delete the commits before 5
+        dc.write(active, _data(1))
+    assert not store.exists(commit_path(2))
+    explicit = _data(1, "late").append_column("id", pa.array([1000], pa.int64()))
+    assert dc.write(stale, explicit).version == 13
+    ids = sorted(dc.DeltaTable(active.uri, log_store=active.log_store).to_arrow()
+                 .column("id").to_pylist())
+    assert ids == [*range(1, 13), 1000]
