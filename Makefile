@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 
-.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray bench-compaction torture torture-mixed clean
+.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray bench-compaction bench-streaming corpus-report torture torture-mixed clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ bench-spark: $(VENV)/.test-deps
 
 bench-stray: $(VENV)/.test-deps
 	$(PY) bench/stray_versions.py
+
+bench-streaming: $(VENV)/.test-deps
+	$(PY) bench/streaming.py
+
+corpus-report: $(VENV)/.test-deps
+	$(PY) -m tests.compat.corpus
 
 bench-compaction: $(VENV)/.test-deps
 	$(PY) bench/compaction.py

@@ -59,6 +59,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 
     if has_nested_required(data.schema):
         data = enforce_nested_not_null(data, data.schema)
+    # A void column is all nulls; Spark leaves it out of the file and readers fill it in.
+    data = data.select([f.name for f in data.schema if not pa.types.is_null(f.type)])
 
     directory = partition_path([(c, values.get(c)) for c in partition_columns])
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
@@ -193,6 +195,9 @@ def conform_rows(target: WriteTarget, data: pa.Table,
 
     schema, uri = target.schema, target.uri
     supplied = set(data.column_names)
+    for f in schema:
+        if pa.types.is_null(f.type) and f.name not in data.column_names:
+            data = data.append_column(f, pa.nulls(data.num_rows))  # void: nothing to supply
     if target.identity or target.generated:
         data = _complete_columns(target, data, identity or {})
     if not data.schema.equals(schema):

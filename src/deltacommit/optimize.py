@@ -20,10 +20,11 @@ concurrent delete costs at most the bins of one interval.  The metrics are delta
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -110,8 +111,8 @@ def parse_size(value: str, what: str) -> int:
 
 
 @dataclass
-class _Bin:
-    """Files of one partition to rewrite as one file."""
+class CompactionBin:
+    """Files of one partition to rewrite as one file (``added``: the files written)."""
 
     partition: tuple[tuple[str, str | None], ...]
     files: list[Add]
@@ -122,7 +123,16 @@ class _Bin:
         return sum(a.size for a in self.files)
 
 
-def plan_bins(files: Iterable[Add], target_size: int) -> tuple[list[_Bin], int, int]:
+class BinRewriter(Protocol):
+    """Rewrites bins (reads their files, writes ``added``), yielding each when done, in any
+    order.  The default runs threads in this process; ``deltacommit.spark.optimize`` runs
+    Spark tasks, for tables larger than one machine."""
+
+    def __call__(self, bins: Sequence[CompactionBin], target: WriteTarget
+                 ) -> Iterator[CompactionBin]: ...
+
+
+def plan_bins(files: Iterable[Add], target_size: int) -> tuple[list[CompactionBin], int, int]:
     """Bins to rewrite, the files considered and the files skipped (pure)."""
     considered = 0
     skipped = 0
@@ -133,19 +143,19 @@ def plan_bins(files: Iterable[Add], target_size: int) -> tuple[list[_Bin], int, 
             skipped += 1
             continue
         by_partition.setdefault(tuple(sorted(a.partition_values.items())), []).append(a)
-    bins: list[_Bin] = []
+    bins: list[CompactionBin] = []
     for part, group in by_partition.items():
         current: list[Add] = []
         size = 0
         for a in group:
             if current and size + a.size > target_size:
-                bins.append(_Bin(part, current))
+                bins.append(CompactionBin(part, current))
                 current, size = [], 0
             current.append(a)
             size += a.size
         if current:
-            bins.append(_Bin(part, current))
-    kept: list[_Bin] = []
+            bins.append(CompactionBin(part, current))
+    kept: list[CompactionBin] = []
     for b in bins:
         if len(b.files) == 1 and not b.files[0].deletion_vector:
             skipped += 1
@@ -175,10 +185,12 @@ class TableOptimizer:
                 target_size: int | None = None, max_concurrent_tasks: int | None = None,
                 min_commit_interval: float | None = None, *,
                 predicate: str | None = None,
-                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[int, int], None] | None = None,
+                rewriter: BinRewriter | None = None, auto: bool = False) -> dict[str, Any]:
         """Rewrite small files into files of about ``target_size`` bytes; deltalake's metrics
         plus ``versions`` (every version committed) and ``version`` (the last, or the table's
-        version when nothing was committed)."""
+        version when nothing was committed).  ``auto`` marks the commits as auto-compaction's
+        (``operationParameters.auto``)."""
         table = self.table
         uri = table.uri
         if table.pinned:
@@ -202,54 +214,39 @@ class TableOptimizer:
         pred = self._predicate(partition_filters, predicate)
         bins, considered, skipped = plan_bins(select_files(snap, pred), size)
         versions: list[int] = []
-        done: list[_Bin] = []
-        lost: list[_Bin] = []
-        pending: list[_Bin] = []
+        done: list[CompactionBin] = []
+        lost: list[CompactionBin] = []
+        pending: list[CompactionBin] = []
         target = WriteTarget.of(uri, snap)
-        scan = table.file_scan(snap.schema)
         started = time.monotonic()
-        workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
-
-        readers = ThreadPoolExecutor(max_workers=8)
-
-        def rewrite(b: _Bin) -> _Bin:
-            # Reading many small files waits on opening each; pyarrow releases the GIL, so
-            # they are read a few at a time even on local disk.
-            parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
-                [scan.read(b.files[0])]
-            rows = pa.concat_tables(parts)
-            b.added = [replace(a, data_change=False) for a in write_rows(
-                table.store, target, rows, clock=table.clock, random=table.random)]
-            return b
-
+        rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks)
+        ready: list[CompactionBin] = []
         if len(bins) > 1:
             # Many tiny files are mostly Parquet overhead, so a bin of target_size bytes of
             # them rewrites into a far smaller file.  The first bin measures how much the
             # rewrite shrinks the input; the rest are binned to that ratio, so the files
             # written come out near target_size instead of a fraction of it.
-            first = rewrite(bins[0])
+            [first] = list(rewrite(bins[:1], target))
             out = sum(a.size for a in first.added)
             ratio = min(1.0, max(out / max(first.size, 1), 1 / 1024))
             more, _, lone = plan_bins([a for b in bins[1:] for a in b.files],
                                       max(size, int(size / ratio)))
             bins = [first, *more]
+            ready = [first]
             skipped += lone
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            todo = [b if b.added else pool.submit(rewrite, b) for b in bins]
-            for n, item in enumerate(todo, 1):
-                b = item if isinstance(item, _Bin) else item.result()
-                pending.append(b)
-                if progress is not None:
-                    progress(n, len(bins))
-                if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
-                        min_commit_interval is not None
-                        and time.monotonic() - started >= min_commit_interval):
-                    self._commit(pending, pred, size, versions, done, lost)
-                    pending = []
-                    started = time.monotonic()
-        readers.shutdown()
+        todo = bins[len(ready):]
+        for n, b in enumerate(itertools.chain(ready, rewrite(todo, target) if todo else ()), 1):
+            pending.append(b)
+            if progress is not None:
+                progress(n, len(bins))
+            if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
+                    min_commit_interval is not None
+                    and time.monotonic() - started >= min_commit_interval):
+                self._commit(pending, pred, size, versions, done, lost, auto)
+                pending = []
+                started = time.monotonic()
         if pending:
-            self._commit(pending, pred, size, versions, done, lost)
+            self._commit(pending, pred, size, versions, done, lost, auto)
         removed = [a.size for b in done for a in b.files]
         added = [a.size for b in done for a in b.added]
         return {
@@ -267,6 +264,33 @@ class TableOptimizer:
             "versions": versions,
             "version": versions[-1] if versions else table.version,
         }
+
+    def _thread_rewriter(self, snap: Snapshot, max_concurrent_tasks: int | None) -> BinRewriter:
+        """Bins rewritten by threads of this process."""
+        table = self.table
+        scan = table.file_scan(snap.schema)
+        workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
+
+        def rewrite_one(b: CompactionBin, target: WriteTarget,
+                        readers: ThreadPoolExecutor) -> CompactionBin:
+            # Reading many small files waits on opening each; pyarrow releases the GIL, so
+            # they are read a few at a time even on local disk.
+            parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
+                [scan.read(b.files[0])]
+            rows = pa.concat_tables(parts)
+            b.added = [replace(a, data_change=False) for a in write_rows(
+                table.store, target, rows, clock=table.clock, random=table.random)]
+            return b
+
+        def rewrite(bins: Sequence[CompactionBin], target: WriteTarget
+                    ) -> Iterator[CompactionBin]:
+            with ThreadPoolExecutor(max_workers=8) as readers, \
+                    ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(rewrite_one, b, target, readers) for b in bins]
+                for f in futures:
+                    yield f.result()
+
+        return rewrite
 
     def _target_size(self, target_size: int | None) -> int:
         uri = self.table.uri
@@ -289,8 +313,8 @@ class TableOptimizer:
         pred.check_columns(self.table.partition_columns, self.table.uri)
         return pred
 
-    def _commit(self, bins: list[_Bin], pred: Predicate, size: int, versions: list[int],
-                done: list[_Bin], lost: list[_Bin]) -> None:
+    def _commit(self, bins: list[CompactionBin], pred: Predicate, size: int, versions: list[int],
+                done: list[CompactionBin], lost: list[CompactionBin], auto: bool = False) -> None:
         """Commit ``bins``; after a concurrent remove of some of their files, again with the
         bins left intact (the others' new files deleted)."""
         table = self.table
@@ -300,7 +324,8 @@ class TableOptimizer:
                 return
             txn = table.transaction("OPTIMIZE", {
                 "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
-                "zOrderBy": "[]", "auto": "false", "targetSize": str(size)})
+                "zOrderBy": "[]", "auto": "true" if auto else "false",
+                "targetSize": str(size)})
             current = {file_key(a.path, a.deletion_vector) for a in txn.snapshot.iter_files()}
             intact = [b for b in live if all(file_key(a.path, a.deletion_vector) in current
                                              for a in b.files)]

@@ -48,10 +48,13 @@ SUPPORTED_ARROW_TYPES = (
 
 SUPPORTED_DELTA_TYPES = (
     "boolean, byte, short, integer, long, float, double, decimal(p,s), string, binary, date, "
-    "timestamp, timestamp_ntz, array, map, struct"
+    "timestamp, timestamp_ntz, void, array, map, struct"
 )
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    # Spark's NullType, read as Arrow's null type (a column only ever null; Spark leaves it
+    # out of its data files).  New columns of it are refused: it holds no values to type.
+    "void": pa.null(),
     "boolean": pa.bool_(),
     "byte": pa.int8(),
     "short": pa.int16(),
@@ -336,6 +339,8 @@ def delta_type_str(t: DeltaType) -> str:
 
 
 def _delta_or_error(f: pa.Field[Any]) -> tuple[DeltaType | None, str]:
+    if pa.types.is_null(f.type):
+        return "void", "void"  # an existing table's void column; new ones are refused
     try:
         dt = arrow_to_delta_type(f.type, f.name)
         return dt, delta_type_str(dt)

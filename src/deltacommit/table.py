@@ -68,6 +68,10 @@ class DeltaTable:
         self.log = TableLog(self.log_store, self.clock,
                             _snapshot or Snapshot.load(self.log_store, version),
                             pinned=version is not None)
+        if not self.log.pinned:
+            from deltacommit.auto_compact import AutoCompactor
+
+            self.log.add_hook(AutoCompactor(self))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
             from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
@@ -361,6 +365,9 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
     "delta.compatibility.symlinkFormatManifest.enabled", "delta.enableChangeDataFeed",
+}) | frozenset({  # auto-compaction (auto_compact.py)
+    "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
+    "delta.autoOptimize.autoCompact.maxFileSize",
 })
 
 
@@ -519,15 +526,21 @@ def _check_configuration(configuration: Mapping[str, str], uri: str) -> None:
                     f"table {uri}: CHECK constraint {key!r} cannot be enforced by deltacommit: "
                     f"{e}") from None
             continue
+        if key == "delta.autoOptimize.autoCompact" and value.lower() not in (
+                "true", "false", "auto", "legacy"):
+            raise InvalidArgumentError(
+                f"table {uri}: {key} must be true, false, auto or legacy, got {value!r}")
         if key in _BOOLEAN_KEYS and value.lower() not in ("true", "false"):
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be true or false, got {value!r}")
         if key in ("delta.dataSkippingNumIndexedCols",) and not re.fullmatch(r"-?\d+", value):
             raise InvalidArgumentError(f"table {uri}: {key} must be an integer, got {value!r}")
-        if key in ("delta.randomPrefixLength",) and not (value.isdigit() and int(value) > 0):
+        if key in ("delta.randomPrefixLength", "delta.autoOptimize.autoCompact.minNumFiles") \
+                and not (value.isdigit() and int(value) > 0):
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be a positive integer, got {value!r}")
-        if key == "delta.targetFileSize" and not _SIZE.match(value.strip()):
+        if key in ("delta.targetFileSize", "delta.autoOptimize.autoCompact.maxFileSize") \
+                and not _SIZE.match(value.strip()):
             raise InvalidArgumentError(
                 f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
                 f"got {value!r}")

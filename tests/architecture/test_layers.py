@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan")),
     ("table", (
         "transaction", "group_host", "coalesce", "table", "writer", "appender", "maintenance",
+        "auto_compact",
         "dv_delete", "optimize", "coordination", "verify")),
     ("applications", ("spark", "cli", "stress", "stress_peers", "testing", PACKAGE)),
 ]

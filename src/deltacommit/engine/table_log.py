@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
@@ -37,6 +38,13 @@ class TableLog:
         self._confirmed_at = clock.time()
         self._snapshot = snapshot
         self._foreign: tuple[str | None] | None = None
+        self._hooks: list[Callable[[Commit, Snapshot], None]] = []
+
+    def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
+        """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,
+        after the checkpoint hook: how layers above the engine (auto-compaction) join in
+        without the engine importing them."""
+        self._hooks.append(hook)
 
     @property
     def uri(self) -> str:
@@ -133,6 +141,8 @@ class TableLog:
         if snapshot is None or snapshot.version != commit.version:
             snapshot = self._snapshot
         after_commit(self.log_store, snapshot, self.clock, commit.version)
+        for hook in self._hooks:
+            hook(commit, snapshot)
 
     def foreign_coordination(self) -> str | None:
         """``dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""

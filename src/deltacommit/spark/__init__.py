@@ -6,12 +6,15 @@ data files with pyarrow, the driver commits through deltacommit.
                        app_id="ingest", app_version=42, storage_options=opts)
     df = dcs.read(spark, "s3://bucket/events", partition_filters=[("day", "=", "2026-11-22")])
 
-Every executor needs pyarrow and deltacommit installed (locally they share the driver's
-interpreter; see ``local_session``).
+Executors need only pyarrow (and pandas, for Spark's Arrow path): deltacommit sends its own
+code to them on a session's first job, over classic sessions and Spark Connect alike
+(``shipping.py``).  Spark Connect sessions (``SparkSession.builder.remote(...)``) work for
+``write`` and ``read``; install the ``connect`` extra for the client.
 """
 
 from __future__ import annotations
 
+from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
 from deltacommit.spark.schema import (
     arrow_to_spark_schema,
@@ -22,6 +25,7 @@ from deltacommit.spark.schema import (
     spark_to_arrow_type,
 )
 from deltacommit.spark.session import local_session
+from deltacommit.spark.streaming import foreach_batch, write_stream
 from deltacommit.spark.writer import write, write_files
 from deltacommit.writer import WriteResult
 
@@ -31,10 +35,13 @@ __all__ = [
     "arrow_to_spark_type",
     "as_nullable",
     "delta_to_spark_schema",
+    "foreach_batch",
     "local_session",
+    "optimize",
     "read",
     "spark_to_arrow_schema",
     "spark_to_arrow_type",
     "write",
     "write_files",
+    "write_stream",
 ]

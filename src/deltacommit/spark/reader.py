@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.spark.schema import arrow_to_spark_schema
+from deltacommit.spark.shipping import is_connect, ship_package
 from deltacommit.spark.tasks import ReadTask
 from deltacommit.table import DeltaTable
 
@@ -61,10 +62,30 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
         return spark.createDataFrame([], spark_schema)
     task = ReadTask(table.uri, table.storage_options, table.version, out_schema,
                     table.partition_columns, allow_external_paths=table.allow_external_paths)
+    ship_package(spark)
+    if is_connect(spark):
+        return _listing_over_connect(spark, files).mapInArrow(task, spark_schema)
     shares = _balanced_shares(files, spark.sparkContext.defaultParallelism * _TASKS_PER_CORE)
     rdd = spark.sparkContext.parallelize(shares, len(shares)).flatMap(lambda share: share)
     listing = spark.createDataFrame(rdd, ReadTask.INPUT_DDL)
     return listing.mapInArrow(task, spark_schema)
+
+
+def _listing_over_connect(spark: SparkSession, files: Sequence[Add]) -> DataFrame:
+    """The file listing as a DataFrame without a SparkContext: one row per share, spread one
+    per Spark partition (round-robin from a single local partition), then exploded in place.
+
+    The client cannot see the cluster's cores, so the share count comes from
+    ``spark.sql.shuffle.partitions``, the session's own idea of a job's width."""
+    from pyspark.sql import functions as F
+
+    width = int(spark.conf.get("spark.sql.shuffle.partitions", "8") or 8)
+    shares = _balanced_shares(files, width)
+    rows = [(i, json.dumps([{"path": p, "partition_values": v, "deletion_vector": d}
+                            for p, v, d in share])) for i, share in enumerate(shares)]
+    element = "array<struct<path:string,partition_values:string,deletion_vector:string>>"
+    packed = spark.createDataFrame(rows, "share int, files string").repartition(len(shares))
+    return packed.select(F.inline(F.from_json("files", element)))
 
 
 def _balanced_shares(files: Sequence[Add], tasks: int) -> list[list[tuple[str, str, str | None]]]:

@@ -239,3 +239,52 @@ class ReadTask:
                               else [None] * len(paths))
             for path, pv, dv in zip(paths, values, dvs, strict=True):
                 yield from scan.batches(str(path), json.loads(pv), json.loads(dv) if dv else None)
+
+
+class CompactTask:
+    """``mapInArrow`` function for compaction: each input row is one bin (its index and the
+    JSON list of its files); the task reads the bin's files, applying their deletion vectors,
+    and writes them as new data files.  It returns ``{"bin": i, "add": {...}}`` per file written
+    (``dataChange`` false) or ``{"bin": i, "error": {...}}``; the driver commits."""
+
+    INPUT_DDL = "bin int, files string"
+
+    def __init__(self, target: WriteTarget, storage_options: Mapping[str, str], version: int,
+                 allow_external_paths: bool = False) -> None:
+        from deltacommit.scan import FileScan
+
+        self.target = target
+        self.storage_options = dict(storage_options)
+        schema = target.schema
+        self.scan = FileScan(target.uri, version, schema, list(target.partition_columns),
+                             storage_options=self.storage_options,
+                             allow_external_paths=allow_external_paths)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            bins: list[Any] = batch.column(0).to_pylist()
+            files: list[Any] = batch.column(1).to_pylist()
+            out = [line for b, f in zip(bins, files, strict=True)
+                   for line in self._rewrite(int(b), json.loads(f))]
+            if out:
+                yield pa.RecordBatch.from_arrays([pa.array(out, pa.string())],
+                                                 schema=RESULT_SCHEMA)
+
+    def _rewrite(self, index: int, files: list[list[Any]]) -> list[str]:
+        from dataclasses import replace
+
+        from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
+        from deltacommit.datafiles import write_rows
+        from deltacommit.errors import DeltaCommitError
+        from deltacommit.storage import open_store
+
+        try:
+            parts = [self.scan.read_file(path, values, dv) for path, values, dv in files]
+            store = open_store(self.target.uri, self.storage_options)
+            adds = write_rows(store, self.target, pa.concat_tables(parts), clock=SYSTEM_CLOCK,
+                              random=DEFAULT_RANDOM)
+        except DeltaCommitError as e:
+            return [json.dumps({"bin": index, "error": {"type": type(e).__name__,
+                                                        "message": str(e)}})]
+        return [json.dumps({"bin": index, "add": replace(a, data_change=False).to_json()},
+                           separators=(",", ":")) for a in adds]

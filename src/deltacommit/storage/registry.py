@@ -81,10 +81,12 @@ def _open_memory(uri: str, storage_options: Mapping[str, str] | None) -> ObjectS
 def _open_s3(uri: str, storage_options: Mapping[str, str] | None) -> ObjectStore:
     try:
         from deltacommit.storage.s3 import S3Store
-    except ImportError as e:
-        raise StorageConfigError(
-            f"{uri!r} is an S3 location, which needs boto3: pip install 'deltacommit[s3]' "
-            f"({e})") from e
+    except ImportError:
+        # No boto3 (a Spark executor, say): pyarrow's S3 reads and writes data files; a
+        # commit's conditional write then fails naming the fix.
+        from deltacommit.storage.arrow_s3 import ArrowS3Store
+
+        return ArrowS3Store.from_uri(uri, storage_options)
     return S3Store.from_uri(uri, storage_options)
 
 

@@ -60,11 +60,11 @@ from deltacommit.errors import (
     StorageError,
 )
 from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
+from deltacommit.storage.s3_location import S3_SCHEMES, parse_s3_uri
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-S3_SCHEMES = ("s3", "s3a", "s3n")
 
 T = TypeVar("T")
 
@@ -96,21 +96,6 @@ class RequestCounter:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str, str]:
-    """``(scheme, bucket, prefix)`` of ``s3://bucket/prefix`` (also ``s3a://``, ``s3n://``)."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep or scheme.lower() not in S3_SCHEMES:
-        raise StorageConfigError(f"not an S3 location: {uri!r}; expected s3://bucket/path "
-                                 "(or s3a://, s3n://)")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise StorageConfigError(f"S3 location {uri!r} names no bucket; expected s3://bucket/path")
-    if "?" in rest or "#" in rest:
-        raise StorageConfigError(f"S3 location {uri!r} has a query or fragment; expected "
-                                 "s3://bucket/path")
-    return scheme.lower(), bucket, prefix.strip("/")
 
 
 class _Attempts:

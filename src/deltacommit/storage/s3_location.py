@@ -1,0 +1,23 @@
+"""S3 locations (``s3://bucket/prefix``, Hadoop's ``s3a://`` and ``s3n://``), parsed without
+boto3, so a store that does not use it (``arrow_s3``) shares one parser with the one that does."""
+
+from __future__ import annotations
+
+from deltacommit.errors import StorageConfigError
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str, str]:
+    """``(scheme, bucket, prefix)`` of ``s3://bucket/prefix`` (also ``s3a://``, ``s3n://``)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.lower() not in S3_SCHEMES:
+        raise StorageConfigError(f"not an S3 location: {uri!r}; expected s3://bucket/path "
+                                 "(or s3a://, s3n://)")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise StorageConfigError(f"S3 location {uri!r} names no bucket; expected s3://bucket/path")
+    if "?" in rest or "#" in rest:
+        raise StorageConfigError(f"S3 location {uri!r} has a query or fragment; expected "
+                                 "s3://bucket/path")
+    return scheme.lower(), bucket, prefix.strip("/")

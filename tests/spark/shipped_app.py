@@ -1,0 +1,82 @@
+"""A Spark application whose executors run a Python without deltacommit.
+
+Run as its own process (a SparkContext per process): ``--master`` for a classic session (the
+tests use ``local-cluster``: executors are separate JVMs whose Python workers run
+``PYSPARK_PYTHON``) or ``--remote`` for a Spark Connect server.  It appends, re-runs the same
+stage (which must be skipped), overwrites one partition, reads the table back through Spark, and
+prints one JSON line with what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uri", required=True)
+    ap.add_argument("--master")
+    ap.add_argument("--remote")
+    ap.add_argument("--no-ship", action="store_true",
+                    help="turn shipping off and print the error the write meets")
+    args = ap.parse_args()
+    opts = json.loads(os.environ.get("DC_STORAGE_OPTIONS", "{}"))
+
+    from pyspark.sql import SparkSession
+
+    from deltacommit import spark as dcs
+
+    if args.remote:
+        spark = SparkSession.builder.remote(args.remote).getOrCreate()
+    else:
+        spark = dcs.local_session("shipped", args.master, {
+            "spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "2",
+        }, quick_start=True)
+    out: dict[str, object] = {}
+    if args.no_ship:
+        from deltacommit.errors import DeltaCommitError
+
+        spark.conf.set("spark.deltacommit.shipPackage", "false")
+        try:
+            dcs.write(spark.sql("select 1 as id"), args.uri, storage_options=opts)
+        except DeltaCommitError as e:
+            print(json.dumps({"error": str(e)}), flush=True)
+            return 0
+        print(json.dumps({"error": None}), flush=True)
+        return 1
+    first = spark.sql("select id, cast(id % 3 as int) as day from range(30)")
+    r1 = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
+                   storage_options=opts)
+    again = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
+                      storage_options=opts)
+    day0 = spark.sql("select 1000 + id as id, 0 as day from range(5)")
+    r3 = dcs.write(day0, args.uri, mode="overwrite", predicate="day = 0", storage_options=opts)
+    rows = dcs.read(spark, args.uri, storage_options=opts).orderBy("id").collect()
+    worker = spark.range(1).mapInArrow(_worker_python, "exe string, has_package boolean").collect()
+    out.update(first_version=r1.version, rerun_skipped=again.skipped, overwrite_version=r3.version,
+               rows=[[r["id"], r["day"]] for r in rows],
+               worker_python=worker[0]["exe"], worker_has_installed_package=worker[0]["has_package"])
+    print(json.dumps(out), flush=True)
+    spark.stop()
+    return 0
+
+
+def _worker_python(batches):  # type: ignore[no-untyped-def]
+    """Which Python the executor runs, and whether deltacommit is installed in it (as opposed
+    to shipped by the job: the shipped zip is on sys.path under Spark's files directory)."""
+    import importlib.util
+    import sys
+
+    import pyarrow as pa
+
+    for _ in batches:
+        spec = importlib.util.find_spec("deltacommit")
+        installed = spec is not None and ".zip" not in (spec.origin or "")
+        yield pa.RecordBatch.from_pydict({"exe": [sys.executable], "has_package": [installed]})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Structured Streaming into Delta tables: every micro-batch committed exactly once, also when
+Spark replays a batch after a crash between the Delta commit and its own commit log."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import deltacommit as dc
+from deltacommit import spark as dcs
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.spark.streaming import stream_app_id
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "source string, id long"
+
+
+def _drop_file(folder: Path, source: str, first: int, rows: int) -> None:
+    """One input file of the file source (written whole, then renamed in, as a source must)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{source}-{first}.tmp"
+    pq.write_table(pa.table({"source": [source] * rows,
+                             "id": pa.array(range(first, first + rows), pa.int64())}), tmp)
+    tmp.rename(folder / f"{source}-{first:06d}.parquet")
+
+
+def _run(spark: Any, source: Path, uri: str, checkpoint: Path, **kw: Any) -> Any:
+    stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+              .parquet(str(source)))
+    query = dcs.write_stream(stream, uri, checkpoint_location=str(checkpoint),
+                             trigger={"availableNow": True}, **kw)
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def _ids(uri: str) -> Counter[tuple[str, int]]:
+    rows = dc.DeltaTable(uri).to_arrow().to_pylist()
+    return Counter((r["source"], r["id"]) for r in rows)
+
+
+def _forget_last_batch(checkpoint: Path) -> int:
+    """Delete the newest entry of Spark's commit log: the crash after the Delta commit."""
+    commits = sorted((p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()),
+                     key=lambda p: int(p.name))
+    last = commits[-1]
+    last.unlink()
+    crc = last.with_name(f".{last.name}.crc")
+    if crc.exists():
+        crc.unlink()
+    return int(last.name)
+
+
+def _batch_versions(uri: str, app_id: str) -> list[int]:
+    """The batch ids committed for ``app_id``, one per commit that carries its txn action."""
+    out: list[int] = []
+    log = Path(uri) / "_delta_log"
+    import json
+
+    for f in sorted(log.glob("*.json")):
+        for line in f.read_text().splitlines():
+            txn = json.loads(line).get("txn")
+            if txn and txn["appId"] == app_id:
+                out.append(int(txn["version"]))
+    return out
+
+
+def test_a_replayed_batch_is_skipped(spark: Any, tmp_path: Path) -> None:
+    source, uri, ckpt = tmp_path / "in", str(tmp_path / "t"), tmp_path / "ckpt"
+    for i in range(3):
+        _drop_file(source, "a", i * 10, 10)
+    _run(spark, source, uri, ckpt, partition_by=["source"])
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(30)})
+
+    replayed = _forget_last_batch(ckpt)
+    _drop_file(source, "a", 30, 10)
+    query = _run(spark, source, uri, ckpt, partition_by=["source"])
+    # Spark did run the forgotten batch again, then the new one.
+    assert [p["batchId"] for p in query.recentProgress][:2] == [replayed, replayed + 1]
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(40)})
+    # Batch ids 0..3 each committed once; the replay of ``replayed`` committed nothing.
+    assert _batch_versions(uri, stream_app_id(str(ckpt))) == [0, 1, 2, 3]
+    assert replayed == 2
+    peer = deltalake.DeltaTable(uri).to_pyarrow_table()
+    assert peer.num_rows == 40
+
+
+def test_two_queries_into_one_table_then_a_restart(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, pa.schema([("source", pa.string()), ("id", pa.int64())]),
+                         partition_by=["source"])
+    sources = {s: tmp_path / f"in-{s}" for s in ("a", "b")}
+    ckpts = {s: tmp_path / f"ckpt-{s}" for s in ("a", "b")}
+    for s, folder in sources.items():
+        for i in range(3):
+            _drop_file(folder, s, i * 5, 5)
+    queries = []
+    for s in ("a", "b"):
+        stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+                  .parquet(str(sources[s])))
+        queries.append(dcs.write_stream(stream, uri, checkpoint_location=str(ckpts[s]),
+                                        trigger={"availableNow": True}, query_name=f"q{s}"))
+    for q in queries:  # both run at once, racing for versions
+        q.awaitTermination()
+        assert q.exception() is None
+    _forget_last_batch(ckpts["a"])
+    _drop_file(sources["a"], "a", 15, 5)
+    _run(spark, sources["a"], uri, ckpts["a"])
+    expected = Counter({("a", i): 1 for i in range(20)} | {("b", i): 1 for i in range(15)})
+    got = _ids(uri)
+    assert got == expected, {"duplicated": +(got - expected), "missing": +(expected - got)}
+    assert stream_app_id(str(ckpts["a"])) != stream_app_id(str(ckpts["b"]))
+    assert _batch_versions(uri, stream_app_id(str(ckpts["a"]))) == [0, 1, 2, 3]
+    assert _batch_versions(uri, stream_app_id(str(ckpts["b"]))) == [0, 1, 2]
+
+
+def test_foreach_batch_for_users_own_streams(spark: Any, tmp_path: Path) -> None:
+    source, uri, ckpt = tmp_path / "in", str(tmp_path / "t"), tmp_path / "ckpt"
+    for i in range(2):
+        _drop_file(source, "a", i * 4, 4)
+    sink = dcs.foreach_batch(uri, app_id="my-query")
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    q = (stream.writeStream.option("checkpointLocation", str(ckpt)).foreachBatch(sink)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    _forget_last_batch(ckpt)
+    q = (stream.writeStream.option("checkpointLocation", str(ckpt)).foreachBatch(sink)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(8)})
+    assert _batch_versions(uri, "my-query") == [0, 1]
+
+
+def test_refusals_name_the_table_and_the_way_out(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    stream = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    for mode in ("complete", "update"):
+        with pytest.raises(InvalidArgumentError, match=f"{mode}.*not supported.*foreachBatch"):
+            dcs.write_stream(stream, uri, checkpoint_location=str(tmp_path / "c"), mode=mode)
+    with pytest.raises(InvalidArgumentError, match="needs a streaming DataFrame"):
+        dcs.write_stream(spark.range(1), uri, checkpoint_location=str(tmp_path / "c"))
+    with pytest.raises(InvalidArgumentError, match="app_id"):
+        dcs.foreach_batch(uri, app_id="")
+    assert not Path(uri).exists()
+
+
+@pytest.mark.parametrize("log_store", ["s3-conditional", "s3-dynamodb"])
+def test_a_replayed_batch_is_skipped_on_s3(spark: Any, moto_server: Any, s3_bucket: Any,
+                                           tmp_path: Path, log_store: str) -> None:
+    import boto3
+
+    from deltacommit.logstore.dynamodb import create_log_table
+    from deltacommit.testing import unique_name
+
+    options = dict(s3_bucket.storage_options)
+    if log_store == "s3-dynamodb":
+        log_table = unique_name("delta-log")
+        create_log_table(boto3.client("dynamodb", endpoint_url=moto_server.endpoint,
+                                      region_name="us-east-1"), log_table)
+        options |= {"AWS_S3_LOCKING_PROVIDER": "dynamodb", "DELTA_DYNAMO_TABLE_NAME": log_table,
+                    "AWS_ENDPOINT_URL_DYNAMODB": moto_server.endpoint}
+    source, ckpt, uri = tmp_path / "in", tmp_path / "ckpt", f"{s3_bucket.uri}/stream"
+    for i in range(2):
+        _drop_file(source, "a", i * 10, 10)
+    _run(spark, source, uri, ckpt, storage_options=options)
+    _forget_last_batch(ckpt)
+    _drop_file(source, "a", 20, 10)
+    _run(spark, source, uri, ckpt, storage_options=options)
+    rows = dc.DeltaTable(uri, storage_options=options).to_arrow().to_pylist()
+    assert Counter((r["source"], r["id"]) for r in rows) == Counter({("a", i): 1 for i in range(30)})
+    txns = [h for h in dc.DeltaTable(uri, storage_options=options).history()
+            if h.get("operation") == "WRITE"]
+    assert len(txns) == 3  # batches 0, 1, 2; the replay of batch 1 committed nothing
+
+
+def test_one_query_id_for_every_spelling_of_its_checkpoint(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    local = {stream_app_id(s) for s in ("ckpt", "ckpt/", str(tmp_path / "ckpt"),
+                                        f"file:{tmp_path}/ckpt", f"file://{tmp_path}/ckpt/")}
+    assert len(local) == 1
+    assert stream_app_id("s3a://bucket/ckpt/q") == stream_app_id("s3://bucket/ckpt/q/")
+    assert stream_app_id("s3://bucket/ckpt/q1") != stream_app_id("s3://bucket/ckpt/q2")
+    assert stream_app_id("s3://bucket/ckpt/q") not in local
