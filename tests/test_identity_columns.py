@@ -363,3 +363,36 @@ def test_a_stale_writer_passes_a_cleaned_log_of_identity_writes() -> None:
     ids = sorted(dc.DeltaTable(active.uri, log_store=active.log_store).to_arrow()
                  .column("id").to_pylist())
     assert ids == [*range(1, 13), 1000]
+
+
+_PROCESS_WRITER = """
+import sys
+import pyarrow as pa
+import deltacommit as dc
+path, tag = sys.argv[1], sys.argv[2]
+sys.stdin.readline()  # start together
+for j in range(3):
+    dc.write(path, pa.table({"v": pa.array([f"{tag}-{j}-{i}" for i in range(5)], pa.string()),
+                             "p": pa.array([i % 3 for i in range(5)], pa.int32())}))
+"""
+
+
+def test_racing_processes_never_duplicate_a_value(tmp_path: Path) -> None:
+    """Writers in separate processes, each with its own view of the log."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "t")
+    dc.DeltaTable.create(path, _schema(start=0, step=3), partition_by=["p"])
+    procs = [subprocess.Popen([sys.executable, "-c", _PROCESS_WRITER, path, f"w{i}"],
+                              stdin=subprocess.PIPE, text=True) for i in range(4)]
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert [p.wait(300) for p in procs] == [0, 0, 0, 0]
+    ids = dc.DeltaTable(path).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == list(range(0, 4 * 3 * 5 * 3, 3))
+    assert _mark(path) == max(ids)
+    assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == \
+        sorted(ids)
