@@ -12,10 +12,13 @@ subset users write for generated columns: column references, literals, ``+ - * /
 ``||``, ``CAST(x AS type)``, ``year/month/day/dayofmonth/hour/minute/second``, ``to_date``,
 ``date_format`` with numeric patterns (``yyyy-MM-dd HH:mm:ss`` and their parts),
 ``substring``/``substr``, ``concat``, ``lower``/``upper``, ``trim``, ``abs`` and ``coalesce``,
-with Spark's (non-ANSI) semantics: integer ``/`` divides as double, division by zero gives
-NULL, ``%`` takes the sign of the dividend, a NULL argument gives NULL.  Timestamps are
-interpreted in UTC, as a Spark session with ``spark.sql.session.timeZone=UTC`` does.  Any
-other expression refuses the write, naming it: writing a value this module merely guessed
+and conditions (comparisons, ``<=>``, ``AND/OR/NOT``, ``IS [NOT] NULL``, ``IN``,
+``BETWEEN``), with Spark's (non-ANSI) semantics: integer ``/`` divides as double, division by
+zero gives NULL, ``%`` takes the sign of the dividend, a NULL argument gives NULL, and
+conditions follow SQL's three-valued logic.  Conditions also serve CHECK constraints the
+predicate parser cannot read (``constraints.py``: two columns, arithmetic, functions).
+Timestamps are interpreted in UTC, as a Spark session with ``spark.sql.session.timeZone=UTC``
+does.  Any other expression refuses the write, naming it: writing a value this module merely guessed
 would corrupt the table for every reader that trusts it.
 
 The tokenizer is the predicate parser's (``predicates.tokenize``), so quoting and literals
@@ -113,7 +116,8 @@ _RESERVED = frozenset({"AND", "OR", "NOT", "IS", "IN", "BETWEEN", "AS"})
 
 
 class _Parser:
-    """Spark's precedence: unary minus, then ``* / %``, then ``+ - ||``."""
+    """Spark's precedence, tightest first: unary minus, ``* / %``, ``+ - ||``, comparisons
+(and ``IS NULL``, ``IN``, ``BETWEEN``), ``NOT``, ``AND``, ``OR``."""
 
     def __init__(self, text: str) -> None:
         self.text = text
