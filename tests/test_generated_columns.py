@@ -95,6 +95,19 @@ CASES: list[tuple[str, pa.DataType, list[Any]]] = [
     ("`Mixed`", pa.string(), ["a", "b", "c"]),
     ("NULL", pa.int32(), [None, None, None]),
     ("(n + 1) * (n - 1)", pa.int32(), [48, 48, None]),
+    ("date_trunc('HOUR', ts)", TS, [dt.datetime(2020, 1, 2, 23, tzinfo=UTC), None,
+                                    dt.datetime(1969, 12, 31, 1, tzinfo=UTC)]),
+    ("date_trunc('month', ts)", TS, [dt.datetime(2020, 1, 1, tzinfo=UTC), None,
+                                     dt.datetime(1969, 12, 1, tzinfo=UTC)]),
+    ("date_trunc('WEEK', ntz)", pa.timestamp("us"), [dt.datetime(2021, 6, 7),
+                                                     dt.datetime(2000, 2, 28), None]),
+    ("date_trunc('QUARTER', day)", TS, [dt.datetime(2024, 1, 1, tzinfo=UTC), None,
+                                        dt.datetime(1999, 10, 1, tzinfo=UTC)]),
+    ("trunc(day, 'MM')", pa.date32(), [dt.date(2024, 2, 1), None, dt.date(1999, 12, 1)]),
+    ("trunc(ts, 'year')", pa.date32(), [dt.date(2020, 1, 1), None, dt.date(1969, 1, 1)]),
+    ("trunc(day, 'week')", pa.date32(), [dt.date(2024, 2, 26), None, dt.date(1999, 12, 27)]),
+    ("length(s)", pa.int32(), [11, None, 5]),
+    ("char_length(s) > 6", pa.bool_(), [True, None, False]),
 ]
 
 
@@ -115,6 +128,9 @@ UNSUPPORTED = [
     ("nope + 1", "column 'nope'"),
     ("dec / 3", "/ on decimals"),
     ("x % 2", "% on double"),
+    ("trunc(day, 'DAY')", "trunc to 'DAY'"),
+    ("date_trunc('fortnight', ts)", "date_trunc to 'fortnight'"),
+    ("length(n)", "length of int32"),
 ]
 
 

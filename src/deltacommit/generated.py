@@ -11,7 +11,8 @@ Expressions are Spark SQL.  This module evaluates, column-wise with ``pyarrow.co
 subset users write for generated columns: column references, literals, ``+ - * / %``,
 ``||``, ``CAST(x AS type)``, ``year/month/day/dayofmonth/hour/minute/second``, ``to_date``,
 ``date_format`` with numeric patterns (``yyyy-MM-dd HH:mm:ss`` and their parts),
-``substring``/``substr``, ``concat``, ``lower``/``upper``, ``trim``, ``abs`` and ``coalesce``,
+``substring``/``substr``, ``concat``, ``lower``/``upper``, ``trim``, ``length``, ``abs``,
+``coalesce``, ``date_trunc`` and ``trunc``,
 and conditions (comparisons, ``<=>``, ``AND/OR/NOT``, ``IS [NOT] NULL``, ``IN``,
 ``BETWEEN``), with Spark's (non-ANSI) semantics: integer ``/`` divides as double, division by
 zero gives NULL, ``%`` takes the sign of the dividend, a NULL argument gives NULL, and
@@ -91,11 +92,18 @@ FUNCTIONS: dict[str, tuple[int, int]] = {
     "date_format": (2, 2), "substring": (2, 3), "substr": (2, 3), "concat": (1, 64),
     "lower": (1, 1), "upper": (1, 1), "lcase": (1, 1), "ucase": (1, 1), "trim": (1, 1),
     "ltrim": (1, 1), "rtrim": (1, 1), "abs": (1, 1), "coalesce": (1, 64),
+    "date_trunc": (2, 2), "trunc": (2, 2), "length": (1, 1), "char_length": (1, 1),
 }
 _CONDITIONS = frozenset({"=", "!=", "<", "<=", ">", ">=", "<=>", "and", "or", "not", "isnull",
                          "isnotnull", "in", "between"})
 _ALIASES = {"dayofmonth": "day", "substr": "substring", "lcase": "lower", "ucase": "upper",
-            "date": "to_date"}
+            "date": "to_date", "char_length": "length"}
+#: Spark's truncation formats (``date_trunc``, ``trunc``) and Arrow's ``floor_temporal`` units.
+_TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter",
+                "MONTH": "month", "MM": "month", "MON": "month", "WEEK": "week", "DAY": "day",
+                "DD": "day", "HOUR": "hour", "MINUTE": "minute", "SECOND": "second",
+                "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
+_DATE_UNITS = frozenset({"year", "quarter", "month", "week"})
 
 _TYPES: dict[str, pa.DataType] = {
     "tinyint": pa.int8(), "byte": pa.int8(), "smallint": pa.int16(), "short": pa.int16(),
@@ -568,6 +576,25 @@ def _substring(args: Sequence[Node], values: list[Value]) -> Value:
     return _pc.utf8_slice_codeunits(s, start=start, stop=stop)
 
 
+def _truncate(node: Call, values: list[Value]) -> Value:
+    """``date_trunc(fmt, ts)`` (a timestamp, weeks from Monday) and ``trunc(date, fmt)`` (a
+    date, to a year, quarter, month or week)."""
+    is_date = node.name == "trunc"
+    fmt, value = (node.args[1], values[0]) if is_date else (node.args[0], values[1])
+    if not isinstance(fmt, Const) or not isinstance(fmt.value, str):
+        raise _Unsupported(f"{node.name} with a format that is not a string literal")
+    unit = _TRUNC_UNITS.get(fmt.value.strip().upper())
+    if unit is None or (is_date and unit not in _DATE_UNITS):
+        raise _Unsupported(f"{node.name} to {fmt.value!r}")
+    if is_date:
+        days = _cast(_to_date(value), pa.timestamp("us"))
+        return _cast(_pc.floor_temporal(days, unit=unit, week_starts_monday=True), pa.date32())
+    t = _type(value)
+    floored = _pc.floor_temporal(_as_timestamp(value), unit=unit, week_starts_monday=True)
+    zoned = pa.types.is_timestamp(t) and getattr(t, "tz", None) is None
+    return floored if zoned else _cast(floored, pa.timestamp("us", tz="UTC"))
+
+
 def _common_type(values: list[Value]) -> pa.DataType:
     types = [_type(v) for v in values if not pa.types.is_null(_type(v))]
     if not types:
@@ -684,6 +711,12 @@ def _call(node: Call, values: list[Value]) -> Value:
         return _pc.strftime(ts, format=_strftime_pattern(fmt.value))
     if name == "substring":
         return _substring(node.args, values)
+    if name in ("date_trunc", "trunc"):
+        return _truncate(node, values)
+    if name == "length":
+        if not _is_string(_type(values[0])):
+            raise _Unsupported(f"length of {_type(values[0])}")
+        return _pc.utf8_length(values[0])
     if name == "concat":
         strings = [_to_string(v) for v in values]
         strings = [_cast(s, pa.string()) for s in strings]
