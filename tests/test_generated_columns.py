@@ -300,3 +300,45 @@ def test_deltalake_written_rows_verify(tmp_path: Path) -> None:
     assert len(rows) == 9
     key = sorted(rows, key=repr)
     assert key[0::3] == key[1::3] == key[2::3]
+
+
+def _wrap(v: int, bits: int) -> int:
+    return (v + 2**(bits - 1)) % 2**bits - 2**(bits - 1)
+
+
+def _py_value(expr: Any, row: dict[str, int | None]) -> tuple[int | None, int]:
+    """Spark's integer arithmetic (non-ANSI) and its type: a literal is an INT, a column a
+    BIGINT, an operation the wider of its operands; NULL propagates, overflow wraps."""
+    if isinstance(expr, str):
+        return row[expr], 64
+    if isinstance(expr, int):
+        return expr, 32
+    op, left, right = expr
+    (a, bits_a), (b, bits_b) = _py_value(left, row), _py_value(right, row)
+    bits = max(bits_a, bits_b)
+    if a is None or b is None:
+        return None, bits
+    return _wrap({"+": a + b, "-": a - b, "*": a * b}[op], bits), bits
+
+
+def _sql_value(expr: Any) -> str:
+    if isinstance(expr, str):
+        return expr
+    if isinstance(expr, int):
+        return f"({expr})"
+    return f"({_sql_value(expr[1])} {expr[0]} {_sql_value(expr[2])})"
+
+
+_arith = st.recursive(
+    st.one_of(st.sampled_from(["a", "b"]), st.integers(-1000, 1000)),
+    lambda inner: st.tuples(st.sampled_from(["+", "-", "*"]), inner, inner), max_leaves=8)
+_longs = st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.integers(-100, 100))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_arith, st.lists(st.fixed_dictionaries({"a": _longs, "b": _longs}), min_size=1,
+                        max_size=6))
+def test_integer_arithmetic_follows_spark(expr: Any, rows: list[dict[str, int | None]]) -> None:
+    data = pa.Table.from_pylist(rows, schema=pa.schema([("a", pa.int64()), ("b", pa.int64())]))
+    got = evaluate(GeneratedColumn("g", _sql_value(expr)), data, pa.int64(), "t").to_pylist()
+    assert got == [_py_value(expr, r)[0] for r in rows]
