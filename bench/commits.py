@@ -92,13 +92,16 @@ def _worker_deltacommit(uri: str, options: dict[str, str], writer: int, appends:
         group = dc.GroupCommitPolicy(processes=True, socket_dir=socket_dir)
     table = dc.DeltaTable(uri, storage_options=options, group_commit=group)
     store = table.log_store.store
+    # BY_URI: dc.write(uri, ...) as the README's first example calls it, no object kept.
+    target: Any = uri if variant == BY_URI else table
+    extra = {"storage_options": options} if variant == BY_URI else {}
     batches = [_batch(writer, s) for s in range(appends)]
     _ready()
     start = time.monotonic()
     acked, latencies, attempts = [], [], 0
     for seq, data in enumerate(batches):
         t0 = time.perf_counter()
-        r = dc.write(table, data)
+        r = dc.write(target, data, **extra)
         latencies.append(time.perf_counter() - t0)
         attempts += r.attempts
         acked.append(seq)
@@ -179,7 +182,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 #: deltacommit writers: each process commits for itself, or the processes of the host share
 #: one committer (GroupCommitPolicy(processes=True)).
-DIRECT, HOST = "", "group commit across processes"
+DIRECT, HOST = "table object", "group commit across processes"
 #: deltalake writers: write_deltalake(uri, ...) as its documentation and most code call it (the
 #: table is loaded by every write), or one DeltaTable object kept for all appends.
 BY_URI, TABLE_OBJECT = "uri", "table object"
@@ -604,16 +607,29 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def _kind(library: str) -> str:
+    """How a run calls its library: per URI, with a kept table object, or group commit."""
+    for variant in (BY_URI, HOST, TABLE_OBJECT):
+        if library.endswith(f"({variant})"):
+            return variant
+    return TABLE_OBJECT
+
+
 def compare(results: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
-    """deltacommit's commits/s over each deltalake's, per backend and writer count."""
+    """deltacommit's commits/s over each deltalake's, per backend and writer count, like
+    with like: per-URI calls against per-URI calls, kept table objects against kept table
+    objects (group commit, which has no deltalake counterpart, against both)."""
     runs = [r for r in results if r.get("bench") == "commits"]
     for r in runs:
         if not r["library"].startswith("deltacommit"):
             continue
         for other in runs:
+            kinds = (_kind(r["library"]), _kind(other["library"]))
+            alike = kinds[0] == kinds[1] or kinds[0] == HOST
             if (other["backend"], other["writers"]) == (r["backend"], r["writers"]) \
-                    and other["library"].startswith("deltalake"):
+                    and other["library"].startswith("deltalake") and alike:
                 emit(out, bench="comparison", backend=r["backend"], writers=r["writers"],
+                     calls=f"{kinds[0]} vs {kinds[1]}", library=r["library"],
                      appends_per_writer=r["appends_per_writer"], versus=other["library"],
                      deltacommit_commits_per_s=r["commits_per_s"],
                      deltalake_commits_per_s=other["commits_per_s"],
@@ -664,7 +680,8 @@ def main() -> int:
 
     libraries: list[Library] = []
     if "deltacommit" in wanted:
-        libraries += [Library("deltacommit", dc.__version__, sys.executable, v) for v in (DIRECT, HOST)]
+        libraries += [Library("deltacommit", dc.__version__, sys.executable, v)
+                      for v in (BY_URI, DIRECT, HOST)]
     if "deltalake-1.6.0" in wanted:
         libraries += [Library("deltalake", deltalake.__version__, sys.executable, v)
                       for v in (BY_URI, TABLE_OBJECT)]

@@ -43,6 +43,7 @@ from deltacommit.log.actions import Add
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
 from deltacommit.scan import select_files
+from deltacommit.zorder import MAX_COLUMNS, z_sorted
 
 if TYPE_CHECKING:
     from deltacommit.scan import FileScan
@@ -193,10 +194,66 @@ class TableOptimizer:
         (``operationParameters.auto``)."""
         table = self.table
         uri = table.uri
-        if table.pinned:
+        self._check(max_concurrent_tasks, min_commit_interval)
+        table.update()
+        self.attempts = 0
+        snap = table.snapshot
+        size = self._target_size(target_size)
+        pred = self._predicate(partition_filters, predicate)
+        bins, considered, skipped = plan_bins(select_files(snap, pred), size)
+        rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks)
+        return self._execute(bins, considered, skipped, size, pred, WriteTarget.of(uri, snap),
+                             rewrite, progress=progress, min_commit_interval=min_commit_interval,
+                             auto=auto, z_order_by=(), measure_first=True)
+
+    def z_order(self, columns: Iterable[str], partition_filters: Sequence[Any] | None = None,
+                target_size: int | None = None, max_concurrent_tasks: int | None = None,
+                max_spill_size: int | None = None, min_commit_interval: float | None = None, *,
+                predicate: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rewrite each selected partition whole, its rows in Z-order over ``columns``
+        (``zorder.py``), in files of about ``target_size`` bytes; deltalake's arguments and
+        metrics.  ``max_spill_size`` is accepted for deltalake's signature: a partition is
+        sorted in memory."""
+        table = self.table
+        uri = table.uri
+        names = [columns] if isinstance(columns, str) else list(columns)
+        self._check(max_concurrent_tasks, min_commit_interval)
+        table.update()
+        self.attempts = 0
+        snap = table.snapshot
+        schema_names = snap.schema.names
+        problems = [c for c in names if c not in schema_names]
+        if not names or problems or len(set(names)) != len(names) or len(names) > MAX_COLUMNS:
             raise InvalidArgumentError(
-                f"table {uri} was opened at version {table.version}; compaction works on the "
-                "latest version, so open the table without a version")
+                f"Z-order of table {uri}: give 1 to {MAX_COLUMNS} distinct data columns of "
+                f"{schema_names}, got {names}")
+        partitioned = [c for c in names if c in table.partition_columns]
+        if partitioned:
+            raise InvalidArgumentError(
+                f"Z-order of table {uri}: {partitioned} are partition columns, which are "
+                "constant within a file; Z-order by data columns")
+        size = self._target_size(target_size)
+        pred = self._predicate(partition_filters, predicate)
+        bins: dict[tuple[tuple[str, str | None], ...], CompactionBin] = {}
+        considered = 0
+        for a in select_files(snap, pred):
+            considered += 1
+            key = tuple(sorted(a.partition_values.items()))
+            bins.setdefault(key, CompactionBin(key, [])).files.append(a)
+        rewrite = self._thread_rewriter(snap, max_concurrent_tasks, order_by=names,
+                                        target_size=size)
+        return self._execute(list(bins.values()), considered, 0, size, pred,
+                             WriteTarget.of(uri, snap), rewrite, progress=progress,
+                             min_commit_interval=min_commit_interval, auto=False,
+                             z_order_by=tuple(names), measure_first=False)
+
+    def _check(self, max_concurrent_tasks: int | None, min_commit_interval: float | None) -> None:
+        uri = self.table.uri
+        if self.table.pinned:
+            raise InvalidArgumentError(
+                f"table {uri} was opened at version {self.table.version}; compaction works on "
+                "the latest version, so open the table without a version")
         if max_concurrent_tasks is not None and (isinstance(max_concurrent_tasks, bool)
                                                  or not isinstance(max_concurrent_tasks, int)
                                                  or max_concurrent_tasks < 1):
@@ -207,21 +264,21 @@ class TableOptimizer:
                                                 or not min_commit_interval >= 0):
             raise InvalidArgumentError(f"compaction of {uri}: min_commit_interval must be a "
                                        f"number of seconds >= 0, got {min_commit_interval!r}")
-        table.update()
-        self.attempts = 0
-        snap = table.snapshot
-        size = self._target_size(target_size)
-        pred = self._predicate(partition_filters, predicate)
-        bins, considered, skipped = plan_bins(select_files(snap, pred), size)
+
+    def _execute(self, bins: list[CompactionBin], considered: int, skipped: int, size: int,
+                 pred: Predicate, target: WriteTarget, rewrite: BinRewriter, *,
+                 progress: Callable[[int, int], None] | None, min_commit_interval: float | None,
+                 auto: bool, z_order_by: tuple[str, ...], measure_first: bool) -> dict[str, Any]:
+        """Rewrite the bins and commit them in rounds; the metrics."""
+        table = self.table
         versions: list[int] = []
         done: list[CompactionBin] = []
         lost: list[CompactionBin] = []
         pending: list[CompactionBin] = []
-        target = WriteTarget.of(uri, snap)
         started = time.monotonic()
-        rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks)
         ready: list[CompactionBin] = []
-        if len(bins) > 1:
+        params = (pred, size, versions, done, lost, auto, z_order_by)
+        if measure_first and len(bins) > 1:
             # Many tiny files are mostly Parquet overhead, so a bin of target_size bytes of
             # them rewrites into a far smaller file.  The first bin measures how much the
             # rewrite shrinks the input; the rest are binned to that ratio, so the files
@@ -242,11 +299,11 @@ class TableOptimizer:
             if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
                     min_commit_interval is not None
                     and time.monotonic() - started >= min_commit_interval):
-                self._commit(pending, pred, size, versions, done, lost, auto)
+                self._commit(pending, *params)
                 pending = []
                 started = time.monotonic()
         if pending:
-            self._commit(pending, pred, size, versions, done, lost, auto)
+            self._commit(pending, *params)
         removed = [a.size for b in done for a in b.files]
         added = [a.size for b in done for a in b.added]
         return {
@@ -265,8 +322,11 @@ class TableOptimizer:
             "version": versions[-1] if versions else table.version,
         }
 
-    def _thread_rewriter(self, snap: Snapshot, max_concurrent_tasks: int | None) -> BinRewriter:
-        """Bins rewritten by threads of this process."""
+    def _thread_rewriter(self, snap: Snapshot, max_concurrent_tasks: int | None, *,
+                         order_by: Sequence[str] = (), target_size: int | None = None
+                         ) -> BinRewriter:
+        """Bins rewritten by threads of this process (in Z-order over ``order_by``, split
+        into files of about ``target_size`` bytes, when given)."""
         table = self.table
         scan = table.file_scan(snap.schema)
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
@@ -278,8 +338,14 @@ class TableOptimizer:
             parts = list(readers.map(scan.read, b.files)) if len(b.files) > 1 else \
                 [scan.read(b.files[0])]
             rows = pa.concat_tables(parts)
+            file_rows = None
+            if order_by:
+                rows = z_sorted(rows, order_by)
+                per_byte = rows.num_rows / max(b.size, 1)
+                file_rows = max(1, int(per_byte * (target_size or DEFAULT_TARGET_SIZE)))
             b.added = [replace(a, data_change=False) for a in write_rows(
-                table.store, target, rows, clock=table.clock, random=table.random)]
+                table.store, target, rows, clock=table.clock, random=table.random,
+                target_file_rows=file_rows)]
             return b
 
         def rewrite(bins: Sequence[CompactionBin], target: WriteTarget
@@ -314,7 +380,8 @@ class TableOptimizer:
         return pred
 
     def _commit(self, bins: list[CompactionBin], pred: Predicate, size: int, versions: list[int],
-                done: list[CompactionBin], lost: list[CompactionBin], auto: bool = False) -> None:
+                done: list[CompactionBin], lost: list[CompactionBin], auto: bool = False,
+                z_order_by: tuple[str, ...] = ()) -> None:
         """Commit ``bins``; after a concurrent remove of some of their files, again with the
         bins left intact (the others' new files deleted)."""
         table = self.table
@@ -324,7 +391,7 @@ class TableOptimizer:
                 return
             txn = table.transaction("OPTIMIZE", {
                 "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
-                "zOrderBy": "[]", "auto": "true" if auto else "false",
+                "zOrderBy": json.dumps(list(z_order_by)), "auto": "true" if auto else "false",
                 "targetSize": str(size)})
             current = {file_key(a.path, a.deletion_vector) for a in txn.snapshot.iter_files()}
             intact = [b for b in live if all(file_key(a.path, a.deletion_vector) in current

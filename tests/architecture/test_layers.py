@@ -17,7 +17,8 @@ PACKAGE = "deltacommit"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", (
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
-        "nested", "row_filters", "constraints", "generated", "identity", "journal")),
+        "nested", "row_filters", "constraints", "generated", "identity", "journal",
+        "zorder")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
     ("engine", (
