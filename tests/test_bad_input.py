@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine import state_cache
 from deltacommit.log.names import commit_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
@@ -77,6 +78,7 @@ def test_corrupt_json_line_names_file_and_line(table: str) -> None:
 def test_missing_version_in_the_log(table: str) -> None:
     dc.write(table, pa.table({"id": [3], "day": ["c"]}, schema=SCHEMA))
     (Path(table) / commit_path(1)).unlink()
+    state_cache.clear()  # a new process opens the damaged table
     with pytest.raises(dc.MissingVersionError) as e:
         dc.DeltaTable(table)
     assert "1" in str(e.value) and table in str(e.value)
@@ -84,6 +86,7 @@ def test_missing_version_in_the_log(table: str) -> None:
 
 def test_missing_first_version(table: str) -> None:
     (Path(table) / commit_path(0)).unlink()
+    state_cache.clear()  # a new process opens the damaged table
     with pytest.raises(dc.MissingVersionError, match=r"00000000000000000000\.json"):
         dc.DeltaTable(table)
 
@@ -147,6 +150,7 @@ def test_unsupported_column_type_is_refused_on_open(table: str) -> None:
     _replace_schema(table, '{"type":"struct","fields":[{"name":"v","type":"variant",'
                            '"nullable":true,"metadata":{}},{"name":"day","type":"string",'
                            '"nullable":true,"metadata":{}}]}')
+    state_cache.clear()  # a new process opens the damaged table
     with pytest.raises(dc.UnsupportedProtocolError, match="variant") as e:
         dc.DeltaTable(table)
     assert table in str(e.value) and "'v'" in str(e.value)
@@ -154,6 +158,7 @@ def test_unsupported_column_type_is_refused_on_open(table: str) -> None:
 
 def test_malformed_schema_string_is_a_corrupt_log(table: str) -> None:
     _replace_schema(table, '{"type":"struct","fields":[{"name":')
+    state_cache.clear()  # a new process opens the damaged table
     with pytest.raises(dc.CorruptLogError, match="schemaString") as e:
         dc.DeltaTable(table)
     assert table in str(e.value)

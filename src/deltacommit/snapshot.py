@@ -174,6 +174,13 @@ class Snapshot:
         snap._schema, snap._schema_source = self._schema, self._schema_source
         return snap
 
+    def with_log_store(self, log_store: LogStore) -> Snapshot:
+        """This state read through another log store of the same table (a table object opened
+        from the process's cached state reads further commits through its own store)."""
+        snap = Snapshot(log_store, self._state)
+        snap._schema, snap._schema_source = self._schema, self._schema_source
+        return snap
+
     def with_commit(self, commit: Commit) -> Snapshot:
         """A new snapshot with a commit this process wrote (or already read) applied, without
         reading it again."""

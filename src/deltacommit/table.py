@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.conflicts import IsolationLevel
+from deltacommit.engine import state_cache
 from deltacommit.engine.commit_info import build_commit_info, json_text
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.table_log import TableLog
@@ -65,9 +66,7 @@ class DeltaTable:
         self.random = random or DEFAULT_RANDOM
         self.policy = policy or CommitPolicy()
         #: The snapshot cache every transaction of this object commits through.
-        self.log = TableLog(self.log_store, self.clock,
-                            _snapshot or Snapshot.load(self.log_store, version),
-                            pinned=version is not None)
+        self.log = self._open_log(version, _snapshot, custom_store=log_store is not None)
         if not self.log.pinned:
             from deltacommit.auto_compact import AutoCompactor
 
@@ -92,6 +91,24 @@ class DeltaTable:
         return f"DeltaTable({self.uri!r}, version={self.version})"
 
     # ------------------------------------------------------------------ creation
+
+    def _open_log(self, version: int | None, snapshot: Snapshot | None, *,
+                  custom_store: bool) -> TableLog:
+        """The table's log, from the process's cached state of it when there is one
+        (``engine/state_cache.py``): opening by URI then costs an update, not a load."""
+        if version is not None or snapshot is not None or custom_store:
+            return TableLog(self.log_store, self.clock,
+                            snapshot or Snapshot.load(self.log_store, version),
+                            pinned=version is not None)
+        key = state_cache.key_of(self.log_store, self.storage_options)
+        reopened = state_cache.reopen(key, self.log_store, self.clock)
+        if reopened is not None:
+            snap, new, anchor = reopened
+            return TableLog(self.log_store, self.clock, snap, cache_key=key,
+                            known=tuple(new) if new else (anchor,))
+        log = TableLog(self.log_store, self.clock, Snapshot.load(self.log_store), cache_key=key)
+        log.publish_loaded()
+        return log
 
     @classmethod
     def create(cls, table_uri: str, schema: pa.Schema, *,

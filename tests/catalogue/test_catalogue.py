@@ -26,6 +26,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.cli import main
+from deltacommit.engine import state_cache
 from deltacommit.errors import (
     CoordinationMismatchError,
     CorruptLogError,
@@ -449,6 +450,9 @@ def test_bad_input_is_a_clear_error_and_the_table_is_unchanged(ctx: Ctx, request
     case: Case = request.node.callspec.params["ctx"]
     if case.damage is not None:
         case.damage(ctx)
+        # Damage is done by someone else: the table is opened as a new process opens it, not
+        # from this process's cached state of it (which still holds the undamaged table).
+        state_cache.clear()
     before = ctx.state()
     moto = ctx.moto
     auth = case.id == "wrong-credentials"

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
+from deltacommit.engine import state_cache
+from deltacommit.errors import DeltaCommitError
 from deltacommit.log.intervals import LOG_RETENTION, duration_ms
 from deltacommit.logstore.base import LogStore
 from deltacommit.logstore.fleet_sign import dynamodb_fleet_sign
@@ -26,7 +28,8 @@ class TableLog:
     """The snapshot cache of one table object; thread-safe."""
 
     def __init__(self, log_store: LogStore, clock: Clock, snapshot: Snapshot, *,
-                 pinned: bool = False) -> None:
+                 pinned: bool = False, cache_key: state_cache.Key | None = None,
+                 known: tuple[Commit, ...] = ()) -> None:
         self.log_store = log_store
         self.clock = clock
         #: Opened at a fixed version: reads only, never follows new commits.
@@ -39,6 +42,11 @@ class TableLog:
         self._snapshot = snapshot
         self._foreign: tuple[str | None] | None = None
         self._hooks: list[Callable[[Commit, Snapshot], None]] = []
+        #: Where this table's newest snapshot is published for the process's next open of it
+        #: (``state_cache``); None for pinned tables and custom log stores.
+        self._cache_key = None if pinned else cache_key
+        for c in known:
+            self._remember(c)
 
     def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
         """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,
@@ -67,6 +75,7 @@ class TableLog:
             self._confirmed_at = started
             for c in new:
                 self._remember(c)
+            self._publish()
             return snap.version
 
     def commits_after(self, version: int) -> list[Commit]:
@@ -129,6 +138,26 @@ class TableLog:
             if commit.version == snap.version + 1:
                 self._snapshot = snap.with_commit(commit)
                 self._confirmed_at = self.clock.time()
+                self._publish()
+
+    def _publish(self) -> None:
+        if self._cache_key is not None:
+            snap = self._snapshot
+            state_cache.remember(self._cache_key, snap, self._recent.get(snap.version),
+                                 self._confirmed_at)
+
+    def publish_loaded(self) -> None:
+        """Offer a freshly loaded snapshot to the process's cache: the commit at its version
+        is read (one GET) to serve as the proof of identity on the next open."""
+        if self._cache_key is None or not state_cache.enabled():
+            return
+        snap = self._snapshot
+        try:
+            [(version, data)] = self.log_store.read_range(snap.version, snap.version)
+            self._remember(decode_commit(self.log_store, version, data))
+        except (DeltaCommitError, ValueError):
+            return  # no commit file at the version (a checkpoint only): not cached
+        self._publish()
 
     def post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
         """The post-commit hooks after this process made ``commit``: a checkpoint when the

@@ -1,0 +1,125 @@
+"""The process's table states: the last snapshot of each table it opened, for the next open.
+
+``dc.write(uri, ...)`` (and ``dc.append``, ``DeltaTable(uri)``) would otherwise load the table
+on every call: a LIST, then a GET for every commit since the last checkpoint, and the
+checkpoint.  With the last snapshot at hand, opening costs what a kept table object's update
+costs (a GET of the next version, which misses when nothing is new; where the log store knows
+the latest version, as DynamoDB does, a HEAD checking that nobody wrote past it another way)
+plus one GET proving the table is the one cached: the commit at the cached version must still
+hold exactly the actions it held.  A table deleted and created again at the same path fails
+that proof (its commit there, if any, has another ``txnId`` and timestamp) and is loaded
+afresh, never confused with the old one.
+
+Entries are keyed by the canonical location (``s3a://b/t`` is ``s3://b/t``), the storage
+options and the log store's mechanism, bounded (least recently used go first), shared by the
+threads of this process and never by other processes.  Snapshots are immutable, so sharing
+one cannot leak one table object's changes into another.  ``DELTACOMMIT_TABLE_CACHE=off``
+turns the cache off; ``clear()`` empties it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from deltacommit.clock import Clock
+from deltacommit.errors import DeltaCommitError
+from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+from deltacommit.log.names import commit_path
+from deltacommit.log.paths import parse_location
+from deltacommit.logstore.base import LogStore
+from deltacommit.snapshot import Commit, Snapshot, decode_commit
+
+SWITCH = "DELTACOMMIT_TABLE_CACHE"
+#: At most this many tables' states are kept.
+CAPACITY = 64
+
+Key = tuple[str, tuple[tuple[str, str], ...], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    snapshot: Snapshot
+    #: The commit at ``snapshot.version``: reading it back proves the table was not replaced.
+    anchor: Commit
+    #: When the snapshot was last known to be the newest version (clock time).
+    confirmed_at: float
+
+
+_lock = threading.Lock()
+_entries: OrderedDict[Key, _Entry] = OrderedDict()
+
+
+def enabled() -> bool:
+    return (os.environ.get(SWITCH) or "").strip().lower() not in ("off", "false", "0", "no")
+
+
+def key_of(log_store: LogStore, storage_options: Mapping[str, str]) -> Key:
+    return (parse_location(log_store.table_uri).uri(),
+            tuple(sorted((str(k), str(v)) for k, v in storage_options.items())),
+            f"{type(log_store).__module__}.{type(log_store).__qualname__}")
+
+
+def clear() -> None:
+    """Forget every cached table state."""
+    with _lock:
+        _entries.clear()
+
+
+def remember(key: Key, snapshot: Snapshot, anchor: Commit | None, confirmed_at: float) -> None:
+    """Keep ``snapshot`` (with the commit at its version) for the next open of the table."""
+    if anchor is None or anchor.version != snapshot.version or not enabled():
+        return
+    with _lock:
+        current = _entries.get(key)
+        if current is not None and current.snapshot.version > snapshot.version:
+            return  # another table object of this process is further ahead
+        _entries[key] = _Entry(snapshot, anchor, confirmed_at)
+        _entries.move_to_end(key)
+        while len(_entries) > CAPACITY:
+            _entries.popitem(last=False)
+
+
+def forget(key: Key) -> None:
+    with _lock:
+        _entries.pop(key, None)
+
+
+def reopen(key: Key, log_store: LogStore, clock: Clock
+           ) -> tuple[Snapshot, list[Commit], Commit] | None:
+    """The cached snapshot of the table brought up to date, the commits read doing so and the
+    anchor commit at its version; None when nothing is cached or the table was replaced."""
+    if not enabled():
+        return None
+    with _lock:
+        entry = _entries.get(key)
+    if entry is None:
+        return None
+    snap = entry.snapshot.with_log_store(log_store)
+    try:
+        [(version, data)] = log_store.read_range(snap.version, snap.version)
+        if decode_commit(log_store, version, data).actions != entry.anchor.actions:
+            forget(key)
+            return None
+        retention = duration_ms(snap.configuration, LOG_RETENTION, log_store.table_uri) / 1000
+        stale = clock.time() - entry.confirmed_at > retention - 86_400 - 3_600
+        started = clock.time()
+        updated, new = snap.updated(stale)
+        if type(log_store).latest_version_hint is not LogStore.latest_version_hint \
+                and log_store.store.exists(commit_path(updated.version + 1)):
+            # The mechanism's own record (DynamoDB) is behind the log: someone writes the
+            # table another way.  A fresh load sees what they wrote and why.
+            forget(key)
+            return None
+    except (DeltaCommitError, ValueError):
+        forget(key)  # missing, unreadable or replaced: load afresh
+        return None
+    anchor = new[-1] if new else entry.anchor
+    if anchor.version != updated.version:
+        forget(key)  # reloaded past a log cleanup: no anchor to prove the next reuse
+        return None
+    remember(key, updated, anchor, started)
+    return updated, new, anchor
