@@ -38,12 +38,15 @@ from typing import Any
 import pyarrow as pa
 
 from deltacommit.clock import Clock
+from deltacommit.datafiles import WriteTarget
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
+    MetadataChangedException,
     TableExistsError,
     TableNotFoundError,
 )
+from deltacommit.identity import Allocation
 from deltacommit.log.actions import MAX_LONG
 from deltacommit.table import DeltaTable
 from deltacommit.transaction import CommitResult
@@ -249,7 +252,9 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
-        from deltacommit.datafiles import WriteTarget, conform_rows, delete_files, write_rows
+        from deltacommit.datafiles import delete_files, write_rows
+        from deltacommit.identity import with_high_water_marks
+        from deltacommit.writer import identity_raced
 
         table = self._open(batch[0][1])
         while True:
@@ -263,7 +268,9 @@ class Appender:
                 self._advance(recorded)
                 return None
             target = WriteTarget.of(table.uri, txn.snapshot)
-            parts = [conform_rows(target, t) for _, t in pending]
+            parts, marks = _conform_batch(target, [t for _, t in pending])
+            if marks:
+                txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, marks))
             data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             adds = write_rows(table.log_store.store, target, data, clock=table.clock,
                               random=table.random, target_file_rows=self.target_file_rows
@@ -278,6 +285,14 @@ class Appender:
             except ConcurrentTransactionException:
                 delete_files(table.log_store.store, adds)
                 table.update()
+                batch = pending
+                continue
+            except MetadataChangedException:
+                # Another writer took identity values above the mark this flush read: the
+                # rows are written again with values above the winner's (``identity.py``).
+                delete_files(table.log_store.store, adds)
+                if not marks or not identity_raced(table.log, txn):
+                    raise
                 batch = pending
                 continue
             self._advance(newest)
@@ -331,3 +346,24 @@ class Appender:
             error, self._error = self._error, None
         if error is not None:
             raise error
+
+
+def _conform_batch(target: WriteTarget, tables: list[pa.Table]
+                   ) -> tuple[list[pa.Table], list[Allocation]]:
+    """The buffered tables conformed, identity values allocated one table after another
+    above the mark read; and the last allocation of each column (the new marks)."""
+    from dataclasses import replace
+
+    from deltacommit.datafiles import conform_rows
+    from deltacommit.identity import allocate
+
+    columns = list(target.identity)
+    last: dict[str, Allocation] = {}
+    parts = []
+    for t in tables:
+        ids = allocate(columns, t.column_names, t.num_rows, target.uri)
+        parts.append(conform_rows(target, t, ids))
+        last.update(ids)
+        columns = [replace(c, high_water_mark=ids[c.name].last) if c.name in ids else c
+                   for c in columns]
+    return parts, list(last.values())

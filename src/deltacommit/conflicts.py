@@ -31,6 +31,7 @@ from deltacommit.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
+from deltacommit.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.log.actions import (
     Action,
     Add,
@@ -155,6 +156,8 @@ class WinningCommit:
     protocol: Protocol | None = None
     txns: list[Txn] = field(default_factory=list)
     domains: set[str] = field(default_factory=set)
+    #: ``commitInfo.tags`` say its metadata change only raises identity high-water marks.
+    identity_mark_update: bool = False
 
     @classmethod
     def from_actions(cls, version: int, actions: Sequence[Action]) -> WinningCommit:
@@ -177,6 +180,9 @@ class WinningCommit:
                 w.is_blind_append = bool(a.is_blind_append)
                 tid = a.values.get("txnId")
                 w.txn_id = tid if isinstance(tid, str) else None
+                tags = a.values.get("tags")
+                w.identity_mark_update = isinstance(tags, dict) and str(
+                    tags.get(SCHEMA_UPDATE_TAG)).lower() == "true"
         return w
 
 
@@ -261,7 +267,13 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
     # 2. Metadata.  Spark reconciles a winner's change to an allow list of properties (row
     #    tracking, column mapping, deletion vectors), all features this writer does not
     #    support, so every winning metaData conflicts here.
-    if winner.metadata is not None:
+    #    Spark's one exception, followed here: a winner that only raised identity high-water
+    #    marks (tagged so, or found so) passes a transaction that changes no metadata itself;
+    #    one that does (an identity writer) conflicts, and allocates its values again.
+    if winner.metadata is not None and not (
+            not current.has_metadata
+            and (winner.identity_mark_update
+                 or is_mark_update(current.read_metadata, winner.metadata))):
         raise fail(MetadataChangedException,
                    f"{who} changed {_describe_metadata_change(current.read_metadata, winner.metadata)}"
                    " since this transaction read it")

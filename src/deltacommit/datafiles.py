@@ -184,36 +184,76 @@ class WriteTarget:
     constraints: tuple[Any, ...]
     #: ``delta.columnMapping.mode``: files name columns by ``schema``'s physical names.
     column_mapping: str = "none"
+    #: Generated columns (``generated.GeneratedColumn``): computed or verified on every row.
+    generated: tuple[Any, ...] = ()
+    #: Identity columns (``identity.IdentityColumn``), with the high-water mark read.
+    identity: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, uri: str, snapshot: TableVersion) -> WriteTarget:
         from deltacommit.column_mapping import mapping_mode
         from deltacommit.constraints import table_constraints
+        from deltacommit.generated import generated_columns
+        from deltacommit.identity import identity_columns
 
         schema = snapshot.schema
         return cls(uri, schema, tuple(snapshot.partition_columns),
                    num_indexed_cols(snapshot.configuration),
                    tuple(table_constraints(schema, snapshot.configuration, uri)),
-                   mapping_mode(snapshot.configuration, uri))
+                   mapping_mode(snapshot.configuration, uri),
+                   tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)))
 
 
-def conform_rows(target: WriteTarget, data: pa.Table) -> pa.Table:
-    """``data`` in the table's schema, every rule on its rows checked (stage 1)."""
+def conform_rows(target: WriteTarget, data: pa.Table,
+                 identity: Mapping[str, Any] | None = None) -> pa.Table:
+    """``data`` in the table's schema, every rule on its rows checked (stage 1).
+
+    Identity columns the data lacks take the values of ``identity`` (``identity.allocate``,
+    by a writer that commits the new high-water mark); generated columns the data lacks are
+    computed, those it supplies verified."""
     from deltacommit.constraints import check_constraints, check_partition_not_null
     from deltacommit.schema import cast_to_table_schema, check_write_compatible
 
     schema, uri = target.schema, target.uri
+    supplied = set(data.column_names)
     for f in schema:
         if pa.types.is_null(f.type) and f.name not in data.column_names:
             data = data.append_column(f, pa.nulls(data.num_rows))  # void: nothing to supply
+    if target.identity or target.generated:
+        data = _complete_columns(target, data, identity or {})
     if not data.schema.equals(schema):
         check_write_compatible(schema, data.schema, uri)
         data = cast_to_table_schema(data, schema)
     check_not_null(data, schema, uri)
     check_partition_not_null(data, schema, list(target.partition_columns), uri)
+    if target.generated:
+        from deltacommit.generated import check_generated
+
+        check_generated(data, [g for g in target.generated if g.name in supplied], uri)
     if target.constraints:
         check_constraints(data, list(target.constraints), uri)
     return data
+
+
+def _complete_columns(target: WriteTarget, data: pa.Table, identity: Mapping[str, Any]
+                      ) -> pa.Table:
+    """``data`` with the identity and generated columns it lacks filled in: the other columns
+    are conformed first, so expressions see the table's types."""
+    from deltacommit.generated import fill_generated
+    from deltacommit.identity import fill_identity
+    from deltacommit.schema import cast_to_table_schema, check_write_compatible
+
+    schema, uri = target.schema, target.uri
+    data = fill_identity(data, list(target.identity), identity, schema, uri)
+    missing = [g for g in target.generated if g.name not in data.column_names]
+    if not missing:
+        return data
+    names = {g.name for g in missing}
+    given = pa.schema([f for f in schema if f.name not in names])
+    if not data.schema.equals(given):
+        check_write_compatible(given, data.schema, uri)
+        data = cast_to_table_schema(data, given)
+    return fill_generated(data, missing, schema, uri).select(schema.names)
 
 
 def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock: Clock,

@@ -21,12 +21,14 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit_info import json_text
+from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Add
 from deltacommit.log.deletion_vectors import (
     encode_bitmap_array,
     encode_file,
     relative_dv_path_or_inline,
 )
+from deltacommit.log.features import change_data_feed_enabled
 from deltacommit.log.paths import parse_location
 from deltacommit.predicates import Predicate
 from deltacommit.row_filters import to_expression
@@ -81,6 +83,12 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
     from deltacommit.deletion_vector_io import deleted_rows
 
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
+    if change_data_feed_enabled(table.protocol, table.configuration):
+        raise UnsupportedProtocolError(
+            f"{where}: the table has change data feed enabled (delta.enableChangeDataFeed=true), "
+            "so a DELETE of some rows of a file must also write change data files, which "
+            "deltacommit does not write; delete whole partitions (a predicate on partition "
+            "columns only) or run the DELETE with Spark")
     expression = to_expression(predicate, table.schema, where)
     with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
         files = txn.scan()

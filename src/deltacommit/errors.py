@@ -88,6 +88,10 @@ class CheckConstraintViolationError(ConstraintViolationError):
     """Data violates a CHECK constraint (``delta.constraints.<name>``)."""
 
 
+class GeneratedColumnMismatchError(ConstraintViolationError):
+    """Data supplies a generated column with values its generation expression does not give."""
+
+
 class InvalidArgumentError(DeltaCommitError, ValueError):
     """An argument (partition column, predicate, mode, option) is not valid for this table."""
 

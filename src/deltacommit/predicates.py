@@ -660,11 +660,14 @@ class _Token:
     pos: int
 
 
+#: A token of ``tokenize``: ``kind`` is word, ident (quoted), string, number, op or end.
+Token = _Token
+
 _TOKEN_RE = re.compile(r"""
     (?P<ws>\s+)
   | (?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<word>[^\W\d]\w*)
-  | (?P<op>==|!=|<>|<=|>=|=|<|>|\(|\)|,|-|\+)
+  | (?P<op>==|!=|<>|<=|>=|\|\||=|<|>|\(|\)|,|-|\+|\*|/|%)
 """, re.VERBOSE)
 
 
@@ -676,6 +679,18 @@ def _syntax_error(text: str, pos: int, message: str) -> InvalidArgumentError:
     around = text[max(0, pos - 40):pos] + " >>> " + text[pos:pos + 40]
     return InvalidArgumentError(f"invalid predicate of {len(text)} characters: {message} at "
                                 f"position {pos}: ...{around!r}...")
+
+
+def tokenize(text: str) -> list[_Token]:
+    """The tokens of a SQL text; value expressions (``generated.py``) share this lexer, so a
+    quoted identifier or string literal means the same in a predicate and in an expression.
+    Arithmetic operators are tokens too: the predicate grammar refuses them where they appear."""
+    return _tokenize(text)
+
+
+def syntax_error(text: str, pos: int, message: str) -> InvalidArgumentError:
+    """The error for a SQL text that does not parse, pointing at ``pos``."""
+    return _syntax_error(text, pos, message)
 
 
 def _tokenize(text: str) -> list[_Token]:

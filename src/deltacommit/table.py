@@ -153,6 +153,7 @@ class DeltaTable:
         if mode == "none":
             check_column_names(schema, uri)
         check_partition_columns(schema, pcols, uri)
+        _check_generated_and_identity(schema, uri)
         existing = ls.list_log(0)
         if existing:
             raise TableExistsError(
@@ -470,6 +471,7 @@ _KNOWN_DELTA_KEYS = frozenset({
     "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
     "delta.compatibility.symlinkFormatManifest.enabled", "delta.checkpointPolicy", "delta.columnMapping.mode",
     "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
+    "delta.enableChangeDataFeed",
 }) | frozenset({  # auto-compaction (auto_compact.py)
     "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
     "delta.autoOptimize.autoCompact.maxFileSize",
@@ -481,7 +483,7 @@ _BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.check
                  "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
                  "delta.compatibility.symlinkFormatManifest.enabled",
                  "delta.enableInCommitTimestamps", "delta.enableRowTracking",
-                 "delta.rowTrackingSuspended")
+                 "delta.rowTrackingSuspended", "delta.enableChangeDataFeed")
 _SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
 
 
@@ -550,13 +552,19 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         if v not in allowed:
             raise InvalidArgumentError(
                 f"table {uri}: {key}={v} asks for a protocol deltacommit cannot write (it "
-                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); versions 2 and "
-                "4-6 need column mapping, change data feed or generated columns")
+                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); reader version 2 and "
+                "writer version 5 need column mapping")
         return v
 
     reader = version(wanted_reader, "delta.minReaderVersion", (1, 3))
-    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 7))
+    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 4, 6, 7))
     checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
+    # Writer features of columns and properties (generated.py, identity.py), by legacy version.
+    uses = {name: version for name, version, used in (
+        ("changeDataFeed", 4,
+         (config.get("delta.enableChangeDataFeed") or "").lower() == "true"),
+        ("generatedColumns", 4, _has_field_metadata(schema, b"delta.generationExpression")),
+        ("identityColumns", 6, _has_field_metadata(schema, b"delta.identity.start"))) if used}
     # DELETE may then write deletion vectors, a reader and writer feature.
     dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
     column_mapping = mapping_mode(config, uri) != "none"
@@ -575,6 +583,7 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
             writer_features.append("invariants")
         if checks:
             writer_features.append("checkConstraints")
+        writer_features.extend(sorted(uses))
         reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
         if dvs:
             reader_features.append("deletionVectors")
@@ -587,11 +596,31 @@ def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
         if reader == 3 or reader_features:
             return Protocol(3, 7, reader_features, writer_features)
         return Protocol(1, 7, None, writer_features)
+    base_writer = max([3 if checks else DEFAULT_PROTOCOL[1], *uses.values()])
     if column_mapping:
         # Reader 2 / writer 5, as Spark creates such tables, unless more is asked for.
-        return Protocol(max(2, reader), max(5, writer))
-    base_writer = 3 if checks else DEFAULT_PROTOCOL[1]
+        return Protocol(max(2, reader), max(5, base_writer, writer))
     return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
+
+
+def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:
+    return any(key in (f.metadata or {}) for f in schema)
+
+
+def _check_generated_and_identity(schema: pa.Schema, uri: str) -> None:
+    """Refuse, at creation, generated columns this writer could never write and malformed
+    identity columns, rather than a table every later write refuses."""
+    from deltacommit.generated import generated_columns, parse_expression
+    from deltacommit.identity import identity_columns
+
+    for g in generated_columns(schema):
+        try:
+            parse_expression(g.expression)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(
+                f"table {uri}: generated column {g.name!r} has expression {g.expression!r}, "
+                f"which deltacommit cannot evaluate: {e}") from None
+    identity_columns(schema, uri)
 
 
 def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
@@ -612,6 +641,13 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             try:
                 parse_predicate(value)
             except InvalidArgumentError as e:
+                from deltacommit.generated import parse_expression
+
+                try:  # arithmetic, functions, two columns: evaluated as an expression
+                    parse_expression(value)
+                    continue
+                except InvalidArgumentError:
+                    pass
                 raise InvalidArgumentError(
                     f"table {uri}: CHECK constraint {key!r} cannot be enforced by deltacommit: "
                     f"{e}") from None

@@ -31,8 +31,15 @@ from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
+    MetadataChangedException,
     TableExistsError,
     TableNotFoundError,
+)
+from deltacommit.identity import (
+    allocate,
+    identity_columns,
+    only_marks_changed,
+    with_high_water_marks,
 )
 from deltacommit.log.actions import MAX_LONG, Add
 from deltacommit.table import DeltaTable
@@ -226,17 +233,43 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
     else:
         table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
                                storage_options)
-    txn, pred = start_write(table, mode, predicate, partition_by)
-    target = WriteTarget.of(table.uri, txn.snapshot)
-    table_data = conform_rows(target, table_data)
-    if pred is not None and table_data.num_rows:
-        _check_predicate_covers(pred, table_data, table)
-    if already_written(txn, app_id, app_version):
-        return WriteResult(txn.read_version, 0, skipped=True)
-    adds = write_rows(table.log_store.store, target, table_data, clock=table.clock,
-                      random=table.random, target_file_rows=target_file_rows)
-    return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred, app_id=app_id,
-                        app_version=app_version, num_rows=table_data.num_rows)
+    attempt = 0
+    while True:
+        attempt += 1
+        txn, pred = start_write(table, mode, predicate, partition_by)
+        target = WriteTarget.of(table.uri, txn.snapshot)
+        ids = allocate(target.identity, table_data.column_names, table_data.num_rows, table.uri)
+        rows = conform_rows(target, table_data, ids)
+        if pred is not None and rows.num_rows:
+            _check_predicate_covers(pred, rows, table)
+        if already_written(txn, app_id, app_version):
+            return WriteResult(txn.read_version, 0, skipped=True)
+        if ids:
+            txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
+        adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
+                          random=table.random, target_file_rows=target_file_rows)
+        try:
+            return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
+                                app_id=app_id, app_version=app_version, num_rows=rows.num_rows)
+        except MetadataChangedException:
+            if not ids or not identity_raced(table.log, txn) \
+                    or attempt >= table.policy.max_attempts:
+                delete_files(table.log_store.store, adds)
+                raise
+            # A concurrent writer took identity values beyond the mark this write read: its
+            # files hold values that may now be taken, so they are written again with values
+            # allocated above the winner's mark, after a jittered pause (as the commit loop
+            # pauses) so racing identity writers spread out.
+            delete_files(table.log_store.store, adds)
+            table.clock.sleep(table.policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
+
+
+def identity_raced(log: TableLog, txn: Transaction) -> bool:
+    """After a MetadataChangedException of a write that generated identity values: was the
+    only change since its snapshot another writer's high-water marks (so allocating again
+    and retrying is correct)?"""
+    log.refresh()
+    return only_marks_changed(txn.snapshot.metadata, log.snapshot.metadata)
 
 
 def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
@@ -252,7 +285,15 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
     other table, or given a URI, this is ``write``.
     """
     committer = table.group_committer if not isinstance(table, str) else None
-    if committer is None or committer.shares_processes:
+    lacking: list[Any] = []
+    if committer is not None and not committer.shares_processes:
+        assert not isinstance(table, str)
+        data = to_arrow_table(data)
+        lacking = [c for c in identity_columns(table.schema, table.uri)
+                   if c.name not in data.column_names]
+    if committer is None or committer.shares_processes or lacking:
+        # Identity values are allocated by a writer that commits their high-water mark
+        # itself (``write``), never by rows coalesced into another writer's files.
         # Across processes each append carries its own file (rows are not shipped between
         # processes); the commits are still shared.
         return write(table, data, mode="append", app_id=app_id, app_version=app_version,

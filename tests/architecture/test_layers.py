@@ -17,7 +17,7 @@ PACKAGE = "deltacommit"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", (
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
-        "nested", "row_filters", "constraints", "journal",
+        "nested", "row_filters", "constraints", "generated", "identity", "journal",
         "zorder", "column_mapping", "type_widening")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),

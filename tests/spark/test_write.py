@@ -176,3 +176,35 @@ def test_spark_tasks_enforce_invariants_and_check_constraints(spark: Any, tmp_pa
     assert dc.DeltaTable(uri).version == 0 and referenced(uri) == set()
     r = dcs.write(spark.sql("select id, 'b' as tag from range(10)"), uri)
     assert r.version == 1 and dc.DeltaTable(uri).to_arrow().num_rows == 10
+
+
+def test_spark_tasks_compute_and_verify_generated_columns(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    schema = pa.schema([
+        pa.field("id", pa.int64()),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("day", pa.date32(), metadata={"delta.generationExpression": "CAST(ts AS DATE)"}),
+    ])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"])
+    rows = spark.sql("select id, timestamp'2024-03-01 22:00:00' + make_interval(0, 0, 0, 0, "
+                     "cast(id as int), 0, 0) as ts from range(4)")
+    dcs.write(rows, uri)  # day computed by the tasks
+    got = sorted((r["id"], r["day"].isoformat()) for r in dcs.read(spark, uri).collect())
+    assert got == [(0, "2024-03-01"), (1, "2024-03-01"), (2, "2024-03-02"), (3, "2024-03-02")]
+    wrong = rows.selectExpr("id", "ts", "date'2024-01-01' as day")
+    with pytest.raises(dc.GeneratedColumnMismatchError, match=r"'day' \(CAST\(ts AS DATE\)\)"):
+        dcs.write(wrong, uri)
+    assert dc.DeltaTable(uri).version == 1
+
+
+def test_spark_writes_refuse_to_allocate_identity_values(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    meta = {"delta.identity.start": "1", "delta.identity.step": "1",
+            "delta.identity.allowExplicitInsert": "false"}
+    dc.DeltaTable.create(uri, pa.schema([pa.field("id", pa.int64(), metadata=meta),
+                                         pa.field("tag", pa.string())]))
+    with pytest.raises(InvalidArgumentError, match="lacks identity column 'id'"):
+        dcs.write(spark.sql("select 'a' as tag"), uri)
+    with pytest.raises(InvalidArgumentError, match="GENERATED ALWAYS"):
+        dcs.write(spark.sql("select 5L as id, 'a' as tag"), uri)
+    assert dc.DeltaTable(uri).version == 0

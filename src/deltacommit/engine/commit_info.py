@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from deltacommit.engine.staged import StagedCommit
+from deltacommit.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.log.actions import Add, CommitInfo, Remove
 
 ENGINE_INFO = "deltacommit/0.1.0"
@@ -81,7 +82,8 @@ def sum_metrics(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def build_commit_info(*, timestamp: int, operation: str, parameters: Mapping[str, str],
                       isolation_level: str, blind_append: bool, metrics: Mapping[str, Any],
                       txn_id: str, read_version: int | None = None,
-                      member_txn_ids: Sequence[str] | None = None) -> CommitInfo:
+                      member_txn_ids: Sequence[str] | None = None,
+                      tags: Mapping[str, str] | None = None) -> CommitInfo:
     """Every ``commitInfo`` deltacommit writes, in the key order Spark writes."""
     values: dict[str, Any] = {
         "timestamp": timestamp,
@@ -94,6 +96,10 @@ def build_commit_info(*, timestamp: int, operation: str, parameters: Mapping[str
         "isolationLevel": isolation_level,
         "isBlindAppend": blind_append,
         "operationMetrics": dict(metrics),
+    })
+    if tags:
+        values["tags"] = dict(tags)
+    values.update({
         "engineInfo": ENGINE_INFO,
         "txnId": txn_id,
     })
@@ -106,6 +112,7 @@ def version_commit_info(members: Sequence[StagedCommit], shared_adds: Sequence[A
                         timestamp: int, group_id: str) -> CommitInfo:
     """The ``commitInfo`` of a version holding ``members`` (and ``shared_adds``, files a group
     leader wrote for coalesced appends)."""
+    tags = _identity_tags(members)
     if len(members) == 1:
         m = members[0]
         return build_commit_info(
@@ -113,7 +120,7 @@ def version_commit_info(members: Sequence[StagedCommit], shared_adds: Sequence[A
             read_version=m.read_version, isolation_level=m.summary.effective_isolation.value,
             blind_append=m.summary.is_blind_append,
             metrics=action_metrics(m.metrics, list(m.adds) + list(shared_adds), m.removes),
-            txn_id=m.txn_id)
+            txn_id=m.txn_id, tags=tags)
     first = members[0]
     metrics = sum_metrics([action_metrics(m.metrics, m.adds, m.removes) for m in members]
                           + [{"numFiles": str(len(shared_adds)),
@@ -123,4 +130,14 @@ def version_commit_info(members: Sequence[StagedCommit], shared_adds: Sequence[A
         read_version=min(m.read_version for m in members),
         isolation_level=first.summary.effective_isolation.value,
         blind_append=all(m.summary.is_blind_append for m in members),
-        metrics=metrics, txn_id=group_id, member_txn_ids=[m.txn_id for m in members])
+        metrics=metrics, txn_id=group_id, member_txn_ids=[m.txn_id for m in members],
+        tags=tags)
+
+
+def _identity_tags(members: Sequence[StagedCommit]) -> dict[str, str] | None:
+    """Spark's tag on a version whose only metadata change raises identity high-water marks,
+    which lets concurrent writers that change no metadata commit after it."""
+    changes = [m for m in members if m.metadata is not None]
+    if changes and all(is_mark_update(m.summary.read_metadata, m.metadata) for m in changes):
+        return {SCHEMA_UPDATE_TAG: "true"}
+    return None

@@ -31,6 +31,7 @@ from deltacommit.errors import (
     MissingVersionError,
     VersionExistsError,
 )
+from deltacommit.identity import is_mark_update
 from deltacommit.log.actions import (
     Action,
     Add,
@@ -151,8 +152,11 @@ class CommitLoop:
             now = self.log.snapshot
             for m in members:
                 s = m.staged.summary
+                # (a newer identity high-water mark alone passes, as it would one by one)
+                same_metadata = now.metadata == s.read_metadata or (
+                    not s.has_metadata and is_mark_update(s.read_metadata, now.metadata))
                 if not (s.is_blind_append and not s.read_app_ids
-                        and now.metadata == s.read_metadata and now.protocol == s.read_protocol):
+                        and same_metadata and now.protocol == s.read_protocol):
                     group.on_fail(m, CommitFailedError(
                         f"cannot commit {m.staged.operation} to table {self.log.uri}: this "
                         f"transaction read version {m.staged.read_version}, but commits made "

@@ -7,6 +7,8 @@ check the protocol up front and refuse with the feature's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from deltacommit.column_mapping import MODES as COLUMN_MAPPING_MODES
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.log.actions import Metadata, Protocol
@@ -23,7 +25,11 @@ WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", 
                              # Commit-level features: the commit loop stamps each version
                              # (engine/stamps.py) with its inCommitTimestamp, row ids and
                              # row-id high-water mark; domains are replayed and checkpointed.
-                             "domainMetadata", "inCommitTimestamp", "rowTracking"})
+                             "domainMetadata", "inCommitTimestamp", "rowTracking",
+                             # generated.py, identity.py (datafiles.conform_rows); change data
+                             # feed: writes add and remove whole files only, and refuses the
+                             # row-level deletes that would need cdc files (dv_delete).
+                             "changeDataFeed", "generatedColumns", "identityColumns"})
 # v2Checkpoint: UUID-named and V2-spec checkpoints (checkpointMetadata, sidecars) are read;
 # checkpoints are written UUID-named with delta.checkpointPolicy=v2, never multi-part.
 
@@ -56,13 +62,10 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
 def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
     check_readable(table, protocol, metadata)
     w = protocol.min_writer_version
-    if w in (4, 5) and not _uses_version_4_features(metadata):
-        return  # legacy column mapping (writer 5) on a table without CDF or generated columns
-    if w in (4, 5, 6) or w > 7:
+    if w > 7:
         raise UnsupportedProtocolError(
-            f"table {table} needs writer version {w} (generated or identity columns, change data "
-            "feed or column mapping); deltacommit writes versions 1, 2, 3 (CHECK constraints) and 7 with "
-            f"features {sorted(WRITER_FEATURES)}")
+            f"table {table} needs writer version {w}; deltacommit writes versions 1 to 6, and 7 "
+            f"with features {sorted(WRITER_FEATURES)}")
     if w == 7:
         missing = sorted(set(protocol.writer_features or []) - WRITER_FEATURES)
         if missing:
@@ -71,14 +74,15 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) ->
                 f"(supported: {sorted(WRITER_FEATURES)})")
 
 
-def _uses_version_4_features(metadata: Metadata | None) -> bool:
-    """Whether a table uses what writer version 4 brought (change data feed, generated
-    columns): a legacy column-mapping table (writer 5) that uses neither is writable."""
-    if metadata is None:
-        return False
-    cdf = (metadata.configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"
-    return cdf or "delta.generationExpression" in metadata.schema_string
-
-
 def is_append_only(metadata: Metadata) -> bool:
     return (metadata.configuration.get("delta.appendOnly") or "false").lower() == "true"
+
+
+def change_data_feed_enabled(protocol: Protocol, configuration: Mapping[str, str | None]) -> bool:
+    """Whether writers must produce change data for row-level changes (PROTOCOL.md "Writer
+    Requirements for AddCDCFile"): the property counts on writer versions 4 to 6, and on 7
+    only with the ``changeDataFeed`` feature."""
+    w = protocol.min_writer_version
+    if w < 4 or (w >= 7 and "changeDataFeed" not in (protocol.writer_features or [])):
+        return False
+    return (configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"

@@ -25,6 +25,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from deltacommit import errors
 from deltacommit.datafiles import WriteTarget, delete_files
 from deltacommit.errors import (
@@ -83,7 +85,7 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append"
         table = open_or_create(table_or_uri, as_nullable(arrow_schema), partition_by,
                                configuration, storage_options)
     txn, pred = start_write(table, mode, predicate, partition_by)
-    check_write_compatible(table.schema, arrow_schema, table.uri)
+    check_write_compatible(_expected_schema(table, arrow_schema), arrow_schema, table.uri)
     if already_written(txn, app_id, app_version):
         return WriteResult(txn.read_version, 0, skipped=True)
     adds = write_files(df, table, target_file_rows=target_file_rows, repartition=repartition)
@@ -98,6 +100,24 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append"
         # commit), so the files are garbage.  Any other error may hide a commit that happened.
         delete_files(table.log_store.store, adds)
         raise
+
+
+def _expected_schema(table: DeltaTable, data: pa.Schema) -> pa.Schema:
+    """The columns the DataFrame must have: generated columns it lacks are computed by the
+    tasks; identity columns must be supplied (where allowed), as tasks cannot allocate values
+    (``identity.py``)."""
+    from deltacommit.generated import generated_columns
+    from deltacommit.identity import check_explicit, identity_columns
+
+    for c in identity_columns(table.schema, table.uri):
+        if c.name not in data.names:
+            raise InvalidArgumentError(
+                f"table {table.uri}: the DataFrame lacks identity column {c.name!r}, and Spark "
+                "write tasks cannot allocate identity values (each task would take the same "
+                "ones); write these rows with deltacommit.write")
+        check_explicit(c, table.uri)
+    computed = {g.name for g in generated_columns(table.schema)} - set(data.names)
+    return pa.schema([f for f in table.schema if f.name not in computed])
 
 
 def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | None = None,
@@ -115,6 +135,13 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     task = WriteTask(WriteTarget.of(table.uri, table.snapshot), table.storage_options,
                      target_file_rows, buffer_bytes)
     source = df
+    from deltacommit.generated import generated_columns
+
+    for g in generated_columns(table.schema):
+        if g.name in pcols and g.name not in df.columns:
+            # Rows are shuffled by partition value, so a generated partition column is
+            # computed by Spark first; the tasks still verify each value (conform_rows).
+            source = source.withColumn(g.name, F.expr(g.expression))
     if pcols:
         keys = [F.col(_quote(c)) for c in pcols]
         if repartition:
@@ -156,6 +183,7 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
         "InvalidArgumentError": errors.InvalidArgumentError,
         "InvariantViolationError": errors.InvariantViolationError,
         "CheckConstraintViolationError": errors.CheckConstraintViolationError,
+        "GeneratedColumnMismatchError": errors.GeneratedColumnMismatchError,
         "UnsupportedProtocolError": errors.UnsupportedProtocolError,
     }
     cls = kinds.get(failure.get("type", ""), DeltaCommitError)
