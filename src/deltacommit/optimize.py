@@ -411,9 +411,12 @@ class TableOptimizer:
                         readers: ThreadPoolExecutor) -> CompactionBin:
             # Reading many small files waits on opening each; pyarrow releases the GIL, so
             # they are read a few at a time even on local disk.
-            parts = list(readers.map(read, b.files)) if len(b.files) > 1 else \
-                [read(b.files[0])]
-            rows = pa.concat_tables(parts)
+            if hidden is None:
+                rows = scan.read_many(b.files, readers.map)
+            else:
+                parts = list(readers.map(read, b.files)) if len(b.files) > 1 else \
+                    [read(b.files[0])]
+                rows = pa.concat_tables(parts)
             file_rows = None
             if order_by:
                 rows = z_sorted(rows, order_by)
