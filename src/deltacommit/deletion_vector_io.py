@@ -21,6 +21,7 @@ from deltacommit.log.deletion_vectors import (
     DeletionVectorDescriptor,
     decode_bitmap_array,
     extract_from_file,
+    extract_segment,
 )
 from deltacommit.log.paths import Location, locate_data_file
 from deltacommit.storage.base import ObjectStore
@@ -53,8 +54,12 @@ def deleted_rows(store: ObjectStore, root: Location, table: str, descriptor: Map
         try:
             source, _ = open_data_file(store, resolved, storage_options)
             if isinstance(source, str):
+                # A local DV file may hold the DVs of many data files: read only this one.
                 with open(source, "rb") as f:
-                    content = f.read()
+                    version = f.read(1)
+                    f.seek(dv.offset or 0)
+                    segment = f.read(8 + dv.size_in_bytes)
+                content = None
             else:
                 with source:
                     content = source.read()
@@ -63,7 +68,12 @@ def deleted_rows(store: ObjectStore, root: Location, table: str, descriptor: Map
                                               "missing") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"{what}: cannot read it: {e}") from None
-        data = extract_from_file(content, dv, what)
+        if content is not None:
+            data = extract_from_file(content, dv, what)
+        else:
+            if not version:
+                raise CorruptLogError(f"{what}: the file is empty")
+            data = extract_segment(version[0], segment, dv, what)
     rows = decode_bitmap_array(data, what)
     if len(rows) != dv.cardinality:
         raise CorruptLogError(f"{what}: holds {len(rows)} rows, its descriptor says "

@@ -183,7 +183,7 @@ class FileScan:
         pset = set(self.partition_columns)
         try:
             source, rel = open_data_file(self.store, resolved, self.storage_options)
-            pf = pq.ParquetFile(source)
+            pf = pq.ParquetFile(source, memory_map=isinstance(source, str))
             sources = self._sources(pf.schema_arrow, pset)
             wanted = list(dict.fromkeys(sources.values()))
             keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)

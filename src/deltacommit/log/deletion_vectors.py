@@ -178,21 +178,34 @@ def dv_unique_id(d: dict[str, Any] | None) -> str | None:
 
 def extract_from_file(blob: bytes, dv: DeletionVectorDescriptor, source: str) -> bytes:
     """The bitmap bytes of ``dv`` in the content of its DV file, version, size and CRC-32 checked."""
+    if not blob:
+        raise CorruptLogError(f"{source}: deletion vector file format version None, expected "
+                              f"{FILE_FORMAT_VERSION}")
     offset = dv.offset or 0
-    if not blob or blob[0] != FILE_FORMAT_VERSION:
-        raise CorruptLogError(f"{source}: deletion vector file format version "
-                              f"{blob[0] if blob else None}, expected {FILE_FORMAT_VERSION}")
-    start = offset
-    head = blob[start:start + 4]
+    return extract_segment(blob[0], blob[offset:offset + 8 + dv.size_in_bytes], dv, source,
+                           file_size=len(blob))
+
+
+def extract_segment(version: int, segment: bytes, dv: DeletionVectorDescriptor, source: str,
+                    *, file_size: int | None = None) -> bytes:
+    """The bitmap bytes of ``dv`` from the file's version byte and the ``8 + sizeInBytes``
+    bytes at its offset (size, bitmap, CRC-32): a reader of one DV of a shared file need not
+    read the others."""
+    offset = dv.offset or 0
+    if version != FILE_FORMAT_VERSION:
+        raise CorruptLogError(f"{source}: deletion vector file format version {version}, "
+                              f"expected {FILE_FORMAT_VERSION}")
+    head = segment[:4]
     if len(head) < 4:
+        where = f" ({file_size} bytes)" if file_size is not None else ""
         raise CorruptLogError(f"{source}: deletion vector at offset {offset} is past the end "
-                              f"of the file ({len(blob)} bytes)")
+                              f"of the file{where}")
     size = int.from_bytes(head, "big")
     if size != dv.size_in_bytes:
         raise CorruptLogError(f"{source}: deletion vector at offset {offset} has {size} bytes, "
                               f"its descriptor says {dv.size_in_bytes}")
-    data = blob[start + 4:start + 4 + size]
-    crc = blob[start + 4 + size:start + 8 + size]
+    data = segment[4:4 + size]
+    crc = segment[4 + size:8 + size]
     if len(data) != size or len(crc) != 4:
         raise CorruptLogError(f"{source}: deletion vector at offset {offset} is truncated")
     if zlib.crc32(data) != int.from_bytes(crc, "big"):
