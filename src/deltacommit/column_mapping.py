@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.nested import conform
+from deltacommit.schema_walk import rebuild_type, schema_fields
 
 MODE_KEY = "delta.columnMapping.mode"
 MAX_COLUMN_ID_KEY = "delta.columnMapping.maxColumnId"
@@ -118,8 +119,7 @@ def check_column_mapping(schema: pa.Schema, mode: str, table: str) -> None:
     up front and naming the table, rather than failing on the first file read or written."""
     if mode == "none":
         return
-
-    def visit_field(f: pa.Field[Any], path: str) -> None:
+    for f, path in schema_fields(schema):
         md = f.metadata or {}
         for key in (_ID, _PHYSICAL):
             if key not in md:
@@ -130,20 +130,6 @@ def check_column_mapping(schema: pa.Schema, mode: str, table: str) -> None:
             field_id(f)
         except CorruptLogError as e:
             raise CorruptLogError(f"table {table}: {e}") from None
-        visit(f.type, path)
-
-    def visit(t: pa.DataType, path: str) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit_field(t.field(i), f"{path}.{t.field(i).name}")
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            visit(t.value_type, f"{path}.element")
-        elif pa.types.is_map(t):
-            visit(t.key_type, f"{path}.key")
-            visit(t.item_type, f"{path}.value")
-
-    for f in schema:
-        visit_field(f, f.name)
 
 
 # --------------------------------------------------------------------------- writing
@@ -158,17 +144,7 @@ def _physical_field(f: pa.Field[Any], mode: str) -> pa.Field[Any]:
 
 def physical_type(t: pa.DataType, mode: str) -> pa.DataType:
     """``t`` with every struct field renamed to its physical name and given its field id."""
-    if pa.types.is_struct(t):
-        return pa.struct([_physical_field(t.field(i), mode) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        vf = t.value_field
-        return pa.list_(pa.field(vf.name, physical_type(vf.type, mode), nullable=vf.nullable))
-    if pa.types.is_map(t):
-        mapped: pa.DataType = pa.map_(  # type: ignore[call-overload]
-            pa.field("key", physical_type(t.key_type, mode), nullable=False),
-            pa.field("value", physical_type(t.item_type, mode), nullable=t.item_field.nullable))
-        return mapped
-    return t
+    return rebuild_type(t, lambda f: _physical_field(f, mode))
 
 
 def physical_schema(schema: pa.Schema, mode: str) -> pa.Schema:
@@ -290,20 +266,8 @@ def strip_column_mapping(schema: pa.Schema) -> pa.Schema:
     def clean_field(f: pa.Field[Any]) -> pa.Field[Any]:
         md = {k: v for k, v in (f.metadata or {}).items()
               if k not in (_ID, _PHYSICAL, PARQUET_FIELD_ID)}
-        return pa.field(f.name, clean(f.type), nullable=f.nullable, metadata=md or None)
-
-    def clean(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_struct(t):
-            return pa.struct([clean_field(t.field(i)) for i in range(t.num_fields)])
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            vf = t.value_field
-            return pa.list_(pa.field(vf.name, clean(vf.type), nullable=vf.nullable))
-        if pa.types.is_map(t):
-            mapped: pa.DataType = pa.map_(  # type: ignore[call-overload]
-                pa.field("key", clean(t.key_type), nullable=False),
-                pa.field("value", clean(t.item_type), nullable=t.item_field.nullable))
-            return mapped
-        return t
+        return pa.field(f.name, rebuild_type(f.type, clean_field), nullable=f.nullable,
+                        metadata=md or None)
 
     return pa.schema([clean_field(f) for f in schema], metadata=_schema_metadata(schema))
 
@@ -322,20 +286,8 @@ def assign_column_mapping(schema: pa.Schema, max_id: int, new_uuid: Callable[[],
             md[_ID] = str(counter[0]).encode()
         if _PHYSICAL not in md:
             md[_PHYSICAL] = f"col-{new_uuid()}".encode()
-        return pa.field(f.name, assign(f.type), nullable=f.nullable, metadata=md)
-
-    def assign(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_struct(t):
-            return pa.struct([assign_field(t.field(i)) for i in range(t.num_fields)])
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            vf = t.value_field
-            return pa.list_(pa.field(vf.name, assign(vf.type), nullable=vf.nullable))
-        if pa.types.is_map(t):
-            mapped: pa.DataType = pa.map_(  # type: ignore[call-overload]
-                pa.field("key", assign(t.key_type), nullable=False),
-                pa.field("value", assign(t.item_type), nullable=t.item_field.nullable))
-            return mapped
-        return t
+        return pa.field(f.name, rebuild_type(f.type, assign_field), nullable=f.nullable,
+                        metadata=md)
 
     out = pa.schema([assign_field(f) for f in schema], metadata=_schema_metadata(schema))
     return out, counter[0]

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.schema_walk import schema_fields
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
 
@@ -85,24 +86,10 @@ def _changes(field: pa.Field[Any], where: str, table: str) -> list[dict[str, Any
 def check_type_changes(schema: pa.Schema, table: str) -> None:
     """Refuse a table whose schema records a type change this reader cannot read."""
 
-    def visit_field(f: pa.Field[Any], where: str) -> None:
+    for f, where in schema_fields(schema):
         for c in _changes(f, where, table):
             if not is_supported_change(c["fromType"], c["toType"]):
                 path = f"{where}.{c['fieldPath']}" if c.get("fieldPath") else where
                 raise UnsupportedProtocolError(
                     f"table {table}: column {path!r} changed type from {c['fromType']} to "
                     f"{c['toType']}, which is not a type widening deltacommit can read")
-        visit(f.type, where)
-
-    def visit(t: pa.DataType, where: str) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit_field(t.field(i), f"{where}.{t.field(i).name}")
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            visit(t.value_type, f"{where}.element")
-        elif pa.types.is_map(t):
-            visit(t.key_type, f"{where}.key")
-            visit(t.item_type, f"{where}.value")
-
-    for f in schema:
-        visit_field(f, f.name)
