@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from deltacommit.clock import Clock
 from deltacommit.errors import DeltaCommitError
-from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+from deltacommit.log.intervals import may_predate_cleanup
 from deltacommit.log.names import commit_path
 from deltacommit.log.paths import parse_location
 from deltacommit.logstore.base import LogStore
@@ -104,10 +104,9 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
         if decode_commit(log_store, version, data).actions != entry.anchor.actions:
             forget(key)
             return None
-        retention = duration_ms(snap.configuration, LOG_RETENTION, log_store.table_uri) / 1000
-        stale = clock.time() - entry.confirmed_at > retention - 86_400 - 3_600
         started = clock.time()
-        updated, new = snap.updated(stale)
+        updated, new = snap.updated(may_predate_cleanup(
+            snap.configuration, log_store.table_uri, entry.confirmed_at, started))
         # What a fresh load refuses (a feature or type this library cannot read, which a
         # commit of this process may have introduced) is refused by the fresh load.
         updated.check_readable()

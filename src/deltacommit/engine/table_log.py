@@ -15,7 +15,7 @@ from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
 from deltacommit.engine import state_cache
 from deltacommit.errors import DeltaCommitError
-from deltacommit.log.intervals import LOG_RETENTION, duration_ms
+from deltacommit.log.intervals import may_predate_cleanup
 from deltacommit.logstore.base import LogStore
 from deltacommit.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.snapshot import Commit, Snapshot, decode_commit
@@ -90,14 +90,9 @@ class TableLog:
         return self.known_commits(version + 1, latest)
 
     def _may_predate_cleanup(self) -> bool:
-        """Whether log cleanup may have deleted commits made after this object's snapshot.
-
-        A commit made after this object last saw its snapshot as the newest version cannot
-        have expired while that moment is younger than ``delta.logRetentionDuration`` (less a
-        day for the cut-off's rounding to midnight and an hour for clock skew).
-        """
-        retention = duration_ms(self._snapshot.configuration, LOG_RETENTION, self.uri) / 1000
-        return self.clock.time() - self._confirmed_at > retention - 86_400 - 3_600
+        """Whether log cleanup may have deleted commits made after this object's snapshot."""
+        return may_predate_cleanup(self._snapshot.configuration, self.uri, self._confirmed_at,
+                                   self.clock.time())
 
     def refresh_if_stale(self) -> None:
         """Catch up before committing if the snapshot may predate a log cleanup.

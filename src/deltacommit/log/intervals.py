@@ -95,3 +95,15 @@ def flag(configuration: Mapping[str, str | None], key: str, default: bool) -> bo
     if value is None:
         return default
     return value.strip().lower() == "true"
+
+
+def may_predate_cleanup(configuration: Mapping[str, str | None], table: str,
+                        confirmed_at: float, now: float) -> bool:
+    """Whether log cleanup may have deleted commits made after a snapshot last known to be
+    the newest version at ``confirmed_at`` (seconds).
+
+    A commit made after that moment cannot have expired while the moment is younger than
+    ``delta.logRetentionDuration``, less a day for the cut-off's rounding to midnight and an
+    hour for clock skew."""
+    retention = duration_ms(configuration, LOG_RETENTION, table) / 1000
+    return now - confirmed_at > retention - 86_400 - 3_600
