@@ -18,7 +18,7 @@ from deltacommit.datafiles import WriteTarget, delete_files
 from deltacommit.errors import DeltaCommitError
 from deltacommit.log.actions import Add
 from deltacommit.optimize import CompactionBin
-from deltacommit.spark.shipping import missing_module_error, ship_package
+from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import RESULT_DDL, CompactTask
 from deltacommit.table import DeltaTable
 
@@ -38,19 +38,12 @@ class SparkBinRewriter:
         if not bins:
             return
         spark, table = self.spark, self.table
-        ship_package(spark)
         task = CompactTask(target, table.storage_options, table.version,
                            allow_external_paths=table.allow_external_paths)
         rows = [(i, json.dumps([[a.path, a.partition_values, a.deletion_vector]
                                 for a in b.files])) for i, b in enumerate(bins)]
         listing = spark.createDataFrame(rows, CompactTask.INPUT_DDL).repartition(len(bins))
-        try:
-            results = listing.mapInArrow(task, RESULT_DDL).collect()
-        except Exception as e:
-            clear = missing_module_error(e, table.uri)
-            if clear is not None:
-                raise clear from e
-            raise
+        results = run_tasks(listing, task, RESULT_DDL, table.uri)
         added: dict[int, list[Add]] = {i: [] for i in range(len(bins))}
         failures: list[dict[str, str]] = []
         for row in results:

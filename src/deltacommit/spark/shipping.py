@@ -103,3 +103,18 @@ def missing_module_error(error: BaseException, uri: str) -> DeltaCommitError | N
                 f"writing to or reading table {uri}: the Spark executors cannot import "
                 f"{module!r}; {fix}")
     return None
+
+
+def run_tasks(frame: Any, task: Any, result_ddl: str, uri: str) -> list[Any]:
+    """Run ``task`` over ``frame``'s rows on the executors (``mapInArrow``) and collect what it
+    returns: the package is sent first, and a job whose executors cannot import what the task
+    needs fails with the clear error of ``missing_module_error``."""
+    ship_package(frame.sparkSession)
+    try:
+        rows: list[Any] = frame.mapInArrow(task, result_ddl).collect()
+    except Exception as e:
+        clear = missing_module_error(e, uri)
+        if clear is not None:
+            raise clear from e
+        raise
+    return rows

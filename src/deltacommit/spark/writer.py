@@ -36,7 +36,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log.actions import Add
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
-from deltacommit.spark.shipping import missing_module_error, ship_package
+from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
 from deltacommit.table import DeltaTable
 from deltacommit.writer import (
@@ -130,7 +130,6 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     """
     from pyspark.sql import functions as F
 
-    ship_package(df.sparkSession)
     pcols = table.partition_columns
     task = WriteTask(WriteTarget.of(table.uri, table.snapshot), table.storage_options,
                      target_file_rows, buffer_bytes)
@@ -151,13 +150,7 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
         # Rows of one partition value arrive together, so each task streams them into its files
         # as zero-copy slices (Spark's own partitioned writer sorts the same way).
         source = source.sortWithinPartitions(*keys)
-    try:
-        rows = source.mapInArrow(task, RESULT_DDL).collect()
-    except Exception as e:
-        clear = missing_module_error(e, table.uri)
-        if clear is not None:
-            raise clear from e
-        raise
+    rows = run_tasks(source, task, RESULT_DDL, table.uri)
     adds: list[Add] = []
     failures: list[dict[str, str]] = []
     for row in rows:
