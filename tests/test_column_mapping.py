@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -30,8 +28,8 @@ from deltacommit.column_mapping import (
 )
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.log.actions import Add
+from tests.delta_tables import DATA, copy_table, peer_read
 
-DATA = Path(__file__).resolve().parent / "data"
 EXPECTED = DATA / "delta-golden-expected"
 
 #: Column-mapping tables written by Spark (Delta's golden tables, the Java kernel's) and by
@@ -87,20 +85,6 @@ PARTITIONED = [
 def _rows(t: pa.Table, columns: list[str] | None = None) -> list[str]:
     t = t.select(columns or sorted(t.column_names))
     return sorted(json.dumps(r, default=str, sort_keys=True) for r in t.to_pylist())
-
-
-def peer_read(uri: str) -> pa.Table:
-    """deltalake 1.6.0's read: its pyarrow dataset refuses column mapping, its query engine
-    (delta-kernel-rs underneath) reads it."""
-    table = deltalake.DeltaTable(uri)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t")
-                    .read_all())
-
-
-def copy_table(name: str, tmp_path: Path) -> str:
-    dest = tmp_path / name.replace("/", "_")
-    shutil.copytree(DATA / name, dest)
-    return str(dest)
 
 
 def _physical_names(uri: str) -> set[str]:
@@ -615,6 +599,4 @@ def test_struct_stats_in_checkpoints_use_physical_names(tmp_path: Path) -> None:
         os.remove(f)  # the checkpoint alone must carry the table
     state_cache.clear()
     assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [0, 1, 2]
-    peer = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri)).execute(
-        "select id from t").read_all()
-    assert sorted(pa.table(peer).column("id").to_pylist()) == [0, 1, 2]
+    assert sorted(peer_read(uri).column("id").to_pylist()) == [0, 1, 2]

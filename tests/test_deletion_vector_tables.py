@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import pyarrow as pa
 import pytest
 
@@ -24,8 +22,8 @@ from deltacommit.log.deletion_vectors import (
     relative_dv_path_or_inline,
     z85_encode,
 )
+from tests.delta_tables import DATA, copy_table, peer_read
 
-DATA = Path(__file__).resolve().parent / "data"
 DV_TABLES = ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/log-replay-dv-key-cases",
              "kernel/table-with-dv-small", "kernel/with-short-dv", "kernel/cdf-table-with-dv",
              "kernel/cdf-table-with-cdc-and-dvs"]
@@ -34,19 +32,6 @@ DV_TABLES = ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/log-re
 def _rows(t: pa.Table, columns: list[str] | None = None) -> list[str]:
     t = t.select(columns or sorted(t.column_names))
     return sorted(json.dumps(r, default=str, sort_keys=True) for r in t.to_pylist())
-
-
-def peer_read(uri: str) -> pa.Table:
-    """deltalake 1.6.0's read; its pyarrow dataset refuses DVs, its query engine applies them."""
-    table = deltalake.DeltaTable(uri)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t")
-                    .read_all())
-
-
-def copy_table(name: str, tmp_path: Path) -> str:
-    dest = tmp_path / name.replace("/", "_")
-    shutil.copytree(DATA / name, dest)
-    return str(dest)
 
 
 @pytest.mark.parametrize("name", DV_TABLES)

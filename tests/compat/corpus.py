@@ -44,8 +44,8 @@ from deltacommit.errors import (
     TableNotFoundError,
     UnsupportedProtocolError,
 )
+from tests.delta_tables import DATA, peer_read
 
-DATA = Path(__file__).resolve().parent.parent / "data"
 ROOTS = ("delta-golden", "delta-kernel-java", "kernel")
 EXPECTED = DATA / "delta-golden-expected"
 
@@ -258,13 +258,6 @@ def expected_rows(case: Case) -> pa.Table | None:
     if case.name.startswith("delta-golden/") and f.exists() and case.name not in EXPECTED_WRONG:
         return pq.read_table(f)
     return None
-
-
-def peer_read(uri: str, version: int | None = None) -> pa.Table:
-    """deltalake 1.6.0's read through its query engine, which applies deletion vectors."""
-    table = deltalake.DeltaTable(uri, version=version)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t")
-                    .read_all())
 
 
 # Features deltalake 1.6.0 refuses to read; without Spark's expected rows the oracle for such a

@@ -8,26 +8,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import pyarrow as pa
 import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
+from tests.delta_tables import DATA, peer_read
 
 pytestmark = pytest.mark.spark
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _rows(t: pa.Table, columns: list[str]) -> list[str]:
     return sorted(json.dumps(r, default=str, sort_keys=True) for r in t.select(columns).to_pylist())
-
-
-def _peer(uri: str) -> pa.Table:
-    table = deltalake.DeltaTable(uri)
-    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t")
-                    .read_all())
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])
@@ -46,7 +39,7 @@ def test_spark_creates_appends_overwrites_and_reads_column_mapping_tables(
     assert ours.num_rows == 15
     names = ours.column_names
     assert names == ["id", "odd name", "s", "day"]
-    assert _rows(_peer(uri), names) == _rows(ours, names)
+    assert _rows(peer_read(uri), names) == _rows(ours, names)
     spark_rows = pa.Table.from_pylist([r.asDict(recursive=True)
                                        for r in dcs.read(spark, uri).collect()])
     assert _rows(spark_rows, names) == _rows(ours, names)
@@ -60,7 +53,7 @@ def test_spark_appends_to_a_column_mapping_table_spark_wrote(spark: Any, tmp_pat
     dcs.write(dcs.read(spark, uri), uri, mode="append")
     after = dc.DeltaTable(uri).to_arrow()
     assert after.num_rows == 2 * before.num_rows
-    assert _rows(_peer(uri), after.column_names) == _rows(after, after.column_names)
+    assert _rows(peer_read(uri), after.column_names) == _rows(after, after.column_names)
 
 
 def test_spark_compaction_of_a_column_mapping_table(spark: Any, tmp_path: Path) -> None:
@@ -74,4 +67,4 @@ def test_spark_compaction_of_a_column_mapping_table(spark: Any, tmp_path: Path) 
     after = dc.DeltaTable(uri).to_arrow()
     assert _rows(after, after.column_names) == _rows(before, before.column_names)
     assert after.column("id").null_count == 0
-    assert _rows(_peer(uri), after.column_names) == _rows(after, after.column_names)
+    assert _rows(peer_read(uri), after.column_names) == _rows(after, after.column_names)
