@@ -4,6 +4,7 @@ state older than what another process committed, or anything when switched off."
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,67 @@ def test_a_pinned_version_is_never_served_from_the_cache(tmp_path: Path) -> None
         dc.write(uri, pa.table({"id": [i]}))
     dc.DeltaTable(uri)
     assert dc.DeltaTable(uri, version=1).to_arrow().column("id").to_pylist() == [0]
+
+
+# --------------------------------------------------------------------------- blind appends
+#
+# ``dc.write(uri, data)`` appending without an app id takes the cached state as it is and reads
+# the proof of identity while its data is written; whatever a fresh read would decide otherwise
+# must still be decided as a fresh read decides it.
+
+
+def _in_another_process(code: str, uri: str, options: dict[str, str] | None = None) -> None:
+    program = ("import json, sys, deltacommit as dc, pyarrow as pa\n"
+               "uri, options = sys.argv[1], json.loads(sys.argv[2])\n" + code)
+    subprocess.run([sys.executable, "-c", program, uri, json.dumps(options or {})], check=True)
+
+
+def _unreferenced_data_files(table: dc.DeltaTable) -> set[str]:
+    store = table.log_store.store
+    on_disk = {m.path for m in store.list("") if m.path.endswith(".parquet")}
+    return on_disk - {f.path for f in table.files()}
+
+
+def test_a_blind_append_to_a_replaced_remote_table_commits_to_the_new_one(
+        s3_bucket: S3Bucket) -> None:
+    uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
+    for i in range(5):
+        dc.write(uri, pa.table({"id": [i]}), storage_options=options)
+    # Another process deletes the table and creates one of the same schema with two versions.
+    _in_another_process(
+        "t = dc.DeltaTable(uri, storage_options=options)\n"
+        "for m in list(t.log_store.store.list('')): t.log_store.store.delete(m.path)\n"
+        "dc.write(uri, pa.table({'id': [100]}), storage_options=options)\n"
+        "dc.write(uri, pa.table({'id': [101]}), storage_options=options)\n", uri, options)
+    r = dc.write(uri, pa.table({"id": [102]}), storage_options=options)
+    state_cache.clear()
+    t = dc.DeltaTable(uri, storage_options=options)
+    # Created again (version 0) and appended to twice: the append is version 3 of the new table.
+    assert r.version == t.version == 3
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [100, 101, 102]
+    assert _unreferenced_data_files(t) == set()
+
+
+def test_a_blind_append_honours_a_constraint_added_by_another_process(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1]}))
+    dc.write(uri, pa.table({"id": [2]}))
+    _in_another_process("dc.DeltaTable(uri).set_properties({'delta.constraints.positive': 'id > 0'})",
+                        uri)
+    with pytest.raises(dc.ConstraintViolationError, match="positive"):
+        dc.write(uri, pa.table({"id": [-1]}))
+    t = dc.DeltaTable(uri)
+    assert t.version == 3 and sorted(t.to_arrow().column("id").to_pylist()) == [1, 2]
+    assert _unreferenced_data_files(t) == set()
+
+
+def test_a_blind_append_after_another_process_changed_the_metadata_commits(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1]}))
+    _in_another_process("dc.DeltaTable(uri).set_properties({'owner': 'someone'})\n"
+                        "dc.write(uri, pa.table({'id': [2]}))", uri)
+    r = dc.write(uri, pa.table({"id": [3]}))
+    t = dc.DeltaTable(uri)
+    assert r.version == t.version == 4 and t.configuration.get("owner") == "someone"
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    assert _unreferenced_data_files(t) == set()

@@ -56,6 +56,11 @@ class TableExistsError(DeltaCommitError):
     """A table already exists where one was to be created."""
 
 
+class TableReplacedError(DeltaCommitError):
+    """The table at a location is not the one a cached state describes (deleted and created
+    again): nothing was committed, and the write must start from a fresh read."""
+
+
 class CorruptLogError(DeltaCommitError):
     """A commit file or checkpoint cannot be read as the Delta protocol defines it."""
 

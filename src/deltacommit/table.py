@@ -64,7 +64,7 @@ class DeltaTable:
                  random: RandomSource | None = None, policy: CommitPolicy | None = None,
                  group_commit: bool | GroupCommitPolicy = False,
                  allow_external_paths: bool = False,
-                 _snapshot: Snapshot | None = None) -> None:
+                 _snapshot: Snapshot | None = None, _blind: bool = False) -> None:
         self.storage_options = dict(storage_options or {})
         #: Whether reads may open data files outside the table location (shallow clones).
         self.allow_external_paths = allow_external_paths
@@ -73,7 +73,8 @@ class DeltaTable:
         self.random = random or DEFAULT_RANDOM
         self.policy = policy or CommitPolicy()
         #: The snapshot cache every transaction of this object commits through.
-        self.log = self._open_log(version, _snapshot, custom_store=log_store is not None)
+        self.log = self._open_log(version, _snapshot, custom_store=log_store is not None,
+                                  blind=_blind)
         if not self.log.pinned:
             from deltacommit.auto_compact import AutoCompactor
 
@@ -102,14 +103,24 @@ class DeltaTable:
     # ------------------------------------------------------------------ creation
 
     def _open_log(self, version: int | None, snapshot: Snapshot | None, *,
-                  custom_store: bool) -> TableLog:
+                  custom_store: bool, blind: bool = False) -> TableLog:
         """The table's log, from the process's cached state of it when there is one
-        (``engine/state_cache.py``): opening by URI then costs an update, not a load."""
+        (``engine/state_cache.py``): opening by URI then costs an update, not a load.
+
+        ``blind``: for a blind append, which needs no newer state than its commit loop finds
+        by losing a race; the cached state is taken as it is, the proof that the table was
+        not replaced is read meanwhile, and the first commit attempt waits for it."""
         if version is not None or snapshot is not None or custom_store:
             return TableLog(self.log_store, self.clock,
                             snapshot or Snapshot.load(self.log_store, version),
                             pinned=version is not None)
         key = state_cache.key_of(self.log_store, self.storage_options)
+        if blind:
+            reused = state_cache.reuse(key, self.log_store, self.clock)
+            if reused is not None:
+                snap, anchor, proof = reused
+                return TableLog(self.log_store, self.clock, snap, cache_key=key,
+                                known=(anchor,), proof=proof)
         reopened = state_cache.reopen(key, self.log_store, self.clock)
         if reopened is not None:
             snap, new, anchor = reopened

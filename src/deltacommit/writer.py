@@ -29,11 +29,15 @@ import pyarrow as pa
 from deltacommit.datafiles import WriteTarget, conform_rows, delete_files, write_rows
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
+    ConcurrentModificationException,
     ConcurrentTransactionException,
+    CoordinationMismatchError,
+    DeltaCommitError,
     InvalidArgumentError,
     MetadataChangedException,
     TableExistsError,
     TableNotFoundError,
+    TableReplacedError,
 )
 from deltacommit.identity import (
     allocate,
@@ -109,11 +113,13 @@ def check_write_arguments(mode: str, predicate: str | None, app_id: str | None,
 
 def open_or_create(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None,
                    configuration: Mapping[str, str] | None,
-                   storage_options: Mapping[str, str] | None) -> DeltaTable:
+                   storage_options: Mapping[str, str] | None, *,
+                   blind: bool = False) -> DeltaTable:
     """The table at ``uri``, created with ``schema`` if there is none (a concurrent creator
-    winning is fine: its table is opened)."""
+    winning is fine: its table is opened).  ``blind``: for a blind append, the process's
+    cached state is taken without updating it (``DeltaTable._open_log``)."""
     try:
-        return DeltaTable(uri, storage_options=storage_options)
+        return DeltaTable(uri, storage_options=storage_options, _blind=blind)
     except TableNotFoundError:
         pass
     try:
@@ -231,37 +237,59 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
         if app_id is not None:
             table.update()
     else:
+        # A blind append takes the process's last state of the table as it is: whatever was
+        # committed since, its commit loop finds by losing a race.
         table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
-                               storage_options)
+                               storage_options, blind=mode == "append" and app_id is None)
+    # Whatever fails on such a cached state (validation against an older schema, a change of
+    # metadata or protocol, a table replaced meanwhile) is tried once more on a fresh read:
+    # the write fails only if it fails there too.
+    unrefreshed = table.log.unconfirmed
     attempt = 0
     while True:
         attempt += 1
-        txn, pred = start_write(table, mode, predicate, partition_by)
-        target = WriteTarget.of(table.uri, txn.snapshot)
-        ids = allocate(target.identity, table_data.column_names, table_data.num_rows, table.uri)
-        rows = conform_rows(target, table_data, ids)
-        if pred is not None and rows.num_rows:
-            _check_predicate_covers(pred, rows, table)
-        if already_written(txn, app_id, app_version):
-            return WriteResult(txn.read_version, 0, skipped=True)
-        if ids:
-            txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
-        adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
-                          random=table.random, target_file_rows=target_file_rows)
+        adds: list[Add] = []
+        ids: dict[str, Any] = {}
         try:
+            txn, pred = start_write(table, mode, predicate, partition_by)
+            target = WriteTarget.of(table.uri, txn.snapshot)
+            ids = allocate(target.identity, table_data.column_names, table_data.num_rows,
+                           table.uri)
+            rows = conform_rows(target, table_data, ids)
+            if pred is not None and rows.num_rows:
+                _check_predicate_covers(pred, rows, table)
+            if already_written(txn, app_id, app_version):
+                return WriteResult(txn.read_version, 0, skipped=True)
+            if ids:
+                txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
+            adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
+                              random=table.random, target_file_rows=target_file_rows)
             return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
                                 app_id=app_id, app_version=app_version, num_rows=rows.num_rows)
-        except MetadataChangedException:
-            if not ids or not identity_raced(table.log, txn) \
-                    or attempt >= table.policy.max_attempts:
-                delete_files(table.log_store.store, adds)
-                raise
-            # A concurrent writer took identity values beyond the mark this write read: its
-            # files hold values that may now be taken, so they are written again with values
-            # allocated above the winner's mark, after a jittered pause (as the commit loop
-            # pauses) so racing identity writers spread out.
+        except (ConcurrentModificationException, TableReplacedError,
+                CoordinationMismatchError) as e:
+            # Refused before anything was committed: this write's files are unreferenced.
             delete_files(table.log_store.store, adds)
-            table.clock.sleep(table.policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
+            if not unrefreshed:
+                if not isinstance(e, MetadataChangedException) or not ids \
+                        or not identity_raced(table.log, txn) \
+                        or attempt >= table.policy.max_attempts:
+                    raise
+                # A concurrent writer took identity values beyond the mark this write read:
+                # its files hold values that may now be taken, so they are written again with
+                # values allocated above the winner's mark, after a jittered pause (as the
+                # commit loop pauses) so racing identity writers spread out.
+                table.clock.sleep(table.policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
+                continue
+        except DeltaCommitError:
+            # Files written and the commit failed otherwise: it may have happened (a lost
+            # answer), so they stay, and so does the error.
+            if not unrefreshed or adds:
+                raise
+        assert isinstance(table_or_uri, str)
+        table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
+                               storage_options)
+        unrefreshed = False
 
 
 def identity_raced(log: TableLog, txn: Transaction) -> bool:

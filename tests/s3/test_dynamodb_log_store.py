@@ -18,6 +18,7 @@ from botocore.config import Config
 
 import deltacommit as dc
 from deltacommit.clock import ManualClock, RandomSource
+from deltacommit.engine import state_cache
 from deltacommit.errors import (
     CoordinationMismatchError,
     CorruptLogError,
@@ -159,6 +160,7 @@ def test_an_uncontended_commit_costs_five_requests(dynamo: DynamoSetup) -> None:
 def test_a_new_writer_learns_the_table_from_one_query(dynamo: DynamoSetup) -> None:
     table = create(dynamo)
     dc.write(table, batch(0, 0))
+    state_cache.clear()  # a new process: it knows nothing of the table
     fresh = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     ls = fresh.log_store
     assert isinstance(ls, DynamoDBLogStore)
@@ -166,16 +168,43 @@ def test_a_new_writer_learns_the_table_from_one_query(dynamo: DynamoSetup) -> No
     ls.reset_requests()
     dc.write(fresh, batch(0, 1))
     # Its first commit looks for the table's entries under every tablePath spelling (s3, s3a,
-    # s3n: one Query each, once per log store object); later ones cost the protocol's minimum.
+    # s3n: one Query each, once per process); later ones cost the protocol's minimum.
     assert ls.requests == {"Query": 3, "PutItem": 1, "UpdateItem": 1}
     ls.reset_requests()
     dc.write(fresh, batch(0, 2))
     assert ls.requests == {"PutItem": 1, "UpdateItem": 1}
 
 
+def test_opening_by_uri_again_reuses_what_the_process_learnt(dynamo: DynamoSetup) -> None:
+    """``dc.write(uri)`` opens a new log store object on every call: the fleet's spelling, the
+    previous entry's completion and the newest version are known from the calls before, so a
+    call costs the protocol's commit plus the open's proof (a GET of the last known commit),
+    its Query of the newest entry and the HEAD that no other mechanism wrote past it."""
+    create(dynamo)
+    dc.write(dynamo.uri(), batch(0, 0), storage_options=dynamo.options)
+    opened = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    ls = opened.log_store
+    store = ls.store
+    assert isinstance(ls, DynamoDBLogStore)
+    ls.reset_requests()
+    store.reset_requests()  # type: ignore[attr-defined]
+    for b in range(1, 4):
+        again = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+        assert again.log_store is not ls  # a new object, sharing the process's knowledge
+        dc.write(again, batch(0, b))
+    # Each counter belongs to its object; the shared client carries every request, so count
+    # the last object's requests alone: one open and one commit.
+    last = again.log_store
+    assert isinstance(last, DynamoDBLogStore)
+    assert last.requests == {"Query": 1, "PutItem": 1, "UpdateItem": 1}
+    assert last.store.requests == {"GetObject": 1, "HeadObject": 1,  # type: ignore[attr-defined]
+                                   "PutObject": 3, "DeleteObject": 1}
+
+
 def test_catching_up_after_a_lost_race_costs_one_query_and_one_get_per_commit(
         dynamo: DynamoSetup) -> None:
     a = create(dynamo)
+    state_cache.clear()  # b stands for another process: it shares nothing a learns
     b = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     for i in range(3):
         dc.write(a, batch(0, i))
@@ -240,7 +269,10 @@ def test_an_existing_commit_file_is_never_replaced(dynamo: DynamoSetup) -> None:
     dc.write(table, batch(0, 0))
     dynamo.client.delete_item(TableName=dynamo.table, Key={
         "tablePath": {"S": dynamo.uri()}, "fileName": {"S": commit_name(1)}})
-    stale = open_log_store(dynamo.uri(), dynamo.options)   # knows nothing of the table
+    # A writer that knows nothing of the table, a TTL later (as long as it takes TTL to remove
+    # an entry: a younger N.json without its entry would be another mechanism's).
+    stale = DynamoDBLogStore.open(dynamo.uri(), dynamo.options,
+                                  clock=ManualClock(time.time() + 86_400))
     body = table.log_store.read_commit(1)
     with pytest.raises(VersionExistsError):
         stale.write_commit(1, b'{"commitInfo":{}}\n')
@@ -413,6 +445,7 @@ def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(dynamo
 def test_a_complete_entry_without_its_commit_file_stops_the_next_writer(dynamo: DynamoSetup) -> None:
     table = create(dynamo)
     dc.write(table, batch(0, 0))
+    state_cache.clear()  # the next writer is another process
     ls = open_log_store(dynamo.uri(), dynamo.options)
     ls.store.delete(commit_path(1))
     with pytest.raises(CorruptLogError, match=r"previous commit _delta_log/00000000000000000001.json "

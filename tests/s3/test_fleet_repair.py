@@ -106,7 +106,7 @@ def test_the_grace_counts_from_when_the_entry_was_first_seen(dynamo: DynamoSetup
     ls = open_store(dynamo, clock, 400)
     delta_rs_in_flight(dynamo, ls, 1)
     assert ls.latest_entry() is not None
-    ls._first_seen[ls.latest_entry().temp_path] = -0.3  # type: ignore[union-attr]
+    ls._k.first_seen[ls.latest_entry().temp_path] = -0.3  # type: ignore[union-attr]
     writer = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)
     assert dc.write(writer, batch(1, 0)).version == 2
     assert clock.monotonic() == pytest.approx(0.1)

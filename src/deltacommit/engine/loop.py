@@ -222,6 +222,7 @@ class CommitLoop:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
             try:
+                self.log.confirm_identity()
                 self.log.log_store.write_commit(version, data)
             except VersionExistsError:
                 landed = self._rebase(group, base)

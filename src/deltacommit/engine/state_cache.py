@@ -23,6 +23,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from deltacommit.clock import Clock
@@ -30,6 +31,7 @@ from deltacommit.errors import DeltaCommitError
 from deltacommit.log.intervals import may_predate_cleanup
 from deltacommit.log.names import commit_path
 from deltacommit.log.paths import parse_location
+from deltacommit.logstore import knowledge
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Commit, Snapshot, decode_commit
 
@@ -64,9 +66,11 @@ def key_of(log_store: LogStore, storage_options: Mapping[str, str]) -> Key:
 
 
 def clear() -> None:
-    """Forget every cached table state."""
+    """Forget every cached table state, and what the log stores established about each
+    table's coordination (``logstore.knowledge``): the process then knows what a new one does."""
     with _lock:
         _entries.clear()
+    knowledge.clear()
 
 
 def remember(key: Key, snapshot: Snapshot, anchor: Commit | None, confirmed_at: float) -> None:
@@ -84,8 +88,57 @@ def remember(key: Key, snapshot: Snapshot, anchor: Commit | None, confirmed_at: 
 
 
 def forget(key: Key) -> None:
+    """Drop a table's state, and its log stores' knowledge (it may have been replaced)."""
     with _lock:
         _entries.pop(key, None)
+    knowledge.forget(key[0])
+
+
+def _anchor_holds(log_store: LogStore, anchor: Commit) -> bool:
+    """Whether the commit at the anchor's version still holds exactly the anchor's actions."""
+    try:
+        [(version, data)] = log_store.read_range(anchor.version, anchor.version)
+        return decode_commit(log_store, version, data).actions == anchor.actions
+    except (DeltaCommitError, ValueError):
+        return False
+
+
+_proof_pool: ThreadPoolExecutor | None = None
+
+
+def _proofs() -> ThreadPoolExecutor:
+    global _proof_pool
+    with _lock:
+        if _proof_pool is None:
+            _proof_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="deltacommit-proof")
+        return _proof_pool
+
+
+def reuse(key: Key, log_store: LogStore, clock: Clock
+          ) -> tuple[Snapshot, Commit, Future[bool]] | None:
+    """The cached snapshot as it is, its anchor commit, and the proof of the table's identity
+    under way; None when nothing is cached or the snapshot may predate a log cleanup.
+
+    For a blind append (``dc.write(uri)`` without an app id): it needs no newer state than
+    the commit loop finds by losing a race, so it skips the update and writes its data while
+    the proof is read.  The caller must have the proof before committing (``TableLog``)."""
+    if not enabled():
+        return None
+    with _lock:
+        entry = _entries.get(key)
+    if entry is None or may_predate_cleanup(entry.snapshot.configuration, log_store.table_uri,
+                                            entry.confirmed_at, clock.time()):
+        return None
+    proof: Future[bool]
+    if log_store.store.local_path("") is None:
+        proof = _proofs().submit(_anchor_holds, log_store, entry.anchor)
+    elif _anchor_holds(log_store, entry.anchor):
+        proof = Future()
+        proof.set_result(True)
+    else:
+        forget(key)
+        return None
+    return entry.snapshot.with_log_store(log_store), entry.anchor, proof
 
 
 def reopen(key: Key, log_store: LogStore, clock: Clock
@@ -99,11 +152,15 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
     if entry is None:
         return None
     snap = entry.snapshot.with_log_store(log_store)
+    # The proof and the update are independent reads: on a remote store they go out together,
+    # so reopening costs one round trip more than a kept table object's update, not two.
+    proof: Future[bool] | None = None
+    if log_store.store.local_path("") is None:
+        proof = _proofs().submit(_anchor_holds, log_store, entry.anchor)
+    elif not _anchor_holds(log_store, entry.anchor):
+        forget(key)
+        return None
     try:
-        [(version, data)] = log_store.read_range(snap.version, snap.version)
-        if decode_commit(log_store, version, data).actions != entry.anchor.actions:
-            forget(key)
-            return None
         started = clock.time()
         updated, new = snap.updated(may_predate_cleanup(
             snap.configuration, log_store.table_uri, entry.confirmed_at, started))
@@ -116,8 +173,14 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
             # table another way.  A fresh load sees what they wrote and why.
             forget(key)
             return None
-    except (DeltaCommitError, ValueError):
+    except Exception as e:
+        replaced = proof is not None and not proof.result()
+        if not replaced and not isinstance(e, (DeltaCommitError, ValueError)):
+            raise
         forget(key)  # missing, unreadable or replaced: load afresh
+        return None
+    if proof is not None and not proof.result():
+        forget(key)  # replaced: what the update read belongs to another table
         return None
     anchor = new[-1] if new else entry.anchor
     if anchor.version != updated.version:

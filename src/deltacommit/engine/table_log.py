@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
 from deltacommit.engine import state_cache
-from deltacommit.errors import DeltaCommitError
+from deltacommit.errors import DeltaCommitError, TableReplacedError
 from deltacommit.log.intervals import may_predate_cleanup
 from deltacommit.logstore.base import LogStore
 from deltacommit.logstore.fleet_sign import dynamodb_fleet_sign
@@ -29,7 +30,7 @@ class TableLog:
 
     def __init__(self, log_store: LogStore, clock: Clock, snapshot: Snapshot, *,
                  pinned: bool = False, cache_key: state_cache.Key | None = None,
-                 known: tuple[Commit, ...] = ()) -> None:
+                 known: tuple[Commit, ...] = (), proof: Future[bool] | None = None) -> None:
         self.log_store = log_store
         self.clock = clock
         #: Opened at a fixed version: reads only, never follows new commits.
@@ -45,8 +46,32 @@ class TableLog:
         #: Where this table's newest snapshot is published for the process's next open of it
         #: (``state_cache``); None for pinned tables and custom log stores.
         self._cache_key = None if pinned else cache_key
+        #: That the table at the location is still the one ``snapshot`` describes, while being
+        #: read (``state_cache.reuse``); None once known.  No commit goes out before it.
+        self._proof = proof
         for c in known:
             self._remember(c)
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether the snapshot is a cached state not yet proven to be this table's."""
+        return self._proof is not None
+
+    def confirm_identity(self) -> None:
+        """Wait for the proof that the cached snapshot describes the table at the location;
+        TableReplacedError if the table there was replaced (nothing may be committed on a
+        state of another table: its next version may be far from this snapshot's)."""
+        proof = self._proof
+        if proof is None:
+            return
+        if not proof.result():
+            if self._cache_key is not None:
+                state_cache.forget(self._cache_key)
+            raise TableReplacedError(
+                f"table {self.uri}: the commit at version {self._snapshot.version} is no longer "
+                "the one this process read there (the table was deleted and created again, or "
+                "its log rewritten); the table must be read afresh")
+        self._proof = None
 
     def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
         """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,

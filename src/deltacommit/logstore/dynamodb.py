@@ -33,8 +33,9 @@ means "already complete").  Spark and delta-rs read the result identically.
 Requests per commit, uncontended writer that already knows the table (the usual case after its
 first commit or a refresh): **5** — PUT ``T(N)``, conditional ``PutItem``, conditional PUT
 ``N.json`` (the bytes are in memory, so no GET of ``T(N)``), DELETE ``T(N)``, ``UpdateItem``.
-The first commit of a log store object adds the fleet-key Queries (one per ``tablePath``
-spelling, see ``join_fleet``) and the PUT of ``DYNAMODB_MARKER``, never more.  Spark makes about
+The first commit of a process to a table adds the fleet-key Queries (one per ``tablePath``
+spelling, see ``join_fleet``) and the PUT of ``DYNAMODB_MARKER``, never more: the log store
+objects of one table in a process share what they establish (``logstore.knowledge``).  Spark makes about
 9 (HEAD N, GetItem N-1, HEAD N-1, PUT T, PutItem, GET T, HEAD + PUT N, PutItem).  The checks of
 steps 0 and 1 are skipped only when this process has already established them:
 
@@ -48,7 +49,10 @@ steps 0 and 1 are skipped only when this process has already established them:
   its own successful ``PutItem`` of N-1, which proves N-1.json and so N.json absent at that
   moment).  Any N.json created after that moment was created through an entry that lives at
   least the TTL past its creation, so the conditional ``PutItem`` still sees it.  This assumes,
-  as Spark's documentation does, that every writer uses the same (or a longer) TTL.
+  as Spark's documentation does, that every writer uses the same (or a longer) TTL.  An N.json
+  found with no entry for it, younger than half the TTL, was written by another mechanism:
+  the write is refused (``_check_explained``) rather than retried as a lost race, because the
+  catch-up follows the entries and would never reach that version.
 
 A lost race costs the PUT of ``T(N)`` and the failed ``PutItem``; the commit loop then reads
 the winners with one consistent ``Query`` (the latest entry, repaired if incomplete: its temp
@@ -103,7 +107,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -141,6 +145,7 @@ from deltacommit.errors import (
     VersionExistsError,
 )
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
+from deltacommit.logstore import knowledge
 from deltacommit.logstore.base import (
     COORDINATION_KEY,
     DYNAMODB_MARKER,
@@ -267,6 +272,26 @@ class _Unrecoverable(LogStoreError):
 
 #: (monotonic seconds, wall-clock seconds) of an observation.
 _Moment = tuple[float, float]
+
+
+@dataclass(eq=False)
+class _Knowledge:
+    """What a process has established about one table's entries (see the module docstring)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Every entry <= good_upto is complete and its commit file exists.
+    good_upto: int = -1
+    #: latest[0] was the newest version at the moment latest[1].
+    latest: tuple[int, _Moment] | None = None
+    #: When a moving writer's incomplete entry was first seen (by tempPath).
+    first_seen: dict[str, float] = field(default_factory=dict)
+    #: The tablePath spellings found in use at first use (see ``join_fleet``); None before.
+    fleet_keys: dict[str, int] | None = None
+    #: The spelling joined, where it differs from the configured one.
+    joined_path: str | None = None
+    mechanism_checked: bool = False
+    #: ``DYNAMODB_MARKER`` is written.
+    marked: bool = False
 
 
 class _ConditionFailed(Exception):
@@ -405,18 +430,18 @@ class DynamoDBLogStore(LogStore):
         self._counter = RequestCounter()
         #: Throttled requests are retried until DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME has passed.
         self._retry = dynamodb_throttling(config.dynamo_max_elapsed_request_time)
-        self._lock = threading.Lock()
-        # Knowledge this process has established (see the module docstring):
-        # every entry <= _good_upto is complete and its commit file exists;
-        self._good_upto = -1
-        # _latest[0] was the newest version at the moment _latest[1].
-        self._latest: tuple[int, _Moment] | None = None
-        # When this object first saw each moving writer's incomplete entry (by tempPath).
-        self._first_seen: dict[str, float] = {}
-        # The tablePath spellings found in use at first use (see ``join_fleet``); None before.
-        self._fleet_keys: dict[str, int] | None = None
-        self._mechanism_checked = False
-        self._marked = False
+        # What this process has established about the table's entries (see the module
+        # docstring), shared by its log store objects (``logstore.knowledge``): each
+        # ``dc.write(uri)`` opens a new one.  Objects with their own client, hook or clock
+        # (tests, tools) keep their own, since their view of time or of requests differs.
+        fresh = client is None and hook is None and clock is SYSTEM_CLOCK
+        self._k = (knowledge.shared(store.uri, (self.mechanism, endpoint_of(self._client),
+                                                self.table_name, self.table_path), _Knowledge)
+                   if fresh else _Knowledge())
+        self._lock = self._k.lock
+        joined = self._k.joined_path
+        if joined is not None:
+            self.table_path = joined
 
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -483,10 +508,10 @@ class DynamoDBLogStore(LogStore):
         explicitly configured spelling other than the one in use, and a log with recent
         commits but no entry under any spelling (its writers use another mechanism).
         """
-        if self._fleet_keys is not None:
-            if check_mechanism and not self._fleet_keys and not self._mechanism_checked:
+        if self._k.fleet_keys is not None:
+            if check_mechanism and not self._k.fleet_keys and not self._k.mechanism_checked:
                 self._check_no_other_mechanism(self._pin_hint())
-                self._mechanism_checked = True
+                self._k.mechanism_checked = True
             return
         found = self.fleet_keys()
         pin = self._pin_hint()
@@ -507,10 +532,11 @@ class DynamoDBLogStore(LogStore):
                 log.info("table %s: joining the tablePath %s its other writers use (configured "
                          "%s)", self.table_uri, key, self.table_path)
                 self.table_path = key
+                self._k.joined_path = key
         elif check_mechanism:
             self._check_no_other_mechanism(pin)
-            self._mechanism_checked = True
-        self._fleet_keys = found
+            self._k.mechanism_checked = True
+        self._k.fleet_keys = found
 
     def _pin_hint(self) -> str:
         return (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
@@ -573,25 +599,25 @@ class DynamoDBLogStore(LogStore):
 
     def _note_good(self, version: int) -> None:
         with self._lock:
-            self._good_upto = max(self._good_upto, version)
+            self._k.good_upto = max(self._k.good_upto, version)
 
     def _now(self) -> _Moment:
         return self._clock.monotonic(), self._clock.time()
 
     def _note_latest(self, version: int, since: _Moment) -> None:
         with self._lock:
-            if self._latest is None or version > self._latest[0] \
-                    or (version == self._latest[0] and since > self._latest[1]):
-                self._latest = (version, since)
+            if self._k.latest is None or version > self._k.latest[0] \
+                    or (version == self._k.latest[0] and since > self._k.latest[1]):
+                self._k.latest = (version, since)
 
     def _knows_good(self, version: int) -> bool:
         with self._lock:
-            return version <= self._good_upto
+            return version <= self._k.good_upto
 
     def _knows_absent(self, version: int) -> bool:
         """Whether N.json provably did not exist recently enough that PutItem alone excludes it."""
         with self._lock:
-            latest = self._latest
+            latest = self._k.latest
         if latest is None or latest[0] != version - 1:
             return False
         # Both clocks must agree it is recent: the monotonic one stands still while the
@@ -609,13 +635,13 @@ class DynamoDBLogStore(LogStore):
     # ----------------------------------------------------------------- writing
 
     def write_commit(self, version: int, data: bytes) -> None:
-        if self._fleet_keys is None or not (self._fleet_keys or self._mechanism_checked):
+        if self._k.fleet_keys is None or not (self._k.fleet_keys or self._k.mechanism_checked):
             self.join_fleet()
         file_name = commit_name(version)
         target = commit_path(version)
         # Step 0: an N.json whose entry TTL already removed.
-        if not self._knows_absent(version) and self.store.exists(target):
-            raise VersionExistsError(self.table_uri, version)
+        if not self._knows_absent(version):
+            self._check_absent(version)
         # Step 1: the previous commit is complete and present; no stale entries at version 0.
         if version > 0:
             if not self._knows_good(version - 1):
@@ -626,12 +652,12 @@ class DynamoDBLogStore(LogStore):
                 if first.complete and not self.store.exists(target):
                     raise LogStoreError(self._stale_message(first))
                 raise VersionExistsError(self.table_uri, version)
-        if not self._marked:
+        if not self._k.marked:
             # Temp files are deleted once their commit is in place, so they no longer show a
             # writer on S3 conditional writes that this table is coordinated through DynamoDB;
             # this marker does (``logstore.fleet_sign.dynamodb_fleet_sign``), once per log store.
             self.store.put(DYNAMODB_MARKER, MARKER_TEXT)
-            self._marked = True
+            self._k.marked = True
         # Step 2: temp file, then the entry: the linearisation point.
         entry = CommitEntry(self.table_path, file_name,
                             f".tmp/{file_name}.{self._random.uuid()}", complete=False)
@@ -654,6 +680,18 @@ class DynamoDBLogStore(LogStore):
         if self._complete(entry, quiet=True):
             self._note_good(version)
         self._step("after_complete", version)
+
+    def _check_absent(self, version: int) -> None:
+        """VersionExistsError if N.json exists.  Without an entry for it, a young N.json was
+        written by another mechanism: refused (``_check_explained``), since the catch-up after
+        a lost race follows the entries and would never reach it."""
+        try:
+            meta = self.store.head(commit_path(version))
+        except ObjectNotFoundError:
+            return
+        if self._get_entry(version) is None:
+            self._check_explained(version, meta)
+        raise VersionExistsError(self.table_uri, version)
 
     def _put_entry(self, entry: CommitEntry) -> None:
         try:
@@ -849,7 +887,7 @@ class DynamoDBLogStore(LogStore):
         """
         key = entry.temp_path
         with self._lock:
-            first = self._first_seen.setdefault(key, self._clock.monotonic())
+            first = self._k.first_seen.setdefault(key, self._clock.monotonic())
         deadline = first + self.repair_grace_ms / 1000
         while True:
             if not self.store.exists(entry.temp_key):
