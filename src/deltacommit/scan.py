@@ -334,10 +334,9 @@ class FileScan:
     def _keep_mask(self, deletion_vector: Mapping[str, Any], rel: str,
                    num_rows: int) -> pa.BooleanArray:
         """False at each row of the file its deletion vector deletes."""
-        from deltacommit.deletion_vector_io import deleted_rows, keep_mask
+        from deltacommit.deletion_vector_io import kept_rows
 
-        rows = deleted_rows(self.store, parse_location(self.table_uri), self.table_uri,
-                            dict(deletion_vector), data_file=rel,
-                            storage_options=self.storage_options,
-                            allow_external=self.allow_external_paths)
-        return keep_mask(rows, num_rows, f"table {self.table_uri}: {rel}")
+        return kept_rows(self.store, parse_location(self.table_uri), self.table_uri,
+                         deletion_vector, data_file=rel, num_rows=num_rows,
+                         storage_options=self.storage_options,
+                         allow_external=self.allow_external_paths)
