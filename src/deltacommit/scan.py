@@ -243,7 +243,8 @@ class FileScan:
             if encoded:
                 # Decoding a dictionary column's values after the deletion vector's filter
                 # costs less than half of decoding every value while reading.
-                pf = pq.ParquetFile(source, memory_map=memory_map, read_dictionary=list(encoded))
+                pf = pq.ParquetFile(source, memory_map=memory_map, metadata=pf.metadata,
+                                    read_dictionary=list(encoded))
             keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
                     if deletion_vector and not self.physical_rows else None)
             start = 0
