@@ -59,6 +59,8 @@ def kept_rows(store: ObjectStore, root: Location, table: str, descriptor: Mappin
     deleted, count = deleted_bits(data, num_rows, what)
     _check_cardinality(dv, count, what)
     keep = np.invert(deleted)
+    if num_rows % 8:
+        keep[-1] &= (1 << num_rows % 8) - 1  # padding bits clear, as Arrow's builders leave them
     return cast(pa.BooleanArray, pa.BooleanArray.from_buffers(
         pa.bool_(), num_rows, [None, pa.py_buffer(keep.data)]))
 
