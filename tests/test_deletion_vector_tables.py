@@ -10,11 +10,16 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
+from deltacommit.deletion_vector_io import deleted_rows, keep_mask, kept_rows
+from deltacommit.errors import CorruptLogError
 from deltacommit.log.actions import Add, Protocol
 from deltacommit.log.deletion_vectors import (
     encode_bitmap_array,
@@ -22,6 +27,7 @@ from deltacommit.log.deletion_vectors import (
     relative_dv_path_or_inline,
     z85_encode,
 )
+from deltacommit.log.paths import parse_location
 from tests.delta_tables import DATA, copy_table, peer_read
 
 DV_TABLES = ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/log-replay-dv-key-cases",
@@ -32,6 +38,38 @@ DV_TABLES = ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/log-re
 def _rows(t: pa.Table, columns: list[str] | None = None) -> list[str]:
     t = t.select(columns or sorted(t.column_names))
     return sorted(json.dumps(r, default=str, sort_keys=True) for r in t.to_pylist())
+
+
+@pytest.mark.parametrize("name", DV_TABLES)
+def test_a_scans_mask_keeps_the_rows_the_deletion_vector_does_not_list(name: str) -> None:
+    # The mask made from the bitmap's containers (kept_rows) against the one made from the
+    # listed rows (deleted_rows), on DVs written by Spark and Databricks (of every version).
+    t = dc.DeltaTable(str(DATA / name))
+    root = parse_location(t.uri)
+    seen = 0
+    adds = {(a.path, json.dumps(a.deletion_vector, sort_keys=True)): a
+            for v in range(t.version + 1) for a in dc.DeltaTable(t.uri, version=v).files()
+            if a.deletion_vector}
+    for a in adds.values():
+        assert a.deletion_vector is not None
+        num_rows = pq.ParquetFile(str(DATA / name / unquote(a.path))).metadata.num_rows
+        for n in (num_rows, num_rows + 3):     # a length that ends inside a byte, too
+            try:
+                rows = deleted_rows(t.log_store.store, root, t.uri, a.deletion_vector,
+                                    data_file=a.path)
+            except CorruptLogError:  # one refused as corrupt (compat/corpus.py, DIVERGENT)
+                with pytest.raises(CorruptLogError):
+                    kept_rows(t.log_store.store, root, t.uri, a.deletion_vector,
+                              data_file=a.path, num_rows=n)
+                continue
+            got = kept_rows(t.log_store.store, root, t.uri, a.deletion_vector,
+                            data_file=a.path, num_rows=n)
+            assert got.equals(keep_mask(rows, n, a.path))
+            padding = np.unpackbits(np.frombuffer(got.buffers()[1], np.uint8),
+                                    bitorder="little")[n:]
+            assert not padding.any()
+        seen += 1
+    assert seen
 
 
 @pytest.mark.parametrize("name", DV_TABLES)

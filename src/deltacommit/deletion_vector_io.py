@@ -9,7 +9,7 @@ allows external paths, as for data files).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import numpy as np
@@ -20,6 +20,7 @@ from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageErro
 from deltacommit.log.deletion_vectors import (
     DeletionVectorDescriptor,
     decode_bitmap_array,
+    deleted_bits,
     extract_from_file,
     extract_segment,
 )
@@ -39,46 +40,75 @@ def deleted_rows(store: ObjectStore, root: Location, table: str, descriptor: Map
                  *, data_file: str, storage_options: Mapping[str, str] | None = None,
                  allow_external: bool = False) -> npt.NDArray[np.uint64]:
     """Sorted indexes of the rows that ``descriptor`` deletes from ``data_file``."""
+    dv, data, what = _bitmap_bytes(store, root, table, descriptor, data_file=data_file,
+                                   storage_options=storage_options,
+                                   allow_external=allow_external)
+    rows = decode_bitmap_array(data, what)
+    _check_cardinality(dv, len(rows), what)
+    return rows
+
+
+def kept_rows(store: ObjectStore, root: Location, table: str, descriptor: Mapping[str, Any],
+              *, data_file: str, num_rows: int, storage_options: Mapping[str, str] | None = None,
+              allow_external: bool = False) -> pa.BooleanArray:
+    """An Arrow mask of the ``num_rows`` rows of ``data_file``, False at each row that
+    ``descriptor`` deletes: the DV's bitmap containers become the mask's bits as they are."""
+    dv, data, what = _bitmap_bytes(store, root, table, descriptor, data_file=data_file,
+                                   storage_options=storage_options,
+                                   allow_external=allow_external)
+    deleted, count = deleted_bits(data, num_rows, what)
+    _check_cardinality(dv, count, what)
+    keep = np.invert(deleted)
+    if num_rows % 8:
+        keep[-1] &= (1 << num_rows % 8) - 1  # padding bits clear, as Arrow's builders leave them
+    return cast(pa.BooleanArray, pa.BooleanArray.from_buffers(
+        pa.bool_(), num_rows, [None, pa.py_buffer(keep.data)]))
+
+
+def _check_cardinality(dv: DeletionVectorDescriptor, count: int, what: str) -> None:
+    if count != dv.cardinality:
+        raise CorruptLogError(f"{what}: holds {count} rows, its descriptor says "
+                              f"{dv.cardinality}")
+
+
+def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Mapping[str, Any],
+                  *, data_file: str, storage_options: Mapping[str, str] | None,
+                  allow_external: bool) -> tuple[DeletionVectorDescriptor, bytes, str]:
+    """The descriptor, the serialised bitmap it points at (checked against its size and
+    CRC-32) and how errors name it."""
     from deltacommit.datafiles import open_data_file
 
     what = f"table {table}: deletion vector of {data_file}"
     dv = DeletionVectorDescriptor.from_json(dict(descriptor), what)
     path = dv_file_path(dv)
     if path is None:
-        data = dv.inline_bytes()
-    else:
-        resolved = locate_data_file(root, path, table=table, allow_external=allow_external)
-        where = (f"{table}/{resolved.relative}" if resolved.relative is not None
-                 else resolved.location.uri())
-        what = f"table {table}: deletion vector file {where} (of {data_file})"
-        try:
-            source, _ = open_data_file(store, resolved, storage_options)
-            if isinstance(source, str):
-                # A local DV file may hold the DVs of many data files: read only this one.
-                with open(source, "rb") as f:
-                    version = f.read(1)
-                    f.seek(dv.offset or 0)
-                    segment = f.read(8 + dv.size_in_bytes)
-                content = None
-            else:
-                with source:
-                    content = source.read()
-        except (ObjectNotFoundError, FileNotFoundError):
-            raise StorageError("read", where, f"deletion vector of data file {data_file} is "
-                                              "missing") from None
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"{what}: cannot read it: {e}") from None
-        if content is not None:
-            data = extract_from_file(content, dv, what)
+        return dv, dv.inline_bytes(), what
+    resolved = locate_data_file(root, path, table=table, allow_external=allow_external)
+    where = (f"{table}/{resolved.relative}" if resolved.relative is not None
+             else resolved.location.uri())
+    what = f"table {table}: deletion vector file {where} (of {data_file})"
+    try:
+        source, _ = open_data_file(store, resolved, storage_options)
+        if isinstance(source, str):
+            # A local DV file may hold the DVs of many data files: read only this one.
+            with open(source, "rb") as f:
+                version = f.read(1)
+                f.seek(dv.offset or 0)
+                segment = f.read(8 + dv.size_in_bytes)
+            content = None
         else:
-            if not version:
-                raise CorruptLogError(f"{what}: the file is empty")
-            data = extract_segment(version[0], segment, dv, what)
-    rows = decode_bitmap_array(data, what)
-    if len(rows) != dv.cardinality:
-        raise CorruptLogError(f"{what}: holds {len(rows)} rows, its descriptor says "
-                              f"{dv.cardinality}")
-    return rows
+            with source:
+                content = source.read()
+    except (ObjectNotFoundError, FileNotFoundError):
+        raise StorageError("read", where, f"deletion vector of data file {data_file} is "
+                                          "missing") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptLogError(f"{what}: cannot read it: {e}") from None
+    if content is not None:
+        return dv, extract_from_file(content, dv, what), what
+    if not version:
+        raise CorruptLogError(f"{what}: the file is empty")
+    return dv, extract_segment(version[0], segment, dv, what), what
 
 
 def keep_mask(rows: npt.NDArray[np.uint64], num_rows: int, what: str) -> pa.BooleanArray:

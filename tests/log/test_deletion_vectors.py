@@ -17,6 +17,7 @@ from deltacommit.log.deletion_vectors import (
     MAGIC,
     DeletionVectorDescriptor,
     decode_bitmap_array,
+    deleted_bits,
     deleted_mask,
     encode_bitmap_array,
     encode_file,
@@ -87,6 +88,37 @@ def test_run_containers_decode(rows: set[int]) -> None:
     assert decode_bitmap_array(_runs_encoder(list(rows))).tolist() == sorted(rows)
 
 
+small_row_sets = st.one_of(
+    st.sets(st.integers(0, 200_000), max_size=300),
+    st.builds(lambda start, n: set(range(start, start + n)), st.integers(0, 100_000),
+              st.integers(0, 20_000)),          # bitmap containers, or long runs
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_row_sets, st.integers(1, 70_000), st.booleans())
+def test_deleted_bits_are_the_mask_of_the_decoded_rows(rows: set[int], extra: int,
+                                                       runs: bool) -> None:
+    # The scan's mask, made from the containers as they are, equals the mask of the rows
+    # the decoder lists, for array, bitmap and run containers and any file length.
+    data = _runs_encoder(list(rows)) if runs and rows else encode_bitmap_array(list(rows))
+    num_rows = max(rows, default=0) + extra
+    bits, count = deleted_bits(data, num_rows)
+    expected = np.packbits(deleted_mask(decode_bitmap_array(data), num_rows), bitorder="little")
+    assert bits.tolist() == expected.tolist()
+    assert count == len(rows)
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_deleted_bits_refuse_a_row_past_the_end_of_the_file(runs: bool) -> None:
+    for rows in ([3, 9], [3, 70_000], [3, 2**33], list(range(10_000, 20_001))):
+        data = _runs_encoder(rows) if runs else encode_bitmap_array(rows)
+        with pytest.raises(CorruptLogError, match=f"deletes row {max(rows)} of a file of "
+                                                  f"{max(rows)} rows"):
+            deleted_bits(data, max(rows))
+    assert deleted_bits(encode_bitmap_array([]), 0)[1] == 0
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.sets(st.integers(0, 70_000), max_size=100), min_size=1, max_size=4))
 def test_file_format_holds_several_dvs_with_checksums(sets: list[set[int]]) -> None:
@@ -136,6 +168,9 @@ def test_protocol_examples() -> None:
         "storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
         "sizeInBytes": 40, "cardinality": 6})
     assert decode_bitmap_array(i.inline_bytes()).tolist() == [3, 4, 7, 11, 18, 29]
+    bits, count = deleted_bits(i.inline_bytes(), 30)
+    assert np.flatnonzero(np.unpackbits(bits, bitorder="little")).tolist() == [3, 4, 7, 11, 18, 29]
+    assert count == 6
     assert i.unique_id == "iwi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
     uid = uuid.UUID("d2c639aa-8816-431a-aaf6-d3fe2512ff61")
     assert relative_dv_path_or_inline("ab", uid) == "ab^-aqEH.-t@S}K{vb[*k^"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,8 +246,14 @@ class _Cursor:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
 
 
-def _decode_roaring32(cur: _Cursor) -> npt.NDArray[np.uint32]:
-    """One portable 32-bit Roaring bitmap (RoaringFormatSpec) as sorted values."""
+#: A container: its key (bits 16-31 of its values) and its low 16 bits, as an array of them
+#: (``"array"``), as runs of (start, length - 1) pairs (``"runs"``) or as 8192 bytes of
+#: little-endian bits (``"bitmap"``).
+_Container = tuple[int, str, npt.NDArray[Any]]
+
+
+def _containers(cur: _Cursor) -> Iterator[_Container]:
+    """The containers of one portable 32-bit Roaring bitmap (RoaringFormatSpec), in order."""
     (cookie,) = cur.unpack("<I")
     if cookie & 0xFFFF == _SERIAL_COOKIE:
         n = (cookie >> 16) + 1
@@ -263,63 +270,125 @@ def _decode_roaring32(cur: _Cursor) -> npt.NDArray[np.uint32]:
     header = np.frombuffer(cur.take(4 * n), "<u2").reshape(n, 2) if n else np.zeros((0, 2), "<u2")
     if has_offsets:
         cur.take(4 * n)  # container offsets: containers follow in order anyway
-    parts: list[npt.NDArray[np.uint32]] = []
     for i in range(n):
-        key = np.uint32(int(header[i, 0]) << 16)
+        key = int(header[i, 0])
         card = int(header[i, 1]) + 1
         if run_flags[i]:
             (runs,) = cur.unpack("<H")
             pairs = np.frombuffer(cur.take(4 * runs), "<u2").reshape(runs, 2).astype(np.int64)
-            lengths = pairs[:, 1] + 1
-            starts = np.repeat(pairs[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])),
+            if runs and int((pairs[:, 0] + pairs[:, 1]).max()) > 0xFFFF:
+                raise CorruptLogError(f"{cur.source}: deletion vector bitmap has a run past "
+                                      "the end of its container")
+            yield key, "runs", pairs
+        elif card <= _ARRAY_MAX:
+            yield key, "array", np.frombuffer(cur.take(2 * card), "<u2")
+        else:
+            yield key, "bitmap", np.frombuffer(cur.take(8192), np.uint8)
+
+
+def _decode_roaring32(cur: _Cursor) -> npt.NDArray[np.uint32]:
+    """One portable 32-bit Roaring bitmap as sorted values."""
+    parts: list[npt.NDArray[np.uint32]] = []
+    for key, kind, body in _containers(cur):
+        if kind == "runs":
+            lengths = body[:, 1] + 1
+            starts = np.repeat(body[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])),
                                lengths)
             low = starts + np.arange(int(lengths.sum()))
-        elif card <= _ARRAY_MAX:
-            low = np.frombuffer(cur.take(2 * card), "<u2")
+        elif kind == "array":
+            low = body
         else:
-            bits = np.unpackbits(np.frombuffer(cur.take(8192), np.uint8), bitorder="little")
-            low = np.flatnonzero(bits)
-        parts.append(low.astype(np.uint32) | key)
+            low = np.flatnonzero(np.unpackbits(body, bitorder="little"))
+        parts.append(low.astype(np.uint32) | np.uint32(key << 16))
     if not parts:
         return np.zeros(0, np.uint32)
     return np.concatenate(parts)
 
 
-def decode_bitmap_array(data: bytes, source: str = "deletion vector") -> RowIndexes:
-    """Sorted row indexes of a serialised RoaringBitmapArray (magic number first)."""
+def _container_bits(kind: str, body: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+    """A container as 8192 bytes of little-endian bits."""
+    if kind == "bitmap":
+        return body
+    if kind == "array":
+        bits = np.zeros(65536, bool)
+        bits[body] = True
+    else:
+        # +1 at each run's start, -1 past its end: a position is set where the sum is positive.
+        edges = np.zeros(65537, np.int32)
+        np.add.at(edges, body[:, 0], 1)
+        np.add.at(edges, body[:, 0] + body[:, 1] + 1, -1)
+        bits = np.cumsum(edges[:65536]) > 0
+    return np.packbits(bits, bitorder="little")
+
+
+def _bitmap_array(data: bytes, source: str) -> tuple[_Cursor, Iterator[int]]:
+    """A cursor at the first bucket of a serialised RoaringBitmapArray (magic number first)
+    and its buckets' keys (the high 32 bits of their values), each read as it is reached:
+    the bucket's 32-bit bitmap follows at the cursor."""
     cur = _Cursor(data, source)
     (magic,) = cur.unpack("<i")
     if magic == MAGIC:
         (buckets,) = cur.unpack("<Q")
-    elif int.from_bytes(data[:4], "big") == NATIVE_MAGIC:
+        return cur, _bucket_keys(cur, buckets, "<I", len(data))
+    if int.from_bytes(data[:4], "big") == NATIVE_MAGIC:
         # The older "native" layout (PROTOCOL.md's inline example): big-endian magic and
         # count, then for bucket i (key i) its big-endian size and a portable 32-bit bitmap.
         (buckets,) = cur.unpack(">i")
-        return _buckets(cur, buckets, ">I", len(data), native=True)
-    else:
-        raise CorruptLogError(f"{source}: deletion vector magic number {magic}, expected {MAGIC}")
-    return _buckets(cur, buckets, "<I", len(data))
+        return cur, _bucket_keys(cur, buckets, ">I", len(data), native=True)
+    raise CorruptLogError(f"{source}: deletion vector magic number {magic}, expected {MAGIC}")
 
 
-def _buckets(cur: _Cursor, buckets: int, key_format: str, size: int, native: bool = False
-             ) -> RowIndexes:
-    source = cur.source
+def _bucket_keys(cur: _Cursor, buckets: int, key_format: str, size: int, native: bool = False
+                 ) -> Iterator[int]:
     if not 0 <= buckets <= size:
-        raise CorruptLogError(f"{source}: deletion vector claims {buckets} buckets in "
+        raise CorruptLogError(f"{cur.source}: deletion vector claims {buckets} buckets in "
                               f"{size} bytes")
-    parts: list[RowIndexes] = []
     for i in range(buckets):
         (key,) = cur.unpack(key_format)
-        if native:
-            key = i  # what was read is the bucket's size; the bitmap parses itself
-        low = _decode_roaring32(cur)
-        parts.append(low.astype(np.uint64) | np.uint64(key << 32))
+        # A native bucket's key is its index; what was read is its size (the bitmap parses
+        # itself).
+        yield i if native else key
+
+
+def decode_bitmap_array(data: bytes, source: str = "deletion vector") -> RowIndexes:
+    """Sorted row indexes of a serialised RoaringBitmapArray (magic number first)."""
+    cur, keys = _bitmap_array(data, source)
+    parts = [_decode_roaring32(cur).astype(np.uint64) | np.uint64(key << 32) for key in keys]
     if not parts:
         return np.zeros(0, np.uint64)
     out = np.concatenate(parts)
     if len(out) > 1 and not bool(np.all(out[1:] > out[:-1])):
         out = np.unique(out)
     return out
+
+
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+
+
+def deleted_bits(data: bytes, num_rows: int, source: str = "deletion vector"
+                 ) -> tuple[npt.NDArray[np.uint8], int]:
+    """The rows a serialised RoaringBitmapArray deletes from a file of ``num_rows`` rows as
+    Arrow lays out a boolean array (bit ``i % 8`` of byte ``i // 8`` for row ``i``), and how
+    many rows that is.
+
+    A bitmap container already is that layout for its 65536 rows, so a scan's mask is made
+    without listing the deleted rows (``decode_bitmap_array``)."""
+    size = -(-num_rows // 8)
+    out = np.zeros(-(-num_rows // 65536) * 8192, np.uint8)
+    cur, keys = _bitmap_array(data, source)
+    beyond = False
+    for key in keys:
+        for low_key, kind, body in _containers(cur):
+            start = ((key << 32) | (low_key << 16)) >> 3
+            if start >= len(out):
+                beyond = True
+                continue
+            block = out[start:start + 8192]
+            np.bitwise_or(block, _container_bits(kind, body), out=block)
+    if beyond or out[size:].any() or (num_rows & 7 and out[size - 1] >> (num_rows & 7)):
+        deleted_mask(decode_bitmap_array(data, source), num_rows, source)  # names the row
+    out = out[:size]
+    return out, int(_POPCOUNT[out].sum(dtype=np.int64))
 
 
 def encode_bitmap_array(rows: Any) -> bytes:
@@ -380,6 +449,7 @@ __all__ = [
     "MAGIC",
     "DeletionVectorDescriptor",
     "decode_bitmap_array",
+    "deleted_bits",
     "deleted_mask",
     "dv_unique_id",
     "encode_bitmap_array",
