@@ -285,6 +285,18 @@ class Snapshot:
     def iter_files(self) -> Iterator[Add]:
         return iter(self._state.files.values())
 
+    def add_rows(self) -> list[pa.StructArray]:
+        """The live files as canonical ``add`` rows (``log.checkpoint_format.ADD``), in chunks:
+        the checkpoint's rows still kept, then the adds committed since.  No ``Add`` object is
+        built for a checkpoint row."""
+        from deltacommit.log.checkpoint_format import adds_to_arrow
+        from deltacommit.log.lazy_files import LazyActionMap
+
+        files = self._state.files
+        if isinstance(files, LazyActionMap):
+            return files.arrow_chunks(adds_to_arrow)
+        return [adds_to_arrow(list(files.values()))]
+
     def app_version(self, app_id: str) -> int | None:
         txn = self._state.app_txns.get(app_id)
         return None if txn is None else txn.version

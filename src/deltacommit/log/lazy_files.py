@@ -323,15 +323,20 @@ class LazyActionMap(dict[str, V]):
 
     def arrow_rows(self, to_arrow: Callable[[list[V]], pa.StructArray]) -> pa.StructArray:
         """Every live action as Arrow, without building objects for the checkpoint rows."""
+        chunks = self.arrow_chunks(to_arrow)
+        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+
+    def arrow_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
+                     ) -> list[pa.StructArray]:
+        """``arrow_rows`` as the checkpoint rows kept and the actions set after them, not
+        concatenated (which would copy every checkpoint row)."""
         with self._lock:
             base = self._base
             if base is None:
-                return to_arrow(list(dict.values(self)))
+                return [to_arrow(list(dict.values(self)))]
             kept = base.without(self._shadow)
             extra = list(dict.values(self))
-        if not extra:
-            return kept
-        return pa.concat_arrays([kept, to_arrow(extra)])
+        return [kept, to_arrow(extra)] if extra else [kept]
 
     def _materialise(self) -> None:
         with self._lock:
