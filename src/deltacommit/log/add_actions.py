@@ -219,7 +219,8 @@ def _json_lines(texts: Any) -> pa.Buffer:
     reader see more rows than there are, which ``parse_stats`` checks."""
     lengths: Any = pc.binary_length(texts)
     if texts.null_count or pc.min(lengths).as_py() == 0:
-        texts = pc.if_else(pc.and_kleene(texts.is_valid(), pc.not_equal(lengths, pa.scalar(0, lengths.type))), texts, "{}")
+        usable = pc.and_kleene(texts.is_valid(), pc.not_equal(lengths, pa.scalar(0, lengths.type)))
+        texts = pc.if_else(usable, texts, "{}")
     join: Any = pc.binary_join_element_wise
     lines: Any = join(texts, "\n", "")
     buffers = lines.buffers()
