@@ -151,7 +151,9 @@ class Snapshot:
             segment = segment.with_found(
                 found_after_listing(log_store, set(segment.commits), gaps, target))
         segment.check(uri)
-        pairs = log_store.read_range(segment.start, target) if segment.start <= target else []
+        # ``segment.check`` has just refused any gap in the listing: no second listing.
+        pairs = (log_store.read_range(segment.start, target, listed=True)
+                 if segment.start <= target else [])
         state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),
                        base, cls._source_of(uri))
         state.validate(uri)

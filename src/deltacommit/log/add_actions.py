@@ -261,10 +261,35 @@ def parse_stats(texts: Any, logical: pa.StructType, physical: pa.StructType) -> 
 # --------------------------------------------------------------------------- partition values
 
 
+def _same_keys(values: Any, keys: Sequence[str]) -> list[Any] | None:
+    """``partition_strings`` when every row's map holds exactly ``keys`` in the same order (as
+    every writer writes them): each key's values are every ``len(keys)``-th entry."""
+    n, width = len(values), len(keys)
+    if values.null_count or width == 0:
+        return None
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset:values.offset + n + 1]
+    first = int(offsets[0])
+    if int(offsets[-1]) - first != n * width or not (np.diff(offsets) == width).all():
+        return None
+    flat_keys = values.keys.slice(first, n * width)
+    items = values.items.slice(first, n * width)
+    out = []
+    for j, key in enumerate(keys):
+        at = pa.array(np.arange(j, n * width, width, dtype=np.int64))
+        if not pc.all(pc.equal(flat_keys.take(at), pa.scalar(key, pa.string()))).as_py():
+            return None
+        out.append(items.take(at).cast(pa.string()))
+    return out
+
+
 def partition_strings(values: Any, keys: Sequence[str]) -> list[Any]:
     """The ``partitionValues`` entry of each key, one string array per key (null where absent)."""
     if not len(values):
         return [pa.array([], pa.string()) for _ in keys]
+    same = _same_keys(values, keys)
+    if same is not None:
+        return same
     return [pc.map_lookup(values, pa.scalar(k, pa.string()), "first").cast(pa.string())
             for k in keys]
 
