@@ -109,8 +109,9 @@ class LogStore(ABC):
         if last - first >= _PROBE_LIMIT and not listed:
             # Check a wide range against one listing before reading it: a stray commit far
             # ahead must be a gap found at once, not millions of reads.
-            listed = sorted({f.version for f in self.list_log(first) if f.kind == "commit"})
-            gaps = version_gaps(listed, first, last)
+            versions_listed = sorted({f.version for f in self.list_log(first)
+                                      if f.kind == "commit"})
+            gaps = version_gaps(versions_listed, first, last)
             if gaps:
                 raise MissingVersionError(
                     f"table {self.table_uri}: the log has version {last} but lacks version(s) "
