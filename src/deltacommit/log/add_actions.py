@@ -30,7 +30,10 @@ deltalake does.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -213,21 +216,73 @@ def _retyped(arr: Any, t: pa.DataType) -> Any:
     return arr
 
 
-def _json_lines(texts: Any) -> pa.Buffer:
-    """The JSON texts as newline-delimited JSON, one line per row (``{}`` for a null or empty
-    one), without a Python object per row.  A text spanning lines (pretty-printed) makes the
-    reader see more rows than there are, which ``parse_stats`` checks."""
-    lengths: Any = pc.binary_length(texts)
-    if texts.null_count or pc.min(lengths).as_py() == 0:
-        usable = pc.and_kleene(texts.is_valid(), pc.not_equal(lengths, pa.scalar(0, lengths.type)))
-        texts = pc.if_else(usable, texts, "{}")
-    join: Any = pc.binary_join_element_wise
-    lines: Any = join(texts, "\n", "")
-    buffers = lines.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32)[lines.offset:lines.offset + len(lines) + 1]
-    start, end = int(offsets[0]), int(offsets[-1])
-    data: pa.Buffer = buffers[2].slice(start, end - start)
-    return data
+#: Bytes of JSON text each task of the statistics parser gets.
+_PART_BYTES = 1 << 20
+
+
+def _offsets(strings: Any) -> Any:
+    """The offsets of a string array, as numpy, for its rows only (it may be a slice)."""
+    return np.frombuffer(strings.buffers()[1], dtype=np.int32)[
+        strings.offset:strings.offset + len(strings) + 1]
+
+
+def _read_parts(data: pa.Buffer, offsets: Any, schema: pa.Schema) -> pa.Table:
+    """The JSON objects of ``data`` (one after another, as the string array holds them), read
+    in parts of about ``_PART_BYTES`` split at row boundaries, the parts on parallel threads.
+
+    Arrow's JSON reader would split a text into blocks itself, but only at newlines: feeding it
+    the string array's own character buffer, cut here, saves a copy of every text.
+    """
+    first, total = int(offsets[0]), int(offsets[-1]) - int(offsets[0])
+    n_parts = max(1, min(total // _PART_BYTES, 256))
+    cuts = np.searchsorted(offsets, first + np.arange(n_parts + 1) * total // n_parts)
+    cuts[0], cuts[-1] = 0, len(offsets) - 1
+    spans = [(int(offsets[a]), int(offsets[b])) for a, b in itertools.pairwise(cuts)
+             if offsets[b] > offsets[a]]
+    read_json: Any = pa_json.read_json
+    parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+
+    def read(span: tuple[int, int]) -> pa.Table:
+        part = data.slice(span[0], span[1] - span[0])
+        options = pa_json.ReadOptions(use_threads=False, block_size=max(len(part) + 1, 1 << 16))
+        table: pa.Table = read_json(pa.BufferReader(part), parse_options=parse,
+                                    read_options=options)
+        return table
+
+    if len(spans) <= 1:
+        tables = [read(span) for span in spans]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(spans), os.cpu_count() or 1)) as pool:
+            tables = list(pool.map(read, spans))
+    if not tables:
+        return schema.empty_table()
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _parse_fast(texts: Any, read_type: Any) -> Any:
+    """``parse_stats``'s fast path: None when Arrow's reader refuses a text (or finds more or
+    fewer objects than rows with text)."""
+    present: Any = np.diff(_offsets(texts)) > 0
+    if texts.null_count:
+        valid = texts.is_valid().to_numpy(zero_copy_only=False)
+        if (present & ~valid).any():
+            # Character data under null rows: start again from an array without any.
+            texts = pc.if_else(valid, texts, pa.scalar("", pa.string()))
+        present &= valid
+    try:
+        table = _read_parts(texts.buffers()[2], _offsets(texts), pa.schema(list(read_type)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != int(present.sum()):
+        return None
+    children: list[Any] = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
+                           for c in table.columns]
+    parsed = pa.StructArray.from_arrays(children, fields=list(read_type))
+    if table.num_rows == len(texts):
+        return parsed
+    # Rows without statistics are null: pick each row's object by its rank among the others.
+    rank = np.cumsum(present) - 1
+    return parsed.take(pa.array(rank, pa.int64(), mask=~present))
 
 
 def parse_stats(texts: Any, logical: pa.StructType, physical: pa.StructType) -> Any:
@@ -238,23 +293,15 @@ def parse_stats(texts: Any, logical: pa.StructType, physical: pa.StructType) -> 
     for a float, a bound with more decimal places than its decimal type, a malformed text),
     every row is parsed by ``parsed_stats`` instead, which leaves just the misfits null.
     """
-    n = len(texts)
-    if n == 0:
+    if len(texts) == 0:
         return pa.array([], logical)
     read_type: Any = _json_read_type(physical)
-    read_json: Any = pa_json.read_json
-    try:
-        table = read_json(
-            pa.BufferReader(_json_lines(texts)),
-            parse_options=pa_json.ParseOptions(explicit_schema=pa.schema(list(read_type)),
-                                               unexpected_field_behavior="ignore"))
-        if table.num_rows == n:
-            children: list[Any] = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
-                                   for c in table.columns]
-            parsed = pa.StructArray.from_arrays(children, fields=list(read_type))
+    parsed = _parse_fast(texts, read_type)
+    if parsed is not None:
+        try:
             return _retyped(parsed, logical)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        pass
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # a date that is not one
     return _retyped(stats_struct_array(texts.to_pylist(), physical), logical)
 
 
@@ -347,10 +394,21 @@ def _chunked(parts: list[Any], t: pa.DataType) -> Any:
 
 def flattened(table: pa.Table) -> pa.Table:
     """Every struct column spread into ``parent.child`` columns, however deep (a null parent
-    makes its children null)."""
-    while any(pa.types.is_struct(f.type) for f in table.schema):
-        table = table.flatten()
-    return table
+    makes its children null; each column keeps its field's nullability, as deltalake's)."""
+    fields: list[pa.Field[Any]] = []
+    columns: list[Any] = []
+
+    def spread(f: pa.Field[Any], column: Any) -> None:
+        if not pa.types.is_struct(f.type):
+            fields.append(f)
+            columns.append(column)
+            return
+        for child, values in zip(f.type, column.flatten(), strict=True):
+            spread(child.with_name(f"{f.name}.{child.name}"), values)
+
+    for f, column in zip(table.schema, table.columns, strict=True):
+        spread(f, column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_columns: Sequence[str],
@@ -371,7 +429,7 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     expected = stats_type(schema, pcols, configuration)
     physical = _physical_stats_type(expected, mode)
     logical: Any = _plain(expected)
-    ptype = pa.struct([pa.field(f.name, _plain(f.type)) for f in pfields])
+    ptype = pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in pfields])
 
     columns: dict[str, list[Any]] = {}
     for chunk in chunks:
