@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import deltacommit as dc
 from deltacommit.column_mapping import mapping_mode, physical_name
 from deltacommit.engine import state_cache
-from deltacommit.log.add_actions import parse_stats, stats_columns, stats_type
+from deltacommit.log.add_actions import parse_stats, partition_strings, stats_columns, stats_type
 from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.parsed_stats import stats_struct_array
 from tests.delta_tables import DATA
@@ -315,3 +315,23 @@ def test_parse_stats_fast_path_values() -> None:
     assert row["minValues"]["nested"] == {"x": None, "y": {"z": "q"}}
     assert row["nullCount"]["arr"] == 2 and row["maxValues"] is None
     assert "bin" not in row["minValues"] and "arr" not in row["minValues"]
+
+
+# --------------------------------------------------------------------------- partition values
+
+_maps = st.lists(st.one_of(
+    st.just([("day", "d1"), ("x", "1")]),  # the common shape: same keys, same order
+    st.lists(st.tuples(st.sampled_from(["day", "x", "y"]), st.one_of(st.none(), _texts)),
+             max_size=3, unique_by=lambda kv: kv[0])), min_size=1, max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_maps, st.integers(0, 3), st.integers(0, 3))
+def test_partition_strings_match_lookups(rows: list[Any], start: int, cut: int) -> None:
+    arr = pa.array(rows, pa.map_(pa.string(), pa.string()))
+    start = min(start, len(rows))
+    arr = arr.slice(start, max(0, len(rows) - start - cut))
+    keys = ["day", "x"]
+    got = [a.to_pylist() for a in partition_strings(arr, keys)]
+    expected = [[dict(r).get(k) for r in rows[start:start + len(arr)]] for k in keys]
+    assert got == expected
