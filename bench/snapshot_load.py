@@ -280,16 +280,26 @@ def main(argv: list[str] | None = None) -> int:
             assert ours_actions(flatten) == theirs_actions(flatten) == args.files
             acts_o: list[float] = []
             acts_t: list[float] = []
+            cpu_o: list[float] = []
+            cpu_t: list[float] = []
             for _ in range(args.repeat):
                 # Cold: the snapshot the last open left in the process's cache goes first (and
                 # the objects of the previous runs with it), outside the time measured.
                 state_cache.clear()
                 gc.collect()
+                c0 = time.process_time()
                 acts_o.append(timed(lambda f=flatten: ours_actions(f))[0])
+                cpu_o.append(time.process_time() - c0)
                 gc.collect()
+                c0 = time.process_time()
                 acts_t.append(timed(lambda f=flatten: theirs_actions(f))[0])
+                cpu_t.append(time.process_time() - c0)
+            # CPU time (all threads) too: on a shared machine it varies less than wall time.
             summary("cold_with_add_actions", acts_o, acts_t, flatten=flatten, version=latest,
-                    live_files=args.files)
+                    live_files=args.files,
+                    deltacommit_cpu_s=round(statistics.median(cpu_o), 4),
+                    deltalake_cpu_s=round(statistics.median(cpu_t), 4),
+                    cpu_ratio=round(statistics.median(cpu_o) / statistics.median(cpu_t), 3))
 
         b = Builder.__new__(Builder)
         b.log = root / "_delta_log"
