@@ -335,3 +335,20 @@ def test_partition_strings_match_lookups(rows: list[Any], start: int, cut: int) 
     got = [a.to_pylist() for a in partition_strings(arr, keys)]
     expected = [[dict(r).get(k) for r in rows[start:start + len(arr)]] for k in keys]
     assert got == expected
+
+
+@pytest.mark.parametrize("part_bytes", [1, 97, 4096])
+def test_parse_stats_in_parts(monkeypatch: pytest.MonkeyPatch, part_bytes: int) -> None:
+    """The texts split at row boundaries into parts read on threads come back in order."""
+    from deltacommit.log import add_actions
+
+    monkeypatch.setattr(add_actions, "_PART_BYTES", part_bytes)
+    type_ = stats_type(SCHEMA, [], {})
+    texts: list[str | None] = [
+        None if i % 7 == 0 else "" if i % 11 == 0 else
+        json.dumps({"numRecords": i, "minValues": {"i64": -i, "s": f"v{i}"}})
+        for i in range(300)]
+    arr = pa.array(texts, pa.string()).slice(5, 280)
+    assert add_actions._parse_fast(arr, add_actions._json_read_type(type_)) is not None
+    got = parse_stats(arr, type_, type_)
+    assert got.to_pylist() == stats_struct_array(texts[5:285], type_).to_pylist()

@@ -105,8 +105,12 @@ class _CheckpointFile:
         return self.num_rows - nulls
 
     def read(self, columns: list[str]) -> pa.Table:
+        # On one thread: nearly all of an action column's bytes are in one or two leaves
+        # (paths, stats), so Arrow's pool adds coordination more than speed (the add column
+        # of a 100,000-file checkpoint: 18 ms of CPU on one thread, 19-29 ms on the pool).
         try:
-            return self.pf.read(columns=[c for c in columns if c in self.names])
+            return self.pf.read(columns=[c for c in columns if c in self.names],
+                                use_threads=False)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
 
@@ -121,7 +125,8 @@ class _CheckpointFile:
             return self.read(names)
         kept: list[pa.RecordBatch] = []
         try:
-            for batch in self.pf.iter_batches(batch_size=_BATCH_ROWS, columns=names):
+            for batch in self.pf.iter_batches(batch_size=_BATCH_ROWS, columns=names,
+                                              use_threads=False):
                 mask = batch.column(0).is_valid()
                 for i in range(1, batch.num_columns):
                     mask = pc.or_(mask, batch.column(i).is_valid())
