@@ -151,7 +151,8 @@ class Snapshot:
             segment = segment.with_found(
                 found_after_listing(log_store, set(segment.commits), gaps, target))
         segment.check(uri)
-        # ``segment.check`` has just refused any gap in the listing: no second listing.
+        # ``segment.check`` has just refused any version missing from the listing (and the
+        # probes after it): no second listing.
         pairs = (log_store.read_range(segment.start, target, listed=True)
                  if segment.start <= target else [])
         state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),

@@ -326,11 +326,11 @@ class DeltaTable:
         keep = None
         if partition_filters:
             pred = from_partition_filters(partition_filters)
-            pred.check_columns(self.partition_columns, self.uri)
-            types = {c: snap.schema.field(c).type for c in self.partition_columns}
+            pred.check_columns(snap.partition_columns, self.uri)
+            types = {c: snap.schema.field(c).type for c in snap.partition_columns}
             keep = lambda values: pred.evaluate(values, types)  # noqa: E731
         dvs = "deletionVectors" in (snap.protocol.reader_features or ())
-        return add_actions_table(snap.add_rows(), snap.schema, self.partition_columns,
+        return add_actions_table(snap.add_rows(), snap.schema, snap.partition_columns,
                                  snap.configuration, flatten=flatten, deletion_vectors=dvs,
                                  keep=keep, table=self.uri)
 

@@ -101,8 +101,8 @@ class LogStore(ABC):
                    ) -> list[tuple[int, bytes]]:
         """Read versions ``first..last``; a missing one in between is a gap in the log.
 
-        ``listed``: the caller has just seen every one of them in a listing, so the listing
-        that otherwise guards a wide range is not repeated.
+        ``listed``: the caller has just found every one of them (in a listing, or probed),
+        so the listing that otherwise guards a wide range is not repeated.
         """
         if last < first:
             return []
