@@ -9,20 +9,35 @@ hook would leave the table.  Then, in the same process and alternating the two l
 - ``cold``: open the latest snapshot (``dc.DeltaTable(uri)`` vs ``deltalake.DeltaTable(uri)``);
 - ``cold_with_files``: the same plus enumerating every live file (``files()`` vs
   ``get_add_actions()``), since deltacommit defers building file objects until asked;
+- ``cold_with_add_actions``: a truly cold open (the process's table-state cache emptied first)
+  plus the file list as one Arrow table, ``get_add_actions(flatten=...)`` for both libraries
+  (deltalake's arro3 table converted with ``pa.table``), once with ``flatten=False`` and once
+  with ``flatten=True``;
 - ``update``: after 10 new commits, ``DeltaTable.update()`` vs ``update_incremental()``.
 
 Each measurement prints one JSON line; ``ratio`` is deltacommit's median time over delta-rs's
 (below 1 means deltacommit is faster).
 
+Then ``rss_add_actions``: peak memory of opening a table of ``--rss-files`` live files
+(1,000,000 unless set; 0 skips it) and calling ``get_add_actions()``, each library in a fresh
+subprocess, as ``ru_maxrss`` (``import_kib``: the same process's peak just after importing the
+library, before opening the table).  That table is written cheaply: a commit creating it, an
+empty commit, and a checkpoint at that version holding the files, built column-wise (both
+libraries read the state from the checkpoint, as after log cleanup).
+
     .venv/bin/python bench/snapshot_load.py [--versions 10000] [--files 100000] [--repeat 7]
+        [--rss-files 1000000]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,11 +47,16 @@ from pathlib import Path
 from typing import Any
 
 import deltalake
+import numpy as np
+import pyarrow as pa
 
 import deltacommit as dc
 from deltacommit.checkpoint import write_checkpoint
 from deltacommit.clock import SYSTEM_CLOCK
+from deltacommit.engine import state_cache
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
+from deltacommit.log.checkpoint_format import ADD
+from deltacommit.log.lazy_files import ActionRows, LazyActionMap, adds_from_arrow
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 
@@ -121,6 +141,78 @@ def build(root: Path, versions: int, files: int) -> tuple[int, float]:
     return checkpoint_version, time.perf_counter() - t0
 
 
+def build_wide(root: Path, files: int) -> float:
+    """A table of ``files`` live files whose state is all in one checkpoint (see the module
+    docstring), built column-wise; returns the seconds spent."""
+    t0 = time.perf_counter()
+    b = Builder(root, int(time.time() * 1000))
+    b.create()
+    b.commit([b.info("WRITE")])
+    n = np.arange(files, dtype=np.int64)
+    days = [f"2026-{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 29)]
+    day_idx = (n // 28) % 12 * 28 + n % 28
+    day = pa.array(days, pa.string()).take(pa.array(day_idx))
+    paths = pa.array([f"day={days[int(i)]}/part-00000-{uuid.UUID(int=k)}-c000.snappy.parquet"
+                      for k, i in enumerate(day_idx)], pa.string())
+    stats = pa.array([f'{{"numRecords":1000,"minValues":{{"id":{k * 1000},"value":"a"}},'
+                      f'"maxValues":{{"id":{k * 1000 + 999},"value":"z"}},'
+                      f'"nullCount":{{"id":0,"value":3}}}}' for k in range(files)], pa.string())
+    from_arrays: Any = pa.MapArray.from_arrays
+    pvs = from_arrays(pa.array(np.arange(files + 1, dtype=np.int32)),
+                      pa.array(["day"] * files, pa.string()), day,
+                      type=ADD.field("partitionValues").type)
+    children: list[Any] = [
+        paths, pvs, pa.array(100_000 + n % 5000), pa.array(np.full(files, b.now_ms)),
+        pa.array(np.ones(files, dtype=bool)), stats]
+    children += [pa.nulls(files, ADD.field(i).type) for i in range(len(children), ADD.num_fields)]
+    adds = pa.StructArray.from_arrays(children, fields=list(ADD))
+    state = b.state.copy()
+    state.files = LazyActionMap(ActionRows(adds, adds_from_arrow))
+    write_checkpoint(open_log_store(str(root)), state, SYSTEM_CLOCK)
+    return time.perf_counter() - t0
+
+
+#: What the subprocess of ``measure_rss`` runs: it imports only the library it measures.
+RSS_CHILD = """
+import json, resource, sys, time
+import pyarrow as pa
+library, uri = sys.argv[1], sys.argv[2]
+if library == "deltacommit":
+    import deltacommit as dc
+    open_and_list = lambda: dc.DeltaTable(uri).get_add_actions()
+else:
+    import deltalake
+    open_and_list = lambda: pa.table(deltalake.DeltaTable(uri).get_add_actions())
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+rows = open_and_list().num_rows
+secs = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"library": library, "rows": rows, "import_kib": before, "max_rss_kib": peak,
+                  "seconds": round(secs, 3)}))
+"""
+
+
+def measure_rss(base: Path, files: int) -> None:
+    root = base / "wide"
+    if root.exists():
+        shutil.rmtree(root)
+    secs = build_wide(root, files)
+    emit(bench="snapshot_load", measure="build_wide", files=files, seconds=round(secs, 2))
+    env = dict(os.environ, DELTACOMMIT_TABLE_CACHE="off")
+    for library in ("deltacommit", "deltalake"):
+        # Linux keeps the peak RSS of a process image across fork and exec: a child forked
+        # from this (large) process would report this process's peak.  A shell in between,
+        # which forks the child instead of exec'ing it, starts it from the shell's few MB.
+        out = subprocess.run(["/bin/sh", "-c", '"$0" -c "$1" "$2" "$3"; exit $?',
+                              sys.executable, RSS_CHILD, library, str(root)],
+                             check=True, capture_output=True, text=True, env=env).stdout
+        got = json.loads(out.strip().splitlines()[-1])
+        assert got["rows"] == files, got
+        emit(bench="snapshot_load", measure="rss_add_actions", live_files=files, **got)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -141,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--dir", help="where to build the table (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the table afterwards")
+    p.add_argument("--rss-files", type=int, default=1_000_000,
+                   help="live files of the table whose peak memory is measured (0: skip)")
     args = p.parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="dc-bench-snapshot-"))
     root = base / "table"
@@ -171,6 +265,42 @@ def main(argv: list[str] | None = None) -> int:
         summary("cold", cold_o, cold_t, version=latest, live_files=args.files)
         summary("cold_with_files", full_o, full_t, version=latest, live_files=args.files)
 
+        def ours_actions(flatten: bool) -> int:
+            return int(dc.DeltaTable(uri).get_add_actions(flatten=flatten).num_rows)
+
+        def theirs_actions(flatten: bool) -> int:
+            return int(pa.table(deltalake.DeltaTable(uri).get_add_actions(flatten=flatten))
+                       .num_rows)
+
+        # The tables above hold 100,000 Add objects each: left alive, they would make every
+        # full collection of Python's garbage collector during the runs below cost more.
+        del ours, theirs
+        for flatten in (False, True):
+            state_cache.clear()
+            assert ours_actions(flatten) == theirs_actions(flatten) == args.files
+            acts_o: list[float] = []
+            acts_t: list[float] = []
+            cpu_o: list[float] = []
+            cpu_t: list[float] = []
+            for _ in range(args.repeat):
+                # Cold: the snapshot the last open left in the process's cache goes first (and
+                # the objects of the previous runs with it), outside the time measured.
+                state_cache.clear()
+                gc.collect()
+                c0 = time.process_time()
+                acts_o.append(timed(lambda f=flatten: ours_actions(f))[0])
+                cpu_o.append(time.process_time() - c0)
+                gc.collect()
+                c0 = time.process_time()
+                acts_t.append(timed(lambda f=flatten: theirs_actions(f))[0])
+                cpu_t.append(time.process_time() - c0)
+            # CPU time (all threads) too: on a shared machine it varies less than wall time.
+            summary("cold_with_add_actions", acts_o, acts_t, flatten=flatten, version=latest,
+                    live_files=args.files,
+                    deltacommit_cpu_s=round(statistics.median(cpu_o), 4),
+                    deltalake_cpu_s=round(statistics.median(cpu_t), 4),
+                    cpu_ratio=round(statistics.median(cpu_o) / statistics.median(cpu_t), 3))
+
         b = Builder.__new__(Builder)
         b.log = root / "_delta_log"
         b.now_ms = int(time.time() * 1000)
@@ -192,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             upd_o.append(dt_o)
             upd_t.append(dt_t)
         summary("update_10_commits", upd_o, upd_t, version=b.version)
+        if args.rss_files > 0:
+            measure_rss(base, args.rss_files)
     finally:
         if not args.keep:
             shutil.rmtree(base if not args.dir else root, ignore_errors=True)

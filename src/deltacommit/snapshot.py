@@ -151,7 +151,10 @@ class Snapshot:
             segment = segment.with_found(
                 found_after_listing(log_store, set(segment.commits), gaps, target))
         segment.check(uri)
-        pairs = log_store.read_range(segment.start, target) if segment.start <= target else []
+        # ``segment.check`` has just refused any version missing from the listing (and the
+        # probes after it): no second listing.
+        pairs = (log_store.read_range(segment.start, target, listed=True)
+                 if segment.start <= target else [])
         state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),
                        base, cls._source_of(uri))
         state.validate(uri)
@@ -284,6 +287,18 @@ class Snapshot:
 
     def iter_files(self) -> Iterator[Add]:
         return iter(self._state.files.values())
+
+    def add_rows(self) -> list[pa.StructArray]:
+        """The live files as canonical ``add`` rows (``log.checkpoint_format.ADD``), in chunks:
+        the checkpoint's rows still kept, then the adds committed since.  No ``Add`` object is
+        built for a checkpoint row."""
+        from deltacommit.log.checkpoint_format import adds_to_arrow
+        from deltacommit.log.lazy_files import LazyActionMap
+
+        files = self._state.files
+        if isinstance(files, LazyActionMap):
+            return files.arrow_chunks(adds_to_arrow)
+        return [adds_to_arrow(list(files.values()))]
 
     def app_version(self, app_id: str) -> int | None:
         txn = self._state.app_txns.get(app_id)

@@ -321,6 +321,30 @@ class DeltaTable:
         pred.check_columns(self.partition_columns, self.uri)
         return select_files(self.snapshot, pred)
 
+    def get_add_actions(self, flatten: bool = False,
+                        partition_filters: Sequence[Any] | None = None) -> pa.Table:
+        """The live files as one Arrow table, in deltalake 1.6.0's columns: ``path``,
+        ``size_bytes``, ``modification_time`` (ms), ``num_records``, ``null_count``, ``min``,
+        ``max`` (typed by the schema), ``partition`` (typed values); then ``data_change`` and,
+        where the protocol allows deletion vectors, ``deletion_vector`` (deltacommit's own).
+        ``flatten`` spreads the structs into dotted columns (``min.id``); ``partition_filters``
+        (deltalake's DNF tuples) lists only the matching partitions.  Built from the
+        checkpoint's Arrow rows, without a Python object per file (``log/add_actions.py``)."""
+        from deltacommit.log.add_actions import add_actions_table
+        from deltacommit.predicates import from_partition_filters
+
+        snap = self.snapshot
+        keep = None
+        if partition_filters:
+            pred = from_partition_filters(partition_filters)
+            pred.check_columns(snap.partition_columns, self.uri)
+            types = {c: snap.schema.field(c).type for c in snap.partition_columns}
+            keep = lambda values: pred.evaluate(values, types)  # noqa: E731
+        dvs = "deletionVectors" in (snap.protocol.reader_features or ())
+        return add_actions_table(snap.add_rows(), snap.schema, snap.partition_columns,
+                                 snap.configuration, flatten=flatten, deletion_vectors=dvs,
+                                 keep=keep, table=self.uri)
+
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""
         root = parse_location(self.uri)

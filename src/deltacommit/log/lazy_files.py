@@ -22,6 +22,7 @@ from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -188,6 +189,17 @@ def row_keys(arr: pa.StructArray) -> list[str]:
     return [file_key(p, d) for p, d in zip(paths, dvs, strict=True)]
 
 
+def _has_byte(strings: Any, byte: bytes) -> bool:
+    """Whether any string of ``strings`` contains ``byte``: a scan of its character data (all
+    of it, even beyond a slice: a false alarm only costs the exact check)."""
+    if not len(strings):
+        return False
+    data = strings.buffers()[2]
+    if data is None:
+        return False
+    return bool((np.frombuffer(data, dtype=np.uint8) == byte[0]).any())
+
+
 # --------------------------------------------------------------------------- checkpoint rows
 
 
@@ -258,18 +270,21 @@ class ActionRows(Generic[V]):
         return self._decode(self.arrow.slice(i, 1))[0]
 
     def without(self, hidden: set[str]) -> pa.StructArray:
-        """The rows whose key is not in ``hidden``, still as Arrow."""
+        """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
+        a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
         arrow = self.arrow
         if not hidden or not len(arrow):
             return arrow
         paths = _child(arrow, "path")
-        if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not pc.any(
-                pc.match_substring(paths, "%")).as_py():
+        if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not _has_byte(
+                paths, b"%"):
             keys = paths  # the keys are the paths: no need to build them in Python
         else:
             keys = pa.array(self.keys(), pa.string())
-        mask = pc.invert(pc.is_in(keys, value_set=pa.array(list(hidden), pa.string())))
-        return arrow.filter(mask)
+        found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
+        if not pc.any(found).as_py():
+            return arrow
+        return arrow.filter(pc.invert(found))
 
 
 class LazyActionMap(dict[str, V]):
@@ -323,15 +338,20 @@ class LazyActionMap(dict[str, V]):
 
     def arrow_rows(self, to_arrow: Callable[[list[V]], pa.StructArray]) -> pa.StructArray:
         """Every live action as Arrow, without building objects for the checkpoint rows."""
+        chunks = self.arrow_chunks(to_arrow)
+        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+
+    def arrow_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
+                     ) -> list[pa.StructArray]:
+        """``arrow_rows`` as the checkpoint rows kept and the actions set after them, not
+        concatenated (which would copy every checkpoint row)."""
         with self._lock:
             base = self._base
             if base is None:
-                return to_arrow(list(dict.values(self)))
+                return [to_arrow(list(dict.values(self)))]
             kept = base.without(self._shadow)
             extra = list(dict.values(self))
-        if not extra:
-            return kept
-        return pa.concat_arrays([kept, to_arrow(extra)])
+        return [kept, to_arrow(extra)] if extra else [kept]
 
     def _materialise(self) -> None:
         with self._lock:
@@ -440,6 +460,17 @@ class LazyActionMap(dict[str, V]):
     def __delitem__(self, key: str) -> None:
         self.pop(key)
 
+    def discard(self, key: str) -> None:
+        """``pop(key, None)`` for a caller that does not want the value: the key is hidden
+        without reading the checkpoint rows to look it up."""
+        if self._base is None:
+            dict.pop(self, key, None)
+            return
+        with self._lock:
+            dict.pop(self, key, None)
+            if self._base is not None:
+                self._shadow.add(key)
+
     def __len__(self) -> int:
         if self._base is None:
             return dict.__len__(self)
@@ -525,6 +556,14 @@ class LazyActionMap(dict[str, V]):
     def __reduce__(self) -> tuple[Any, ...]:
         self._materialise()
         return (dict, (dict(dict.items(self)),))
+
+
+def discard(m: dict[str, V], key: str) -> None:
+    """Remove ``key`` from a file map if present; a lazy map reads no checkpoint rows for it."""
+    if isinstance(m, LazyActionMap):
+        m.discard(key)
+    else:
+        m.pop(key, None)
 
 
 def copy_file_map(m: dict[str, V]) -> dict[str, V]:

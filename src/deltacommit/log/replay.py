@@ -23,6 +23,7 @@ from deltacommit.log.actions import (
     Txn,
     UnknownAction,
 )
+from deltacommit.log.lazy_files import discard
 from deltacommit.log.paths import file_key
 
 __all__ = ["TableState", "check_protocol_shape", "file_key", "replay"]
@@ -98,10 +99,10 @@ class TableState:
             if isinstance(a, Add):
                 k = file_key(a.path, a.deletion_vector)
                 files[k] = a
-                tombstones.pop(k, None)
+                discard(tombstones, k)
             elif isinstance(a, Remove):
                 k = file_key(a.path, a.deletion_vector)
-                files.pop(k, None)
+                discard(files, k)
                 tombstones[k] = a
             elif isinstance(a, Metadata):
                 if seen_metadata:

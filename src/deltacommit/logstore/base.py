@@ -97,15 +97,21 @@ class LogStore(ABC):
             return out
         return out + self.read_range(v, max(listed))
 
-    def read_range(self, first: int, last: int) -> list[tuple[int, bytes]]:
-        """Read versions ``first..last``; a missing one in between is a gap in the log."""
+    def read_range(self, first: int, last: int, *, listed: bool = False
+                   ) -> list[tuple[int, bytes]]:
+        """Read versions ``first..last``; a missing one in between is a gap in the log.
+
+        ``listed``: the caller has just found every one of them (in a listing, or probed),
+        so the listing that otherwise guards a wide range is not repeated.
+        """
         if last < first:
             return []
-        if last - first >= _PROBE_LIMIT:
+        if last - first >= _PROBE_LIMIT and not listed:
             # Check a wide range against one listing before reading it: a stray commit far
             # ahead must be a gap found at once, not millions of reads.
-            listed = sorted({f.version for f in self.list_log(first) if f.kind == "commit"})
-            gaps = version_gaps(listed, first, last)
+            versions_listed = sorted({f.version for f in self.list_log(first)
+                                      if f.kind == "commit"})
+            gaps = version_gaps(versions_listed, first, last)
             if gaps:
                 raise MissingVersionError(
                     f"table {self.table_uri}: the log has version {last} but lacks version(s) "

@@ -1,0 +1,354 @@
+"""``DeltaTable.get_add_actions``: the file list as Arrow, checked against deltalake 1.6.0's
+``get_add_actions`` on Delta's test tables and on tables written here (a checkpoint, commits
+after it, files removed after it), and its statistics parsing against the per-row parser."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import deltacommit as dc
+from deltacommit.column_mapping import mapping_mode, physical_name
+from deltacommit.engine import state_cache
+from deltacommit.log.add_actions import parse_stats, partition_strings, stats_columns, stats_type
+from deltacommit.log.lazy_files import LazyActionMap
+from deltacommit.log.parsed_stats import stats_struct_array
+from tests.delta_tables import DATA
+
+#: Extra columns deltacommit adds to deltalake 1.6.0's.
+EXTRA = ("data_change", "deletion_vector")
+
+TABLES = [
+    "kernel/table-without-dv-small",
+    "kernel/basic_partitioned",  # a null partition value
+    "delta-golden/data-reader-partition-values",  # every partition type, nulls, no stats
+    "delta-golden/data-skipping-basic-stats-all-types",
+    "delta-golden/data-skipping-basic-stats-all-types-checkpoint",
+    "delta-golden/data-reader-nested-struct",
+    "delta-golden/basic-with-inserts-deletes-checkpoint",  # checkpoint, commits and removes after
+    "delta-golden/multi-part-checkpoint",
+    "delta-golden/data-reader-timestamp_ntz",
+    "delta-golden/kernel-timestamp-partition-col-ISO8601",
+    "delta-golden/decimal-various-scale-precision",
+    "delta-golden/type-widening",
+    "kernel/table-with-dv-small",  # deletion vectors
+    "delta-golden/dv-partitioned-with-checkpoint",
+    "kernel/v1-single-part-struct-stats-only",  # stats only as stats_parsed in the checkpoint
+    "kernel/v2-checkpoints-parquet-with-sidecars",
+    "kernel/v2-checkpoints-json-with-sidecars",
+    "kernel/parsed-stats",
+    "kernel/timestamp-partitioned-table",
+    "delta-kernel-java/basic-dv-with-checkpoint",
+]
+
+#: Column-mapping tables: deltalake 1.6.0 keys their statistics by physical name.
+MAPPED_TABLES = [
+    "delta-golden/table-with-columnmapping-mode-name",
+    "delta-golden/table-with-columnmapping-mode-id",
+    "delta-golden/dv-with-columnmapping",
+    "delta-golden/data-reader-timestamp_ntz-name-mode",
+    "delta-kernel-java/data-reader-partition-values-column-mapping-name",
+]
+
+
+def theirs(uri: str, flatten: bool) -> pa.Table:
+    return pa.table(deltalake.DeltaTable(uri).get_add_actions(flatten=flatten)).sort_by("path")
+
+
+def ours(uri: str, flatten: bool, **kw: Any) -> pa.Table:
+    out = dc.DeltaTable(uri).get_add_actions(flatten=flatten, **kw)
+    return out.drop([c for c in out.column_names if c.startswith(EXTRA)]).sort_by("path")
+
+
+def plain(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without field metadata (deltalake keeps the table's column-mapping metadata
+    on its ``min``/``max`` fields)."""
+    def strip(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, strip(f.type), f.nullable) for f in t])
+        return t
+    return pa.schema([pa.field(f.name, strip(f.type), f.nullable) for f in schema])
+
+
+def renamed(t: pa.DataType, names: dict[str, str]) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(names.get(f.name, f.name), renamed(f.type, names), f.nullable)
+                          for f in t])
+    return t
+
+
+def logical_of(uri: str) -> dict[str, str]:
+    """Physical -> logical name of every field of a column-mapping table, however nested."""
+    table = dc.DeltaTable(uri)
+    mode = mapping_mode(table.configuration)
+    out: dict[str, str] = {}
+
+    def walk(fields: Any) -> None:
+        for f in fields:
+            out[physical_name(f, mode)] = f.name
+            if pa.types.is_struct(f.type):
+                walk(list(f.type))
+
+    walk(list(table.schema))
+    return out
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+@pytest.mark.parametrize("name", TABLES)
+def test_same_table_as_deltalake(name: str, flatten: bool) -> None:
+    uri = str(DATA / name)
+    mine, peer = ours(uri, flatten), theirs(uri, flatten)
+    assert plain(mine.schema) == plain(peer.schema)
+    assert mine.num_rows > 0
+    assert mine.to_pylist() == peer.to_pylist()
+
+
+def values(v: Any) -> Any:
+    """A row's values with struct field names left out (they differ by design)."""
+    if isinstance(v, dict):
+        return tuple(values(x) for x in v.values())
+    return v
+
+
+@pytest.mark.parametrize("name", MAPPED_TABLES)
+def test_column_mapping_tables_use_logical_names(name: str) -> None:
+    uri = str(DATA / name)
+    names = logical_of(uri)
+    mine, peer = ours(uri, False), theirs(uri, False)
+    expected = pa.schema([pa.field(f.name, renamed(f.type, names), f.nullable)
+                          for f in plain(peer.schema)])
+    assert plain(mine.schema) == expected
+    assert values(mine.to_pylist()[0]) == values(peer.to_pylist()[0])
+    assert [values(r) for r in mine.to_pylist()] == [values(r) for r in peer.to_pylist()]
+    flat = ours(uri, True)
+    flat_peer = theirs(uri, True)
+    assert flat.num_columns == flat_peer.num_columns
+    for mine_name, peer_name in zip(flat.column_names, flat_peer.column_names, strict=True):
+        assert mine_name == ".".join(names.get(p, p) for p in peer_name.split("."))
+    assert [values(r) for r in flat.to_pylist()] == [values(r) for r in flat_peer.to_pylist()]
+
+
+def _written_table(tmp_path: Path, configuration: dict[str, str] | None = None) -> str:
+    """A partitioned table with a checkpoint, commits after it that add files, and an
+    overwrite after it that removes files the checkpoint holds."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("value", pa.string()), ("score", pa.float64()),
+                        ("when", pa.timestamp("us", tz="UTC")), ("day", pa.string())])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"], configuration=configuration)
+    when = dt.datetime(2026, 11, 25, 12, 30, tzinfo=dt.UTC)
+    for i in range(6):
+        day = None if i == 5 else f"2026-11-{20 + i % 3}"
+        dc.write(uri, pa.table({"id": [i, i + 100], "value": [f"v{i}", None],
+                                "score": [i / 2, None], "when": [when, when],
+                                "day": [day, day]}, schema=schema))
+    dc.DeltaTable(uri).checkpoint()
+    for i in range(6, 9):
+        dc.write(uri, pa.table({"id": [i], "value": ["late"], "score": [1.5], "when": [when],
+                                "day": ["2026-11-23"]}, schema=schema))
+    dc.write(uri, pa.table({"id": [42], "value": ["new"], "score": [0.0], "when": [when],
+                            "day": ["2026-11-20"]}, schema=schema),
+             mode="overwrite", predicate="day = '2026-11-20'")
+    return uri
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_checkpoint_then_adds_and_removes(tmp_path: Path, flatten: bool) -> None:
+    uri = _written_table(tmp_path)
+    state_cache.clear()  # loaded from the checkpoint, not the writer's snapshot
+    table = dc.DeltaTable(uri)
+    files = table.snapshot.state.files
+    assert isinstance(files, LazyActionMap) and files.is_lazy
+    got = table.get_add_actions(flatten=flatten)
+    # No Add object was built for the checkpoint's rows.
+    assert files.is_lazy
+    # files() is what it was, and lists the same files.
+    state_cache.clear()
+    fresh = dc.DeltaTable(uri).files()
+    assert table.files() == fresh
+    assert sorted(a.path for a in fresh) == sorted(got.column("path").to_pylist())
+    assert len(fresh) == 8
+    mine, peer = ours(uri, flatten), theirs(uri, flatten)
+    assert plain(mine.schema) == plain(peer.schema)
+    assert mine.to_pylist() == peer.to_pylist()
+    assert got.column("data_change").to_pylist() == [True] * got.num_rows
+    assert "deletion_vector" not in got.column_names
+
+
+@pytest.mark.parametrize("configuration", [
+    {"delta.dataSkippingNumIndexedCols": "2"},
+    {"delta.dataSkippingNumIndexedCols": "-1"},
+    {"delta.dataSkippingStatsColumns": "score,`when`"},
+    {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": "false"},
+])
+def test_stats_columns_follow_table_properties(tmp_path: Path, configuration: dict[str, str]
+                                               ) -> None:
+    uri = _written_table(tmp_path, configuration)
+    mine, peer = ours(uri, False), theirs(uri, False)
+    assert plain(mine.schema) == plain(peer.schema)
+    assert mine.to_pylist() == peer.to_pylist()
+
+
+def test_partition_filters(tmp_path: Path) -> None:
+    uri = _written_table(tmp_path)
+    table = dc.DeltaTable(uri)
+    for filters in ([("day", "=", "2026-11-21")], [("day", "=", None)],
+                    [("day", "in", ["2026-11-20", "2026-11-23"])],
+                    [[("day", "=", "2026-11-22")], [("day", "!=", None)]]):
+        got = table.get_add_actions(partition_filters=filters)
+        assert sorted(got.column("path").to_pylist()) == \
+            sorted(a.path for a in table.files(partition_filters=filters))
+    with pytest.raises(dc.InvalidArgumentError, match="id"):
+        table.get_add_actions(partition_filters=[("id", "=", 1)])
+
+
+@pytest.mark.parametrize("name", [
+    "delta-golden/data-reader-partition-values",
+    "delta-kernel-java/data-reader-partition-values-column-mapping-name",  # physical keys
+])
+def test_partition_filters_on_many_columns(name: str) -> None:
+    table = dc.DeltaTable(str(DATA / name))
+    for filters in ([("as_int", "=", "0")], [("as_int", "=", None)],
+                    [("as_boolean", "=", "false"), ("as_string", "!=", "0")],
+                    [("as_date", ">", "2021-09-01"), ("as_big_decimal", "in", ["0", "1"])]):
+        got = table.get_add_actions(partition_filters=filters, flatten=True)
+        expected = sorted(a.path for a in table.files(partition_filters=filters))
+        assert sorted(got.column("path").to_pylist()) == expected
+        assert 0 < len(expected) < len(table.files())
+
+
+def test_deletion_vectors_are_listed() -> None:
+    got = dc.DeltaTable(str(DATA / "kernel/table-with-dv-small")).get_add_actions(flatten=True)
+    assert got.column("deletion_vector.cardinality").to_pylist() == [2]
+    assert got.column("deletion_vector.storageType").to_pylist() == ["u"]
+
+
+def test_empty_table_has_the_schema(tmp_path: Path) -> None:
+    uri = str(tmp_path / "empty")
+    dc.DeltaTable.create(uri, pa.schema([("id", pa.int64()), ("day", pa.string())]),
+                         partition_by=["day"])
+    for flatten in (False, True):
+        mine, peer = ours(uri, flatten), theirs(uri, flatten)
+        assert mine.num_rows == 0
+        assert plain(mine.schema) == plain(peer.schema)
+
+
+def test_stats_columns_property() -> None:
+    assert stats_columns("a, b.c ,`d.e`.f,,`x``y`") == [
+        ("a",), ("b", "c"), ("d.e", "f"), ("x`y",)]
+
+
+# --------------------------------------------------------------------------- stats parsing
+
+SCHEMA = pa.schema([
+    ("i8", pa.int8()), ("i64", pa.int64()), ("f", pa.float64()), ("s", pa.string()),
+    ("b", pa.bool_()), ("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")),
+    ("ntz", pa.timestamp("us")), ("dec", pa.decimal128(6, 2)), ("bin", pa.binary()),
+    ("nested", pa.struct([("x", pa.int32()), ("y", pa.struct([("z", pa.string())]))])),
+    ("arr", pa.list_(pa.int32())),
+])
+
+_texts = st.text(alphabet=st.characters(categories=("L", "N", "P", "Zs")),
+                 max_size=8)
+_values: dict[str, Any] = {
+    "i8": st.integers(-200, 200),
+    "i64": st.integers(-(2 ** 63), 2 ** 63 - 1),
+    "f": st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=64), st.integers(-9, 9),
+                   st.just("NaN")),
+    "s": _texts,
+    "b": st.booleans(),
+    "d": st.dates(dt.date(1900, 1, 1), dt.date(2200, 1, 1)).map(dt.date.isoformat),
+    "ts": st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1)).map(
+        lambda v: v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}Z"),
+    "ntz": st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1)).map(
+        lambda v: v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}"),
+    "dec": st.decimals(-9999, 9999, places=2).map(float),
+    "nested": st.fixed_dictionaries({}, optional={
+        "x": st.integers(-1000, 1000), "y": st.fixed_dictionaries({}, optional={"z": _texts})}),
+}
+_bounds = st.fixed_dictionaries({}, optional=_values)
+_counts = st.fixed_dictionaries({}, optional={
+    **{k: st.integers(0, 10) for k in _values if k != "nested"},
+    "nested": st.fixed_dictionaries({}, optional={
+        "x": st.integers(0, 9), "y": st.fixed_dictionaries({}, optional={"z": st.integers(0, 9)})}),
+    "bin": st.integers(0, 9), "arr": st.integers(0, 9)})
+_stats = st.fixed_dictionaries({}, optional={
+    "numRecords": st.integers(0, 10 ** 9), "minValues": _bounds, "maxValues": _bounds,
+    "nullCount": _counts, "tightBounds": st.booleans()})
+_text = st.one_of(
+    st.none(), st.just(""),
+    _stats.map(lambda s: json.dumps(s, separators=(",", ":"))),
+    _stats.map(lambda s: json.dumps(s, indent=1)),  # spans lines
+    st.just("not json"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_text, max_size=12))
+def test_parse_stats_matches_the_row_by_row_parser(texts: list[str | None]) -> None:
+    type_ = stats_type(SCHEMA, [], {})
+    arr = pa.array(texts, pa.string())
+    got = parse_stats(arr, type_, type_)
+    assert got.type == type_
+    assert got.to_pylist() == stats_struct_array(texts, type_).to_pylist()
+
+
+def test_parse_stats_fast_path_values() -> None:
+    type_ = stats_type(SCHEMA, [], {})
+    text = json.dumps({"numRecords": 3, "minValues": {
+        "i8": 1, "f": 2, "d": "2026-11-25", "ts": "2026-11-25T01:02:03.004Z",
+        "ntz": "2026-11-25T01:02:03.004", "dec": 12.5, "b": False, "nested": {"y": {"z": "q"}}},
+        "nullCount": {"bin": 1, "arr": 2, "nested": {"x": 0}}})
+    [row] = parse_stats(pa.array([text]), type_, type_).to_pylist()
+    assert row["numRecords"] == 3
+    assert row["minValues"]["d"] == dt.date(2026, 11, 25)
+    assert row["minValues"]["ts"] == dt.datetime(2026, 11, 25, 1, 2, 3, 4000, tzinfo=dt.UTC)
+    assert row["minValues"]["ntz"] == dt.datetime(2026, 11, 25, 1, 2, 3, 4000)
+    assert row["minValues"]["dec"] == Decimal("12.50")
+    assert row["minValues"]["nested"] == {"x": None, "y": {"z": "q"}}
+    assert row["nullCount"]["arr"] == 2 and row["maxValues"] is None
+    assert "bin" not in row["minValues"] and "arr" not in row["minValues"]
+
+
+# --------------------------------------------------------------------------- partition values
+
+_maps = st.lists(st.one_of(
+    st.just([("day", "d1"), ("x", "1")]),  # the common shape: same keys, same order
+    st.lists(st.tuples(st.sampled_from(["day", "x", "y"]), st.one_of(st.none(), _texts)),
+             max_size=3, unique_by=lambda kv: kv[0])), min_size=1, max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_maps, st.integers(0, 3), st.integers(0, 3))
+def test_partition_strings_match_lookups(rows: list[Any], start: int, cut: int) -> None:
+    arr = pa.array(rows, pa.map_(pa.string(), pa.string()))
+    start = min(start, len(rows))
+    arr = arr.slice(start, max(0, len(rows) - start - cut))
+    keys = ["day", "x"]
+    got = [a.to_pylist() for a in partition_strings(arr, keys)]
+    expected = [[dict(r).get(k) for r in rows[start:start + len(arr)]] for k in keys]
+    assert got == expected
+
+
+@pytest.mark.parametrize("part_bytes", [1, 97, 4096])
+def test_parse_stats_in_parts(monkeypatch: pytest.MonkeyPatch, part_bytes: int) -> None:
+    """The texts split at row boundaries into parts read on threads come back in order."""
+    from deltacommit.log import add_actions
+
+    monkeypatch.setattr(add_actions, "_PART_BYTES", part_bytes)
+    type_ = stats_type(SCHEMA, [], {})
+    texts: list[str | None] = [
+        None if i % 7 == 0 else "" if i % 11 == 0 else
+        json.dumps({"numRecords": i, "minValues": {"i64": -i, "s": f"v{i}"}})
+        for i in range(300)]
+    arr = pa.array(texts, pa.string()).slice(5, 280)
+    assert add_actions._parse_fast(arr, add_actions._json_read_type(type_)) is not None
+    got = parse_stats(arr, type_, type_)
+    assert got.to_pylist() == stats_struct_array(texts[5:285], type_).to_pylist()
