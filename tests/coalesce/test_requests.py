@@ -28,6 +28,7 @@ from typing import Any
 import boto3
 
 import deltacommit as dc
+from deltacommit.engine import state_cache
 from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
 from deltacommit.logstore.dynamodb import DynamoDBLogStore, create_log_table
 from deltacommit.storage.dynamo_commit import create_lease_table
@@ -124,7 +125,8 @@ def test_dynamodb_log_store_commits_with_five_requests(s3_bucket: S3Bucket,
 def test_dynamodb_fleet_key_discovery_costs_one_query_per_spelling_once(
         s3_bucket: S3Bucket, moto_server: MotoServer) -> None:
     """Looking for the fleet's ``tablePath`` is one Limit-1 Query per spelling (s3, s3a, s3n),
-    on first use of a log store object only: later commits send none (see above)."""
+    once per process (its log store objects of the table share what they find): later commits
+    and log store objects send none (see above)."""
     name = unique_name("delta-log")
     create_log_table(boto3.client("dynamodb", endpoint_url=moto_server.endpoint,
                                   region_name="us-east-1"), name)
@@ -133,9 +135,13 @@ def test_dynamodb_fleet_key_discovery_costs_one_query_per_spelling_once(
     dc.DeltaTable.create(f"{s3_bucket.uri}/t", SCHEMA, storage_options=options)
     log_store = DynamoDBLogStore.open(f"{s3_bucket.uri}/t", options)
     log_store.join_fleet()  # the DescribeTable check of a new process, if any, happens here
+    state_cache.clear()  # a new process
     fresh = DynamoDBLogStore.open(f"{s3_bucket.uri}/t", options)
     fresh.join_fleet()
     assert fresh.requests == {"Query": 3}
+    again = DynamoDBLogStore.open(f"{s3_bucket.uri}/t", options)
+    again.join_fleet()
+    assert again.requests == {}
     fresh.join_fleet()
     assert fresh.requests == {"Query": 3}
 
