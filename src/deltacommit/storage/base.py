@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, ClassVar, Literal
 
@@ -126,6 +126,19 @@ class ObjectStore(ABC):
     def local_path(self, path: str) -> str | None:
         """The file system path of an object, where the store has one (lets pyarrow mmap)."""
         return None
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        """Make objects written straight to their files (through ``local_path``) without a
+        sync durable, with their directory entries, before a commit references them.
+
+        Objects a ``put`` wrote are durable already (a local put syncs; a remote store's put
+        is durable once acknowledged), so only paths with a local file have anything to do;
+        wrappers that forward ``local_path`` therefore sync through here unchanged."""
+        local = [p for p in (self.local_path(path) for path in paths) if p is not None]
+        if local:
+            from deltacommit.storage.durable import fsync_files
+
+            fsync_files(local)
 
     def child(self, prefix: str) -> ObjectStore:
         """A store rooted at ``prefix`` below this one."""
