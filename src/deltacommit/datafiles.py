@@ -87,14 +87,9 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
     local = store.local_path(rel)
     if local is not None:
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        with open(local, "wb") as f:
-            pq.write_table(data, f, **PARQUET_OPTIONS)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        st = os.stat(local)
-        size, mtime = st.st_size, st.st_mtime_ns // 1_000_000
+        if directory:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+        size, mtime = _write_local(local, data, durable)
     else:
         sink = io.BytesIO()
         pq.write_table(data, sink, **PARQUET_OPTIONS)
@@ -103,6 +98,28 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         size, mtime = len(body), meta.last_modified_ms or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
                modification_time=mtime, data_change=True, stats=compute_stats(data, indexed_cols))
+
+
+def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
+    """Write a local data file (fsynced if ``durable``); its size and modification time (ms).
+
+    Parquet is encoded in memory and written with one system call: written through a Python
+    file object, every page pyarrow writes calls back into Python, and with many writer
+    threads each of those calls waits its turn for the interpreter."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink, **PARQUET_OPTIONS)
+    body = sink.getvalue()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_size, st.st_mtime_ns // 1_000_000
 
 
 def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,

@@ -2,23 +2,29 @@
 
 A data file is invisible until a commit references it, so it need not be durable when it is
 written, only before that commit is.  A group commit therefore writes its members' data files
-without syncing them, and makes them all durable at once just before its version is written
-(``engine.loop``): the syncs of one group run in parallel, so the file system commits them in
-one journal transaction or a few, where one ``fsync`` per file, each issued by its own writer
-while other groups commit, made every sync (the commit's own among them) queue behind the
-others.
+without syncing them and makes them durable together before its version names them
+(``coalesce``, ``engine.loop``).  One ``fsync`` per file, each issued by its own writer thread,
+costs a journal commit each and, worse in Python, a wait for the interpreter lock after every
+sync while dozens of threads hold it in turn; the commit's own syncs queue behind them.
 
-Durable means the file's content and its directory entry: each file is fsynced, and so is each
-directory holding one of them (POSIX does not promise a new name survives a crash until its
-directory is synced).
+Durable means the file's content and its directory entry (POSIX does not promise a new name
+survives a crash until its directory is synced).  On Linux one ``syncfs(2)`` per file system
+covers both for every file of the group: one call, one journal commit.  It also writes
+whatever else is dirty on that file system, which costs time on a disk busy with other writes,
+never correctness.  Elsewhere (or where ``syncfs`` is refused) each file and each directory is
+fsynced, in parallel.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from deltacommit.errors import StorageError
 
@@ -57,7 +63,10 @@ def fsync_files(paths: Sequence[str]) -> None:
     returns once every one of them is, or raises the first failure."""
     if not paths:
         return
-    targets = list(dict.fromkeys([*paths, *(os.path.dirname(p) for p in paths)]))
+    dirs = list(dict.fromkeys(os.path.dirname(p) for p in paths))
+    if len(paths) > 1 and _syncfs is not None and _sync_file_systems(dirs):
+        return
+    targets = [*dict.fromkeys(paths), *dirs]
     if len(targets) <= 2:
         for t in targets:
             fsync_path(t)
@@ -65,3 +74,46 @@ def fsync_files(paths: Sequence[str]) -> None:
     # ``map`` yields in order and re-raises a sync's error; every sync has finished (or
     # failed) once the list is complete.
     list(_executor().map(fsync_path, targets))
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """``syncfs(2)`` from the C library (Linux), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)
+
+
+_syncfs = _load_syncfs()
+
+
+def _sync_file_systems(dirs: Sequence[str]) -> bool:
+    """``syncfs`` once per file system holding ``dirs``: one call makes every file written to
+    it durable, directory entries included (since Linux 5.8 it also reports the write errors
+    of any of them).  False if the call is refused (ENOSYS): the caller syncs file by file."""
+    assert _syncfs is not None
+    seen: set[int] = set()
+    for d in dirs:
+        try:
+            fd = os.open(d, os.O_RDONLY)
+        except OSError as e:
+            raise StorageError("sync", d, e.strerror or str(e)) from None
+        try:
+            dev = os.fstat(fd).st_dev
+            if dev in seen:
+                continue
+            seen.add(dev)
+            if _syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                if err == errno.ENOSYS:
+                    return False
+                raise StorageError("sync", d, os.strerror(err))
+        finally:
+            os.close(fd)
+    return True
