@@ -247,17 +247,15 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
             return WriteResult(txn.read_version, 0, skipped=True)
         if ids:
             txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
-        # With group commit, the commit makes its group's files durable at once (one sync
-        # each, in parallel) instead of each writer syncing its own; a lone commit's files
-        # are synced as they are written, as before.
-        durable = table.group_committer is None
+        # Written unsynced: the commit loop makes them durable just before the version that
+        # names them (with the files of the rest of its group, on a group-commit table).
         adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
                           random=table.random, target_file_rows=target_file_rows,
-                          durable=durable)
+                          durable=False)
         try:
             return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
                                 app_id=app_id, app_version=app_version, num_rows=rows.num_rows,
-                                durable=durable)
+                                durable=False)
         except MetadataChangedException:
             if not ids or not identity_raced(table.log, txn) \
                     or attempt >= table.policy.max_attempts:
