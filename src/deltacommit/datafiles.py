@@ -11,7 +11,6 @@ unless the writer asks for ``durable=False`` because its commit makes the files 
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -91,24 +90,26 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
             os.makedirs(os.path.dirname(local), exist_ok=True)
         size, mtime = _write_local(local, data, durable)
     else:
-        sink = io.BytesIO()
-        pq.write_table(data, sink, **PARQUET_OPTIONS)
-        body = sink.getvalue()
+        body = _encode_parquet(data).to_pybytes()
         meta = store.put(rel, body)
         size, mtime = len(body), meta.last_modified_ms or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
                modification_time=mtime, data_change=True, stats=compute_stats(data, indexed_cols))
 
 
-def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
-    """Write a local data file (fsynced if ``durable``); its size and modification time (ms).
-
-    Parquet is encoded in memory and written with one system call: written through a Python
-    file object, every page pyarrow writes calls back into Python, and with many writer
-    threads each of those calls waits its turn for the interpreter."""
+def _encode_parquet(data: pa.Table) -> pa.Buffer:
+    """A data file's bytes, encoded in Arrow's memory: written through a Python file object
+    instead, every page pyarrow writes calls back into Python, and with many writer threads
+    each of those calls waits its turn for the interpreter."""
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, **PARQUET_OPTIONS)
-    body = sink.getvalue()
+    return sink.getvalue()
+
+
+def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
+    """Write a local data file with one system call (fsynced if ``durable``); its size and
+    modification time (ms)."""
+    body = _encode_parquet(data)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(body)
