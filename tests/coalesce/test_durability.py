@@ -21,6 +21,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.errors import StorageError
 from deltacommit.log.actions import Add, parse_commit
 from deltacommit.log.names import LOG_DIR
 from deltacommit.partitions import decode_add_path
@@ -177,7 +178,13 @@ def test_files_sent_to_another_committer_are_made_durable_by_it(tmp_path: Path,
     assert ids_in(host) == [1, 2]
 
 
-def test_fsync_files_syncs_files_in_several_directories(tmp_path: Path) -> None:
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
+def test_fsync_files_syncs_files_in_several_directories(tmp_path: Path, syncfs: bool,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltacommit.storage import durable
+
+    if not syncfs:  # the portable way: every file and directory fsynced, in parallel
+        monkeypatch.setattr(durable, "_syncfs", None)
     paths = []
     for d in ("x", "y/z"):
         os.makedirs(tmp_path / d)
@@ -185,14 +192,14 @@ def test_fsync_files_syncs_files_in_several_directories(tmp_path: Path) -> None:
             p = tmp_path / d / f"f{i}"
             p.write_bytes(b"data")
             paths.append(str(p))
-    fsync_files(paths)  # returns once all are durable; nothing to observe but no error
-    fsync_files(paths[:1])
+    fsync_files(paths, [str(tmp_path)])  # returns once all are durable: no error to see
+    fsync_files(paths[:1], [str(tmp_path)])
     fsync_files([])
+    with pytest.raises(StorageError, match="nowhere"):
+        fsync_files([*paths, str(tmp_path / "nowhere" / "f")])
 
 
 def test_fsync_files_names_a_missing_file(tmp_path: Path) -> None:
-    from deltacommit.errors import StorageError
-
     missing = str(tmp_path / "gone")
     with pytest.raises(StorageError, match="gone"):
         fsync_files([missing])

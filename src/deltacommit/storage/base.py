@@ -133,12 +133,22 @@ class ObjectStore(ABC):
 
         Objects a ``put`` wrote are durable already (a local put syncs; a remote store's put
         is durable once acknowledged), so only paths with a local file have anything to do;
-        wrappers that forward ``local_path`` therefore sync through here unchanged."""
-        local = [p for p in (self.local_path(path) for path in paths) if p is not None]
-        if local:
-            from deltacommit.storage.durable import fsync_files
+        wrappers that forward ``local_path`` therefore sync through here unchanged.  Every
+        directory from an object's up to the store's root is synced too: a partition
+        directory made for the file is itself a new entry in its parent."""
+        files = [p for p in (self.local_path(path) for path in paths) if p is not None]
+        if not files:
+            return
+        parents: dict[str, None] = {}
+        for path in paths:
+            parent = path
+            while parent:
+                parent = parent.rpartition("/")[0]
+                parents[parent] = None
+        directories = [d for d in (self.local_path(p) for p in parents) if d is not None]
+        from deltacommit.storage.durable import fsync_files
 
-            fsync_files(local)
+        fsync_files(files, directories)
 
     def child(self, prefix: str) -> ObjectStore:
         """A store rooted at ``prefix`` below this one."""

@@ -58,17 +58,18 @@ def fsync_path(path: str) -> None:
         raise StorageError("sync", path, e.strerror or str(e)) from None
 
 
-def fsync_files(paths: Sequence[str]) -> None:
-    """Make ``paths`` (files of the local file system) and their directory entries durable;
-    returns once every one of them is, or raises the first failure."""
+def fsync_files(paths: Sequence[str], directories: Sequence[str] = ()) -> None:
+    """Make ``paths`` (files of the local file system) durable, with their entries in their
+    directories and ``directories`` (more directories to sync, such as those made for the
+    files); returns once every one of them is, or raises the first failure."""
     if not paths:
         return
-    dirs = list(dict.fromkeys(os.path.dirname(p) for p in paths))
+    dirs = list(dict.fromkeys([*(os.path.dirname(p) for p in paths), *directories]))
     if len(paths) > 1 and _syncfs is not None and _sync_file_systems(dirs):
         return
     targets = [*dict.fromkeys(paths), *dirs]
-    if len(targets) <= 2:
-        for t in targets:
+    if len(paths) == 1:
+        for t in targets:  # the file, then its directories from the innermost up
             fsync_path(t)
         return
     # ``map`` yields in order and re-raises a sync's error; every sync has finished (or
