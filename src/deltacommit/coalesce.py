@@ -41,6 +41,15 @@ every append in the group as one Parquet file per partition, then commits them i
 The rows are kept until the commit is decided, so if one of those appends fails (its app id
 was committed concurrently by another process) the files are written again without its rows.
 
+Durability.  A data file must be durable before a version names it, but not before: members
+write their files unsynced (``dc.write``, and the leader the files of coalesced appends), and
+the leader makes the whole group's files durable at once in the first stage, while the previous
+group commits (``ObjectStore.make_durable``: one ``syncfs`` on Linux instead of an ``fsync`` per
+file, each of which also made every other thread's sync and the commit's own wait).  Members
+whose files are not durable yet therefore do not join a group late, in its commit stage; they
+lead or join the next one.  The commit loop checks again before every version and syncs
+whatever is left (files rewritten after a member dropped out).
+
 Across processes (``GroupCommitPolicy(processes=True)``).  Writers in separate processes
 cannot share a version by themselves, and each must read every version the others write (a
 Delta writer checks every intervening commit), so N optimistic writers pay about N requests per
