@@ -24,6 +24,7 @@ from deltacommit.coalesce import GroupCommitPolicy
 from deltacommit.errors import StorageError
 from deltacommit.log.actions import Add, parse_commit
 from deltacommit.log.names import LOG_DIR
+from deltacommit.logstore.conditional import ConditionalPutLogStore
 from deltacommit.partitions import decode_add_path
 from deltacommit.storage.base import ObjectMeta, PutMode
 from deltacommit.storage.durable import fsync_files
@@ -176,6 +177,28 @@ def test_files_sent_to_another_committer_are_made_durable_by_it(tmp_path: Path,
     assert_synced_before_commit(host_store.events)
     assert len(host_store.committed_files()) == 2
     assert ids_in(host) == [1, 2]
+
+
+class BrokenDisk(LocalStore):
+    """Real files, but syncing them fails, as on a disk reporting a write error."""
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        raise StorageError("sync", str(self.root / paths[0]), "I/O error")
+
+
+@pytest.mark.parametrize("group_commit", [False, True], ids=["lone", "group"])
+def test_a_failed_sync_commits_nothing(tmp_path: Path, group_commit: bool) -> None:
+    """If the files cannot be made durable, no version names them: each write fails with the
+    sync's error, naming the file."""
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    table = dc.DeltaTable(uri, log_store=ConditionalPutLogStore(BrokenDisk(uri)),
+                          group_commit=group_commit)
+    results = run_threads(4, lambda i: dc.write(table, rows("a", [i])))
+    for r in results:
+        assert isinstance(r, StorageError) and "I/O error" in str(r) and ".parquet" in str(r)
+    assert dc.DeltaTable(uri).version == 0
+    assert not Path(uri, LOG_DIR, f"{1:020d}.json").exists()
 
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
