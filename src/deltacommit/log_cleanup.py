@@ -16,6 +16,7 @@ so it sits below the table layer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 from collections.abc import Mapping
@@ -113,7 +114,8 @@ def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
             prev = max(f.last_modified_ms or 0, prev + 1)
             if prev > cutoff_ms:
                 if not any(g.kind == "commit" for g in out):
-                    _YOUNG[log_store] = (meta.path, prev)
+                    with contextlib.suppress(TypeError):  # a log store that cannot be a key
+                        _YOUNG[log_store] = (meta.path, prev)
                 break
         out.append(f)
     return out
@@ -125,7 +127,10 @@ def _still_young(log_store: LogStore, cutoff_ms: int) -> bool:
     newer than the one before it), and one HEAD replaces listing the whole log.  A commit
     rewritten or deleted since (a table replaced, files backdated) shows another modification
     time, or none, and the log is listed again."""
-    known = _YOUNG.get(log_store)
+    try:
+        known = _YOUNG.get(log_store)
+    except TypeError:  # unhashable or not weakly referable: never remembered
+        return False
     if known is None or known[1] <= cutoff_ms:
         return False
     path, modified = known
