@@ -41,6 +41,15 @@ every append in the group as one Parquet file per partition, then commits them i
 The rows are kept until the commit is decided, so if one of those appends fails (its app id
 was committed concurrently by another process) the files are written again without its rows.
 
+Durability.  A data file must be durable before a version names it, but not before: members
+write their files unsynced (``dc.write``, and the leader the files of coalesced appends), and
+the leader makes the whole group's files durable at once in the first stage, while the previous
+group commits (``ObjectStore.make_durable``: one ``syncfs`` on Linux instead of an ``fsync`` per
+file, each of which also made every other thread's sync and the commit's own wait).  Members
+whose files are not durable yet therefore do not join a group late, in its commit stage; they
+lead or join the next one.  The commit loop checks again before every version and syncs
+whatever is left (files rewritten after a member dropped out).
+
 Across processes (``GroupCommitPolicy(processes=True)``).  Writers in separate processes
 cannot share a version by themselves, and each must read every version the others write (a
 Delta writer checks every intervening commit), so N optimistic writers pay about N requests per
@@ -303,8 +312,8 @@ class GroupCommitter:
             group = self._guarded(batch, lambda: self._prepare(batch))
             with self._commit_lock:
                 if group is not None:
-                    # Transactions that carry their own files and arrived while this group
-                    # waited for the commit stage need no first stage: they join now.
+                    # Transactions that carry their own durable files and arrived while this
+                    # group waited for the commit stage need no first stage: they join now.
                     group.others += self._take_late(group.key, len(batch))
                 self._hand_off()
                 handed = True
@@ -352,12 +361,15 @@ class GroupCommitter:
             return batch
 
     def _take_late(self, key: tuple[Any, ...], taken: int) -> list[Member]:
-        """Queued members without rows to write and with the group's key (up to the limit)."""
+        """Queued members without rows to write, with files already durable and with the
+        group's key (up to the limit).  Files still to sync wait for the next group's first
+        stage, so the commit stage never waits for their syncs."""
         room = self.policy.max_members - taken
         with self._lock:
             if room <= 0 or not self._queue:
                 return []
-            late = [m for m in self._queue if m.rows is None and m.key == key][:room]
+            late = [m for m in self._queue
+                    if m.rows is None and not m.staged.unsynced and m.key == key][:room]
             if late:
                 chosen = {id(m) for m in late}
                 self._queue = deque(m for m in self._queue if id(m) not in chosen)
@@ -415,7 +427,21 @@ class GroupCommitter:
         self._requeue(deferred)
         adds = self._guarded(appends, lambda: self._write_rows(appends)) or []
         appends = [m for m in appends if not m.done]
-        return _Group(self, key, appends, adds, others)
+        group = _Group(self, key, appends, adds, others)
+        if not self._guarded(group.members, lambda: self._make_durable(group)):
+            group.discard()  # every member failed with the sync's error
+            return None
+        return group
+
+    def _make_durable(self, group: _Group) -> bool:
+        """Sync the group's data files (the rows written for its appends, the files its
+        members wrote unsynced) at once, in the first stage, while the previous group commits;
+        the commit loop syncs only what joins or is rewritten later."""
+        paths = group.unsynced()
+        if paths:
+            self.table.log.log_store.store.make_durable(paths)
+            group.durable.update(paths)
+        return True
 
     def _write_rows(self, appends: Sequence[Member]) -> list[Add]:
         """One set of data files (a file per partition) holding every coalesced append's rows
@@ -430,8 +456,9 @@ class GroupCommitter:
         schema = target.schema
         parts = [p if p.schema.equals(schema) else p.cast(schema) for p in parts]
         data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        # Unsynced: the commit loop syncs them with the other members' files at once.
         return write_rows(table.log.log_store.store, target, data, clock=table.clock,
-                          random=table.random)
+                          random=table.random, durable=False)
 
     def _discard_files(self, adds: Sequence[Add]) -> None:
         """Delete files written for a group that will never reference them (best effort:

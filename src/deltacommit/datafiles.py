@@ -4,12 +4,13 @@
 file gets the same Parquet settings, statistics, naming and durability.  A data file has a
 fresh unique name and stays invisible until a commit references it, so it is written straight
 to its final name: a crash leaves at most an unreferenced file (vacuum removes it).  On a local
-disk it is fsynced before its add action is returned, so a commit never outlives its data.
+disk it is fsynced before its add action is returned, so a commit never outlives its data;
+unless the writer asks for ``durable=False`` because its commit makes the files durable itself
+(``ObjectStore.make_durable``, called by the commit loop for a group's files at once).
 """
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,14 +51,18 @@ def data_file_name(random: RandomSource, index: int) -> str:
 def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                     partition_columns: Sequence[str], data: pa.Table, *, index: int,
                     random: RandomSource, clock: Clock, indexed_cols: int = 32,
-                    column_mapping: str = "none", table_schema: pa.Schema | None = None) -> Add:
+                    column_mapping: str = "none", table_schema: pa.Schema | None = None,
+                    durable: bool = True) -> Add:
     """Write one file of one partition (``data`` holds the data columns only, in the table's
     schema).  NOT NULL fields below a null parent get their defaults first, as Spark writes
     them (``nested.py``), and a null where no parent explains it is refused.
 
     With column mapping (``column_mapping`` ``name`` or ``id``, ``table_schema`` the table's
     schema with its mapping metadata) the file, its directory, its partition values and its
-    statistics use physical names and the Parquet columns carry their field ids."""
+    statistics use physical names and the Parquet columns carry their field ids.
+
+    ``durable=False`` leaves a local file unsynced: the caller must pass it to
+    ``store.make_durable`` before any commit references it (a remote put is durable anyway)."""
     from deltacommit.nested import enforce_nested_not_null, has_nested_required
     from deltacommit.partitions import encode_add_path, partition_path
     from deltacommit.stats import compute_stats
@@ -81,27 +86,47 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
     local = store.local_path(rel)
     if local is not None:
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        with open(local, "wb") as f:
-            pq.write_table(data, f, **PARQUET_OPTIONS)
-            f.flush()
-            os.fsync(f.fileno())
-        st = os.stat(local)
-        size, mtime = st.st_size, st.st_mtime_ns // 1_000_000
+        if directory:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+        size, mtime = _write_local(local, data, durable)
     else:
-        sink = io.BytesIO()
-        pq.write_table(data, sink, **PARQUET_OPTIONS)
-        body = sink.getvalue()
+        body = _encode_parquet(data).to_pybytes()
         meta = store.put(rel, body)
         size, mtime = len(body), meta.last_modified_ms or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
                modification_time=mtime, data_change=True, stats=compute_stats(data, indexed_cols))
 
 
+def _encode_parquet(data: pa.Table) -> pa.Buffer:
+    """A data file's bytes, encoded in Arrow's memory: written through a Python file object
+    instead, every page pyarrow writes calls back into Python, and with many writer threads
+    each of those calls waits its turn for the interpreter."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink, **PARQUET_OPTIONS)
+    return sink.getvalue()
+
+
+def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
+    """Write a local data file with one system call (fsynced if ``durable``); its size and
+    modification time (ms)."""
+    body = _encode_parquet(data)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_size, st.st_mtime_ns // 1_000_000
+
+
 def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,
                      clock: Clock, random: RandomSource, indexed_cols: int = 32,
                      target_file_rows: int | None = None, column_mapping: str = "none",
-                     table_schema: pa.Schema | None = None) -> list[Add]:
+                     table_schema: pa.Schema | None = None, durable: bool = True) -> list[Add]:
     """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
 
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
@@ -122,7 +147,8 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
         index, (values, part) = job
         return write_data_file(store, values, partition_columns, part, index=index,
                                random=random, clock=clock, indexed_cols=indexed_cols,
-                               column_mapping=column_mapping, table_schema=table_schema)
+                               column_mapping=column_mapping, table_schema=table_schema,
+                               durable=durable)
 
     numbered = list(enumerate(jobs))
     if len(numbered) > 1 and store.local_path("") is None:
@@ -257,12 +283,15 @@ def _complete_columns(target: WriteTarget, data: pa.Table, identity: Mapping[str
 
 
 def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock: Clock,
-               random: RandomSource, target_file_rows: int | None = None) -> list[Add]:
-    """Conformed rows as data files of the table; their add actions (stage 2)."""
+               random: RandomSource, target_file_rows: int | None = None,
+               durable: bool = True) -> list[Add]:
+    """Conformed rows as data files of the table; their add actions (stage 2).  With
+    ``durable=False`` local files are left for the commit to sync (``write_data_file``)."""
     return write_data_files(store, rows, list(target.partition_columns), clock=clock,
                             random=random, indexed_cols=target.indexed_cols,
                             target_file_rows=target_file_rows,
-                            column_mapping=target.column_mapping, table_schema=target.schema)
+                            column_mapping=target.column_mapping, table_schema=target.schema,
+                            durable=durable)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

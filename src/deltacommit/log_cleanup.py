@@ -16,7 +16,9 @@ so it sits below the table layer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -48,6 +50,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("deltacommit.maintenance")
 
 DAY_MS = 86_400_000
+
+#: Per log store, the oldest commit its last cleanup listed (path, modification time in ms)
+#: when even that one was newer than the cut-off: the whole log was then too young to expire.
+_YOUNG: weakref.WeakKeyDictionary[LogStore, tuple[str, int]] = weakref.WeakKeyDictionary()
 
 
 def cutoff_commit(files: list[LogFile], cutoff_ms: int) -> int | None:
@@ -89,8 +95,12 @@ def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
 
     Everything cleanup may delete or must inspect comes before that commit in name order, so
     the listing stops there: the hook runs this after every checkpoint, and a long log on S3
-    would otherwise cost a full LIST each time.
+    would otherwise cost a full LIST each time.  A log found too young to expire at all is
+    not listed again while its oldest commit is unchanged and newer than the cut-off
+    (``_still_young``).
     """
+    if _still_young(log_store, cutoff_ms):
+        return []
     out: list[LogFile] = []
     prev = -1
     for meta in log_store.store.list(f"{LOG_DIR}/"):
@@ -103,9 +113,32 @@ def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
         if f.kind == "commit":
             prev = max(f.last_modified_ms or 0, prev + 1)
             if prev > cutoff_ms:
+                if not any(g.kind == "commit" for g in out):
+                    with contextlib.suppress(TypeError):  # a log store that cannot be a key
+                        _YOUNG[log_store] = (meta.path, prev)
                 break
         out.append(f)
     return out
+
+
+def _still_young(log_store: LogStore, cutoff_ms: int) -> bool:
+    """Whether the oldest commit of the last listing is still there, unchanged, and newer
+    than ``cutoff_ms``: then no commit is old enough to expire (each later commit counts as
+    newer than the one before it), and one HEAD replaces listing the whole log.  A commit
+    rewritten or deleted since (a table replaced, files backdated) shows another modification
+    time, or none, and the log is listed again."""
+    try:
+        known = _YOUNG.get(log_store)
+    except TypeError:  # unhashable or not weakly referable: never remembered
+        return False
+    if known is None or known[1] <= cutoff_ms:
+        return False
+    path, modified = known
+    try:
+        meta = log_store.store.head(path)
+    except StorageError:
+        return False
+    return meta.last_modified_ms == modified
 
 
 def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | None],

@@ -29,6 +29,7 @@ follow Spark's ``StatisticsCollection`` because Spark is the reader most tables 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import struct
 from decimal import Decimal
@@ -113,9 +114,15 @@ def _bounds(t: pa.DataType, col: pa.ChunkedArray[Any], prefix: int) -> tuple[str
     """JSON fragments for the min and max of ``col``, or None where no bound can be written."""
     if pa.types.is_string_view(t):
         col = col.cast(pa.string())
-    mm = pc.min_max(col)
-    lo: Any = mm["min"]  # typed scalars; .value is the raw integer for dates and timestamps
-    hi: Any = mm["max"]
+    lo: Any  # typed scalars; .value is the raw integer for dates and timestamps
+    hi: Any
+    if len(col) == 1:
+        # One value is its own min and max (a null one is neither, as ``min_max`` finds);
+        # a compute call per column would cost more than the rest of a one-row file's stats.
+        lo = hi = col[0]
+    else:
+        mm = pc.min_max(col)
+        lo, hi = mm["min"], mm["max"]
     if not lo.is_valid or not hi.is_valid:
         return None, None
     if pa.types.is_integer(t):
@@ -199,8 +206,14 @@ class _Collector:
 def _encode(obj: _Obj) -> str:
     parts = []
     for k, v in obj.items():
-        parts.append(json.dumps(k, ensure_ascii=False) + ":" + (v if isinstance(v, str) else _encode(v)))
+        parts.append(_json_key(k) + ":" + (v if isinstance(v, str) else _encode(v)))
     return "{" + ",".join(parts) + "}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _json_key(name: str) -> str:
+    """A column name as a JSON string (the same few names, file after file)."""
+    return json.dumps(name, ensure_ascii=False)
 
 
 def compute_stats(table: pa.Table, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,

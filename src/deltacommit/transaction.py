@@ -76,6 +76,7 @@ class Transaction:
             {"delta.isolationLevel": str(isolation_level)}, table.uri))
         self._reads = _Reads()
         self._adds: list[Add] = []
+        self._unsynced: list[str] = []
         self._removes: list[Remove] = []
         self._txns: dict[str, Txn] = {}
         self._domains: dict[str, DomainMetadata] = {}
@@ -130,9 +131,21 @@ class Transaction:
 
     # ------------------------------------------------------------------ writes
 
-    def add(self, files: Iterable[Add]) -> None:
+    def add(self, files: Iterable[Add], *, durable: bool = True) -> None:
+        """Stage new data files.  ``durable=False`` says they were written without a sync
+        (``write_data_file(..., durable=False)``): the commit makes them durable before its
+        version references them, with the files of the rest of its group at once."""
         self._check_open()
+        files = list(files)
         self._adds.extend(files)
+        if not durable:
+            from deltacommit.partitions import decode_add_path
+
+            # Only files of the local file system wait for a sync: a remote store's put is
+            # durable once acknowledged.
+            store = self.table.log.log_store.store
+            self._unsynced.extend(p for p in (decode_add_path(a.path) for a in files)
+                                  if store.local_path(p) is not None)
 
     def remove(self, files: Iterable[Add | Remove], data_change: bool = True) -> None:
         self._check_open()
@@ -255,7 +268,7 @@ class Transaction:
             removes=tuple(self._removes), txns=tuple(self._txns.values()),
             metadata=self._metadata, protocol=self._protocol,
             app_ids=frozenset(self._txns) | summary.read_app_ids,
-            domains=tuple(self._domains.values()))
+            domains=tuple(self._domains.values()), unsynced=tuple(self._unsynced))
 
     def validate(self) -> None:
         """Refuse what no reader could accept, before anything is committed."""

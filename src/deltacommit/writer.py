@@ -171,8 +171,9 @@ def already_written(txn: Transaction, app_id: str | None, app_version: int | Non
 
 def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
                  predicate: Predicate | None, app_id: str | None, app_version: int | None,
-                 num_rows: int) -> WriteResult:
+                 num_rows: int, durable: bool = True) -> WriteResult:
     """Stage the removes of an overwrite, the app id and the new files, and commit.
+    ``durable=False``: the files were written unsynced, for the commit to sync.
 
     If another writer recorded this app id meanwhile with this version or a newer one, this
     write's data is already in the table: its files are deleted and the write is reported as
@@ -184,7 +185,7 @@ def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
         txn.remove(txn.scan(predicate=predicate))
     if app_id is not None and app_version is not None:
         txn.set_app_version(app_id, app_version)
-    txn.add(adds)
+    txn.add(adds, durable=durable)
     txn.operation_metrics["numOutputRows"] = str(num_rows)
     try:
         result = txn.commit()
@@ -262,10 +263,14 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
                 return WriteResult(txn.read_version, 0, skipped=True)
             if ids:
                 txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
+            # Written unsynced: the commit loop makes them durable just before the version
+            # that names them (with the files of the rest of its group, on a group-commit table).
             adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
-                              random=table.random, target_file_rows=target_file_rows)
+                              random=table.random, target_file_rows=target_file_rows,
+                              durable=False)
             return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
-                                app_id=app_id, app_version=app_version, num_rows=rows.num_rows)
+                                app_id=app_id, app_version=app_version, num_rows=rows.num_rows,
+                                durable=False)
         except (ConcurrentModificationException, TableReplacedError,
                 CoordinationMismatchError) as e:
             # Refused before anything was committed: this write's files are unreferenced.

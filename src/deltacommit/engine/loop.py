@@ -42,6 +42,7 @@ from deltacommit.log.actions import (
     Txn,
     serialize_commit,
 )
+from deltacommit.partitions import decode_add_path
 from deltacommit.snapshot import Commit
 
 #: A backoff at least this long (seconds) is followed by reading the versions committed
@@ -83,12 +84,18 @@ class Member:
 
 class Group:
     """The members one attempt commits: those whose rows share ``adds`` (coalesced appends,
-    written by the group's leader), then the others (carrying their own files)."""
+    written by the group's leader), then the others (carrying their own files).
+
+    The files of ``adds`` and those the members list as ``unsynced`` need not be durable yet:
+    the loop makes them durable, all at once, before it writes a version naming them."""
 
     def __init__(self, appends: list[Member], adds: list[Add], others: list[Member]) -> None:
         self.appends = appends
         self.adds = adds
         self.others = others
+        #: Store paths of those files made durable already (by the loop's earlier attempts,
+        #: or by a group committer before the commit stage).
+        self.durable: set[str] = set()
 
     @property
     def members(self) -> list[Member]:
@@ -101,6 +108,14 @@ class Group:
         self.others = [m for m in self.others if not m.done]
         if len(self.appends) != before:
             self.rewrite()
+
+    def unsynced(self) -> list[str]:
+        """Store paths of the files this group's version would name that were written
+        without a sync (``adds`` always are), each once."""
+        paths = [decode_add_path(a.path) for a in self.adds]
+        for m in self.members:
+            paths.extend(m.staged.unsynced)
+        return list(dict.fromkeys(paths))
 
     def rewrite(self) -> None:
         """Write ``adds`` again for the appends left (a group with coalesced rows overrides)."""
@@ -221,6 +236,7 @@ class CommitLoop:
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
+            self._make_durable(group)
             try:
                 self.log.confirm_identity()
                 self.log.log_store.write_commit(version, data)
@@ -261,6 +277,15 @@ class CommitLoop:
             group.on_committed(members)
             return commit
         return None
+
+    def _make_durable(self, group: Group) -> None:
+        """Every data file the version names that is not durable yet is made so (its content
+        and its directory entry) before the version is written: a crash must never leave a
+        commit whose data is lost."""
+        todo = [p for p in group.unsynced() if p not in group.durable]
+        if todo:
+            self.log.log_store.store.make_durable(todo)
+            group.durable.update(todo)
 
     def _rebase(self, group: Group, base: int) -> Commit | int:
         """Check the group against the versions that beat it; the new base, or the version an

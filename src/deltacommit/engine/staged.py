@@ -48,6 +48,10 @@ class StagedCommit:
     app_ids: frozenset[str] = field(default=frozenset())
     #: Metadata domains this transaction sets or removes.
     domains: tuple[DomainMetadata, ...] = ()
+    #: Store paths of data files among ``adds`` written without being made durable: the
+    #: commit loop makes them durable (``ObjectStore.make_durable``) before it writes the
+    #: version, together with those of the other members of its group.
+    unsynced: tuple[str, ...] = ()
 
     def with_adds(self, adds: tuple[Add, ...]) -> StagedCommit:
         """The same transaction carrying ``adds`` (files a group leader wrote for its rows)."""

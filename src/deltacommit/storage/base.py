@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, ClassVar, Literal
 
@@ -126,6 +126,29 @@ class ObjectStore(ABC):
     def local_path(self, path: str) -> str | None:
         """The file system path of an object, where the store has one (lets pyarrow mmap)."""
         return None
+
+    def make_durable(self, paths: Sequence[str]) -> None:
+        """Make objects written straight to their files (through ``local_path``) without a
+        sync durable, with their directory entries, before a commit references them.
+
+        Objects a ``put`` wrote are durable already (a local put syncs; a remote store's put
+        is durable once acknowledged), so only paths with a local file have anything to do;
+        wrappers that forward ``local_path`` therefore sync through here unchanged.  Every
+        directory from an object's up to the store's root is synced too: a partition
+        directory made for the file is itself a new entry in its parent."""
+        files = [p for p in (self.local_path(path) for path in paths) if p is not None]
+        if not files:
+            return
+        parents: dict[str, None] = {}
+        for path in paths:
+            parent = path
+            while parent:
+                parent = parent.rpartition("/")[0]
+                parents[parent] = None
+        directories = [d for d in (self.local_path(p) for p in parents) if d is not None]
+        from deltacommit.storage.durable import fsync_files
+
+        fsync_files(files, directories)
 
     def child(self, prefix: str) -> ObjectStore:
         """A store rooted at ``prefix`` below this one."""

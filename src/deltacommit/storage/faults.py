@@ -47,7 +47,7 @@ Phase = Literal["before", "after"]
 
 #: Store operations a rule can name (``*`` matches any of them).
 OPERATIONS = ("get", "head", "put", "put_if_absent", "put_if_match", "copy", "copy_if_absent",
-              "delete", "list")
+              "delete", "list", "make_durable")
 
 #: How long a hang waits for ``release`` before giving up, so a test that forgets to release
 #: fails instead of blocking the run.
