@@ -83,6 +83,22 @@ def _batch(writer: int, seq: int) -> Any:
                      "payload": pa.array([f"w{writer}-s{seq}"], pa.string())})
 
 
+def _count_process_requests(store: Any, counts: Counter[str]) -> None:
+    """Count every S3 and DynamoDB request this process sends from now on, whichever table
+    object sends it: a call by URI opens log stores of its own, but they share the process's
+    clients (pooled per endpoint), so the clients are where requests are counted."""
+    config = getattr(getattr(store, "inner", store), "config", None)
+    if config is None:
+        return  # the local file system: no requests
+
+    def count(event_name: str, **_: Any) -> None:
+        _, service, operation = event_name.split(".", 2)
+        counts[operation if service == "s3" else f"{service}.{operation}"] += 1
+
+    for client in (config.s3_client(), config.dynamodb_client()):
+        client.meta.events.register("before-send", count, unique_id="bench-process-count")
+
+
 def _worker_deltacommit(uri: str, options: dict[str, str], writer: int, appends: int,
                         resubmits: int, variant: str, socket_dir: str) -> dict[str, Any]:
     import deltacommit as dc
@@ -96,6 +112,8 @@ def _worker_deltacommit(uri: str, options: dict[str, str], writer: int, appends:
     target: Any = uri if variant == BY_URI else table
     extra = {"storage_options": options} if variant == BY_URI else {}
     batches = [_batch(writer, s) for s in range(appends)]
+    requests: Counter[str] = Counter()
+    _count_process_requests(store, requests)
     _ready()
     start = time.monotonic()
     acked, latencies, attempts = [], [], 0
@@ -106,10 +124,6 @@ def _worker_deltacommit(uri: str, options: dict[str, str], writer: int, appends:
         attempts += r.attempts
         acked.append(seq)
     end = time.monotonic()
-    requests = dict(getattr(store, "requests", {}))
-    dynamo = getattr(table.log_store, "requests", None)
-    if isinstance(dynamo, dict):
-        requests.update({f"dynamodb.{k}": v for k, v in dynamo.items()})
     return {"start": start, "end": end, "acked": acked, "latencies": latencies,
             "attempts": attempts, "calls": appends, "failures": 0, "gave_up": False,
             "requests": requests}
