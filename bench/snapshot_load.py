@@ -15,6 +15,9 @@ hook would leave the table.  Then, in the same process and alternating the two l
 - ``cold_with_add_actions``: a cold open plus the file list as one Arrow table,
   ``get_add_actions(flatten=...)`` for both libraries (deltalake's arro3 table converted with
   ``pa.table``), once with ``flatten=False`` and once with ``flatten=True``;
+- ``cold_one_partition``: a cold open of a table of as many files in 336 partitions, all in its
+  checkpoint, plus the files of one partition (``files(partition_filters)`` vs
+  ``file_uris(partition_filters)``);
 - ``update``: after 10 new commits, ``DeltaTable.update()`` vs ``update_incremental()``.
 
 Each measurement prints one JSON line; ``ratio`` is deltacommit's median time over delta-rs's
@@ -314,6 +317,25 @@ def main(argv: list[str] | None = None) -> int:
                     deltacommit_cpu_s=round(statistics.median(cpu_o), 4),
                     deltalake_cpu_s=round(statistics.median(cpu_t), 4),
                     cpu_ratio=round(statistics.median(cpu_o) / statistics.median(cpu_t), 3))
+
+        # One partition of a partitioned table of as many files, all in its checkpoint.
+        wide = base / "partitioned"
+        build_wide(wide, args.files)
+        one_day = [("day", "=", "2026-03-05")]
+        part_o: list[float] = []
+        part_t: list[float] = []
+        for _ in range(args.repeat):
+            state_cache.clear()
+            gc.collect()
+            dt_o, n_o = timed(lambda: len(dc.DeltaTable(str(wide)).files(one_day)))
+            gc.collect()
+            dt_t, n_t = timed(lambda: len(deltalake.DeltaTable(str(wide)).file_uris(one_day)))
+            assert n_o == n_t, (n_o, n_t)
+            part_o.append(dt_o)
+            part_t.append(dt_t)
+        summary("cold_one_partition", part_o, part_t, live_files=args.files, selected=n_o,
+                calls="files(partition_filters) vs file_uris(partition_filters)")
+        shutil.rmtree(wide, ignore_errors=True)
 
         b = Builder.__new__(Builder)
         b.log = root / "_delta_log"

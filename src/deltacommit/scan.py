@@ -31,6 +31,7 @@ from deltacommit.column_mapping import (
 from deltacommit.datafiles import open_data_file
 from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
 from deltacommit.log.actions import Add
+from deltacommit.log.add_actions import partition_mask, partition_strings
 from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.nested import conform
 from deltacommit.partitions import partition_column_arrays
@@ -43,17 +44,30 @@ if TYPE_CHECKING:
 
 
 def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
-    """The files of ``snapshot`` whose partition values may satisfy ``predicate``."""
+    """The files of ``snapshot`` whose partition values may satisfy ``predicate``.
+
+    The checkpoint's files are judged column-wise, the predicate evaluated once per distinct
+    combination of partition values, so reading one partition of a large table builds no
+    ``Add`` for the files of the others."""
     if predicate is TRUE or not snapshot.partition_columns:
         return snapshot.files()
     schema = snapshot.schema
-    pcols = snapshot.partition_columns
+    pcols = list(snapshot.partition_columns)
     types = {c: schema.field(c).type for c in pcols}
     physical = partition_physical_names(schema, pcols, snapshot.configuration)
+    keys = [physical.get(c, c) for c in pcols]
+
+    def accepts(values: Mapping[str, str | None]) -> bool:
+        return predicate.evaluate(values, types)
+
+    def rows_mask(rows: pa.StructArray) -> Any:
+        return partition_mask(partition_strings(rows.field("partitionValues"), keys), pcols,
+                              accepts)
+
     if not physical:
-        return [a for a in snapshot.iter_files() if predicate.evaluate(a.partition_values, types)]
-    return [a for a in snapshot.iter_files()
-            if predicate.evaluate(logical_values(a.partition_values, physical), types)]
+        return snapshot.files_where(rows_mask, lambda a: accepts(a.partition_values))
+    return snapshot.files_where(
+        rows_mask, lambda a: accepts(logical_values(a.partition_values, physical)))
 
 
 def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltacommit.checkpoint_reader import read_last_checkpoint, read_segment
 from deltacommit.errors import (
@@ -287,6 +287,18 @@ class Snapshot:
 
     def iter_files(self) -> Iterator[Add]:
         return iter(self._state.files.values())
+
+    def files_where(self, rows_mask: Callable[[pa.StructArray], Any],
+                    keep: Callable[[Add], bool]) -> list[Add]:
+        """The live files a filter accepts, in ``files()`` order: checkpoint rows judged as
+        canonical ``add`` rows (``rows_mask``, a boolean per row), the files added since by
+        ``keep``; an ``Add`` is built only for a checkpoint row accepted."""
+        from deltacommit.log.lazy_files import LazyActionMap
+
+        files = self._state.files
+        if isinstance(files, LazyActionMap):
+            return files.select(rows_mask, keep)
+        return [a for a in files.values() if keep(a)]
 
     def add_rows(self) -> list[pa.StructArray]:
         """The live files as canonical ``add`` rows (``log.checkpoint_format.ADD``), in chunks:

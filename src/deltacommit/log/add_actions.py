@@ -366,7 +366,7 @@ def typed_partition(strings: Any, t: pa.DataType, column: str, paths: Any, table
     return pa.array(parsed, t).take(encoded.indices)
 
 
-def _partition_mask(strings: Sequence[Any], names: Sequence[str], keep: PartitionFilter) -> Any:
+def partition_mask(strings: Sequence[Any], names: Sequence[str], keep: PartitionFilter) -> Any:
     """Which rows ``keep`` accepts, asking it once per distinct combination of values."""
     if len(strings) == 1:
         key = strings[0]
@@ -437,7 +437,7 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
         values = _struct_child(chunk, "partitionValues")
         strings = partition_strings(values, pkeys) if pcols else []
         if keep is not None and pcols and len(chunk):
-            mask = _partition_mask(strings, pcols, keep)
+            mask = partition_mask(strings, pcols, keep)
             if not pc.all(mask).as_py():
                 chunk = chunk.filter(mask)
                 strings = [s.filter(mask) for s in strings]
@@ -487,6 +487,7 @@ __all__ = [
     "add_actions_table",
     "flattened",
     "parse_stats",
+    "partition_mask",
     "partition_strings",
     "stats_columns",
     "stats_type",

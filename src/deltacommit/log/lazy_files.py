@@ -353,6 +353,29 @@ class LazyActionMap(dict[str, V]):
             extra = list(dict.values(self))
         return [kept, to_arrow(extra)] if extra else [kept]
 
+    def select(self, rows_mask: Callable[[pa.StructArray], Any],
+               keep: Callable[[V], bool]) -> list[V]:
+        """The live actions a filter accepts, in enumeration order: checkpoint rows are judged
+        as Arrow (``rows_mask`` gives a boolean per row) and only those accepted are decoded;
+        the actions set after the checkpoint are judged one by one (``keep``).  Selecting a few
+        partitions of a large table builds no object for the files it leaves out."""
+        with self._lock:
+            base = self._base
+            if base is None:
+                return [v for v in dict.values(self) if keep(v)]
+            kept = base.without(self._shadow)
+            extra = list(dict.values(self))
+            decode = base._decode
+        out: list[V] = []
+        if len(kept):
+            mask = rows_mask(kept)
+            if pc.all(mask).as_py():
+                out = decode(kept)
+            elif pc.any(mask).as_py():
+                out = decode(kept.filter(mask))
+        out.extend(v for v in extra if keep(v))
+        return out
+
     def _materialise(self) -> None:
         with self._lock:
             base = self._base
