@@ -203,19 +203,33 @@ def _has_byte(strings: Any, byte: bytes) -> bool:
 # --------------------------------------------------------------------------- checkpoint rows
 
 
+#: What loading a checkpoint's rows gives: the canonical rows, or the rows and the checkpoint's
+#: typed statistics of each (``add.stats_parsed``; None when it has none).
+Loaded = pa.StructArray | tuple[pa.StructArray, Any]
+
+
 class ActionRows(Generic[V]):
     """The ``add`` or ``remove`` rows of one checkpoint, read and decoded on demand, then cached.
 
     ``arrow`` is either given or produced by ``load`` on first use: a snapshot that never
     looks at files (a blind append) never even reads those columns of the checkpoint.
     Immutable once built, so every snapshot derived from the same checkpoint shares it.
+
+    ``stats_parsed`` (given, or loaded with the rows) is the checkpoint's typed statistics,
+    row for row: kept beside the canonical rows rather than in them, so that the file list as
+    a table (``log.add_actions``) need not parse the JSON texts and everything else sees the
+    one ``add`` shape.
     """
 
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
-                 load: Callable[[], pa.StructArray] | None = None) -> None:
+                 load: Callable[[], Loaded] | None = None, *,
+                 stats_parsed: Any = None) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
+        if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
+            raise ValueError("stats_parsed must have a value for each row")
         self._arrow = arrow
+        self._stats_parsed = stats_parsed
         self._load = load
         self._decode = decode
         self._keys: list[str] | None = None
@@ -236,10 +250,24 @@ class ActionRows(Generic[V]):
                 if self._arrow is None:
                     load = self._load
                     assert load is not None
-                    self._arrow = load()
+                    loaded = load()
+                    if isinstance(loaded, tuple):
+                        rows, parsed = loaded
+                        if parsed is not None and len(parsed) != len(rows):
+                            raise ValueError("stats_parsed must have a value for each row")
+                        self._stats_parsed = parsed
+                    else:
+                        rows = loaded
+                    self._arrow = rows
                     self._load = None  # release the file it read from
                 arrow = self._arrow
         return arrow
+
+    @property
+    def stats_parsed(self) -> Any:
+        """The checkpoint's typed statistics of each row, or None (loads the rows)."""
+        _ = self.arrow
+        return self._stats_parsed
 
     def __len__(self) -> int:
         return len(self.arrow)
@@ -272,9 +300,14 @@ class ActionRows(Generic[V]):
     def without(self, hidden: set[str]) -> pa.StructArray:
         """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
         a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
+        return self.without_parsed(hidden)[0]
+
+    def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
+        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
         arrow = self.arrow
+        parsed = self._stats_parsed
         if not hidden or not len(arrow):
-            return arrow
+            return arrow, parsed
         paths = _child(arrow, "path")
         if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not _has_byte(
                 paths, b"%"):
@@ -283,8 +316,9 @@ class ActionRows(Generic[V]):
             keys = pa.array(self.keys(), pa.string())
         found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
         if not pc.any(found).as_py():
-            return arrow
-        return arrow.filter(pc.invert(found))
+            return arrow, parsed
+        kept = pc.invert(found)
+        return arrow.filter(kept), None if parsed is None else parsed.filter(kept)
 
 
 class LazyActionMap(dict[str, V]):
@@ -345,13 +379,19 @@ class LazyActionMap(dict[str, V]):
                      ) -> list[pa.StructArray]:
         """``arrow_rows`` as the checkpoint rows kept and the actions set after them, not
         concatenated (which would copy every checkpoint row)."""
+        return [rows for rows, _ in self.parsed_chunks(to_arrow)]
+
+    def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
+                      ) -> list[tuple[pa.StructArray, Any]]:
+        """``arrow_chunks``, each with the checkpoint's ``stats_parsed`` of its rows (None for
+        the actions set after the checkpoint, or when it has none)."""
         with self._lock:
             base = self._base
             if base is None:
-                return [to_arrow(list(dict.values(self)))]
-            kept = base.without(self._shadow)
+                return [(to_arrow(list(dict.values(self))), None)]
+            kept, parsed = base.without_parsed(self._shadow)
             extra = list(dict.values(self))
-        return [kept, to_arrow(extra)] if extra else [kept]
+        return [(kept, parsed), (to_arrow(extra), None)] if extra else [(kept, parsed)]
 
     def select(self, rows_mask: Callable[[pa.StructArray], Any],
                keep: Callable[[V], bool]) -> list[V]:
