@@ -594,3 +594,24 @@ def test_stats_from_struct_parses_what_the_struct_cannot_say(
     assert stats_from_struct(parsed, texts, logical, logical).to_pylist()[0][
         "maxValues"]["f"] == 0.1
     assert counts[1:] == [1]
+
+
+def test_typed_stats_are_read_when_asked_for_and_a_vanished_checkpoint_means_parsing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing files does not decode the checkpoint's ``stats_parsed``; ``get_add_actions`` reads
+    it then, and if log cleanup took the checkpoint meanwhile it parses the JSON texts, with
+    the same result."""
+    uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
+    peer = theirs(uri, False)
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    assert len(table.files([("day", "=", "2026-11-21")])) == 2  # reads the add rows
+    files = table.snapshot.state.files
+    assert isinstance(files, LazyActionMap) and files.is_lazy
+    [cp] = Path(uri, "_delta_log").glob("*.checkpoint.parquet")
+    cp.rename(cp.with_name("moved.parquet"))
+    counts = _json_parsed_rows(monkeypatch)
+    got = table.get_add_actions()
+    assert sum(counts) == got.num_rows == 8  # every file's text
+    mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
+    assert mine.to_pylist() == peer.to_pylist()

@@ -68,6 +68,7 @@ class _CheckpointFile:
 
     def __init__(self, log_store: LogStore, path: str) -> None:
         store = log_store.store
+        self.path = path
         self.source = f"{log_store.table_uri}/{path}"
         local = store.local_path(path)
         try:
@@ -114,17 +115,32 @@ class _CheckpointFile:
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
 
-    def read_action(self, name: str) -> pa.Table:
-        """Action column ``name``, without the ``add.partitionValues_parsed`` no reader here
-        uses (partition values are read from their text, once per distinct value)."""
-        if name != "add" or name not in self.names:
-            return self.read([name])
+    def add_fields(self) -> list[str]:
+        """The fields of the ``add`` column (none if it has none)."""
+        if "add" not in self.names:
+            return []
         add = self.pf.schema_arrow.field("add").type
-        children = [add.field(i).name for i in range(add.num_fields)] if pa.types.is_struct(
+        return [add.field(i).name for i in range(add.num_fields)] if pa.types.is_struct(
             add) else []
-        if "partitionValues_parsed" not in children:
+
+    def stats_apart(self) -> bool:
+        """Whether the ``add`` rows' ``stats_parsed`` may be read apart from them: every row has
+        its JSON text too (the footer's counts say so), so reading the rows needs no struct."""
+        fields = self.add_fields()
+        if "stats_parsed" not in fields or "stats" not in fields:
+            return False
+        with_text, rows = self.non_null("add.stats"), self.non_null("add.path")
+        return with_text is not None and with_text == rows
+
+    def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
+        """Action column ``name``, without the ``add.partitionValues_parsed`` no reader here
+        uses (partition values are read from their text, once per distinct value), nor the
+        ``add`` fields ``skip`` names."""
+        children = self.add_fields() if name == "add" else []
+        dropped = {"partitionValues_parsed", *skip}
+        if not dropped & set(children):
             return self.read([name])
-        return self.read([f"add.{c}" for c in children if c != "partitionValues_parsed"])
+        return self.read([f"add.{c}" for c in children if c not in dropped])
 
     def read_set(self, columns: list[str]) -> pa.Table:
         """The rows where any of ``columns`` is set, read a batch at a time.
@@ -180,7 +196,7 @@ class _JsonCheckpoint:
     def read(self, columns: list[str]) -> pa.Table:
         return self.table.select([c for c in columns if c in self.table.column_names])
 
-    def read_action(self, name: str) -> pa.Table:
+    def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
         return self.read([name])
 
     def read_set(self, columns: list[str]) -> pa.Table:
@@ -226,10 +242,30 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
                     raise CorruptLogError(f"{source}: has {adds} add actions but "
                                           f"_last_checkpoint records {hint.num_of_add_files}")
 
-    def read_column(name: str) -> list[pa.Table]:
-        return [p.read_action(name) for p in files]
+    # The typed statistics only get_add_actions uses are read when it asks for them, from the
+    # files opened again (decoding them with every file list costs listing a partition a
+    # third more); a file gone by then (log cleanup) only means parsing the JSON texts.
+    with_add = [p for p in files if isinstance(p, _CheckpointFile) and "add" in p.names]
+    apart = (all(isinstance(p, _CheckpointFile) for p in files) and bool(with_add)
+             and all(p.stats_apart() for p in with_add))
+    skip = ("stats_parsed",) if apart else ()
 
-    return decode_checkpoint(small, cand.version, source, read_column)
+    def read_column(name: str) -> list[pa.Table]:
+        return [p.read_action(name, skip) for p in files]
+
+    paths = [p.path for p in with_add]
+
+    def read_stats_parsed() -> list[pa.Table] | None:
+        try:
+            return [_CheckpointFile(log_store, path).read(["add.path", "add.stats_parsed"])
+                    for path in paths]
+        except (CorruptLogError, StorageError) as e:
+            logger.info("reading the typed statistics of %s again failed (%s); parsing the "
+                        "JSON statistics instead", source, e)
+            return None
+
+    return decode_checkpoint(small, cand.version, source, read_column,
+                             read_stats_parsed=read_stats_parsed if apart else None)
 
 
 def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:

@@ -368,3 +368,24 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
     assert adds.field("partitionValues_parsed").to_pylist() == partition_struct_array(
         [dict(m) for m in adds.field("partitionValues").to_pylist()], ptype).to_pylist()
     assert len(adds) == 7
+
+
+def test_stats_read_apart_must_come_from_the_same_rows() -> None:
+    """Typed statistics read again from a checkpoint are used only if it holds the rows they
+    are for, in the same order (a checkpoint of that version rewritten meanwhile may not)."""
+    from deltacommit.log.checkpoint_format import _deferred_stats_parsed
+
+    sp = pa.struct([("numRecords", pa.int64())])
+    add = pa.struct([("path", pa.string()), ("stats_parsed", sp)])
+
+    def table(paths: list[str | None]) -> pa.Table:
+        return pa.table({"add": pa.array(
+            [None if p is None else {"path": p, "stats_parsed": {"numRecords": len(p)}}
+             for p in paths], add)})
+
+    rows = pa.array([{"path": p} for p in ["a", "bb", "ccc"]], pa.struct([("path", pa.string())]))
+    got = _deferred_stats_parsed([table([None, "a", "bb"]), table(["ccc", None])], rows)
+    assert got is not None and got.field("numRecords").to_pylist() == [1, 2, 3]
+    assert _deferred_stats_parsed([table(["bb", "a", "ccc"])], rows) is None
+    assert _deferred_stats_parsed([table(["a", "bb"])], rows) is None
+    assert _deferred_stats_parsed(None, rows) is None

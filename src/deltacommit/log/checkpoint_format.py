@@ -675,15 +675,43 @@ def _concat_add_rows(tables: Sequence[pa.Table], ntz: frozenset[tuple[str, ...]]
     return rows, parsed
 
 
+def _deferred_stats_parsed(tables: Sequence[pa.Table] | None, rows: Any) -> Any:
+    """The ``stats_parsed`` of ``rows`` from ``tables`` (the files they were read from, read
+    again for ``add.path`` and ``add.stats_parsed``); None unless they hold the same files in
+    the same order, each with a struct of one type."""
+    if tables is None:
+        return None
+    picked = [p for p in (_picked(t, "add", "path") for t in tables) if p is not None]
+    parsed: list[Any] = []
+    paths: list[Any] = []
+    for p in picked:
+        names = {p.type.field(i).name for i in range(p.type.num_fields)}
+        if "stats_parsed" not in names:
+            return None
+        parsed.append(p.field("stats_parsed"))
+        paths.append(p.field("path"))
+    if not parsed or len({a.type for a in parsed}) != 1 or not pa.types.is_struct(parsed[0].type):
+        return None
+    all_paths = pa.concat_arrays([a.cast(pa.string()) for a in paths])
+    if len(all_paths) != len(rows) or not all_paths.equals(rows.field("path")):
+        return None  # not the file the rows came from
+    out = parsed[0] if len(parsed) == 1 else pa.concat_arrays(parsed)
+    return None if out.null_count == len(out) else out
+
+
 def decode_checkpoint(table: pa.Table, version: int, source: str,
-                      read_column: Callable[[str], Sequence[pa.Table]] | None = None
+                      read_column: Callable[[str], Sequence[pa.Table]] | None = None, *,
+                      read_stats_parsed: Callable[[], Sequence[pa.Table] | None] | None = None
                       ) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
     The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
     turned into objects here.  With ``read_column``, ``table`` need not hold the ``add`` and
     ``remove`` columns: they are read through it when first needed, one table per file that
-    holds them (parts of the checkpoint and its sidecars).
+    holds them (parts of the checkpoint and its sidecars).  With ``read_stats_parsed`` too, the
+    ``add`` column is read without ``stats_parsed`` (every row has its JSON text), which is
+    read through it (``add.path`` and ``add.stats_parsed``, or None if it cannot be) only when
+    the typed statistics are asked for.
     """
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
@@ -720,7 +748,10 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
         tombstones = ActionRows(_rows(table, "remove", "path", REMOVE), removes_from_arrow)
     else:
         reader = read_column
-        files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz))
+        deferred = read_stats_parsed
+        files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz),
+                           load_stats_parsed=None if deferred is None
+                           else lambda rows: _deferred_stats_parsed(deferred(), rows))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(

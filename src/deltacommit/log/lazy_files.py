@@ -215,21 +215,24 @@ class ActionRows(Generic[V]):
     looks at files (a blind append) never even reads those columns of the checkpoint.
     Immutable once built, so every snapshot derived from the same checkpoint shares it.
 
-    ``stats_parsed`` (given, or loaded with the rows) is the checkpoint's typed statistics,
-    row for row: kept beside the canonical rows rather than in them, so that the file list as
-    a table (``log.add_actions``) need not parse the JSON texts and everything else sees the
-    one ``add`` shape.
+    ``stats_parsed`` (given, loaded with the rows, or read when first asked for by
+    ``load_stats_parsed``, which gets the rows and may give None) is the checkpoint's typed
+    statistics, row for row: kept beside the canonical rows rather than in them, so that the
+    file list as a table (``log.add_actions``) need not parse the JSON texts and everything
+    else sees the one ``add`` shape.
     """
 
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
                  load: Callable[[], Loaded] | None = None, *,
-                 stats_parsed: Any = None) -> None:
+                 stats_parsed: Any = None,
+                 load_stats_parsed: Callable[[pa.StructArray], Any] | None = None) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
         if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
             raise ValueError("stats_parsed must have a value for each row")
         self._arrow = arrow
         self._stats_parsed = stats_parsed
+        self._load_stats_parsed = load_stats_parsed
         self._load = load
         self._decode = decode
         self._keys: list[str] | None = None
@@ -237,6 +240,7 @@ class ActionRows(Generic[V]):
         self._objects: list[V] | None = None
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
+        self._parsed_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -265,8 +269,17 @@ class ActionRows(Generic[V]):
 
     @property
     def stats_parsed(self) -> Any:
-        """The checkpoint's typed statistics of each row, or None (loads the rows)."""
-        _ = self.arrow
+        """The checkpoint's typed statistics of each row, or None (loads the rows, and the
+        statistics if they are read apart)."""
+        arrow = self.arrow
+        if self._load_stats_parsed is not None:
+            with self._parsed_lock:
+                load = self._load_stats_parsed
+                if load is not None:
+                    parsed = load(arrow)
+                    self._stats_parsed = (parsed if parsed is not None
+                                          and len(parsed) == len(arrow) else None)
+                    self._load_stats_parsed = None
         return self._stats_parsed
 
     def __len__(self) -> int:
@@ -297,17 +310,11 @@ class ActionRows(Generic[V]):
             return self._objects[i]
         return self._decode(self.arrow.slice(i, 1))[0]
 
-    def without(self, hidden: set[str]) -> pa.StructArray:
-        """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
-        a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
-        return self.without_parsed(hidden)[0]
-
-    def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
-        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
+    def _kept(self, hidden: set[str]) -> Any:
+        """Which rows have a key not in ``hidden`` (None: all of them)."""
         arrow = self.arrow
-        parsed = self._stats_parsed
         if not hidden or not len(arrow):
-            return arrow, parsed
+            return None
         paths = _child(arrow, "path")
         if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not _has_byte(
                 paths, b"%"):
@@ -316,9 +323,22 @@ class ActionRows(Generic[V]):
             keys = pa.array(self.keys(), pa.string())
         found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
         if not pc.any(found).as_py():
-            return arrow, parsed
-        kept = pc.invert(found)
-        return arrow.filter(kept), None if parsed is None else parsed.filter(kept)
+            return None
+        return pc.invert(found)
+
+    def without(self, hidden: set[str]) -> pa.StructArray:
+        """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
+        a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
+        kept = self._kept(hidden)
+        return self.arrow if kept is None else self.arrow.filter(kept)
+
+    def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
+        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
+        kept = self._kept(hidden)
+        parsed = self.stats_parsed
+        if kept is None:
+            return self.arrow, parsed
+        return self.arrow.filter(kept), None if parsed is None else parsed.filter(kept)
 
 
 class LazyActionMap(dict[str, V]):
@@ -379,7 +399,13 @@ class LazyActionMap(dict[str, V]):
                      ) -> list[pa.StructArray]:
         """``arrow_rows`` as the checkpoint rows kept and the actions set after them, not
         concatenated (which would copy every checkpoint row)."""
-        return [rows for rows, _ in self.parsed_chunks(to_arrow)]
+        with self._lock:
+            base = self._base
+            if base is None:
+                return [to_arrow(list(dict.values(self)))]
+            kept = base.without(self._shadow)
+            extra = list(dict.values(self))
+        return [kept, to_arrow(extra)] if extra else [kept]
 
     def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
                       ) -> list[tuple[pa.StructArray, Any]]:
