@@ -596,11 +596,11 @@ def test_stats_from_struct_parses_what_the_struct_cannot_say(
     assert counts[1:] == [1]
 
 
-def test_typed_stats_are_read_when_asked_for_and_a_vanished_checkpoint_means_parsing(
+def test_typed_stats_are_read_when_asked_for_or_else_parsed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Listing files does not decode the checkpoint's ``stats_parsed``; ``get_add_actions`` reads
-    it then, and if log cleanup took the checkpoint meanwhile it parses the JSON texts, with
-    the same result."""
+    it then, and if log cleanup took the checkpoint meanwhile, or another writer wrote it
+    again, it parses the JSON texts, with the same result."""
     uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
     peer = theirs(uri, False)
     state_cache.clear()
@@ -609,9 +609,22 @@ def test_typed_stats_are_read_when_asked_for_and_a_vanished_checkpoint_means_par
     files = table.snapshot.state.files
     assert isinstance(files, LazyActionMap) and files.is_lazy
     [cp] = Path(uri, "_delta_log").glob("*.checkpoint.parquet")
+    body = pq.read_table(cp)
     cp.rename(cp.with_name("moved.parquet"))
     counts = _json_parsed_rows(monkeypatch)
     got = table.get_add_actions()
     assert sum(counts) == got.num_rows == 8  # every file's text
+    mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
+    assert mine.to_pylist() == peer.to_pylist()
+    # The same version's checkpoint written again, its rows in another order: not the file
+    # the rows came from, so its statistics are not taken for them.
+    state_cache.clear()
+    cp.with_name("moved.parquet").rename(cp)
+    table = dc.DeltaTable(uri)
+    assert len(table.files([("day", "=", "2026-11-21")])) == 2
+    pq.write_table(body.take(list(reversed(range(body.num_rows)))), cp, compression="none")
+    counts.clear()
+    got = table.get_add_actions()
+    assert sum(counts) == 8
     mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
     assert mine.to_pylist() == peer.to_pylist()

@@ -115,6 +115,16 @@ class _CheckpointFile:
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
 
+    def fingerprint(self) -> tuple[object, ...]:
+        """What tells this file from another of the same name: its footer's shape and the size
+        of every column chunk (a classic checkpoint rewritten by another writer, on a store
+        without conditional writes, may hold the same state in another order)."""
+        md = self.pf.metadata
+        groups = [md.row_group(i) for i in range(md.num_row_groups)]
+        return (md.num_rows, md.serialized_size,
+                tuple(g.column(j).total_compressed_size for g in groups
+                      for j in range(g.num_columns)))
+
     def add_fields(self) -> list[str]:
         """The fields of the ``add`` column (none if it has none)."""
         if "add" not in self.names:
@@ -253,16 +263,23 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
     def read_column(name: str) -> list[pa.Table]:
         return [p.read_action(name, skip) for p in files]
 
-    paths = [p.path for p in with_add]
+    opened = [(p.path, p.fingerprint()) for p in with_add] if apart else []
 
     def read_stats_parsed() -> list[pa.Table] | None:
+        tables = []
         try:
-            return [_CheckpointFile(log_store, path).read(["add.path", "add.stats_parsed"])
-                    for path in paths]
+            for path, fingerprint in opened:
+                again = _CheckpointFile(log_store, path)
+                if again.fingerprint() != fingerprint:
+                    logger.info("%s changed since it was read; parsing the JSON statistics "
+                                "instead of its typed ones", again.source)
+                    return None
+                tables.append(again.read(["add.stats_parsed"]))
         except (CorruptLogError, StorageError) as e:
             logger.info("reading the typed statistics of %s again failed (%s); parsing the "
                         "JSON statistics instead", source, e)
             return None
+        return tables
 
     return decode_checkpoint(small, cand.version, source, read_column,
                              read_stats_parsed=read_stats_parsed if apart else None)

@@ -22,6 +22,7 @@ from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, Unknow
 from deltacommit.log.checkpoint_format import (
     CHECKPOINT_SCHEMA,
     CheckpointOptions,
+    adds_to_arrow,
     decode_checkpoint,
     encode_checkpoint,
     v2_sidecars,
@@ -370,22 +371,29 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
     assert len(adds) == 7
 
 
-def test_stats_read_apart_must_come_from_the_same_rows() -> None:
-    """Typed statistics read again from a checkpoint are used only if it holds the rows they
-    are for, in the same order (a checkpoint of that version rewritten meanwhile may not)."""
+def test_stats_read_apart_must_fit_the_rows() -> None:
+    """Typed statistics read again from a checkpoint's files are used only if they have a
+    value for each of the rows."""
     from deltacommit.log.checkpoint_format import _deferred_stats_parsed
+    from deltacommit.log.lazy_files import ActionRows, adds_from_arrow
 
     sp = pa.struct([("numRecords", pa.int64())])
-    add = pa.struct([("path", pa.string()), ("stats_parsed", sp)])
+    add = pa.struct([("stats_parsed", sp)])
 
-    def table(paths: list[str | None]) -> pa.Table:
+    def table(counts: list[int | None]) -> pa.Table:
         return pa.table({"add": pa.array(
-            [None if p is None else {"path": p, "stats_parsed": {"numRecords": len(p)}}
-             for p in paths], add)})
+            [None if n is None else {"stats_parsed": {"numRecords": n}} for n in counts], add)})
 
-    rows = pa.array([{"path": p} for p in ["a", "bb", "ccc"]], pa.struct([("path", pa.string())]))
-    got = _deferred_stats_parsed([table([None, "a", "bb"]), table(["ccc", None])], rows)
+    rows = adds_to_arrow([Add(p, {}, 1, 1, True, None) for p in ["a", "bb", "ccc"]])
+    got = _deferred_stats_parsed([table([None, 1, 2]), table([3, None])])
     assert got is not None and got.field("numRecords").to_pylist() == [1, 2, 3]
-    assert _deferred_stats_parsed([table(["bb", "a", "ccc"])], rows) is None
-    assert _deferred_stats_parsed([table(["a", "bb"])], rows) is None
-    assert _deferred_stats_parsed(None, rows) is None
+    assert _deferred_stats_parsed(None) is None
+    for parts, want in (([[None, 1, 2], [3, None]], [1, 2, 3]), ([[1, 2]], None),
+                        ([[1, 2, 3, 4]], None)):
+        for loaded in (True, False):
+            def later(parts: list[list[int | None]] = parts) -> Any:
+                return _deferred_stats_parsed([table(p) for p in parts])
+            base = ActionRows(rows if loaded else None, adds_from_arrow,
+                              None if loaded else (lambda: rows), load_stats_parsed=later)
+            parsed = base.stats_parsed
+            assert (None if parsed is None else parsed.field("numRecords").to_pylist()) == want

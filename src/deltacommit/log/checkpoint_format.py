@@ -675,26 +675,23 @@ def _concat_add_rows(tables: Sequence[pa.Table], ntz: frozenset[tuple[str, ...]]
     return rows, parsed
 
 
-def _deferred_stats_parsed(tables: Sequence[pa.Table] | None, rows: Any) -> Any:
-    """The ``stats_parsed`` of ``rows`` from ``tables`` (the files they were read from, read
-    again for ``add.path`` and ``add.stats_parsed``); None unless they hold the same files in
-    the same order, each with a struct of one type."""
+def _deferred_stats_parsed(tables: Sequence[pa.Table] | None) -> Any:
+    """The ``stats_parsed`` of the ``add`` rows from ``tables`` (the files the rows were read
+    from, read again for ``add.stats_parsed``: one value per ``add`` row, in file order); None
+    unless each file has a struct of one type (``ActionRows`` checks it has one per row)."""
     if tables is None:
         return None
-    picked = [p for p in (_picked(t, "add", "path") for t in tables) if p is not None]
     parsed: list[Any] = []
-    paths: list[Any] = []
-    for p in picked:
-        names = {p.type.field(i).name for i in range(p.type.num_fields)}
+    for t in tables:
+        arr = _column(t, "add")
+        if arr is None or not pa.types.is_struct(arr.type):
+            continue
+        names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
         if "stats_parsed" not in names:
             return None
-        parsed.append(p.field("stats_parsed"))
-        paths.append(p.field("path"))
+        parsed.append(_select(arr, arr.is_valid()).field("stats_parsed"))
     if not parsed or len({a.type for a in parsed}) != 1 or not pa.types.is_struct(parsed[0].type):
         return None
-    all_paths = pa.concat_arrays([a.cast(pa.string()) for a in paths])
-    if len(all_paths) != len(rows) or not all_paths.equals(rows.field("path")):
-        return None  # not the file the rows came from
     out = parsed[0] if len(parsed) == 1 else pa.concat_arrays(parsed)
     return None if out.null_count == len(out) else out
 
@@ -710,8 +707,8 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     ``remove`` columns: they are read through it when first needed, one table per file that
     holds them (parts of the checkpoint and its sidecars).  With ``read_stats_parsed`` too, the
     ``add`` column is read without ``stats_parsed`` (every row has its JSON text), which is
-    read through it (``add.path`` and ``add.stats_parsed``, or None if it cannot be) only when
-    the typed statistics are asked for.
+    read through it (``add.stats_parsed`` of the same files, or None if they cannot be read or
+    have changed) only when the typed statistics are asked for.
     """
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
@@ -751,7 +748,7 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
         deferred = read_stats_parsed
         files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz),
                            load_stats_parsed=None if deferred is None
-                           else lambda rows: _deferred_stats_parsed(deferred(), rows))
+                           else lambda: _deferred_stats_parsed(deferred()))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(

@@ -20,6 +20,7 @@ import gc
 import threading
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -216,7 +217,7 @@ class ActionRows(Generic[V]):
     Immutable once built, so every snapshot derived from the same checkpoint shares it.
 
     ``stats_parsed`` (given, loaded with the rows, or read when first asked for by
-    ``load_stats_parsed``, which gets the rows and may give None) is the checkpoint's typed
+    ``load_stats_parsed``, which may give None) is the checkpoint's typed
     statistics, row for row: kept beside the canonical rows rather than in them, so that the
     file list as a table (``log.add_actions``) need not parse the JSON texts and everything
     else sees the one ``add`` shape.
@@ -225,7 +226,7 @@ class ActionRows(Generic[V]):
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
                  load: Callable[[], Loaded] | None = None, *,
                  stats_parsed: Any = None,
-                 load_stats_parsed: Callable[[pa.StructArray], Any] | None = None) -> None:
+                 load_stats_parsed: Callable[[], Any] | None = None) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
         if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
@@ -270,16 +271,24 @@ class ActionRows(Generic[V]):
     @property
     def stats_parsed(self) -> Any:
         """The checkpoint's typed statistics of each row, or None (loads the rows, and the
-        statistics if they are read apart)."""
-        arrow = self.arrow
-        if self._load_stats_parsed is not None:
-            with self._parsed_lock:
-                load = self._load_stats_parsed
-                if load is not None:
-                    parsed = load(arrow)
-                    self._stats_parsed = (parsed if parsed is not None
-                                          and len(parsed) == len(arrow) else None)
-                    self._load_stats_parsed = None
+        statistics if they are read apart: both at once when neither is read yet)."""
+        if self._load_stats_parsed is None:
+            _ = self.arrow
+            return self._stats_parsed
+        with self._parsed_lock:
+            load = self._load_stats_parsed
+            if load is not None:
+                if self._arrow is None:
+                    with ThreadPoolExecutor(max_workers=1) as pool:
+                        future = pool.submit(load)
+                        arrow = self.arrow
+                        parsed = future.result()
+                else:
+                    arrow = self.arrow
+                    parsed = load()
+                self._stats_parsed = (parsed if parsed is not None
+                                      and len(parsed) == len(arrow) else None)
+                self._load_stats_parsed = None
         return self._stats_parsed
 
     def __len__(self) -> int:
@@ -334,8 +343,8 @@ class ActionRows(Generic[V]):
 
     def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
         """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
-        kept = self._kept(hidden)
         parsed = self.stats_parsed
+        kept = self._kept(hidden)
         if kept is None:
             return self.arrow, parsed
         return self.arrow.filter(kept), None if parsed is None else parsed.filter(kept)
