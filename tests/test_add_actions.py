@@ -12,6 +12,7 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,9 +20,21 @@ from hypothesis import strategies as st
 import deltacommit as dc
 from deltacommit.column_mapping import mapping_mode, physical_name
 from deltacommit.engine import state_cache
-from deltacommit.log.add_actions import parse_stats, partition_strings, stats_columns, stats_type
+from deltacommit.log import stats_arrays
+from deltacommit.log.add_actions import (
+    add_actions_table,
+    parse_stats,
+    partition_strings,
+    stats_columns,
+    stats_type,
+)
 from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.parsed_stats import stats_struct_array
+from deltacommit.log.parsed_stats import (
+    stats_json_from_struct,
+    stats_struct_array,
+    stats_struct_type,
+)
+from deltacommit.log.stats_arrays import stats_from_struct
 from tests.delta_tables import DATA
 
 #: Extra columns deltacommit adds to deltalake 1.6.0's.
@@ -121,20 +134,7 @@ def values(v: Any) -> Any:
 
 @pytest.mark.parametrize("name", MAPPED_TABLES)
 def test_column_mapping_tables_use_logical_names(name: str) -> None:
-    uri = str(DATA / name)
-    names = logical_of(uri)
-    mine, peer = ours(uri, False), theirs(uri, False)
-    expected = pa.schema([pa.field(f.name, renamed(f.type, names), f.nullable)
-                          for f in plain(peer.schema)])
-    assert plain(mine.schema) == expected
-    assert values(mine.to_pylist()[0]) == values(peer.to_pylist()[0])
-    assert [values(r) for r in mine.to_pylist()] == [values(r) for r in peer.to_pylist()]
-    flat = ours(uri, True)
-    flat_peer = theirs(uri, True)
-    assert flat.num_columns == flat_peer.num_columns
-    for mine_name, peer_name in zip(flat.column_names, flat_peer.column_names, strict=True):
-        assert mine_name == ".".join(names.get(p, p) for p in peer_name.split("."))
-    assert [values(r) for r in flat.to_pylist()] == [values(r) for r in flat_peer.to_pylist()]
+    _check_mapped(str(DATA / name))
 
 
 def _written_table(tmp_path: Path, configuration: dict[str, str] | None = None) -> str:
@@ -339,16 +339,292 @@ def test_partition_strings_match_lookups(rows: list[Any], start: int, cut: int) 
 
 @pytest.mark.parametrize("part_bytes", [1, 97, 4096])
 def test_parse_stats_in_parts(monkeypatch: pytest.MonkeyPatch, part_bytes: int) -> None:
-    """The texts split at row boundaries into parts read on threads come back in order."""
-    from deltacommit.log import add_actions
+    """The texts split at row boundaries into parts read on threads come back in order; a
+    part Arrow's reader refuses is parsed row by row, the other parts by Arrow."""
+    from deltacommit.log import stats_arrays
 
-    monkeypatch.setattr(add_actions, "_PART_BYTES", part_bytes)
+    monkeypatch.setattr(stats_arrays, "_PART_BYTES", part_bytes)
     type_ = stats_type(SCHEMA, [], {})
     texts: list[str | None] = [
         None if i % 7 == 0 else "" if i % 11 == 0 else
-        json.dumps({"numRecords": i, "minValues": {"i64": -i, "s": f"v{i}"}})
+        json.dumps({"numRecords": i, "minValues": {"i64": -i, "s": f"v{i}",
+                                                   "f": "NaN" if i == 100 else i / 4}})
         for i in range(300)]
     arr = pa.array(texts, pa.string()).slice(5, 280)
-    assert add_actions._parse_fast(arr, add_actions._json_read_type(type_)) is not None
+    slow: list[int] = []
+    row_by_row = stats_arrays.stats_struct_array
+
+    def counted(stats: Any, t: Any) -> Any:
+        slow.append(len(stats))
+        return row_by_row(stats, t)
+
+    monkeypatch.setattr(stats_arrays, "stats_struct_array", counted)
     got = parse_stats(arr, type_, type_)
     assert got.to_pylist() == stats_struct_array(texts[5:285], type_).to_pylist()
+    assert got.to_pylist()[95]["minValues"]["f"] is None  # the "NaN" of row 100
+    assert len(slow) == 1 and slow[0] < len(arr)  # only the part holding row 100
+
+
+# --------------------------------------------------------------------------- stats_parsed
+
+
+def _checkpoint_add_fields(uri: str) -> set[str]:
+    cp = max(Path(uri, "_delta_log").glob("*.checkpoint.parquet"))
+    return {f.name for f in pq.read_schema(cp).field("add").type}
+
+
+def _json_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the rows whose JSON statistics are parsed from now on (one entry per call)."""
+    parsed: list[int] = []
+    original = stats_arrays.parse_stats
+
+    def counted(texts: Any, logical: Any, physical: Any) -> Any:
+        parsed.append(len(texts))
+        return original(texts, logical, physical)
+
+    monkeypatch.setattr(stats_arrays, "parse_stats", counted)
+    return parsed
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_default_checkpoints_carry_stats_parsed_read_alike(
+        tmp_path: Path, flatten: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint written with the default settings has typed statistics (as Spark's), which
+    ``get_add_actions`` takes instead of parsing the checkpoint files' JSON: the table is
+    deltalake's all the same."""
+    uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
+    assert {"stats", "stats_parsed", "partitionValues_parsed"} <= _checkpoint_add_fields(uri)
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    [(checkpoint_rows, parsed), (tail, none)] = table.snapshot.add_rows_parsed()
+    assert parsed is not None and len(parsed) == len(checkpoint_rows) and none is None
+    counts = _json_parsed_rows(monkeypatch)
+    got = table.get_add_actions(flatten=flatten)
+    assert sum(counts) == len(tail) == 4  # only the adds committed after the checkpoint
+    mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
+    peer = theirs(uri, flatten)
+    assert plain(mine.schema) == plain(peer.schema)
+    assert mine.to_pylist() == peer.to_pylist()
+    # And as parsing every file's JSON gives it.
+    snap = table.snapshot
+    from_json = add_actions_table(snap.add_rows(), snap.schema, snap.partition_columns,
+                                  snap.configuration, flatten=flatten)
+    assert got.sort_by("path").to_pylist() == from_json.sort_by("path").to_pylist()
+
+
+def test_write_stats_as_struct_false_writes_none(tmp_path: Path) -> None:
+    uri = _written_table(tmp_path, {"delta.checkpoint.writeStatsAsStruct": "false"})
+    fields = _checkpoint_add_fields(uri)
+    assert "stats" in fields and not fields & {"stats_parsed", "partitionValues_parsed"}
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    assert all(parsed is None for _, parsed in table.snapshot.add_rows_parsed())
+    mine, peer = ours(uri, False), theirs(uri, False)
+    assert mine.to_pylist() == peer.to_pylist()
+
+
+@pytest.mark.parametrize("name", [
+    "kernel/v1-single-part-struct-stats-only",
+    "kernel/v1-multi-part-partitioned-struct-stats-only",
+    "kernel/v2-parquet-sidecars-struct-stats-only",
+])
+def test_spark_checkpoints_with_only_stats_parsed_give_row_counts(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(DATA / name)
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    chunks = table.snapshot.add_rows_parsed()
+    assert chunks[0][1] is not None
+    assert chunks[0][0].field("stats").null_count == 0  # texts made from the structs
+    counts = _json_parsed_rows(monkeypatch)
+    got = table.get_add_actions()
+    assert sum(counts) == sum(len(rows) for rows, parsed in chunks if parsed is None)
+    assert got.column("num_records").null_count == 0
+    peer = theirs(uri, False)
+    assert sorted(got.column("num_records").to_pylist()) == sorted(
+        peer.column("num_records").to_pylist())
+    assert ours(uri, False).to_pylist() == peer.to_pylist()
+
+
+def _check_mapped(uri: str) -> None:
+    """deltacommit's table is deltalake's, keyed by logical names where deltalake's are
+    physical."""
+    names = logical_of(uri)
+    mine, peer = ours(uri, False), theirs(uri, False)
+    expected = pa.schema([pa.field(f.name, renamed(f.type, names), f.nullable)
+                          for f in plain(peer.schema)])
+    assert plain(mine.schema) == expected
+    assert [values(r) for r in mine.to_pylist()] == [values(r) for r in peer.to_pylist()]
+    flat = ours(uri, True)
+    flat_peer = theirs(uri, True)
+    assert flat.num_columns == flat_peer.num_columns
+    for mine_name, peer_name in zip(flat.column_names, flat_peer.column_names, strict=True):
+        assert mine_name == ".".join(names.get(p, p) for p in peer_name.split("."))
+    assert [values(r) for r in flat.to_pylist()] == [values(r) for r in flat_peer.to_pylist()]
+
+
+def test_column_mapping_table_checkpointed_here(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column-mapping table keys ``stats_parsed`` by physical name; read by logical name."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("value", pa.string()),
+                        ("nested", pa.struct([("x", pa.int32())])), ("day", pa.string())])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"],
+                         configuration={"delta.columnMapping.mode": "name"})
+    for i in range(4):
+        dc.write(uri, pa.table({"id": [i, -i], "value": [f"v{i}", None],
+                                "nested": [{"x": i}, None], "day": [f"d{i % 2}"] * 2},
+                               schema=schema))
+    dc.DeltaTable(uri).checkpoint()
+    dc.write(uri, pa.table({"id": [9], "value": ["late"], "nested": [{"x": 9}],
+                            "day": ["d2"]}, schema=schema))
+    [cp] = Path(uri, "_delta_log").glob("*.checkpoint.parquet")
+    parsed_type = pq.read_schema(cp).field("add").type.field("stats_parsed").type
+    table = dc.DeltaTable(uri)
+    physical = {f.name: physical_name(f, "name") for f in table.schema}
+    assert physical["id"] != "id"
+    assert {f.name for f in parsed_type.field("minValues").type} == {
+        physical["id"], physical["value"], physical["nested"]}
+    state_cache.clear()
+    counts = _json_parsed_rows(monkeypatch)
+    got = dc.DeltaTable(uri).get_add_actions(flatten=True)
+    assert sum(counts) == 1  # the add after the checkpoint
+    assert sorted(got.column("min.id").to_pylist()) == [-3, -2, -1, 0, 9]
+    assert sorted(got.column("max.nested.x").to_pylist()) == [0, 1, 2, 3, 9]
+    _check_mapped(uri)
+
+
+def _add_line(path: str, stats: dict[str, Any] | str, day: str = "a") -> str:
+    text = stats if isinstance(stats, str) else json.dumps(stats)
+    return json.dumps({"add": {"path": path, "partitionValues": {"day": day}, "size": 1,
+                               "modificationTime": 1, "dataChange": True, "stats": text}})
+
+
+def test_stats_arrow_refuses_are_right(tmp_path: Path) -> None:
+    """NaN float bounds and decimals with more places than their type: Arrow's JSON reader
+    refuses them, so those texts are parsed row by row (the misfit left null), in the
+    checkpoint's ``stats_parsed`` and in ``get_add_actions`` alike."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("g", pa.float32()),
+                        ("d", pa.decimal128(6, 2)), ("day", pa.string())])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"])
+    good = {"numRecords": 2, "minValues": {"id": 1, "f": 0.5, "g": 0.25, "d": 12.5},
+            "maxValues": {"id": 2, "f": 1.5, "g": 0.75, "d": 99.99},
+            "nullCount": {"id": 0, "f": 0, "g": 0, "d": 0}}
+    nan = {**good, "minValues": {"id": 3, "f": "NaN", "g": "NaN", "d": 1.005}}
+    lines = [_add_line(f"day=a/{i}.parquet", good if i % 3 else nan) for i in range(9)]
+    log = Path(uri, "_delta_log")
+    (log / f"{1:020d}.json").write_text("\n".join(lines) + "\n")
+    state_cache.clear()
+    dc.DeltaTable(uri).checkpoint()
+    (log / f"{2:020d}.json").write_text(
+        _add_line("day=b/tail.parquet", nan, "b") + "\n" + _add_line("day=b/t2.parquet", good, "b")
+        + "\n")
+    [cp] = log.glob("*.checkpoint.parquet")
+    rows = {r["path"]: r["stats_parsed"] for r in pq.read_table(cp).column("add").to_pylist()
+            if r}
+    assert rows["day=a/0.parquet"]["minValues"] == {"id": 3, "f": None, "g": None, "d": None}
+    assert rows["day=a/0.parquet"]["numRecords"] == 2
+    assert rows["day=a/1.parquet"]["minValues"] == {"id": 1, "f": 0.5, "g": 0.25,
+                                                    "d": Decimal("12.50")}
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    got = table.get_add_actions(flatten=True).sort_by("path")
+    snap = table.snapshot
+    from_json = add_actions_table(snap.add_rows(), snap.schema, snap.partition_columns,
+                                  snap.configuration, flatten=True).sort_by("path")
+    assert got.to_pylist() == from_json.to_pylist()
+    by_path = {r["path"]: r for r in got.to_pylist()}
+    assert by_path["day=a/0.parquet"]["min.f"] is None
+    assert by_path["day=a/0.parquet"]["min.d"] is None
+    assert by_path["day=a/0.parquet"]["min.id"] == 3
+    assert by_path["day=b/tail.parquet"]["min.id"] == 3
+    assert by_path["day=a/1.parquet"]["max.d"] == Decimal("99.99")
+
+
+# --------------------------------------------------------------------------- stats_from_struct
+
+_NTZ = frozenset({("ntz",)})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_text, st.booleans()), max_size=12))
+def test_stats_from_struct_is_parse_stats(rows: list[tuple[str | None, bool]]) -> None:
+    """The typed path gives what parsing the texts gives, where the checkpoint has the struct
+    of every row and where it has only the struct (its texts made from it, as read)."""
+    texts = [t for t, _ in rows]
+    logical = stats_type(SCHEMA, [], {})
+    checkpoint = stats_struct_type(SCHEMA, [])
+    parsed = stats_struct_array(texts, checkpoint)
+    arr = pa.array(texts, pa.string())
+    assert stats_from_struct(parsed, arr, logical, logical).to_pylist() == \
+        parse_stats(arr, logical, logical).to_pylist()
+    # Rows whose text the checkpoint left out: the reader makes it from the struct.
+    only = [stats_json_from_struct(p, _NTZ) if drop else t
+            for (t, drop), p in zip(rows, parsed.to_pylist(), strict=True)]
+    arr = pa.array(only, pa.string())
+    assert stats_from_struct(parsed, arr, logical, logical).to_pylist() == \
+        parse_stats(arr, logical, logical).to_pylist()
+
+
+def test_stats_from_struct_parses_what_the_struct_cannot_say(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timestamp finer than a millisecond (the text rounds it) comes from the text, a
+    non-finite float is null (JSON has none); a float stored narrower than the table's type
+    sends the whole column to the texts."""
+    logical = stats_type(pa.schema([("t", pa.timestamp("us", tz="UTC")), ("f", pa.float64())]),
+                         [], {})
+    fine = dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC)
+    whole = dt.datetime(2026, 1, 1, 0, 0, 0, 2000, tzinfo=dt.UTC)
+    parsed = pa.array([{"numRecords": 1, "maxValues": {"t": fine, "f": 1.0}},
+                       {"numRecords": 2, "maxValues": {"t": whole, "f": float("nan")}},
+                       {"numRecords": 3, "maxValues": {"t": whole, "f": 2.5}}], logical)
+    texts = pa.array([stats_json_from_struct(r) for r in parsed.to_pylist()])
+    counts = _json_parsed_rows(monkeypatch)
+    got = stats_from_struct(parsed, texts, logical, logical).to_pylist()
+    assert counts == [1]  # the first row only
+    assert got == parse_stats(texts, logical, logical).to_pylist()
+    assert [r["maxValues"] for r in got] == [{"t": whole, "f": 1.0}, {"t": whole, "f": None},
+                                             {"t": whole, "f": 2.5}]
+    bounds = pa.struct([("t", pa.timestamp("us", tz="UTC")), ("f", pa.float32())])
+    narrow = pa.struct([logical.field("numRecords"), logical.field("nullCount"),
+                        ("minValues", bounds), ("maxValues", bounds)])
+    texts = pa.array(['{"numRecords":1,"maxValues":{"f":0.1}}'])
+    parsed = pa.array([{"numRecords": 1, "maxValues": {"t": None, "f": 0.1}}], narrow)
+    assert stats_from_struct(parsed, texts, logical, logical).to_pylist()[0][
+        "maxValues"]["f"] == 0.1
+    assert counts[1:] == [1]
+
+
+def test_typed_stats_are_read_when_asked_for_or_else_parsed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing files does not decode the checkpoint's ``stats_parsed``; ``get_add_actions`` reads
+    it then, and if log cleanup took the checkpoint meanwhile, or another writer wrote it
+    again, it parses the JSON texts, with the same result."""
+    uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
+    peer = theirs(uri, False)
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    assert len(table.files([("day", "=", "2026-11-21")])) == 2  # reads the add rows
+    files = table.snapshot.state.files
+    assert isinstance(files, LazyActionMap) and files.is_lazy
+    [cp] = Path(uri, "_delta_log").glob("*.checkpoint.parquet")
+    body = pq.read_table(cp)
+    cp.rename(cp.with_name("moved.parquet"))
+    counts = _json_parsed_rows(monkeypatch)
+    got = table.get_add_actions()
+    assert sum(counts) == got.num_rows == 8  # every file's text
+    mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
+    assert mine.to_pylist() == peer.to_pylist()
+    # The same version's checkpoint written again, its rows in another order: not the file
+    # the rows came from, so its statistics are not taken for them.
+    state_cache.clear()
+    cp.with_name("moved.parquet").rename(cp)
+    table = dc.DeltaTable(uri)
+    assert len(table.files([("day", "=", "2026-11-21")])) == 2
+    pq.write_table(body.take(list(reversed(range(body.num_rows)))), cp, compression="none")
+    counts.clear()
+    got = table.get_add_actions()
+    assert sum(counts) == 8
+    mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
+    assert mine.to_pylist() == peer.to_pylist()

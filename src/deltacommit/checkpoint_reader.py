@@ -68,6 +68,7 @@ class _CheckpointFile:
 
     def __init__(self, log_store: LogStore, path: str) -> None:
         store = log_store.store
+        self.path = path
         self.source = f"{log_store.table_uri}/{path}"
         local = store.local_path(path)
         try:
@@ -109,10 +110,47 @@ class _CheckpointFile:
         # (paths, stats), so Arrow's pool adds coordination more than speed (the add column
         # of a 100,000-file checkpoint: 18 ms of CPU on one thread, 19-29 ms on the pool).
         try:
-            return self.pf.read(columns=[c for c in columns if c in self.names],
+            return self.pf.read(columns=[c for c in columns if c.partition(".")[0] in self.names],
                                 use_threads=False)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """What tells this file from another of the same name: its footer's shape and the size
+        of every column chunk (a classic checkpoint rewritten by another writer, on a store
+        without conditional writes, may hold the same state in another order)."""
+        md = self.pf.metadata
+        groups = [md.row_group(i) for i in range(md.num_row_groups)]
+        return (md.num_rows, md.serialized_size,
+                tuple(g.column(j).total_compressed_size for g in groups
+                      for j in range(g.num_columns)))
+
+    def add_fields(self) -> list[str]:
+        """The fields of the ``add`` column (none if it has none)."""
+        if "add" not in self.names:
+            return []
+        add = self.pf.schema_arrow.field("add").type
+        return [add.field(i).name for i in range(add.num_fields)] if pa.types.is_struct(
+            add) else []
+
+    def stats_apart(self) -> bool:
+        """Whether the ``add`` rows' ``stats_parsed`` may be read apart from them: every row has
+        its JSON text too (the footer's counts say so), so reading the rows needs no struct."""
+        fields = self.add_fields()
+        if "stats_parsed" not in fields or "stats" not in fields:
+            return False
+        with_text, rows = self.non_null("add.stats"), self.non_null("add.path")
+        return with_text is not None and with_text == rows
+
+    def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
+        """Action column ``name``, without the ``add.partitionValues_parsed`` no reader here
+        uses (partition values are read from their text, once per distinct value), nor the
+        ``add`` fields ``skip`` names."""
+        children = self.add_fields() if name == "add" else []
+        dropped = {"partitionValues_parsed", *skip}
+        if not dropped & set(children):
+            return self.read([name])
+        return self.read([f"add.{c}" for c in children if c not in dropped])
 
     def read_set(self, columns: list[str]) -> pa.Table:
         """The rows where any of ``columns`` is set, read a batch at a time.
@@ -168,6 +206,9 @@ class _JsonCheckpoint:
     def read(self, columns: list[str]) -> pa.Table:
         return self.table.select([c for c in columns if c in self.table.column_names])
 
+    def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
+        return self.read([name])
+
     def read_set(self, columns: list[str]) -> pa.Table:
         return self.read(columns)
 
@@ -211,10 +252,37 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
                     raise CorruptLogError(f"{source}: has {adds} add actions but "
                                           f"_last_checkpoint records {hint.num_of_add_files}")
 
-    def read_column(name: str) -> list[pa.Table]:
-        return [p.read([name]) for p in files]
+    # The typed statistics only get_add_actions uses are read when it asks for them, from the
+    # files opened again (decoding them with every file list costs listing a partition a
+    # third more); a file gone by then (log cleanup) only means parsing the JSON texts.
+    with_add = [p for p in files if isinstance(p, _CheckpointFile) and "add" in p.names]
+    apart = (all(isinstance(p, _CheckpointFile) for p in files) and bool(with_add)
+             and all(p.stats_apart() for p in with_add))
+    skip = ("stats_parsed",) if apart else ()
 
-    return decode_checkpoint(small, cand.version, source, read_column)
+    def read_column(name: str) -> list[pa.Table]:
+        return [p.read_action(name, skip) for p in files]
+
+    opened = [(p.path, p.fingerprint()) for p in with_add] if apart else []
+
+    def read_stats_parsed() -> list[pa.Table] | None:
+        tables = []
+        try:
+            for path, fingerprint in opened:
+                again = _CheckpointFile(log_store, path)
+                if again.fingerprint() != fingerprint:
+                    logger.info("%s changed since it was read; parsing the JSON statistics "
+                                "instead of its typed ones", again.source)
+                    return None
+                tables.append(again.read(["add.stats_parsed"]))
+        except (CorruptLogError, StorageError) as e:
+            logger.info("reading the typed statistics of %s again failed (%s); parsing the "
+                        "JSON statistics instead", source, e)
+            return None
+        return tables
+
+    return decode_checkpoint(small, cand.version, source, read_column,
+                             read_stats_parsed=read_stats_parsed if apart else None)
 
 
 def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:

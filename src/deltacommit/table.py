@@ -329,7 +329,8 @@ class DeltaTable:
         where the protocol allows deletion vectors, ``deletion_vector`` (deltacommit's own).
         ``flatten`` spreads the structs into dotted columns (``min.id``); ``partition_filters``
         (deltalake's DNF tuples) lists only the matching partitions.  Built from the
-        checkpoint's Arrow rows, without a Python object per file (``log/add_actions.py``)."""
+        checkpoint's Arrow rows, without a Python object per file, its statistics from the
+        checkpoint's ``stats_parsed`` where it has them (``log/add_actions.py``)."""
         from deltacommit.log.add_actions import add_actions_table
         from deltacommit.predicates import from_partition_filters
 
@@ -341,9 +342,11 @@ class DeltaTable:
             types = {c: snap.schema.field(c).type for c in snap.partition_columns}
             keep = lambda values: pred.evaluate(values, types)  # noqa: E731
         dvs = "deletionVectors" in (snap.protocol.reader_features or ())
-        return add_actions_table(snap.add_rows(), snap.schema, snap.partition_columns,
-                                 snap.configuration, flatten=flatten, deletion_vectors=dvs,
-                                 keep=keep, table=self.uri)
+        chunks = snap.add_rows_parsed()
+        return add_actions_table([rows for rows, _ in chunks], snap.schema,
+                                 snap.partition_columns, snap.configuration, flatten=flatten,
+                                 deletion_vectors=dvs, keep=keep, table=self.uri,
+                                 stats_parsed=[parsed for _, parsed in chunks])
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 from pathlib import Path
@@ -12,18 +13,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deltacommit.checkpoint import LastCheckpoint, last_checkpoint_checksum
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
 from deltacommit.log.checkpoint_format import (
     CHECKPOINT_SCHEMA,
+    CheckpointOptions,
+    adds_to_arrow,
     decode_checkpoint,
     encode_checkpoint,
     v2_sidecars,
 )
 from deltacommit.log.intervals import checkpoint_interval, duration_ms, parse_interval_ms
 from deltacommit.log.lazy_files import LazyActionMap
+from deltacommit.log.parsed_stats import (
+    partition_struct_array,
+    partition_struct_column,
+    partition_struct_type,
+    stats_struct_array,
+    stats_struct_type,
+)
 from deltacommit.log.replay import TableState
 
 NOW = 1_800_000_000_000
@@ -157,8 +169,9 @@ def spark_like(table: pa.Table) -> pa.Table:
                 [pa.array([None if s is None else json.loads(s)["numRecords"]
                            for s in json_stats], pa.int64())], names=["numRecords"],
                 mask=pc.or_(arr.is_null(), arr.field("stats").is_null()))
-            children = [relaxed.field(i) for i in range(relaxed.type.num_fields)] + [stats]
-            names = [f.name for f in relaxed.type] + ["stats_parsed"]
+            own = [f.name for f in relaxed.type if not f.name.endswith("_parsed")]
+            children = [relaxed.field(n) for n in own] + [stats]
+            names = [*own, "stats_parsed"]
             relaxed = pa.StructArray.from_arrays(children, names=names, mask=arr.is_null())
         cols[name] = relaxed
     cols["commitInfo"] = pa.nulls(table.num_rows, pa.struct([("operation", pa.string())]))
@@ -271,3 +284,116 @@ def test_decodes_whatever_the_row_order_with_null_feature_lists(order: str) -> N
     back = decode_checkpoint(pq.read_table(io.BytesIO(pq_buf.getvalue())), 0, "spark-3.5")
     assert back.protocol == Protocol(1, 2) and back.metadata == s.metadata
     assert dict(back.files.items()) == s.files
+
+
+# --------------------------------------------------------------------------- typed statistics
+
+
+def test_checkpoints_have_stats_parsed_unless_the_table_says_not() -> None:
+    protocol = Protocol(1, 2)
+    assert CheckpointOptions.of(protocol, {}).stats_struct
+    assert CheckpointOptions.of(protocol, {}).stats_json
+    assert not CheckpointOptions.of(
+        protocol, {"delta.checkpoint.writeStatsAsStruct": "false"}).stats_struct
+    assert not CheckpointOptions.of(
+        protocol, {"delta.checkpoint.writeStatsAsJson": "false"}).stats_json
+
+
+def test_a_schema_without_types_still_checkpoints_with_json_stats() -> None:
+    """``sample_state``'s partition columns are not in its schema: no typed columns can be
+    made, and the JSON statistics carry the files' statistics as before."""
+    table = encode_checkpoint(sample_state(), 0).table
+    assert "stats_parsed" not in {f.name for f in table.schema.field("add").type}
+    with pytest.raises(KeyError):
+        encode_checkpoint(sample_state(), 0, options=CheckpointOptions(stats_json=False))
+
+
+_PV_SCHEMA = pa.schema([("s", pa.string()), ("i", pa.int32()), ("d", pa.date32()),
+                        ("b", pa.bool_()), ("dec", pa.decimal128(5, 2))])
+_pv_text = st.one_of(st.none(), st.sampled_from(["", "1", "-7", "x", "2026-11-25", "true",
+                                                  "False", "1.25", "1.255", "99999999999"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(
+    st.fixed_dictionaries({k: _pv_text for k in _PV_SCHEMA.names}),  # the common shape
+    st.lists(st.tuples(st.sampled_from(_PV_SCHEMA.names), _pv_text), max_size=4)),
+    max_size=10), st.integers(0, 2))
+def test_partition_struct_column_is_the_row_by_row_one(rows: list[Any], start: int) -> None:
+    maps = [list(r.items()) if isinstance(r, dict) else r for r in rows]
+    arr = pa.array(maps, pa.map_(pa.string(), pa.string()))
+    arr = arr.slice(min(start, len(maps)))
+    type_ = partition_struct_type(_PV_SCHEMA, _PV_SCHEMA.names)
+    want = partition_struct_array([dict(m) for m in maps[start:]], type_)
+    assert partition_struct_column(arr, type_).to_pylist() == want.to_pylist()
+
+
+def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint written from a state read from a checkpoint takes that checkpoint's
+    ``stats_parsed`` for the files it held, parsing only the texts of the files added since;
+    what it writes is what parsing every text row by row gives."""
+    import deltacommit as dc
+    from deltacommit.engine import state_cache
+    from deltacommit.log import stats_arrays
+
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("day", pa.date32())])
+    dc.DeltaTable.create(uri, schema, partition_by=["day"])
+    for i in range(5):
+        dc.write(uri, pa.table({"id": [i, -i], "v": [f"v{i}", None],
+                                "day": [dt.date(2026, 11, 20 + i % 2)] * 2}, schema=schema))
+    dc.DeltaTable(uri).checkpoint()
+    for i in range(2):
+        dc.write(uri, pa.table({"id": [10 + i], "v": ["late"], "day": [dt.date(2026, 12, 1)]},
+                               schema=schema))
+    state_cache.clear()
+    table = dc.DeltaTable(uri)
+    parsed: list[int] = []
+    original = stats_arrays.parse_stats
+
+    def counted(texts: Any, logical: Any, physical: Any) -> Any:
+        parsed.append(len(texts))
+        return original(texts, logical, physical)
+
+    monkeypatch.setattr(stats_arrays, "parse_stats", counted)
+    table.checkpoint()
+    assert sum(parsed) == 2
+    cp = tmp_path / "t" / "_delta_log" / f"{table.version:020d}.checkpoint.parquet"
+    adds = pq.read_table(cp).column("add").combine_chunks()
+    adds = adds.filter(adds.is_valid())
+    stype = stats_struct_type(schema, ["day"])
+    assert adds.field("stats_parsed").to_pylist() == stats_struct_array(
+        adds.field("stats").to_pylist(), stype).to_pylist()
+    ptype = partition_struct_type(schema, ["day"])
+    assert adds.field("partitionValues_parsed").to_pylist() == partition_struct_array(
+        [dict(m) for m in adds.field("partitionValues").to_pylist()], ptype).to_pylist()
+    assert len(adds) == 7
+
+
+def test_stats_read_apart_must_fit_the_rows() -> None:
+    """Typed statistics read again from a checkpoint's files are used only if they have a
+    value for each of the rows."""
+    from deltacommit.log.checkpoint_format import _deferred_stats_parsed
+    from deltacommit.log.lazy_files import ActionRows, adds_from_arrow
+
+    sp = pa.struct([("numRecords", pa.int64())])
+    add = pa.struct([("stats_parsed", sp)])
+
+    def table(counts: list[int | None]) -> pa.Table:
+        return pa.table({"add": pa.array(
+            [None if n is None else {"stats_parsed": {"numRecords": n}} for n in counts], add)})
+
+    rows = adds_to_arrow([Add(p, {}, 1, 1, True, None) for p in ["a", "bb", "ccc"]])
+    got = _deferred_stats_parsed([table([None, 1, 2]), table([3, None])])
+    assert got is not None and got.field("numRecords").to_pylist() == [1, 2, 3]
+    assert _deferred_stats_parsed(None) is None
+    for parts, want in (([[None, 1, 2], [3, None]], [1, 2, 3]), ([[1, 2]], None),
+                        ([[1, 2, 3, 4]], None)):
+        for loaded in (True, False):
+            def later(parts: list[list[int | None]] = parts) -> Any:
+                return _deferred_stats_parsed([table(p) for p in parts])
+            base = ActionRows(rows if loaded else None, adds_from_arrow,
+                              None if loaded else (lambda: rows), load_stats_parsed=later)
+            parsed = base.stats_parsed
+            assert (None if parsed is None else parsed.field("numRecords").to_pylist()) == want

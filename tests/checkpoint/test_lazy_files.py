@@ -132,3 +132,31 @@ def test_map_dicts_shapes() -> None:
         expected = [None if r is None else dict(r) for r in rows]
         assert map_dicts(arr) == expected
         assert map_dicts(arr.slice(1)) == expected[1:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(base=st.lists(st.sampled_from(NAMES), unique=True, min_size=1),
+       gone=st.lists(st.sampled_from(NAMES)), new=st.lists(st.sampled_from(NAMES)),
+       loaded=st.booleans())
+def test_stats_parsed_follows_the_rows_kept(base: list[str], gone: list[str], new: list[str],
+                                            loaded: bool) -> None:
+    """The checkpoint's typed statistics stay row for row with the checkpoint rows a map
+    still holds, and the actions set after the checkpoint have none."""
+    adds = [add(n, size=i + 1) for i, n in enumerate(base)]
+    rows = adds_to_arrow(adds)
+    parsed = pa.array([{"numRecords": a.size} for a in adds],
+                      pa.struct([("numRecords", pa.int64())]))
+    m = LazyActionMap(ActionRows(rows, adds_from_arrow, stats_parsed=parsed) if loaded
+                      else ActionRows(None, adds_from_arrow, lambda: (rows, parsed)))
+    for name in gone:
+        m.pop(file_key(name), None)
+    for name in new:
+        m[file_key(name)] = add(name, size=100)
+    chunks = m.parsed_chunks(adds_to_arrow)
+    kept, kept_parsed = chunks[0]
+    assert kept_parsed is not None
+    assert kept_parsed.field("numRecords").to_pylist() == kept.field("size").to_pylist()
+    assert all(p is None for _, p in chunks[1:])
+    assert [r for r, _ in chunks] == m.arrow_chunks(adds_to_arrow)
+    assert sorted(r["path"] for c, _ in chunks for r in c.to_pylist()) == sorted(
+        a.path for a in m.values())

@@ -235,7 +235,7 @@ def test_appends_to_a_v2_table_write_v2_checkpoints(name: str, tmp_path: Path) -
     assert LastCheckpoint.from_bytes((log / "_last_checkpoint").read_bytes()).v2 is not None
     config = table.snapshot.configuration
     add_fields = {f.name for f in body.schema.field("add").type}
-    struct = (config.get("delta.checkpoint.writeStatsAsStruct") or "").lower() == "true"
+    struct = (config.get("delta.checkpoint.writeStatsAsStruct") or "true").lower() == "true"
     assert ("stats_parsed" in add_fields) == struct
     assert ("stats" in add_fields) == ((config.get("delta.checkpoint.writeStatsAsJson")
                                         or "true").lower() == "true")

@@ -5,7 +5,8 @@ than the whole list as Arrow, and a caller asking for the list as a table (to fi
 sizes, find small files, look at statistics) wants columns anyway.  So the table is built from
 the ``add`` rows as the checkpoint holds them (``log.lazy_files``: still Arrow, minus the keys
 changed after the checkpoint) and the small tail of adds committed since, without one Python
-object per file: statistics are parsed from their JSON text by Arrow's JSON reader in one pass,
+object per file: statistics come from the checkpoint's typed ``stats_parsed`` where it has them
+and are otherwise parsed from their JSON text by Arrow's JSON reader (``log.stats_arrays``),
 partition values are looked up column-wise and parsed once per distinct value.
 
 The columns and their types are deltalake 1.6.0's, so code written against
@@ -30,21 +31,17 @@ deltalake does.
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 
 from deltacommit.column_mapping import mapping_mode, physical_name, physical_type
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log.checkpoint_format import DELETION_VECTOR
-from deltacommit.log.parsed_stats import stats_struct_array
+from deltacommit.log.parsed_stats import partition_strings
+from deltacommit.log.stats_arrays import parse_stats, stats_from_struct
 from deltacommit.partitions import parse_partition_value
 
 #: Decides whether a file is listed from its partition values (keyed by logical name; None for
@@ -187,159 +184,7 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t
 
 
-# --------------------------------------------------------------------------- parsing statistics
-
-
-def _json_read_type(t: pa.DataType) -> pa.DataType:
-    """``t`` as Arrow's JSON reader can fill it: it reads no dates from strings, so dates are
-    read as text and cast afterwards."""
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _json_read_type(f.type)) for f in t])
-    if pa.types.is_date(t):
-        return pa.string()
-    return t
-
-
-def _retyped(arr: Any, t: pa.DataType) -> Any:
-    """``arr`` (read with ``_json_read_type(t)``, or with physical names) as type ``t``:
-    same shape, ``t``'s names, dates cast from their text."""
-    if pa.types.is_struct(t):
-        children = [_retyped(arr.field(i), t.field(i).type) for i in range(t.num_fields)]
-        return pa.StructArray.from_arrays(
-            children, fields=[pa.field(f.name, f.type) for f in t],
-            mask=arr.is_null() if arr.null_count else None)
-    if arr.type != t:
-        if pa.types.is_date(t) and pa.types.is_string(arr.type):
-            # Only the date part counts (a writer may add a time); a bad one fails the cast.
-            arr = pc.utf8_slice_codeunits(arr, 0, 10)
-        return arr.cast(t)
-    return arr
-
-
-#: Bytes of JSON text each task of the statistics parser gets: smaller parts cost more CPU
-#: (each is a reader of its own) for no more parallelism on a few cores.
-_PART_BYTES = 4 << 20
-
-
-def _offsets(strings: Any) -> Any:
-    """The offsets of a string array, as numpy, for its rows only (it may be a slice)."""
-    return np.frombuffer(strings.buffers()[1], dtype=np.int32)[
-        strings.offset:strings.offset + len(strings) + 1]
-
-
-def _read_parts(data: pa.Buffer, offsets: Any, schema: pa.Schema) -> pa.Table:
-    """The JSON objects of ``data`` (one after another, as the string array holds them), read
-    in parts of about ``_PART_BYTES`` split at row boundaries, the parts on parallel threads.
-
-    Arrow's JSON reader would split a text into blocks itself, but only at newlines: feeding it
-    the string array's own character buffer, cut here, saves a copy of every text.
-    """
-    first, total = int(offsets[0]), int(offsets[-1]) - int(offsets[0])
-    n_parts = max(1, min(total // _PART_BYTES, 256))
-    cuts = np.searchsorted(offsets, first + np.arange(n_parts + 1) * total // n_parts)
-    cuts[0], cuts[-1] = 0, len(offsets) - 1
-    spans = [(int(offsets[a]), int(offsets[b])) for a, b in itertools.pairwise(cuts)
-             if offsets[b] > offsets[a]]
-    read_json: Any = pa_json.read_json
-    parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-
-    def read(span: tuple[int, int]) -> pa.Table:
-        part = data.slice(span[0], span[1] - span[0])
-        options = pa_json.ReadOptions(use_threads=False, block_size=max(len(part) + 1, 1 << 16))
-        table: pa.Table = read_json(pa.BufferReader(part), parse_options=parse,
-                                    read_options=options)
-        return table
-
-    if len(spans) <= 1:
-        tables = [read(span) for span in spans]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(spans), os.cpu_count() or 1)) as pool:
-            tables = list(pool.map(read, spans))
-    if not tables:
-        return schema.empty_table()
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-
-
-def _parse_fast(texts: Any, read_type: Any) -> Any:
-    """``parse_stats``'s fast path: None when Arrow's reader refuses a text (or finds more or
-    fewer objects than rows with text)."""
-    present: Any = np.diff(_offsets(texts)) > 0
-    if texts.null_count:
-        valid = texts.is_valid().to_numpy(zero_copy_only=False)
-        if (present & ~valid).any():
-            # Character data under null rows: start again from an array without any.
-            texts = pc.if_else(valid, texts, pa.scalar("", pa.string()))
-        present &= valid
-    try:
-        table = _read_parts(texts.buffers()[2], _offsets(texts), pa.schema(list(read_type)))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    if table.num_rows != int(present.sum()):
-        return None
-    children: list[Any] = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
-                           for c in table.columns]
-    parsed = pa.StructArray.from_arrays(children, fields=list(read_type))
-    if table.num_rows == len(texts):
-        return parsed
-    # Rows without statistics are null: pick each row's object by its rank among the others.
-    rank = np.cumsum(present) - 1
-    return parsed.take(pa.array(rank, pa.int64(), mask=~present))
-
-
-def parse_stats(texts: Any, logical: pa.StructType, physical: pa.StructType) -> Any:
-    """The JSON ``stats`` texts as structs of type ``logical`` (null where a file has none).
-
-    ``physical`` is the same type keyed as the texts are.  Arrow's JSON reader parses them all
-    at once; if it refuses any (a value that does not fit its column's type, such as ``"NaN"``
-    for a float, a bound with more decimal places than its decimal type, a malformed text),
-    every row is parsed by ``parsed_stats`` instead, which leaves just the misfits null.
-    """
-    if len(texts) == 0:
-        return pa.array([], logical)
-    read_type: Any = _json_read_type(physical)
-    parsed = _parse_fast(texts, read_type)
-    if parsed is not None:
-        try:
-            return _retyped(parsed, logical)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass  # a date that is not one
-    return _retyped(stats_struct_array(texts.to_pylist(), physical), logical)
-
-
 # --------------------------------------------------------------------------- partition values
-
-
-def _same_keys(values: Any, keys: Sequence[str]) -> list[Any] | None:
-    """``partition_strings`` when every row's map holds exactly ``keys`` in the same order (as
-    every writer writes them): each key's values are every ``len(keys)``-th entry."""
-    n, width = len(values), len(keys)
-    if values.null_count or width == 0:
-        return None
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
-        values.offset:values.offset + n + 1]
-    first = int(offsets[0])
-    if int(offsets[-1]) - first != n * width or not (np.diff(offsets) == width).all():
-        return None
-    flat_keys = values.keys.slice(first, n * width)
-    items = values.items.slice(first, n * width)
-    out = []
-    for j, key in enumerate(keys):
-        at = pa.array(np.arange(j, n * width, width, dtype=np.int64))
-        if not pc.all(pc.equal(flat_keys.take(at), pa.scalar(key, pa.string()))).as_py():
-            return None
-        out.append(items.take(at).cast(pa.string()))
-    return out
-
-
-def partition_strings(values: Any, keys: Sequence[str]) -> list[Any]:
-    """The ``partitionValues`` entry of each key, one string array per key (null where absent)."""
-    if not len(values):
-        return [pa.array([], pa.string()) for _ in keys]
-    same = _same_keys(values, keys)
-    if same is not None:
-        return same
-    return [pc.map_lookup(values, pa.scalar(k, pa.string()), "first").cast(pa.string())
-            for k in keys]
 
 
 def typed_partition(strings: Any, t: pa.DataType, column: str, paths: Any, table: str) -> Any:
@@ -415,13 +260,16 @@ def flattened(table: pa.Table) -> pa.Table:
 def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_columns: Sequence[str],
                       configuration: Mapping[str, str | None], *, flatten: bool = False,
                       deletion_vectors: bool = False, keep: PartitionFilter | None = None,
-                      table: str = "") -> pa.Table:
+                      table: str = "", stats_parsed: Sequence[Any | None] | None = None
+                      ) -> pa.Table:
     """The files of ``chunks`` (canonical ``add`` rows, see ``checkpoint_format.ADD``) as
     deltalake's ``get_add_actions`` table (see the module docstring).
 
     ``schema`` is the table's logical schema; ``deletion_vectors`` adds the
     ``deletion_vector`` column; ``keep`` lists only the files whose partition values it
-    accepts; ``table`` names the table in errors.
+    accepts; ``table`` names the table in errors.  ``stats_parsed`` holds, for each chunk, the
+    checkpoint's typed statistics of its rows (or None): where they give what the JSON text
+    would, they are used instead of parsing it (``stats_arrays.stats_from_struct``).
     """
     mode = mapping_mode(configuration, table)
     pcols = list(partition_columns)
@@ -433,7 +281,8 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     ptype = pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in pfields])
 
     columns: dict[str, list[Any]] = {}
-    for chunk in chunks:
+    parsed_chunks = list(stats_parsed) if stats_parsed is not None else [None] * len(chunks)
+    for chunk, parsed in zip(chunks, parsed_chunks, strict=True):
         values = _struct_child(chunk, "partitionValues")
         strings = partition_strings(values, pkeys) if pcols else []
         if keep is not None and pcols and len(chunk):
@@ -441,8 +290,9 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
             if not pc.all(mask).as_py():
                 chunk = chunk.filter(mask)
                 strings = [s.filter(mask) for s in strings]
+                parsed = None if parsed is None else parsed.filter(mask)
         paths = _struct_child(chunk, "path")
-        stats = parse_stats(_struct_child(chunk, "stats"), logical, physical)
+        stats = stats_from_struct(parsed, _struct_child(chunk, "stats"), logical, physical)
         out: dict[str, Any] = {
             "path": paths,
             "size_bytes": _struct_child(chunk, "size"),

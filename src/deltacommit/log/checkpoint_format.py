@@ -3,10 +3,12 @@
 The schema follows PROTOCOL.md ("Checkpoint Schema") with the field types and nullability that
 delta-rs writes, so both delta-rs and Spark read what we write: one row per action, one struct
 column per action type, every other column null in that row.  ``add.stats`` is the JSON string
-unless ``delta.checkpoint.writeStatsAsJson=false``; ``delta.checkpoint.writeStatsAsStruct=true``
-adds ``stats_parsed`` and ``partitionValues_parsed`` typed by the table schema (see
-``parsed_stats``).  ``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they are only
-tombstones for VACUUM.  A V2-spec checkpoint (``v2Checkpoint`` feature) adds one
+unless ``delta.checkpoint.writeStatsAsJson=false``; unless ``delta.checkpoint.writeStatsAsStruct``
+is false (Delta's default is true), ``add`` also has ``stats_parsed`` and
+``partitionValues_parsed`` typed by the table schema (see ``parsed_stats``).  Reading keeps the
+``stats_parsed`` of the ``add`` rows beside them (``lazy_files.ActionRows.stats_parsed``).
+``remove`` rows carry no ``stats`` or ``tags``: in a checkpoint they are only tombstones for
+VACUUM.  A V2-spec checkpoint (``v2Checkpoint`` feature) adds one
 ``checkpointMetadata`` row and may move its ``add`` and ``remove`` rows to sidecar files that
 ``sidecar`` rows name; a UUID-named one may also be JSON lines, read here into the same shape.
 
@@ -38,13 +40,13 @@ from deltacommit.log.lazy_files import (
 )
 from deltacommit.log.parsed_stats import (
     ntz_paths,
-    partition_struct_array,
+    partition_struct_column,
     partition_struct_type,
     stats_json_from_struct,
-    stats_struct_array,
     stats_struct_type,
 )
 from deltacommit.log.replay import TableState
+from deltacommit.log.stats_arrays import stats_from_struct
 from deltacommit.schema import schema_from_json
 
 
@@ -293,6 +295,21 @@ def _live_rows(m: dict[str, Any], to_arrow: Any) -> Any:
     return to_arrow(list(m.values()))
 
 
+def _live_adds(files: dict[str, Add]) -> tuple[Any, Any]:
+    """Every live ``add`` row, and the ``stats_parsed`` of the checkpoint they were read from
+    for each (None if there is none)."""
+    if not isinstance(files, LazyActionMap):
+        return adds_to_arrow(list(files.values())), None
+    chunks = files.parsed_chunks(adds_to_arrow)
+    rows = chunks[0][0] if len(chunks) == 1 else pa.concat_arrays([r for r, _ in chunks])
+    types = {p.type for _, p in chunks if p is not None}
+    if len(types) != 1:
+        return rows, None
+    [type_] = types
+    parsed = [p if p is not None else pa.nulls(len(r), type_) for r, p in chunks]
+    return rows, parsed[0] if len(parsed) == 1 else pa.concat_arrays(parsed)
+
+
 def _protocol_row(p: Protocol) -> dict[str, Any]:
     reader = p.reader_features if p.min_reader_version >= 3 else None
     writer = p.writer_features if p.min_writer_version >= 7 else None
@@ -324,13 +341,14 @@ class CheckpointOptions:
     """How a table's configuration shapes its checkpoints (PROTOCOL.md "Checkpoints").
 
     ``v2``: a V2-spec checkpoint, whose first row is its ``checkpointMetadata`` action.
-    ``stats_json``/``stats_struct``: ``delta.checkpoint.writeStatsAsJson`` (default true) and
-    ``delta.checkpoint.writeStatsAsStruct`` (default false).
+    ``stats_json``/``stats_struct``: ``delta.checkpoint.writeStatsAsJson`` and
+    ``delta.checkpoint.writeStatsAsStruct``, both true unless set (Delta's defaults: readers
+    of the typed ``stats_parsed`` need not parse each file's JSON text).
     """
 
     v2: bool = False
     stats_json: bool = True
-    stats_struct: bool = False
+    stats_struct: bool = True
 
     @classmethod
     def of(cls, protocol: Protocol, configuration: Mapping[str, str | None]) -> CheckpointOptions:
@@ -342,12 +360,18 @@ class CheckpointOptions:
                    and "v2Checkpoint" in (protocol.writer_features or []))
         return cls(v2=policy == "v2" and feature,
                    stats_json=flag(configuration, "delta.checkpoint.writeStatsAsJson", True),
-                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", False))
+                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", True))
 
 
-def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions) -> Any:
+def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions,
+                        previous: Any = None) -> Any:
     """``adds`` with ``stats_parsed`` and ``partitionValues_parsed`` added (typed by the table
-    schema) and/or ``stats`` dropped, as the options say."""
+    schema) and/or ``stats`` dropped, as the options say.
+
+    Both are built column-wise (``stats_arrays.parse_stats``: Arrow's JSON reader; partition
+    values parsed once per distinct value).  ``previous`` is the ``stats_parsed`` the state's
+    checkpoint had for each row (or None): taken over where it gives what parsing would.
+    """
     if options.stats_json and not options.stats_struct:
         return adds
     names = [f.name for f in ADD]
@@ -357,25 +381,42 @@ def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOption
         i = names.index("stats")
         del children[i], fields[i]
     if options.stats_struct:
-        from deltacommit.column_mapping import mapping_mode, physical_names, physical_schema
-
-        schema = schema_from_json(metadata.schema_string)
-        parts = list(metadata.partition_columns)
-        mode = mapping_mode(metadata.configuration)
-        if mode != "none":
-            # Column-mapping tables key stats and partition values by physical name; so do
-            # their parsed forms (PROTOCOL.md, "Column Mapping").
-            physical = physical_names(schema, mode)
-            parts = [physical.get(c, c) for c in parts]
-            schema = physical_schema(schema, mode)
-        if parts:
-            ptype = partition_struct_type(schema, parts)
-            fields.append(_f("partitionValues_parsed", ptype))
-            children.append(partition_struct_array(map_dicts(adds.field("partitionValues")), ptype))
-        stype = stats_struct_type(schema, parts)
-        fields.append(_f("stats_parsed", stype))
-        children.append(stats_struct_array(adds.field("stats").to_pylist(), stype))
+        try:
+            parsed = _parsed_columns(adds, metadata, previous)
+        except (DeltaCommitError, KeyError):
+            # A schema this library cannot type (or that lacks a partition column): the typed
+            # columns are optional, the statistics are not.
+            if not options.stats_json:
+                raise
+            parsed = []
+        for f, arr in parsed:
+            fields.append(f)
+            children.append(arr)
     return pa.StructArray.from_arrays(children, fields=fields)
+
+
+def _parsed_columns(adds: Any, metadata: Metadata, previous: Any) -> list[tuple[Any, Any]]:
+    """``partitionValues_parsed`` (partitioned tables only) and ``stats_parsed`` of ``adds``."""
+    from deltacommit.column_mapping import mapping_mode, physical_names, physical_schema
+
+    schema = schema_from_json(metadata.schema_string)
+    parts = list(metadata.partition_columns)
+    mode = mapping_mode(metadata.configuration)
+    if mode != "none":
+        # Column-mapping tables key stats and partition values by physical name; so do
+        # their parsed forms (PROTOCOL.md, "Column Mapping").
+        physical = physical_names(schema, mode)
+        parts = [physical.get(c, c) for c in parts]
+        schema = physical_schema(schema, mode)
+    out: list[tuple[Any, Any]] = []
+    if parts:
+        ptype = partition_struct_type(schema, parts)
+        out.append((_f("partitionValues_parsed", ptype),
+                    partition_struct_column(adds.field("partitionValues"), ptype)))
+    stype = stats_struct_type(schema, parts)
+    out.append((_f("stats_parsed", stype),
+                stats_from_struct(previous, adds.field("stats"), stype, stype)))
+    return out
 
 
 def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
@@ -394,13 +435,14 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
     txns = [t for t in state.app_txns.values()
             if txn_cutoff_ms is None or t.last_updated is None or t.last_updated >= txn_cutoff_ms]
     domains = [d for d in state.domains.values() if not d.get("removed")]
-    adds = _live_rows(state.files, adds_to_arrow)
+    adds, previous = _live_adds(state.files)
     removes = _live_rows(state.tombstones, removes_to_arrow)
     if len(removes):
         ts = removes.field("deletionTimestamp")
         keep = pc.fill_null(pc.greater(ts, pa.scalar(tombstone_cutoff_ms, pa.int64())), False)
         removes = removes.filter(keep)
-    adds = _parsed_add_columns(fill_required(adds), state.metadata, options)
+    adds = _parsed_add_columns(fill_required(adds), state.metadata, options,
+                               previous if options.stats_struct else None)
     removes = fill_required(removes)
     sections: list[tuple[str, Any]] = []
     if options.v2:
@@ -517,16 +559,12 @@ def _column(table: pa.Table, name: str) -> Any:
     return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
-def _rows(table: pa.Table, name: str, key: str, target: pa.DataType,
-          ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
-    """The non-null rows of action column ``name`` (rows whose ``key`` field is set).
-
-    With ``ntz`` (the ``add`` column), statistics held only as ``stats_parsed`` become the
-    JSON ``stats`` text; ``ntz`` names the columns whose timestamps have no zone.
-    """
+def _picked(table: pa.Table, name: str, key: str) -> Any:
+    """The non-null rows of action column ``name`` (rows whose ``key`` field is set), as the
+    file has them; None if it has no such column."""
     arr = _column(table, name)
     if arr is None:
-        return pa.array([], target)
+        return None
     if not pa.types.is_struct(arr.type):
         raise CorruptLogError(f"column {name!r} is {arr.type}, not a struct")
     s: Any = arr
@@ -534,10 +572,32 @@ def _rows(table: pa.Table, name: str, key: str, target: pa.DataType,
         mask = pc.and_(arr.is_valid(), s.field(key).is_valid())
     else:
         mask = pa.array([False] * len(arr))
-    picked = _select(arr, mask)
-    if ntz is not None:
-        picked = _stats_from_struct(picked, ntz)
+    return _select(arr, mask)
+
+
+def _rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> Any:
+    """The non-null rows of action column ``name`` (rows whose ``key`` field is set)."""
+    picked = _picked(table, name, key)
+    if picked is None:
+        return pa.array([], target)
     return _normalise(picked, target)
+
+
+def _add_rows(table: pa.Table, ntz: frozenset[tuple[str, ...]]) -> tuple[Any, Any]:
+    """The ``add`` rows, and their ``stats_parsed`` (None if the file has none).
+
+    Statistics held only as ``stats_parsed`` become the JSON ``stats`` text; ``ntz`` names
+    the columns whose timestamps have no zone.
+    """
+    picked = _picked(table, "add", "path")
+    if picked is None:
+        return pa.array([], ADD), None
+    parsed = None
+    if "stats_parsed" in {picked.type.field(i).name for i in range(picked.type.num_fields)}:
+        parsed = picked.field("stats_parsed")
+        if not pa.types.is_struct(parsed.type) or parsed.null_count == len(parsed):
+            parsed = None
+    return _normalise(_stats_from_struct(picked, ntz), ADD), parsed
 
 
 def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
@@ -588,26 +648,67 @@ def _pairs(v: Any) -> dict[str, str | None]:
     return dict(v)
 
 
-def _concat_rows(tables: Sequence[pa.Table], name: str, key: str, target: pa.DataType,
-                 ntz: frozenset[tuple[str, ...]] | None = None) -> Any:
-    """``_rows`` of several files (checkpoint parts, sidecars), each normalised on its own
-    because their schemas may differ (one with ``stats``, another with ``stats_parsed``)."""
-    arrays = [_rows(t, name, key, target, ntz) for t in tables]
+def _concat(arrays: list[Any], target: pa.DataType) -> Any:
     arrays = [a for a in arrays if len(a)] or arrays[:1]
     if not arrays:
         return pa.array([], target)
     return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
+def _concat_rows(tables: Sequence[pa.Table], name: str, key: str, target: pa.DataType) -> Any:
+    """``_rows`` of several files (checkpoint parts, sidecars), each normalised on its own
+    because their schemas may differ."""
+    return _concat([_rows(t, name, key, target) for t in tables], target)
+
+
+def _concat_add_rows(tables: Sequence[pa.Table], ntz: frozenset[tuple[str, ...]]
+                     ) -> tuple[Any, Any]:
+    """``_add_rows`` of several files (one may have ``stats``, another ``stats_parsed``); their
+    ``stats_parsed`` too when every file that has some has the same type."""
+    pairs = [_add_rows(t, ntz) for t in tables]
+    rows = _concat([r for r, _ in pairs], ADD)
+    types = {p.type for _, p in pairs if p is not None}
+    if len(types) != 1:
+        return rows, None
+    [type_] = types
+    parsed = _concat([p if p is not None else pa.nulls(len(r), type_) for r, p in pairs], type_)
+    return rows, parsed
+
+
+def _deferred_stats_parsed(tables: Sequence[pa.Table] | None) -> Any:
+    """The ``stats_parsed`` of the ``add`` rows from ``tables`` (the files the rows were read
+    from, read again for ``add.stats_parsed``: one value per ``add`` row, in file order); None
+    unless each file has a struct of one type (``ActionRows`` checks it has one per row)."""
+    if tables is None:
+        return None
+    parsed: list[Any] = []
+    for t in tables:
+        arr = _column(t, "add")
+        if arr is None or not pa.types.is_struct(arr.type):
+            continue
+        names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
+        if "stats_parsed" not in names:
+            return None
+        parsed.append(_select(arr, arr.is_valid()).field("stats_parsed"))
+    if not parsed or len({a.type for a in parsed}) != 1 or not pa.types.is_struct(parsed[0].type):
+        return None
+    out = parsed[0] if len(parsed) == 1 else pa.concat_arrays(parsed)
+    return None if out.null_count == len(out) else out
+
+
 def decode_checkpoint(table: pa.Table, version: int, source: str,
-                      read_column: Callable[[str], Sequence[pa.Table]] | None = None
+                      read_column: Callable[[str], Sequence[pa.Table]] | None = None, *,
+                      read_stats_parsed: Callable[[], Sequence[pa.Table] | None] | None = None
                       ) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
     The file lists stay in Arrow (see ``lazy_files``); only the handful of non-file actions are
     turned into objects here.  With ``read_column``, ``table`` need not hold the ``add`` and
     ``remove`` columns: they are read through it when first needed, one table per file that
-    holds them (parts of the checkpoint and its sidecars).
+    holds them (parts of the checkpoint and its sidecars).  With ``read_stats_parsed`` too, the
+    ``add`` column is read without ``stats_parsed`` (every row has its JSON text), which is
+    read through it (``add.stats_parsed`` of the same files, or None if they cannot be read or
+    have changed) only when the typed statistics are asked for.
     """
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
@@ -639,12 +740,15 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
                                          "removed": False}
     ntz = _ntz_of(metadata)
     if read_column is None:
-        files = ActionRows(_rows(table, "add", "path", ADD, ntz), adds_from_arrow)
+        rows, parsed = _add_rows(table, ntz)
+        files = ActionRows(rows, adds_from_arrow, stats_parsed=parsed)
         tombstones = ActionRows(_rows(table, "remove", "path", REMOVE), removes_from_arrow)
     else:
         reader = read_column
-        files = ActionRows(None, adds_from_arrow,
-                           lambda: _concat_rows(reader("add"), "add", "path", ADD, ntz))
+        deferred = read_stats_parsed
+        files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz),
+                           load_stats_parsed=None if deferred is None
+                           else lambda: _deferred_stats_parsed(deferred()))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(

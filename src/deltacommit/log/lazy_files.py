@@ -20,6 +20,7 @@ import gc
 import threading
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -203,19 +204,36 @@ def _has_byte(strings: Any, byte: bytes) -> bool:
 # --------------------------------------------------------------------------- checkpoint rows
 
 
+#: What loading a checkpoint's rows gives: the canonical rows, or the rows and the checkpoint's
+#: typed statistics of each (``add.stats_parsed``; None when it has none).
+Loaded = pa.StructArray | tuple[pa.StructArray, Any]
+
+
 class ActionRows(Generic[V]):
     """The ``add`` or ``remove`` rows of one checkpoint, read and decoded on demand, then cached.
 
     ``arrow`` is either given or produced by ``load`` on first use: a snapshot that never
     looks at files (a blind append) never even reads those columns of the checkpoint.
     Immutable once built, so every snapshot derived from the same checkpoint shares it.
+
+    ``stats_parsed`` (given, loaded with the rows, or read when first asked for by
+    ``load_stats_parsed``, which may give None) is the checkpoint's typed
+    statistics, row for row: kept beside the canonical rows rather than in them, so that the
+    file list as a table (``log.add_actions``) need not parse the JSON texts and everything
+    else sees the one ``add`` shape.
     """
 
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
-                 load: Callable[[], pa.StructArray] | None = None) -> None:
+                 load: Callable[[], Loaded] | None = None, *,
+                 stats_parsed: Any = None,
+                 load_stats_parsed: Callable[[], Any] | None = None) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
+        if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
+            raise ValueError("stats_parsed must have a value for each row")
         self._arrow = arrow
+        self._stats_parsed = stats_parsed
+        self._load_stats_parsed = load_stats_parsed
         self._load = load
         self._decode = decode
         self._keys: list[str] | None = None
@@ -223,6 +241,7 @@ class ActionRows(Generic[V]):
         self._objects: list[V] | None = None
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
+        self._parsed_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -236,10 +255,41 @@ class ActionRows(Generic[V]):
                 if self._arrow is None:
                     load = self._load
                     assert load is not None
-                    self._arrow = load()
+                    loaded = load()
+                    if isinstance(loaded, tuple):
+                        rows, parsed = loaded
+                        if parsed is not None and len(parsed) != len(rows):
+                            raise ValueError("stats_parsed must have a value for each row")
+                        self._stats_parsed = parsed
+                    else:
+                        rows = loaded
+                    self._arrow = rows
                     self._load = None  # release the file it read from
                 arrow = self._arrow
         return arrow
+
+    @property
+    def stats_parsed(self) -> Any:
+        """The checkpoint's typed statistics of each row, or None (loads the rows, and the
+        statistics if they are read apart: both at once when neither is read yet)."""
+        if self._load_stats_parsed is None:
+            _ = self.arrow
+            return self._stats_parsed
+        with self._parsed_lock:
+            load = self._load_stats_parsed
+            if load is not None:
+                if self._arrow is None:
+                    with ThreadPoolExecutor(max_workers=1) as pool:
+                        future = pool.submit(load)
+                        arrow = self.arrow
+                        parsed = future.result()
+                else:
+                    arrow = self.arrow
+                    parsed = load()
+                self._stats_parsed = (parsed if parsed is not None
+                                      and len(parsed) == len(arrow) else None)
+                self._load_stats_parsed = None
+        return self._stats_parsed
 
     def __len__(self) -> int:
         return len(self.arrow)
@@ -269,12 +319,11 @@ class ActionRows(Generic[V]):
             return self._objects[i]
         return self._decode(self.arrow.slice(i, 1))[0]
 
-    def without(self, hidden: set[str]) -> pa.StructArray:
-        """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
-        a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
+    def _kept(self, hidden: set[str]) -> Any:
+        """Which rows have a key not in ``hidden`` (None: all of them)."""
         arrow = self.arrow
         if not hidden or not len(arrow):
-            return arrow
+            return None
         paths = _child(arrow, "path")
         if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not _has_byte(
                 paths, b"%"):
@@ -283,8 +332,22 @@ class ActionRows(Generic[V]):
             keys = pa.array(self.keys(), pa.string())
         found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
         if not pc.any(found).as_py():
-            return arrow
-        return arrow.filter(pc.invert(found))
+            return None
+        return pc.invert(found)
+
+    def without(self, hidden: set[str]) -> pa.StructArray:
+        """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
+        a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
+        kept = self._kept(hidden)
+        return self.arrow if kept is None else self.arrow.filter(kept)
+
+    def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
+        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
+        parsed = self.stats_parsed
+        kept = self._kept(hidden)
+        if kept is None:
+            return self.arrow, parsed
+        return self.arrow.filter(kept), None if parsed is None else parsed.filter(kept)
 
 
 class LazyActionMap(dict[str, V]):
@@ -352,6 +415,18 @@ class LazyActionMap(dict[str, V]):
             kept = base.without(self._shadow)
             extra = list(dict.values(self))
         return [kept, to_arrow(extra)] if extra else [kept]
+
+    def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
+                      ) -> list[tuple[pa.StructArray, Any]]:
+        """``arrow_chunks``, each with the checkpoint's ``stats_parsed`` of its rows (None for
+        the actions set after the checkpoint, or when it has none)."""
+        with self._lock:
+            base = self._base
+            if base is None:
+                return [(to_arrow(list(dict.values(self))), None)]
+            kept, parsed = base.without_parsed(self._shadow)
+            extra = list(dict.values(self))
+        return [(kept, parsed), (to_arrow(extra), None)] if extra else [(kept, parsed)]
 
     def select(self, rows_mask: Callable[[pa.StructArray], Any],
                keep: Callable[[V], bool]) -> list[V]:
