@@ -397,3 +397,32 @@ def test_stats_read_apart_must_fit_the_rows() -> None:
                               None if loaded else (lambda: rows), load_stats_parsed=later)
             parsed = base.stats_parsed
             assert (None if parsed is None else parsed.field("numRecords").to_pylist()) == want
+
+
+@pytest.mark.parametrize("mode", ["none", "name", "id"])
+def test_stats_kept_only_as_structs_read_back_as_the_text_written(tmp_path: Path, mode: str) -> None:
+    """A checkpoint without JSON statistics (``writeStatsAsJson=false``) gives each file's text
+    back from ``stats_parsed``: ``timestamp_ntz`` bounds without a zone, as they were written,
+    also in a column-mapping table, whose struct is keyed by physical names."""
+    import deltacommit as dc
+    from deltacommit.engine import state_cache
+
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")),
+                        ("at", pa.timestamp("us", tz="UTC"))])
+    config = {"delta.checkpoint.writeStatsAsJson": "false"}
+    if mode != "none":
+        config["delta.columnMapping.mode"] = mode
+    dc.DeltaTable.create(uri, schema, configuration=config)
+    rows = {"id": [1, 2],
+            "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 123000), dt.datetime(2024, 5, 6, 7, 8, 9)],
+            "at": [dt.datetime(2024, 1, 2, tzinfo=dt.UTC), dt.datetime(2024, 3, 4, tzinfo=dt.UTC)]}
+    dc.write(uri, pa.table(rows, schema=schema))
+    t = dc.DeltaTable(uri)
+    written = json.loads(t.files()[0].stats or "")
+    t.checkpoint()
+    state_cache.clear()
+    [add] = dc.DeltaTable(uri).files()
+    assert json.loads(add.stats or "") == written
+    bounds = list(written["minValues"].values())
+    assert not bounds[1].endswith("Z") and bounds[2].endswith("Z")

@@ -621,8 +621,14 @@ def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
 
 
 def _ntz_of(metadata: Metadata) -> frozenset[tuple[str, ...]]:
+    """The column paths of ``timestamp_ntz`` columns as statistics key them: by physical name
+    in a column-mapping table, as its ``stats_parsed`` is."""
+    from deltacommit.column_mapping import mapping_mode, physical_schema
+
     try:
-        return ntz_paths(schema_from_json(metadata.schema_string))
+        schema = schema_from_json(metadata.schema_string)
+        mode = mapping_mode(metadata.configuration)
+        return ntz_paths(schema if mode == "none" else physical_schema(schema, mode))
     except DeltaCommitError:
         return frozenset()  # a schema this library cannot type: timestamps read as zoned
 
