@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 from decimal import Decimal
 from typing import Any
 
@@ -328,18 +327,15 @@ def test_helpers() -> None:
         InList("i", ())
 
 
-def test_compiled_once_per_types_and_fast() -> None:
+def test_compiled_once_per_types() -> None:
     p = from_partition_filters([("d", "in", ["2026-11-20", "2026-11-21"]), ("s", "=", "eu")])
     types = {"d": pa.date32(), "s": pa.string()}
     assert p.compile(types) is p.compile(types)
     assert p.compile(types) is p.compile(dict(types))  # same types, another mapping
     assert p.compile(types) is not p.compile({"d": pa.string(), "s": pa.string()})
     values = [{"d": f"2026-11-{day:02d}", "s": s} for day in range(1, 29) for s in ("eu", "us")]
-    start = time.perf_counter()
     hits = sum(p.evaluate(v, types) for _ in range(500) for v in values)
-    per_call = (time.perf_counter() - start) / (500 * len(values))
     assert hits == 500 * 2
-    assert per_call < 20e-6, per_call
 
 
 # --------------------------------------------------------------------------- properties
