@@ -36,6 +36,7 @@ from deltacommit.log.parsed_stats import (
 )
 from deltacommit.log.stats_arrays import stats_from_struct
 from tests.delta_tables import DATA
+from tests.stats_parsing import json_parsed_rows
 
 #: Extra columns deltacommit adds to deltalake 1.6.0's.
 EXTRA = ("data_change", "deletion_vector")
@@ -341,8 +342,6 @@ def test_partition_strings_match_lookups(rows: list[Any], start: int, cut: int) 
 def test_parse_stats_in_parts(monkeypatch: pytest.MonkeyPatch, part_bytes: int) -> None:
     """The texts split at row boundaries into parts read on threads come back in order; a
     part Arrow's reader refuses is parsed row by row, the other parts by Arrow."""
-    from deltacommit.log import stats_arrays
-
     monkeypatch.setattr(stats_arrays, "_PART_BYTES", part_bytes)
     type_ = stats_type(SCHEMA, [], {})
     texts: list[str | None] = [
@@ -373,19 +372,6 @@ def _checkpoint_add_fields(uri: str) -> set[str]:
     return {f.name for f in pq.read_schema(cp).field("add").type}
 
 
-def _json_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the rows whose JSON statistics are parsed from now on (one entry per call)."""
-    parsed: list[int] = []
-    original = stats_arrays.parse_stats
-
-    def counted(texts: Any, logical: Any, physical: Any) -> Any:
-        parsed.append(len(texts))
-        return original(texts, logical, physical)
-
-    monkeypatch.setattr(stats_arrays, "parse_stats", counted)
-    return parsed
-
-
 @pytest.mark.parametrize("flatten", [False, True])
 def test_default_checkpoints_carry_stats_parsed_read_alike(
         tmp_path: Path, flatten: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -398,7 +384,7 @@ def test_default_checkpoints_carry_stats_parsed_read_alike(
     table = dc.DeltaTable(uri)
     [(checkpoint_rows, parsed), (tail, none)] = table.snapshot.add_rows_parsed()
     assert parsed is not None and len(parsed) == len(checkpoint_rows) and none is None
-    counts = _json_parsed_rows(monkeypatch)
+    counts = json_parsed_rows(monkeypatch)
     got = table.get_add_actions(flatten=flatten)
     assert sum(counts) == len(tail) == 4  # only the adds committed after the checkpoint
     mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
@@ -436,7 +422,7 @@ def test_spark_checkpoints_with_only_stats_parsed_give_row_counts(
     chunks = table.snapshot.add_rows_parsed()
     assert chunks[0][1] is not None
     assert chunks[0][0].field("stats").null_count == 0  # texts made from the structs
-    counts = _json_parsed_rows(monkeypatch)
+    counts = json_parsed_rows(monkeypatch)
     got = table.get_add_actions()
     assert sum(counts) == sum(len(rows) for rows, parsed in chunks if parsed is None)
     assert got.column("num_records").null_count == 0
@@ -486,7 +472,7 @@ def test_column_mapping_table_checkpointed_here(tmp_path: Path,
     assert {f.name for f in parsed_type.field("minValues").type} == {
         physical["id"], physical["value"], physical["nested"]}
     state_cache.clear()
-    counts = _json_parsed_rows(monkeypatch)
+    counts = json_parsed_rows(monkeypatch)
     got = dc.DeltaTable(uri).get_add_actions(flatten=True)
     assert sum(counts) == 1  # the add after the checkpoint
     assert sorted(got.column("min.id").to_pylist()) == [-3, -2, -1, 0, 9]
@@ -580,7 +566,7 @@ def test_stats_from_struct_parses_what_the_struct_cannot_say(
                        {"numRecords": 2, "maxValues": {"t": whole, "f": float("nan")}},
                        {"numRecords": 3, "maxValues": {"t": whole, "f": 2.5}}], logical)
     texts = pa.array([stats_json_from_struct(r) for r in parsed.to_pylist()])
-    counts = _json_parsed_rows(monkeypatch)
+    counts = json_parsed_rows(monkeypatch)
     got = stats_from_struct(parsed, texts, logical, logical).to_pylist()
     assert counts == [1]  # the first row only
     assert got == parse_stats(texts, logical, logical).to_pylist()
@@ -611,7 +597,7 @@ def test_typed_stats_are_read_when_asked_for_or_else_parsed(
     [cp] = Path(uri, "_delta_log").glob("*.checkpoint.parquet")
     body = pq.read_table(cp)
     cp.rename(cp.with_name("moved.parquet"))
-    counts = _json_parsed_rows(monkeypatch)
+    counts = json_parsed_rows(monkeypatch)
     got = table.get_add_actions()
     assert sum(counts) == got.num_rows == 8  # every file's text
     mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")

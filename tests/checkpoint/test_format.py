@@ -37,6 +37,7 @@ from deltacommit.log.parsed_stats import (
     stats_struct_type,
 )
 from deltacommit.log.replay import TableState
+from tests.stats_parsing import json_parsed_rows
 
 NOW = 1_800_000_000_000
 WEEK = 7 * 86_400_000
@@ -335,7 +336,6 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
     what it writes is what parsing every text row by row gives."""
     import deltacommit as dc
     from deltacommit.engine import state_cache
-    from deltacommit.log import stats_arrays
 
     uri = str(tmp_path / "t")
     schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("day", pa.date32())])
@@ -349,14 +349,7 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
                                schema=schema))
     state_cache.clear()
     table = dc.DeltaTable(uri)
-    parsed: list[int] = []
-    original = stats_arrays.parse_stats
-
-    def counted(texts: Any, logical: Any, physical: Any) -> Any:
-        parsed.append(len(texts))
-        return original(texts, logical, physical)
-
-    monkeypatch.setattr(stats_arrays, "parse_stats", counted)
+    parsed = json_parsed_rows(monkeypatch)
     table.checkpoint()
     assert sum(parsed) == 2
     cp = tmp_path / "t" / "_delta_log" / f"{table.version:020d}.checkpoint.parquet"
