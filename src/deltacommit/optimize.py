@@ -356,8 +356,8 @@ class TableOptimizer:
             bins = [first, *more]
             ready = [first]
             skipped += lone
-        todo = bins[len(ready):]
-        for n, b in enumerate(itertools.chain(ready, rewrite(todo, target) if todo else ()), 1):
+        rest = bins[len(ready):]
+        for n, b in enumerate(itertools.chain(ready, rewrite(rest, target) if rest else ()), 1):
             pending.append(b)
             if progress is not None:
                 progress(n, len(bins))

@@ -282,10 +282,10 @@ class CommitLoop:
         """Every data file the version names that is not durable yet is made so (its content
         and its directory entry) before the version is written: a crash must never leave a
         commit whose data is lost."""
-        todo = [p for p in group.unsynced() if p not in group.durable]
-        if todo:
-            self.log.log_store.store.make_durable(todo)
-            group.durable.update(todo)
+        unsynced = [p for p in group.unsynced() if p not in group.durable]
+        if unsynced:
+            self.log.log_store.store.make_durable(unsynced)
+            group.durable.update(unsynced)
 
     def _rebase(self, group: Group, base: int) -> Commit | int:
         """Check the group against the versions that beat it; the new base, or the version an
