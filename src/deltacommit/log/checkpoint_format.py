@@ -301,13 +301,7 @@ def _live_adds(files: dict[str, Add]) -> tuple[Any, Any]:
     if not isinstance(files, LazyActionMap):
         return adds_to_arrow(list(files.values())), None
     chunks = files.parsed_chunks(adds_to_arrow)
-    rows = chunks[0][0] if len(chunks) == 1 else pa.concat_arrays([r for r, _ in chunks])
-    types = {p.type for _, p in chunks if p is not None}
-    if len(types) != 1:
-        return rows, None
-    [type_] = types
-    parsed = [p if p is not None else pa.nulls(len(r), type_) for r, p in chunks]
-    return rows, parsed[0] if len(parsed) == 1 else pa.concat_arrays(parsed)
+    return _concat([r for r, _ in chunks], ADD), _joined_parsed(chunks)
 
 
 def _protocol_row(p: Protocol) -> dict[str, Any]:
@@ -672,13 +666,17 @@ def _concat_add_rows(tables: Sequence[pa.Table], ntz: frozenset[tuple[str, ...]]
     """``_add_rows`` of several files (one may have ``stats``, another ``stats_parsed``); their
     ``stats_parsed`` too when every file that has some has the same type."""
     pairs = [_add_rows(t, ntz) for t in tables]
-    rows = _concat([r for r, _ in pairs], ADD)
+    return _concat([r for r, _ in pairs], ADD), _joined_parsed(pairs)
+
+
+def _joined_parsed(pairs: Sequence[tuple[Any, Any]]) -> Any:
+    """The ``stats_parsed`` of chunks of rows as one array, null for the rows of a chunk
+    without any; None unless every chunk that has some has the same type."""
     types = {p.type for _, p in pairs if p is not None}
     if len(types) != 1:
-        return rows, None
+        return None
     [type_] = types
-    parsed = _concat([p if p is not None else pa.nulls(len(r), type_) for r, p in pairs], type_)
-    return rows, parsed
+    return _concat([p if p is not None else pa.nulls(len(r), type_) for r, p in pairs], type_)
 
 
 def _deferred_stats_parsed(tables: Sequence[pa.Table] | None) -> Any:
