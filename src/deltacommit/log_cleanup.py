@@ -16,10 +16,9 @@ so it sits below the table layer.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltacommit.checkpoint_reader import (
@@ -40,6 +39,7 @@ from deltacommit.log.names import (
 )
 from deltacommit.log.replay import TableState
 from deltacommit.log.segment import checkpoint_candidates
+from deltacommit.logstore import knowledge
 from deltacommit.logstore.base import DYNAMODB_MARKER
 from deltacommit.snapshot import decode_commit
 
@@ -51,9 +51,25 @@ logger = logging.getLogger("deltacommit.maintenance")
 
 DAY_MS = 86_400_000
 
-#: Per log store, the oldest commit its last cleanup listed (path, modification time in ms)
-#: when even that one was newer than the cut-off: the whole log was then too young to expire.
-_YOUNG: weakref.WeakKeyDictionary[LogStore, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+@dataclass
+class _Young:
+    """The oldest commit the last cleanup of a table listed (path, modification time in ms)
+    when even that one was newer than the cut-off: the whole log was then too young to expire.
+
+    Kept per table for the whole process (``logstore.knowledge``), not per log store object:
+    ``dc.write(uri)`` opens a new one on every call, and would list the log after every
+    checkpoint.  The HEAD in ``_still_young`` is what makes the record safe to share.
+    """
+
+    oldest: tuple[str, int] | None = None
+
+
+def _young(log_store: LogStore) -> _Young:
+    store = log_store.store
+    endpoint = str(getattr(getattr(store, "config", None), "endpoint_url", None) or "")
+    return knowledge.shared(log_store.table_uri,
+                            ("log-cleanup", type(store).__qualname__, endpoint), _Young)
 
 
 def cutoff_commit(files: list[LogFile], cutoff_ms: int) -> int | None:
@@ -114,8 +130,7 @@ def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
             prev = max(f.last_modified_ms or 0, prev + 1)
             if prev > cutoff_ms:
                 if not any(g.kind == "commit" for g in out):
-                    with contextlib.suppress(TypeError):  # a log store that cannot be a key
-                        _YOUNG[log_store] = (meta.path, prev)
+                    _young(log_store).oldest = (meta.path, prev)
                 break
         out.append(f)
     return out
@@ -127,10 +142,7 @@ def _still_young(log_store: LogStore, cutoff_ms: int) -> bool:
     newer than the one before it), and one HEAD replaces listing the whole log.  A commit
     rewritten or deleted since (a table replaced, files backdated) shows another modification
     time, or none, and the log is listed again."""
-    try:
-        known = _YOUNG.get(log_store)
-    except TypeError:  # unhashable or not weakly referable: never remembered
-        return False
+    known = _young(log_store).oldest
     if known is None or known[1] <= cutoff_ms:
         return False
     path, modified = known

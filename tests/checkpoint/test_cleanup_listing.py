@@ -44,3 +44,20 @@ def test_a_young_log_is_listed_once_then_again_when_its_commits_are_backdated(
     assert full_log_listings(store.lists) == 2
     assert f"{LOG_DIR}/{0:020d}.json" in deleted
     assert ids_of(open_table(root).to_arrow()) == list(range(13))
+
+
+def test_the_young_log_record_outlives_the_table_object(tmp_path: Path) -> None:
+    """``dc.write(uri)`` opens a new log store on every call: what the last cleanup found is
+    kept per table for the process, so a checkpoint after each such call lists nothing."""
+    root = tmp_path / "t"
+    t, store = local_table(root, wrap=True, configuration={"delta.checkpointInterval": "4"})
+    assert store is not None
+    for i in range(13):
+        opened = open_table(root, store)  # a new table object and log store for each write
+        before = full_log_listings(store.lists)
+        dc.write(opened, rows([i]))
+        if i == 3:  # the first checkpoint's cleanup lists the log once
+            assert full_log_listings(store.lists) == before + 1
+        else:
+            assert full_log_listings(store.lists) == before, i
+    assert ids_of(open_table(root).to_arrow()) == list(range(13))
