@@ -27,10 +27,12 @@ from deltacommit.errors import (
 )
 from deltacommit.log.names import LOG_DIR, commit_name, commit_path
 from deltacommit.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
+from deltacommit.logstore.base import DYNAMODB_MARKER
 from deltacommit.logstore.dynamodb import (
     STEPS,
     TABLE_NAME_KEY,
     TABLE_PATH_KEY,
+    TEMP_SWEEP_BATCH,
     CommitEntry,
     DynamoDBLogStore,
 )
@@ -157,6 +159,37 @@ def test_an_uncontended_commit_costs_five_requests(dynamo: DynamoSetup) -> None:
         assert store.requests == {"PutObject": 3, "DeleteObject": 1}  # type: ignore[attr-defined]
 
 
+def test_temp_files_of_lost_claims_are_deleted_together(dynamo: DynamoSetup) -> None:
+    """A claim lost to another writer leaves a temp file no entry names; a writer deletes its
+    own TEMP_SWEEP_BATCH at a time with one DeleteObjects (Spark's never deletes them)."""
+    table = create(dynamo)
+    state_cache.clear()  # rival stands for another process
+    rival = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
+    ls = table.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    store = ls.store
+
+    def temps() -> set[str]:
+        return {m.path for m in store.list(f"{LOG_DIR}/.tmp/") if m.path != DYNAMODB_MARKER}
+
+    assert temps() == set()
+    store.reset_requests()  # type: ignore[attr-defined]
+    lost: list[str] = []
+    for i in range(TEMP_SWEEP_BATCH):
+        rival.update()
+        assert dc.write(rival, batch(1, i)).attempts == 1  # table's next attempt loses
+        assert "DeleteObjects" not in store.requests  # type: ignore[attr-defined]
+        assert temps() == set(lost)    # committed temp files are deleted at once
+        r = dc.write(table, batch(0, i))
+        assert r.attempts == 2
+        lost = [p for p in temps() if p not in lost] + lost
+    assert store.requests["DeleteObjects"] == 1  # type: ignore[attr-defined]
+    assert temps() == set()
+    assert [e.complete for e in dynamo.entries(ls.table_path)] == [True] * (2 * TEMP_SWEEP_BATCH + 1)
+    assert rows(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)) == sorted(
+        [(w, i) for w in (0, 1) for i in range(TEMP_SWEEP_BATCH)])
+
+
 def test_a_new_writer_learns_the_table_from_one_query(dynamo: DynamoSetup) -> None:
     table = create(dynamo)
     dc.write(table, batch(0, 0))
@@ -220,6 +253,7 @@ def test_catching_up_after_a_lost_race_costs_one_query_and_one_get_per_commit(
     assert (r.version, r.attempts) == (4, 2)
     assert ls.requests == {"PutItem": 2, "Query": 1, "UpdateItem": 1}
     # Data file, two temp files, the commit file and its marker; the three commits read back.
+    # The commit's temp file is deleted; the lost claim's waits to be deleted with others.
     assert store.requests == {"PutObject": 5, "GetObject": 3,  # type: ignore[attr-defined]
                               "DeleteObject": 1}
 
@@ -341,7 +375,9 @@ def test_the_next_writer_repairs_the_previous_commit(dynamo: DynamoSetup) -> Non
     dc.write(table, batch(0, 0))       # the writer knows version 1 is complete
     version = append_stopped(dynamo, "after_put_entry")
     assert version == 2
-    r = dc.write(table, batch(0, 1))   # loses at 2, repairs 2 while catching up, commits 3
+    # Loses at 2, reads 2 from its temp file while catching up, finds 2.json missing in step 1
+    # (its writer stopped before copying), repairs it and commits 3.
+    r = dc.write(table, batch(0, 1))
     assert r.version == 3
     assert [(e.version, e.complete) for e in dynamo.entries(dynamo.uri())] == [
         (0, True), (1, True), (2, True), (3, True)]
@@ -422,13 +458,14 @@ def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(dynamo
     """The reader copies T(N) while the writer is between its PutItem and its copy; the
     writer's copy then finds N.json present with its own bytes, and the commit stands."""
     table = create(dynamo)
-    reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     seen: list[int] = []
 
     def repair_now(name: str, version: int) -> None:
         if name == "after_put_entry":
-            reader.update()
-            seen.append(reader.version)
+            reader = open_log_store(dynamo.uri(), dynamo.options)
+            reader.read_commit(version)  # N.json is missing: the reader repairs the entry
+            assert reader.store.exists(commit_path(version))
+            seen.append(version)
 
     ls = DynamoDBLogStore.open(dynamo.uri(), dynamo.options, hook=repair_now)
     writer = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)

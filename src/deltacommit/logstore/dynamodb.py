@@ -55,9 +55,13 @@ steps 0 and 1 are skipped only when this process has already established them:
   catch-up follows the entries and would never reach that version.
 
 A lost race costs the PUT of ``T(N)`` and the failed ``PutItem``; the commit loop then reads
-the winners with one consistent ``Query`` (the latest entry, repaired if incomplete: its temp
-file is read anyway, so repairing costs one PUT and one ``UpdateItem`` more) and one GET per
-missed commit.
+the winners with one consistent ``Query`` (the latest entry) and one GET per missed commit.  An
+incomplete latest entry is read from its temp file and left to its writer, which is finishing
+it; step 1 of the retry then finds it complete with a ``GetItem`` (or, copied but not yet
+complete, completes it), and repairs it only if its writer has not even copied it.  Repairing
+it at once, as a reader does, made the losers race the winner's copy and completion for
+nothing.  The lost claim's temp file is named by no entry: a writer deletes its own in
+batches (``TEMP_SWEEP_BATCH`` per DeleteObjects).
 
 Temp files: unlike Spark, a writer deletes its own ``T(N)`` right after N.json holds the commit
 and *before* marking the entry complete (between steps 3 and 4).  delta-rs (deltalake up to 1.6.0,
@@ -66,13 +70,18 @@ incomplete entry by *moving* the temp file (``rename_if_not_exists``: copy if N.
 then delete) and reads an N.json that already exists as "version N already exists"; finding the
 temp file gone (``NotFound``) it completes the entry as already moved.  So a kept temp file made
 every delta-rs reader or writer that met our entry between copy and completion fail, and the
-deletion makes them succeed.  It is safe for Spark: ``fixDeltaLog`` copies the temp file only
+deletion makes them succeed.  Deleting it only after the completion (so that it could wait for
+a batch, as lost claims' do) fails them: the repair retries its move up to three times without
+reading the entry again, so the temp file's disappearance rescues a repair already under way
+and the completion does not (``tests/compat/test_mixed_fleet_errors.py`` fails that way).  It
+is safe for Spark: ``fixDeltaLog`` copies the temp file only
 while N.json does not exist (``if (!copied && !fs.exists(targetPath))``, then the complete
 ``PutItem``; delta-io/delta ``storage/src/main/java/io/delta/storage/BaseExternalLogStore.java``
 at bb1057f4367f555b01e299fd1690d85aafc0ac4c, used by ``storage-s3-dynamodb/src/main/java/io/
 delta/storage/S3DynamoDBLogStore.java``), and since the temp file goes only once N.json exists,
 a Spark repairer never needs it.  Our own repair of an entry whose temp file is gone and whose
-N.json exists completes it.  Temp files of crashed writers (and all of Spark's) remain under
+N.json exists completes it.  Temp files of crashed writers, of lost claims a process did not
+live to sweep, and all of Spark's remain under
 ``_delta_log/.tmp/``: ``cleanup`` deletes those older than the checkpoint it keeps, or expire
 them with an S3 lifecycle rule.
 
@@ -81,7 +90,7 @@ too (its temp file is deleted once N.json holds it), and only after its writer h
 ``DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS`` (measured by the injectable clock from when this log store
 first saw the entry) to move it itself; creating N.json under a live delta-rs writer makes it
 take its own commit for a lost race and commit the same actions again.  A writer catching up
-after a lost race reads a fresh delta-rs entry's content from its temp file without copying it.
+after a lost race reads an incomplete entry's content from its temp file without copying it.
 
 Only temp names the protocol's writers create are ever acted on: ``.tmp/<N>.json.<uuid>`` for
 entry N (Spark, deltacommit) and ``_commit_<uuid>.json.tmp`` (delta-rs).  An incomplete entry
@@ -281,6 +290,8 @@ class _Knowledge:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Every entry <= good_upto is complete and its commit file exists.
     good_upto: int = -1
+    #: The newest version whose entry this process saw incomplete while catching up.
+    claimed: int = -1
     #: latest[0] was the newest version at the moment latest[1].
     latest: tuple[int, _Moment] | None = None
     #: When a moving writer's incomplete entry was first seen (by tempPath).
@@ -292,6 +303,12 @@ class _Knowledge:
     mechanism_checked: bool = False
     #: ``DYNAMODB_MARKER`` is written.
     marked: bool = False
+    #: Temp files of claims lost to another writer (no entry names them), deleted together
+    #: (``_sweep_temps``), and when the oldest began to wait.
+    spent: list[str] = field(default_factory=list)
+    spent_since: float = 0.0
+    #: The object store to delete ``spent`` from.
+    store: ObjectStore | None = None
 
 
 class _ConditionFailed(Exception):
@@ -664,7 +681,11 @@ class DynamoDBLogStore(LogStore):
         self.store.put(entry.temp_key, data)
         self._step("after_write_temp", version)
         claimed_at = self._now()
-        self._put_entry(entry)
+        try:
+            self._put_entry(entry)
+        except VersionExistsError:
+            self._spend_temp(entry.temp_key)  # another writer owns N: no entry names this file
+            raise
         self._note_latest(version, claimed_at)
         self._step("after_put_entry", version)
         # Steps 3 and 4: the commit has happened; failures here are repaired by others.
@@ -674,7 +695,9 @@ class DynamoDBLogStore(LogStore):
         # N.json holds the commit: the temp file goes before the entry is completed.  A
         # delta-rs reader or writer repairing the entry meanwhile moves the temp file and takes
         # an N.json that already exists as a lost race; finding the temp file gone it completes
-        # the entry as moved.  Spark's fixDeltaLog copies only while N.json is absent.
+        # the entry as moved.  Its repair retries the move a few times without reading the
+        # entry again, so only the temp file's disappearance (not our completion) rescues one
+        # that began before it.  Spark's fixDeltaLog copies only while N.json is absent.
         self._delete_temp(entry)
         self._step("after_delete_temp", version)
         if self._complete(entry, quiet=True):
@@ -781,10 +804,22 @@ class DynamoDBLogStore(LogStore):
         self.store.put(path, data)
 
     def _ensure_previous(self, version: int) -> None:
-        """Step 1 for N = version + 1: entry ``version`` complete and its file present."""
+        """Step 1 for N = version + 1: entry ``version`` complete and its file present.
+
+        An entry this process saw incomplete while catching up (after losing ``version`` to
+        it) is its writer's to finish, which is likely done by now: found complete, it is
+        taken as proof of the copy (completion follows it in every writer of the protocol);
+        found copied but not complete, it is only completed.  Repairing it outright would race
+        the writer's own copy and completion for nothing.
+        """
+        with self._lock:
+            seen = version == self._k.claimed
         entry = self._get_entry(version)
         if entry is not None and not entry.complete:
-            self._repair(entry)
+            if seen and self.store.exists(commit_path(version)):
+                self._complete(entry, quiet=True)
+            else:
+                self._repair(entry)
         elif entry is None:
             # One HEAD, as the existence check it replaces: the file's age tells an entry TTL
             # removed from one that never existed (another mechanism wrote the version).
@@ -796,7 +831,7 @@ class DynamoDBLogStore(LogStore):
                     f"does not exist in the object store and DynamoDB table {self.table_name} "
                     f"has no entry for it (expired?); version {version + 1} cannot be written "
                     "after a missing version") from None
-        elif not self.store.exists(commit_path(version)):
+        elif not seen and not self.store.exists(commit_path(version)):
             where = f"DynamoDB table {self.table_name} has a complete entry for it"
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
@@ -918,6 +953,21 @@ class DynamoDBLogStore(LogStore):
         except ObjectNotFoundError:
             raise _Unrecoverable(self._unrecoverable_message(entry)) from None
 
+    def _spend_temp(self, key: str) -> None:
+        """Queue the temp file of a lost claim for deletion with others (``_sweep_temps``).
+
+        Nothing can ever read it, so it need not go at once; Spark's writer never deletes
+        them, and deleting each at once would cost a request per lost race."""
+        with self._lock:
+            if not self._k.spent:
+                self._k.spent_since = self._clock.monotonic()
+            self._k.spent.append(key)
+            self._k.store = self.store
+            due = (len(self._k.spent) >= TEMP_SWEEP_BATCH
+                   or self._clock.monotonic() - self._k.spent_since >= TEMP_SWEEP_AGE_S)
+        if due:
+            _sweep_temps(self._k)
+
     def _delete_temp(self, entry: CommitEntry) -> None:
         try:
             self.store.delete(entry.temp_key)
@@ -942,10 +992,12 @@ class DynamoDBLogStore(LogStore):
         again.  An entry past its expiry is not trusted as the latest: TTL may already have
         removed newer ones.
 
-        ``catching_up`` (a writer reading the commit that just beat it) leaves a delta-rs
-        writer's incomplete entry to that writer, which is almost certainly still finishing it
-        and fails if its N.json appears under it (see ``_repair``); the content is read from
-        where it is.  Should that writer have died, the next writer's step 1 completes it.
+        ``catching_up`` (reading the commits since a known version, as a writer does after
+        losing a race) leaves an incomplete latest entry to its writer, which is almost
+        certainly still finishing it: the content is read from where it is.  Repairing it
+        would race that writer's own copy and completion (a delta-rs writer even takes an
+        N.json created under it for a lost race, see ``_repair``).  Should the writer have
+        died, the next writer's step 1 and every listing repair the entry.
         """
         since = self._now()
         entry = self.latest_entry()
@@ -953,9 +1005,11 @@ class DynamoDBLogStore(LogStore):
             return None, None
         repaired = None
         if not entry.complete:
-            if catching_up and _moved_by_writer(entry):
+            if catching_up:
                 data = self._read_temp(entry)
                 repaired = (entry.version, data if data is not None else self._read_moved(entry))
+                with self._lock:
+                    self._k.claimed = max(self._k.claimed, entry.version)
             else:
                 repaired = (entry.version, self._repair(entry))
         elif not self._trusted(entry):
@@ -1228,6 +1282,26 @@ class DynamoDBLogStore(LogStore):
 
 _TOKEN = r"[0-9A-Za-z][0-9A-Za-z\-]*"
 _DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
+
+
+#: The temp files of lost claims are deleted this many at a time (one DeleteObjects request on
+#: S3), or once the oldest has waited this long, at the next lost race.
+TEMP_SWEEP_BATCH = 32
+TEMP_SWEEP_AGE_S = 30.0
+def _sweep_temps(k: _Knowledge) -> None:
+    """Delete the spent temp files of ``k``.  Best effort: those left behind (by a failure
+    here, or fewer than a batch when the process ends) cost only storage, and log cleanup
+    deletes them with the log they belong to, as it does Spark's, which are never deleted."""
+    with k.lock:
+        keys, k.spent = k.spent, []
+        store = k.store
+    if not keys or store is None:
+        return
+    try:
+        store.delete_many(keys)
+    except Exception as e:
+        log.warning("could not delete %d spent temp files of %s (%s); log cleanup will",
+                    len(keys), store.uri, e)
 
 
 def _is_temp_name(temp_path: str, file_name: str) -> bool:

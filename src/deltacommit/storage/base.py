@@ -96,6 +96,11 @@ class ObjectStore(ABC):
     def delete(self, path: str) -> None:
         """Remove; absent objects are not an error (deletes are idempotent)."""
 
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove each of ``paths``, as ``delete`` does; stores with a batch request use it."""
+        for path in paths:
+            self.delete(path)
+
     @abstractmethod
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         """Objects whose path starts with ``prefix``, in lexicographic order of path.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import email.utils
 import io
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -64,6 +64,7 @@ from deltacommit.storage.s3_location import S3_SCHEMES, parse_s3_uri
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import DeleteTypeDef
 
 
 T = TypeVar("T")
@@ -271,6 +272,26 @@ class S3Store(ObjectStore):
             if error_code(e) in S3_NOT_FOUND:
                 return
             raise self._error("delete", path, e) from e
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """One DeleteObjects request per 1,000 paths (S3's limit), instead of one each."""
+        for i in range(0, len(paths), 1000):
+            self._delete_batch(list(paths[i:i + 1000]))
+
+    def _delete_batch(self, paths: list[str]) -> None:
+        request: DeleteTypeDef = {"Objects": [{"Key": self._key(p)} for p in paths], "Quiet": True}
+        try:
+            response = self._request(
+                "DeleteObjects", "delete", paths[0],
+                lambda: self._client.delete_objects(Bucket=self.bucket, Delete=request))
+        except ClientError as e:
+            raise self._error("delete", paths[0], e) from e
+        failed = [err for err in response.get("Errors", []) if err.get("Code") not in S3_NOT_FOUND]
+        if failed:
+            first = failed[0]
+            raise StorageError("delete", f"s3://{self.bucket}/{first.get('Key')}",
+                               f"{len(failed)} of {len(paths)} objects were not deleted "
+                               f"({first.get('Code')}: {first.get('Message')})")
 
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         return self._list(self._key(prefix), None if start_after is None else self._key(start_after),
