@@ -13,7 +13,8 @@ taken stays taken), so sharing them is as safe as a kept table object keeping th
 deleted and created again at the same location is the exception: whoever finds that out (the
 process's table-state cache, whose proof of identity fails) calls ``forget`` for the location,
 and ``clear`` forgets everything (as a new process would know nothing).  Never shared between
-processes; bounded (the least recently used tables go first).
+processes; bounded (the least recently used tables go first).  Log cleanup keeps its record of
+a log too young to expire here too (``log_cleanup._Young``), for the same reason.
 """
 
 from __future__ import annotations
