@@ -50,7 +50,7 @@ def test_the_young_log_record_outlives_the_table_object(tmp_path: Path) -> None:
     """``dc.write(uri)`` opens a new log store on every call: what the last cleanup found is
     kept per table for the process, so a checkpoint after each such call lists nothing."""
     root = tmp_path / "t"
-    t, store = local_table(root, wrap=True, configuration={"delta.checkpointInterval": "4"})
+    _, store = local_table(root, wrap=True, configuration={"delta.checkpointInterval": "4"})
     assert store is not None
     for i in range(13):
         opened = open_table(root, store)  # a new table object and log store for each write
