@@ -1288,6 +1288,8 @@ _DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
 #: S3), or once the oldest has waited this long, at the next lost race.
 TEMP_SWEEP_BATCH = 32
 TEMP_SWEEP_AGE_S = 30.0
+
+
 def _sweep_temps(k: _Knowledge) -> None:
     """Delete the spent temp files of ``k``.  Best effort: those left behind (by a failure
     here, or fewer than a batch when the process ends) cost only storage, and log cleanup
