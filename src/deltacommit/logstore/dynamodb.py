@@ -55,13 +55,14 @@ steps 0 and 1 are skipped only when this process has already established them:
   catch-up follows the entries and would never reach that version.
 
 A lost race costs the PUT of ``T(N)`` and the failed ``PutItem``; the commit loop then reads
-the winners with one consistent ``Query`` (the latest entry) and one GET per missed commit.  An
-incomplete latest entry is read from its temp file and left to its writer, which is finishing
-it; step 1 of the retry then finds it complete with a ``GetItem`` (or, copied but not yet
-complete, completes it), and repairs it only if its writer has not even copied it.  Repairing
-it at once, as a reader does, made the losers race the winner's copy and completion for
-nothing.  The lost claim's temp file is named by no entry: a writer deletes its own in
-batches (``TEMP_SWEEP_BATCH`` per DeleteObjects).
+the winners with one consistent ``Query`` (the latest entry, repaired if incomplete: its temp
+file is read anyway, so repairing costs one PUT and one ``UpdateItem`` more) and one GET per
+missed commit.  Repairing at once races the winner's own copy, but deletes the temp file of a
+copied entry early, which rescues a delta-rs repair of it already under way (see below).
+Leaving the entry to its writer instead (checked in step 1 of the retry) saved requests but,
+in mixed-fleet torture runs beside Spark's writers (whose temp files are never deleted), gave
+deltalake writers more "version already exists" failures.  The lost claim's temp file is named
+by no entry: a writer deletes its own in batches (``TEMP_SWEEP_BATCH`` per DeleteObjects).
 
 Temp files: unlike Spark, a writer deletes its own ``T(N)`` right after N.json holds the commit
 and *before* marking the entry complete (between steps 3 and 4).  delta-rs (deltalake up to 1.6.0,
@@ -90,7 +91,7 @@ too (its temp file is deleted once N.json holds it), and only after its writer h
 ``DELTACOMMIT_DYNAMO_REPAIR_GRACE_MS`` (measured by the injectable clock from when this log store
 first saw the entry) to move it itself; creating N.json under a live delta-rs writer makes it
 take its own commit for a lost race and commit the same actions again.  A writer catching up
-after a lost race reads an incomplete entry's content from its temp file without copying it.
+after a lost race reads a fresh delta-rs entry's content from its temp file without copying it.
 
 Only temp names the protocol's writers create are ever acted on: ``.tmp/<N>.json.<uuid>`` for
 entry N (Spark, deltacommit) and ``_commit_<uuid>.json.tmp`` (delta-rs).  An incomplete entry
@@ -290,8 +291,6 @@ class _Knowledge:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Every entry <= good_upto is complete and its commit file exists.
     good_upto: int = -1
-    #: The newest version whose entry this process saw incomplete while catching up.
-    claimed: int = -1
     #: latest[0] was the newest version at the moment latest[1].
     latest: tuple[int, _Moment] | None = None
     #: When a moving writer's incomplete entry was first seen (by tempPath).
@@ -804,22 +803,10 @@ class DynamoDBLogStore(LogStore):
         self.store.put(path, data)
 
     def _ensure_previous(self, version: int) -> None:
-        """Step 1 for N = version + 1: entry ``version`` complete and its file present.
-
-        An entry this process saw incomplete while catching up (after losing ``version`` to
-        it) is its writer's to finish, which is likely done by now: found complete, it is
-        taken as proof of the copy (completion follows it in every writer of the protocol);
-        found copied but not complete, it is only completed.  Repairing it outright would race
-        the writer's own copy and completion for nothing.
-        """
-        with self._lock:
-            seen = version == self._k.claimed
+        """Step 1 for N = version + 1: entry ``version`` complete and its file present."""
         entry = self._get_entry(version)
         if entry is not None and not entry.complete:
-            if seen and self.store.exists(commit_path(version)):
-                self._complete(entry, quiet=True)
-            else:
-                self._repair(entry)
+            self._repair(entry)
         elif entry is None:
             # One HEAD, as the existence check it replaces: the file's age tells an entry TTL
             # removed from one that never existed (another mechanism wrote the version).
@@ -831,7 +818,7 @@ class DynamoDBLogStore(LogStore):
                     f"does not exist in the object store and DynamoDB table {self.table_name} "
                     f"has no entry for it (expired?); version {version + 1} cannot be written "
                     "after a missing version") from None
-        elif not seen and not self.store.exists(commit_path(version)):
+        elif not self.store.exists(commit_path(version)):
             where = f"DynamoDB table {self.table_name} has a complete entry for it"
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
@@ -992,12 +979,10 @@ class DynamoDBLogStore(LogStore):
         again.  An entry past its expiry is not trusted as the latest: TTL may already have
         removed newer ones.
 
-        ``catching_up`` (reading the commits since a known version, as a writer does after
-        losing a race) leaves an incomplete latest entry to its writer, which is almost
-        certainly still finishing it: the content is read from where it is.  Repairing it
-        would race that writer's own copy and completion (a delta-rs writer even takes an
-        N.json created under it for a lost race, see ``_repair``).  Should the writer have
-        died, the next writer's step 1 and every listing repair the entry.
+        ``catching_up`` (a writer reading the commit that just beat it) leaves a delta-rs
+        writer's incomplete entry to that writer, which is almost certainly still finishing it
+        and fails if its N.json appears under it (see ``_repair``); the content is read from
+        where it is.  Should that writer have died, the next writer's step 1 completes it.
         """
         since = self._now()
         entry = self.latest_entry()
@@ -1005,11 +990,9 @@ class DynamoDBLogStore(LogStore):
             return None, None
         repaired = None
         if not entry.complete:
-            if catching_up:
+            if catching_up and _moved_by_writer(entry):
                 data = self._read_temp(entry)
                 repaired = (entry.version, data if data is not None else self._read_moved(entry))
-                with self._lock:
-                    self._k.claimed = max(self._k.claimed, entry.version)
             else:
                 repaired = (entry.version, self._repair(entry))
         elif not self._trusted(entry):
