@@ -306,8 +306,6 @@ class _Knowledge:
     #: (``_sweep_temps``), and when the oldest began to wait.
     spent: list[str] = field(default_factory=list)
     spent_since: float = 0.0
-    #: The object store to delete ``spent`` from.
-    store: ObjectStore | None = None
 
 
 class _ConditionFailed(Exception):
@@ -949,11 +947,25 @@ class DynamoDBLogStore(LogStore):
             if not self._k.spent:
                 self._k.spent_since = self._clock.monotonic()
             self._k.spent.append(key)
-            self._k.store = self.store
             due = (len(self._k.spent) >= TEMP_SWEEP_BATCH
                    or self._clock.monotonic() - self._k.spent_since >= TEMP_SWEEP_AGE_S)
         if due:
-            _sweep_temps(self._k)
+            self._sweep_temps()
+
+    def _sweep_temps(self) -> None:
+        """Delete the queued temp files of lost claims.  Best effort: those left behind (by a
+        failure here, or fewer than a batch when the process ends) cost only storage, and log
+        cleanup deletes them with the log they belong to, as it does Spark's, which are never
+        deleted."""
+        with self._lock:
+            keys, self._k.spent = self._k.spent, []
+        if not keys:
+            return
+        try:
+            self.store.delete_many(keys)
+        except Exception as e:
+            log.warning("could not delete %d spent temp files of %s (%s); log cleanup will",
+                        len(keys), self.table_uri, e)
 
     def _delete_temp(self, entry: CommitEntry) -> None:
         try:
@@ -1271,22 +1283,6 @@ _DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
 #: S3), or once the oldest has waited this long, at the next lost race.
 TEMP_SWEEP_BATCH = 32
 TEMP_SWEEP_AGE_S = 30.0
-
-
-def _sweep_temps(k: _Knowledge) -> None:
-    """Delete the spent temp files of ``k``.  Best effort: those left behind (by a failure
-    here, or fewer than a batch when the process ends) cost only storage, and log cleanup
-    deletes them with the log they belong to, as it does Spark's, which are never deleted."""
-    with k.lock:
-        keys, k.spent = k.spent, []
-        store = k.store
-    if not keys or store is None:
-        return
-    try:
-        store.delete_many(keys)
-    except Exception as e:
-        log.warning("could not delete %d spent temp files of %s (%s); log cleanup will",
-                    len(keys), store.uri, e)
 
 
 def _is_temp_name(temp_path: str, file_name: str) -> bool:
