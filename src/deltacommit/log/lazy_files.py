@@ -408,23 +408,24 @@ class LazyActionMap(dict[str, V]):
                      ) -> list[pa.StructArray]:
         """``arrow_rows`` as the checkpoint rows kept and the actions set after them, not
         concatenated (which would copy every checkpoint row)."""
-        with self._lock:
-            base = self._base
-            if base is None:
-                return [to_arrow(list(dict.values(self)))]
-            kept = base.without(self._shadow)
-            extra = list(dict.values(self))
-        return [kept, to_arrow(extra)] if extra else [kept]
+        return [rows for rows, _ in self._chunks(to_arrow, with_parsed=False)]
 
     def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
                       ) -> list[tuple[pa.StructArray, Any]]:
         """``arrow_chunks``, each with the checkpoint's ``stats_parsed`` of its rows (None for
         the actions set after the checkpoint, or when it has none)."""
+        return self._chunks(to_arrow, with_parsed=True)
+
+    def _chunks(self, to_arrow: Callable[[list[V]], pa.StructArray], *, with_parsed: bool
+                ) -> list[tuple[pa.StructArray, Any]]:
+        """The chunks of both, ``stats_parsed`` read only ``with_parsed`` (None otherwise):
+        reading it may open the checkpoint again."""
         with self._lock:
             base = self._base
             if base is None:
                 return [(to_arrow(list(dict.values(self))), None)]
-            kept, parsed = base.without_parsed(self._shadow)
+            kept, parsed = (base.without_parsed(self._shadow) if with_parsed
+                            else (base.without(self._shadow), None))
             extra = list(dict.values(self))
         return [(kept, parsed), (to_arrow(extra), None)] if extra else [(kept, parsed)]
 
