@@ -315,13 +315,9 @@ class Snapshot:
     def add_rows_parsed(self) -> list[tuple[pa.StructArray, Any]]:
         """``add_rows``, each chunk with the checkpoint's typed statistics of its rows
         (``add.stats_parsed``; None for the adds committed since, or if it has none)."""
-        from deltacommit.log.checkpoint_format import adds_to_arrow
-        from deltacommit.log.lazy_files import LazyActionMap
+        from deltacommit.log.checkpoint_format import live_add_chunks
 
-        files = self._state.files
-        if isinstance(files, LazyActionMap):
-            return files.parsed_chunks(adds_to_arrow)
-        return [(adds_to_arrow(list(files.values())), None)]
+        return live_add_chunks(self._state.files)
 
     def app_version(self, app_id: str) -> int | None:
         txn = self._state.app_txns.get(app_id)

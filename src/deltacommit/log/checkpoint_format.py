@@ -295,12 +295,19 @@ def _live_rows(m: dict[str, Any], to_arrow: Any) -> Any:
     return to_arrow(list(m.values()))
 
 
+def live_add_chunks(files: dict[str, Add]) -> list[tuple[Any, Any]]:
+    """The live files as canonical ``add`` rows, in chunks (a state's checkpoint rows still
+    kept, then the adds since), each with the checkpoint's ``stats_parsed`` of its rows (None
+    for the adds since, or if it has none).  No ``Add`` object is built for a checkpoint row."""
+    if not isinstance(files, LazyActionMap):
+        return [(adds_to_arrow(list(files.values())), None)]
+    return files.parsed_chunks(adds_to_arrow)
+
+
 def _live_adds(files: dict[str, Add]) -> tuple[Any, Any]:
     """Every live ``add`` row, and the ``stats_parsed`` of the checkpoint they were read from
     for each (None if there is none)."""
-    if not isinstance(files, LazyActionMap):
-        return adds_to_arrow(list(files.values())), None
-    chunks = files.parsed_chunks(adds_to_arrow)
+    chunks = live_add_chunks(files)
     return _concat([r for r, _ in chunks], ADD), _joined_parsed(chunks)
 
 
