@@ -30,8 +30,8 @@ from deltacommit.logstore.dynamodb import create_log_table
 from deltacommit.testing import MotoServer
 from deltacommit.testing.servers import TEST_AWS_ENV, unique_name
 
-#: Requests per commit measured by ``commits.py`` (4 processes x 25 appends, see its
-#: ``requests_per_commit``): the mixes whose ceilings are printed, as S3 GET/PUT round trips.
+#: The requests of one uncontended commit (``tests/coalesce/test_requests.py`` counts them),
+#: whose ceilings are printed; a contended run's mix is in ``commits.py``'s ``requests``.
 MIXES = {
     "s3-conditional uncontended (data PUT, commit PUT)": {"put": 2},
     "s3-dynamodb uncontended (data, temp and N.json PUT, PutItem, DeleteObject, UpdateItem)":
