@@ -149,6 +149,11 @@ def write_checkpoint(log_store: LogStore, state: TableState, clock: Clock, *,
     version = state.version
     now = now_ms(clock)
     encoded = _encoded(state, now, uri)
+    if encoded.files is not None:
+        # The same files, now backed by the rows just encoded: the writer's next copies of
+        # this state and its next checkpoint cost the commits since, not the whole table.
+        # Readers of the state see either map, and both hold the same actions.
+        state.files = encoded.files
     if "checkpointMetadata" in encoded.table.column_names:
         return _write_v2(log_store, encoded, version, now, sidecar_min_file_actions)
     path = checkpoint_path(version)

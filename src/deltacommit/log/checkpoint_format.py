@@ -36,6 +36,7 @@ from deltacommit.log.lazy_files import (
     LazyActionMap,
     adds_from_arrow,
     map_dicts,
+    rebased_map,
     removes_from_arrow,
 )
 from deltacommit.log.parsed_stats import (
@@ -335,6 +336,9 @@ def _metadata_row(m: Metadata) -> dict[str, Any]:
 class EncodedCheckpoint:
     table: pa.Table
     num_add_files: int
+    #: The state's file map backed by the ``add`` rows just encoded (``lazy_files.rebased_map``),
+    #: for the writer to keep in place of it; None if it could not be had for free.
+    files: dict[str, Add] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,8 +446,11 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
         ts = removes.field("deletionTimestamp")
         keep = pc.fill_null(pc.greater(ts, pa.scalar(tombstone_cutoff_ms, pa.int64())), False)
         removes = removes.filter(keep)
+    rows = adds
     adds = _parsed_add_columns(fill_required(adds), state.metadata, options,
                                previous if options.stats_struct else None)
+    parsed = (adds.field("stats_parsed") if adds.type.get_field_index("stats_parsed") >= 0
+              else previous)
     removes = fill_required(removes)
     sections: list[tuple[str, Any]] = []
     if options.v2:
@@ -478,7 +485,8 @@ def encode_checkpoint(state: TableState, tombstone_cutoff_ms: int,
     order = [f.name for f in CHECKPOINT_SCHEMA] + (["checkpointMetadata"] if options.v2 else [])
     table = pa.Table.from_arrays([columns[n] for n in order],
                                  schema=pa.schema([_f(n, columns[n].type) for n in order]))
-    return EncodedCheckpoint(table, len(adds))
+    return EncodedCheckpoint(table, len(adds),
+                             rebased_map(state.files, rows, parsed, adds_from_arrow))
 
 
 def split_file_actions(table: pa.Table) -> tuple[pa.Table, pa.Table]:

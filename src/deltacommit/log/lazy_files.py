@@ -226,19 +226,23 @@ class ActionRows(Generic[V]):
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
                  load: Callable[[], Loaded] | None = None, *,
                  stats_parsed: Any = None,
-                 load_stats_parsed: Callable[[], Any] | None = None) -> None:
+                 load_stats_parsed: Callable[[], Any] | None = None,
+                 keys: list[str] | None = None, objects: list[V] | None = None) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
         if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
             raise ValueError("stats_parsed must have a value for each row")
+        for given in (keys, objects):
+            if given is not None and (arrow is None or len(given) != len(arrow)):
+                raise ValueError("keys and objects must have one entry for each row")
         self._arrow = arrow
         self._stats_parsed = stats_parsed
         self._load_stats_parsed = load_stats_parsed
         self._load = load
         self._decode = decode
-        self._keys: list[str] | None = None
+        self._keys: list[str] | None = keys
         self._index: dict[str, int] | None = None
-        self._objects: list[V] | None = None
+        self._objects: list[V] | None = objects
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._parsed_lock = threading.Lock()
@@ -398,6 +402,35 @@ class LazyActionMap(dict[str, V]):
             dict.update(out, dict.items(self))
             out._shadow = set(self._shadow)
             return out
+
+    def rebased(self, rows: pa.StructArray, stats_parsed: Any,
+                decode: Callable[[pa.StructArray], list[V]]) -> LazyActionMap[V] | None:
+        """The same map over ``rows``, the Arrow rows of its live actions in the order
+        ``parsed_chunks`` gives them (as a checkpoint of it just encoded them), with the
+        objects it already has; None when it lacks the objects of some row.
+
+        A state copied for every version copies its whole map unless the map is backed by rows
+        (``lazy_copy`` copies only what changed since), and a checkpoint converts to Arrow only
+        the actions that no rows back.  So a writer that checkpoints a state it built itself,
+        or enumerated, keeps the rows just encoded: its next copies and its next checkpoint
+        cost the commits since, not the table.  No object is decoded or rebuilt."""
+        with self._lock:
+            base = self._base
+            if base is None:
+                keys = list(dict.keys(self))
+                objects = list(dict.values(self))
+            else:
+                base_keys, base_objects = base._keys, base._objects
+                if base_keys is None or base_objects is None:
+                    return None
+                shadow = self._shadow
+                kept = [i for i, k in enumerate(base_keys) if k not in shadow]
+                keys = [base_keys[i] for i in kept] + list(dict.keys(self))
+                objects = [base_objects[i] for i in kept] + list(dict.values(self))
+        if len(keys) != len(rows):
+            return None
+        return LazyActionMap(ActionRows(rows, decode, stats_parsed=stats_parsed, keys=keys,
+                                        objects=objects))
 
     def arrow_rows(self, to_arrow: Callable[[list[V]], pa.StructArray]) -> pa.StructArray:
         """Every live action as Arrow, without building objects for the checkpoint rows."""
@@ -663,6 +696,18 @@ def discard(m: dict[str, V], key: str) -> None:
         m.discard(key)
     else:
         m.pop(key, None)
+
+
+def rebased_map(m: dict[str, V], rows: pa.StructArray, stats_parsed: Any,
+                decode: Callable[[pa.StructArray], list[V]]) -> LazyActionMap[V] | None:
+    """``m`` backed by ``rows``, its live actions as Arrow in enumeration order (see
+    ``LazyActionMap.rebased``); None when that cannot be had without decoding rows."""
+    if isinstance(m, LazyActionMap):
+        return m.rebased(rows, stats_parsed, decode)
+    if len(m) != len(rows):
+        return None
+    return LazyActionMap(ActionRows(rows, decode, stats_parsed=stats_parsed, keys=list(m),
+                                    objects=list(m.values())))
 
 
 def copy_file_map(m: dict[str, V]) -> dict[str, V]:
