@@ -419,3 +419,19 @@ def test_stats_kept_only_as_structs_read_back_as_the_text_written(tmp_path: Path
     assert json.loads(add.stats or "") == written
     bounds = list(written["minValues"].values())
     assert not bounds[1].endswith("Z") and bounds[2].endswith("Z")
+
+
+def test_null_rows_shared_between_checkpoints_are_whole_null_rows() -> None:
+    """Null rows are built once per action type and sliced after: every slice, of every
+    length (growing past the rows built so far, and past what is kept), is ``n`` null rows
+    whose required children hold placeholders, as Parquet writers need."""
+    from deltacommit.log.checkpoint_format import ADD, REMOVE, _filler, null_rows
+
+    for type_ in (ADD, REMOVE):
+        for n in (0, 1, 7, 1024, 1025, 5000, 3, (1 << 16) + 1):
+            rows = null_rows(n, type_)
+            assert len(rows) == n and rows.null_count == n
+            assert rows.equals(_filler(n, type_, True))
+            sink = io.BytesIO()
+            pq.write_table(pa.table({"a": rows}), sink)
+            assert pq.read_table(io.BytesIO(sink.getvalue())).column("a").null_count == n

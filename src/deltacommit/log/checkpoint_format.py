@@ -208,9 +208,25 @@ def _filler(n: int, type_: pa.DataType, nullable: bool) -> Any:
     return repeat(_placeholder(type_), n)
 
 
+#: Null rows already built, by action type: each checkpoint pads every action column with
+#: them, and building them (a placeholder per required child) cost as much as encoding the
+#: actions of a small table.  Arrow arrays are immutable, so slices of one are shared.
+_NULL_ROWS: dict[pa.DataType, Any] = {}
+_NULL_ROWS_KEPT = 1 << 16
+_NULL_ROWS_TYPES = 64
+
+
 def null_rows(n: int, type_: pa.StructType) -> Any:
     """``n`` null rows of an action column."""
-    return _filler(n, type_, True)
+    if n > _NULL_ROWS_KEPT:
+        return _filler(n, type_, True)
+    rows = _NULL_ROWS.get(type_)
+    if rows is None or len(rows) < n:
+        rows = _filler(min(_NULL_ROWS_KEPT, max(n, 1024, 0 if rows is None else 2 * len(rows))), type_, True)
+        if len(_NULL_ROWS) >= _NULL_ROWS_TYPES:
+            _NULL_ROWS.clear()
+        _NULL_ROWS[type_] = rows
+    return rows.slice(0, n)
 
 
 def _placeholder(type_: pa.DataType) -> Any:
