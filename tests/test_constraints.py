@@ -282,3 +282,26 @@ def test_check_constraints_beyond_predicates(tmp_path: Path) -> None:
         dc.write(other, rows(d(2020, 1, 3), d(2020, 1, 2), "abc", 1))
     dc.write(other, rows(d(2020, 1, 2), d(2020, 1, 2), "abc", 2))
     assert deltalake.DeltaTable(other).to_pyarrow_table().num_rows == 2
+
+
+def test_a_constraint_added_by_another_writer_binds_the_next_write_of_a_kept_table(
+        tmp_path: Path) -> None:
+    """What a write checks follows from the version's ``metaData``: writes of one metadata
+    share their checks, and a constraint committed by another writer (another table object)
+    binds the next write of a kept table object as soon as it has read that version."""
+    from deltacommit.datafiles import WriteTarget
+
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, pa.schema([("id", pa.int64())]))
+    kept = dc.DeltaTable(uri)
+    dc.write(kept, pa.table({"id": [5]}))
+    first = WriteTarget.of(kept.uri, kept.snapshot)
+    dc.write(kept, pa.table({"id": [6]}))
+    assert WriteTarget.of(kept.uri, kept.snapshot) is first
+    dc.DeltaTable(uri).set_properties({"delta.constraints.small": "id < 100"})
+    kept.update()
+    assert [c.name for c in WriteTarget.of(kept.uri, kept.snapshot).constraints] == ["small"]
+    with pytest.raises(dc.CheckConstraintViolationError, match="small"):
+        dc.write(kept, pa.table({"id": [700]}))
+    dc.write(kept, pa.table({"id": [7]}))
+    assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [5, 6, 7]

@@ -217,17 +217,37 @@ class WriteTarget:
 
     @classmethod
     def of(cls, uri: str, snapshot: TableVersion) -> WriteTarget:
+        """The target of a table version; everything in it follows from the version's
+        ``metaData`` action, so versions sharing one (most of a table's versions) share one
+        target instead of parsing the schema, constraints and generated columns per write."""
         from deltacommit.column_mapping import mapping_mode
         from deltacommit.constraints import table_constraints
         from deltacommit.generated import generated_columns
         from deltacommit.identity import identity_columns
 
+        metadata = getattr(snapshot, "metadata", None)
+        if metadata is not None:
+            known = _TARGETS.get((uri, id(metadata)))
+            if known is not None and known[0] is metadata:
+                return known[1]
         schema = snapshot.schema
-        return cls(uri, schema, tuple(snapshot.partition_columns),
-                   num_indexed_cols(snapshot.configuration),
-                   tuple(table_constraints(schema, snapshot.configuration, uri)),
-                   mapping_mode(snapshot.configuration, uri),
-                   tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)))
+        target = cls(uri, schema, tuple(snapshot.partition_columns),
+                     num_indexed_cols(snapshot.configuration),
+                     tuple(table_constraints(schema, snapshot.configuration, uri)),
+                     mapping_mode(snapshot.configuration, uri),
+                     tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)))
+        if metadata is not None:
+            if len(_TARGETS) >= _TARGETS_KEPT:
+                _TARGETS.clear()
+            # The metadata object is kept with its target, so its id cannot be reused by
+            # another object while the entry lives.
+            _TARGETS[(uri, id(metadata))] = (metadata, target)
+        return target
+
+
+#: Targets already built, by table and ``metaData`` object (see ``WriteTarget.of``).
+_TARGETS: dict[tuple[str, int], tuple[Any, WriteTarget]] = {}
+_TARGETS_KEPT = 256
 
 
 def conform_rows(target: WriteTarget, data: pa.Table,
