@@ -305,3 +305,37 @@ def test_a_constraint_added_by_another_writer_binds_the_next_write_of_a_kept_tab
         dc.write(kept, pa.table({"id": [700]}))
     dc.write(kept, pa.table({"id": [7]}))
     assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [5, 6, 7]
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True])
+def test_a_constraint_is_set_only_over_rows_that_satisfy_it(tmp_path: Path,
+                                                            deletion_vectors: bool) -> None:
+    """A CHECK constraint set on a table with rows is checked against every live row first
+    (rows deleted through a deletion vector are not live): refused, naming the constraint
+    and the file, while a row violates it, with the table unchanged."""
+    uri = str(tmp_path / "t")
+    config = {"delta.enableDeletionVectors": "true"} if deletion_vectors else None
+    dc.DeltaTable.create(uri, pa.schema([("id", pa.int64()), ("day", pa.string())]),
+                         partition_by=["day"], configuration=config)
+    dc.write(uri, pa.table({"id": [1, 500, 2], "day": ["a", "a", "b"]}))
+    before = dc.DeltaTable(uri).version
+    with pytest.raises(dc.CheckConstraintViolationError,
+                       match=r"(?s)cannot be set.*day=a/.*unchanged.*'small'") as e:
+        dc.DeltaTable(uri).set_properties({"delta.constraints.small": "id < 100"})
+    assert uri in str(e.value)
+    table = dc.DeltaTable(uri)
+    assert table.version == before and "delta.constraints.small" not in table.configuration
+    # A constraint on the partition column is checked against the partition values.
+    with pytest.raises(dc.CheckConstraintViolationError, match="only_a"):
+        table.set_properties({"delta.constraints.only_a": "day = 'a'"})
+    if deletion_vectors:
+        table.delete("id = 500")
+    else:
+        dc.write(table, pa.table({"id": [1], "day": ["a"]}), mode="overwrite",
+                 predicate="day = 'a'")
+    assert (table.to_arrow().num_rows, any(a.deletion_vector for a in table.files())) == \
+        (2, deletion_vectors)
+    table.set_properties({"delta.constraints.small": "id < 100"})
+    with pytest.raises(dc.CheckConstraintViolationError, match="small"):
+        dc.write(uri, pa.table({"id": [700], "day": ["a"]}))
+    assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [1, 2]

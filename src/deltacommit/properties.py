@@ -6,7 +6,9 @@ that has files commits each file again with ``dataChange=false`` so that the com
 gives it row ids (PROTOCOL.md: every live file of the version enabling it has ids); that
 commit reads the whole table, so any concurrent change of files makes it retry from scratch
 instead of committing ids for a stale file set.  Turning in-commit timestamps on records
-from which version they apply (``engine/stamps.py``).
+from which version they apply (``engine/stamps.py``).  A CHECK constraint
+(``delta.constraints.<name>``) is set only after every live row is found to satisfy it, and the
+commit reads the whole table, so rows written meanwhile make it retry and be checked too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from deltacommit.log.feature_requests import (
 from deltacommit.log.features import check_writable
 
 if TYPE_CHECKING:
+    from deltacommit.constraints import Constraint
     from deltacommit.engine.policy import CommitResult
+    from deltacommit.snapshot import Snapshot
     from deltacommit.table import DeltaTable
 
 #: Properties only the writer that turns a feature on may set.
@@ -72,7 +76,48 @@ def set_properties(table: DeltaTable, properties: Mapping[str, str]) -> CommitRe
         if backfill:
             txn.read_whole_table()
             txn.add(backfill)
+    checks = _new_checks(metadata.configuration, wanted)
+    if checks:
+        _check_existing_rows(table, snap, checks)
+        # Rows committed meanwhile were not checked: a concurrent change of files makes this
+        # commit retry from scratch (and writers that read the old metadata fail on ours).
+        txn.read_whole_table()
     if protocol is not snap.protocol:
         txn.update_protocol(protocol)
     txn.update_metadata(new_metadata)
     return txn.commit()
+
+
+def _new_checks(current: Mapping[str, str | None], wanted: Mapping[str, str | None]
+                ) -> list[Constraint]:
+    """The CHECK constraints ``wanted`` adds or changes (``delta.constraints.<name>``)."""
+    from deltacommit.constraints import CONSTRAINT_PREFIX, Constraint
+
+    return [Constraint("check", key[len(CONSTRAINT_PREFIX):], value)
+            for key, value in sorted(wanted.items())
+            if key.lower().startswith(CONSTRAINT_PREFIX) and value and current.get(key) != value]
+
+
+def _check_existing_rows(table: DeltaTable, snap: Snapshot, checks: list[Constraint]) -> None:
+    """Every row of ``snap`` must satisfy ``checks`` before they are set: writers enforce a
+    CHECK constraint only on the rows they write, so one set over rows that violate it would
+    be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``
+    and checks the rows in ``ADD CONSTRAINT``; this is the one way to set it here.)"""
+    from deltacommit.column_mapping import mapping_mode
+    from deltacommit.constraints import check_constraints
+    from deltacommit.errors import CheckConstraintViolationError
+    from deltacommit.scan import FileScan
+
+    uri = table.uri
+    scan = FileScan(uri, snap.version, snap.schema, snap.partition_columns,
+                    storage_options=table.storage_options,
+                    allow_external_paths=table.allow_external_paths,
+                    column_mapping=mapping_mode(snap.configuration, uri),
+                    given_store=table.log_store.store)
+    for add in snap.iter_files():
+        try:
+            check_constraints(scan.read(add), checks, uri)
+        except CheckConstraintViolationError as e:
+            raise CheckConstraintViolationError(
+                f"table {uri}: the constraint cannot be set, rows of version {snap.version} "
+                f"(file {add.path}) violate it; the table is unchanged: {e}") from None
