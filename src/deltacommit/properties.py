@@ -8,7 +8,8 @@ commit reads the whole table, so any concurrent change of files makes it retry f
 instead of committing ids for a stale file set.  Turning in-commit timestamps on records
 from which version they apply (``engine/stamps.py``).  A CHECK constraint
 (``delta.constraints.<name>``) is set only after every live row is found to satisfy it, and the
-commit reads the whole table, so rows written meanwhile make it retry and be checked too.
+commit reads the whole table: files written meanwhile fail it (nothing is set) rather than slip
+in unchecked.
 """
 
 from __future__ import annotations
@@ -79,8 +80,10 @@ def set_properties(table: DeltaTable, properties: Mapping[str, str]) -> CommitRe
     checks = _new_checks(metadata.configuration, wanted)
     if checks:
         _check_existing_rows(table, snap, checks)
-        # Rows committed meanwhile were not checked: a concurrent change of files makes this
-        # commit retry from scratch (and writers that read the old metadata fail on ours).
+        # Rows committed meanwhile were not checked: any file added or removed concurrently
+        # fails this commit (ConcurrentAppendException / ConcurrentDeleteReadException, as a
+        # metadata change conflicts with every add), nothing set; writers that read the old
+        # metadata and commit after it fail on the metadata change and check again.
         txn.read_whole_table()
     if protocol is not snap.protocol:
         txn.update_protocol(protocol)
