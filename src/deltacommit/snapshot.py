@@ -9,10 +9,11 @@ costs one request per new commit instead of a reload.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltacommit.checkpoint_reader import read_last_checkpoint, read_segment
@@ -45,6 +46,9 @@ class Commit:
 
     version: int
     actions: list[Action]
+    #: SHA-256 (hex) of the commit file's bytes, where they were at hand (read or written by
+    #: this process): reading the file again proves it unchanged without decoding it.
+    digest: str = field(default="", compare=False)
 
     @property
     def commit_info(self) -> CommitInfo | None:
@@ -56,7 +60,7 @@ class Commit:
 
 def decode_commit(log_store: LogStore, version: int, data: bytes) -> Commit:
     source = f"{log_store.table_uri}/{LOG_DIR}/{commit_name(version)}"
-    return Commit(version, parse_commit(data, source))
+    return Commit(version, parse_commit(data, source), hashlib.sha256(data).hexdigest())
 
 
 def _decoded(log_store: LogStore, pairs: Iterable[tuple[int, bytes]], out: list[Commit]
@@ -100,30 +104,34 @@ class Snapshot:
     # ------------------------------------------------------------------ loading
 
     @classmethod
-    def load(cls, log_store: LogStore, version: int | None = None) -> Snapshot:
+    def load(cls, log_store: LogStore, version: int | None = None, *,
+             read: list[Commit] | None = None) -> Snapshot:
         """The snapshot at ``version`` (the latest if None).
 
         ``_last_checkpoint`` names a recent checkpoint, so only the log files from there on are
         listed; if that checkpoint turns out to be unusable (or the hint is absent, stale or
         the version asked for is older), the whole log is listed and every checkpoint at or
         before the target is a candidate, newest first.
+
+        ``read``, if given, receives the commit at the loaded version when the load decoded it
+        (it follows the checkpoint), so that the caller need not read it again.
         """
         hint = read_last_checkpoint(log_store)
         unusable: set[str] = set()
         if hint is not None and (version is None or version >= hint.version):
             snap = cls._load_listed(log_store, log_store.list_log(hint.version), version, hint,
-                                    unusable, partial=True)
+                                    unusable, partial=True, read=read)
             if snap is not None:
                 return snap
         snap = cls._load_listed(log_store, log_store.list_log(0), version, hint, unusable,
-                                partial=False)
+                                partial=False, read=read)
         assert snap is not None
         return snap
 
     @classmethod
     def _load_listed(cls, log_store: LogStore, files: list[LogFile], version: int | None,
                      hint: LastCheckpoint | None, unusable: set[str],
-                     partial: bool) -> Snapshot | None:
+                     partial: bool, read: list[Commit] | None = None) -> Snapshot | None:
         """Load from a listing; with ``partial`` (a listing that starts at the hinted checkpoint)
         return None instead of failing when that listing holds no usable checkpoint."""
         uri = log_store.table_uri
@@ -155,11 +163,21 @@ class Snapshot:
         # probes after it): no second listing.
         pairs = (log_store.read_range(segment.start, target, listed=True)
                  if segment.start <= target else [])
-        state = replay(((v, decode_commit(log_store, v, data).actions) for v, data in pairs),
-                       base, cls._source_of(uri))
+        last: list[Commit] = []
+
+        def decoded() -> Iterator[tuple[int, list[Action]]]:
+            for v, data in pairs:
+                commit = decode_commit(log_store, v, data)
+                if v == target:
+                    last.append(commit)
+                yield v, commit.actions
+
+        state = replay(decoded(), base, cls._source_of(uri))
         state.validate(uri)
         snap = cls(log_store, state)
         snap.check_readable()
+        if read is not None:
+            read.extend(last)
         return snap
 
     @staticmethod

@@ -41,7 +41,7 @@ from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.scan import FileScan, select_files
-from deltacommit.snapshot import Snapshot
+from deltacommit.snapshot import Commit, Snapshot
 from deltacommit.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -126,8 +126,10 @@ class DeltaTable:
             snap, new, anchor = reopened
             return TableLog(self.log_store, self.clock, snap, cache_key=key,
                             known=tuple(new) if new else (anchor,))
-        log = TableLog(self.log_store, self.clock, Snapshot.load(self.log_store), cache_key=key)
-        log.publish_loaded()
+        read: list[Commit] = []
+        log = TableLog(self.log_store, self.clock, Snapshot.load(self.log_store, read=read),
+                       cache_key=key)
+        log.publish_loaded(read)
         return log
 
     @classmethod

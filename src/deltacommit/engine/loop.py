@@ -266,9 +266,9 @@ class CommitLoop:
                             return landed
                         base = landed
                 continue
-            commit = Commit(version, actions)
-            self.log.committed(commit)
             digest = hashlib.sha256(data).hexdigest()
+            commit = Commit(version, actions, digest)
+            self.log.committed(commit)
             for m in members:
                 m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
                                        txn_id=m.staged.txn_id, digest=digest,

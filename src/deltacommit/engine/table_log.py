@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from deltacommit.checkpoint import after_commit
@@ -23,6 +23,11 @@ from deltacommit.snapshot import Commit, Snapshot, decode_commit
 
 #: How many recent commits a table log keeps for conflict checks of its transactions.
 RECENT_COMMITS = 256
+
+
+#: A freshly loaded snapshot whose own commit the load did not decode (a checkpoint at its
+#: version) is offered to the process's cache only if that commit is at most this large.
+LARGEST_DECODED_ANCHOR = 256 * 1024
 
 
 class TableLog:
@@ -166,15 +171,23 @@ class TableLog:
             state_cache.remember(self._cache_key, snap, self._recent.get(snap.version),
                                  self._confirmed_at)
 
-    def publish_loaded(self) -> None:
-        """Offer a freshly loaded snapshot to the process's cache: the commit at its version
-        is read (one GET) to serve as the proof of identity on the next open."""
+    def publish_loaded(self, read: Sequence[Commit] = ()) -> None:
+        """Offer a freshly loaded snapshot to the process's cache, with the commit at its
+        version as the proof of identity on the next open: from ``read`` (the commits the
+        load decoded), else read (one GET)."""
         if self._cache_key is None or not state_cache.enabled():
             return
         snap = self._snapshot
+        known = [c for c in read if c.version == snap.version]
         try:
-            [(version, data)] = self.log_store.read_range(snap.version, snap.version)
-            self._remember(decode_commit(self.log_store, version, data))
+            if known:
+                self._remember(known[0])
+            else:
+                [(version, data)] = self.log_store.read_range(snap.version, snap.version)
+                if len(data) > LARGEST_DECODED_ANCHOR:
+                    # Decoding it would cost about what loading the table again does.
+                    return
+                self._remember(decode_commit(self.log_store, version, data))
         except (DeltaCommitError, ValueError):
             return  # no commit file at the version (a checkpoint only): not cached
         self._publish()
