@@ -31,6 +31,7 @@ from deltacommit.log.add_actions import (
 from deltacommit.log.lazy_files import LazyActionMap
 from deltacommit.log.parsed_stats import (
     stats_json_from_struct,
+    stats_json_texts,
     stats_struct_array,
     stats_struct_type,
 )
@@ -614,3 +615,68 @@ def test_typed_stats_are_read_when_asked_for_or_else_parsed(
     assert sum(counts) == 8
     mine = got.drop([c for c in got.column_names if c.startswith(EXTRA)]).sort_by("path")
     assert mine.to_pylist() == peer.to_pylist()
+
+
+# --------------------------------------------------------------------------- stats_json_texts
+
+_BOUND = pa.struct([
+    ("i", pa.int32()), ("f", pa.float64()), ("g", pa.float32()), ("s", pa.string()),
+    ("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")),
+    ("kol", pa.timestamp("us", tz="Asia/Kolkata")), ("tms", pa.timestamp("ms", tz="UTC")),
+    ("tns", pa.timestamp("ns", tz="UTC")), ("dec", pa.decimal128(6, 2)),
+    ("n", pa.struct([("x", pa.int64()), ("y", pa.struct([("z", pa.string())]))])),
+])
+_COUNT = pa.struct([("i", pa.int64()), ("s", pa.int64()),
+                    ("n", pa.struct([("x", pa.int64())]))])
+_PARSED = pa.struct([("numRecords", pa.int64()), ("minValues", _BOUND), ("maxValues", _BOUND),
+                     ("nullCount", _COUNT), ("tightBounds", pa.bool_())])
+_US = st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _instant(us: int) -> dt.datetime:
+    return _EPOCH + dt.timedelta(microseconds=us)
+
+
+_bound_values = st.fixed_dictionaries({}, optional={
+    "i": st.integers(-(2 ** 31), 2 ** 31 - 1),
+    "f": st.floats(), "g": st.floats(width=32),
+    "s": st.text(max_size=6),
+    "d": st.dates(),
+    "ts": st.one_of(_US, st.integers(-10_000, 10_000)).map(_instant),
+    "ntz": st.one_of(_US, st.integers(-10_000, 10_000)).map(
+        lambda us: _instant(us).replace(tzinfo=None)),
+    "kol": st.integers(-62_135_596_800_000_000 + 86_400_000_000,
+                       253_402_300_799_999_999 - 86_400_000_000).map(_instant),
+    "tms": _US.map(lambda us: _instant(us - us % 1000)),
+    "tns": st.integers(-9_000_000_000_000_000, 9_000_000_000_000_000).map(_instant),
+    "dec": st.decimals(-9999, 9999, places=2, allow_nan=False),
+    "n": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "x": st.integers(-5, 5),
+        "y": st.one_of(st.none(), st.fixed_dictionaries({}, optional={"z": st.text(max_size=3)})),
+    })),
+})
+_parsed_rows = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+    "numRecords": st.integers(0, 2 ** 40),
+    "minValues": st.one_of(st.none(), _bound_values),
+    "maxValues": st.one_of(st.none(), _bound_values),
+    "nullCount": st.one_of(st.none(), st.fixed_dictionaries({}, optional={
+        "i": st.integers(0, 9), "s": st.integers(0, 9),
+        "n": st.fixed_dictionaries({}, optional={"x": st.integers(0, 9)})})),
+    "tightBounds": st.booleans(),
+}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_parsed_rows, max_size=10), start=st.integers(0, 3))
+def test_stats_texts_column_wise_are_the_row_by_row_texts(rows: list[Any], start: int) -> None:
+    """The texts made column by column from ``stats_parsed`` (a checkpoint without JSON
+    statistics) are exactly the row-at-a-time ones: sub-millisecond bounds cut down or rounded
+    up, instants before 1970 and at the ends of a datetime's range, zones other than UTC,
+    time zone-less columns, non-finite floats, nested structs and null rows at every level,
+    and a slice of the array."""
+    arr = pa.array(rows, _PARSED)
+    ntz = frozenset({("ntz",)})
+    for part in (arr, arr.slice(min(start, len(arr)))):
+        assert stats_json_texts(part, ntz) == \
+            [stats_json_from_struct(r, ntz) for r in part.to_pylist()]

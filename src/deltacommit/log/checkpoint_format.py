@@ -43,7 +43,7 @@ from deltacommit.log.parsed_stats import (
     ntz_paths,
     partition_struct_column,
     partition_struct_type,
-    stats_json_from_struct,
+    stats_json_texts,
     stats_struct_type,
 )
 from deltacommit.log.replay import TableState
@@ -637,8 +637,8 @@ def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
     stats = arr.field("stats") if "stats" in names else pa.nulls(len(arr), pa.string())
     if not pc.any(pc.and_(stats.is_null(), parsed.is_valid())).as_py():
         return arr
-    texts = [s if s is not None else stats_json_from_struct(p, ntz)
-             for s, p in zip(stats.to_pylist(), parsed.to_pylist(), strict=True)]
+    made = stats_json_texts(parsed, ntz)
+    texts = [s if s is not None else m for s, m in zip(stats.to_pylist(), made, strict=True)]
     children = [arr.field(n) for n in names if n != "stats"] + [pa.array(texts, pa.string())]
     fields = [arr.type.field(n) for n in names if n != "stats"] + [pa.field("stats", pa.string())]
     return pa.StructArray.from_arrays(children, fields=fields,
