@@ -678,5 +678,5 @@ def test_stats_texts_column_wise_are_the_row_by_row_texts(rows: list[Any], start
     arr = pa.array(rows, _PARSED)
     ntz = frozenset({("ntz",)})
     for part in (arr, arr.slice(min(start, len(arr)))):
-        assert stats_json_texts(part, ntz) == \
+        assert stats_json_texts(part, ntz).to_pylist() == \
             [stats_json_from_struct(r, ntz) for r in part.to_pylist()]

@@ -637,9 +637,8 @@ def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
     stats = arr.field("stats") if "stats" in names else pa.nulls(len(arr), pa.string())
     if not pc.any(pc.and_(stats.is_null(), parsed.is_valid())).as_py():
         return arr
-    made = stats_json_texts(parsed, ntz)
-    texts = [s if s is not None else m for s, m in zip(stats.to_pylist(), made, strict=True)]
-    children = [arr.field(n) for n in names if n != "stats"] + [pa.array(texts, pa.string())]
+    texts = pc.coalesce(stats.cast(pa.string()), stats_json_texts(parsed, ntz))
+    children = [arr.field(n) for n in names if n != "stats"] + [texts]
     fields = [arr.type.field(n) for n in names if n != "stats"] + [pa.field("stats", pa.string())]
     return pa.StructArray.from_arrays(children, fields=fields,
                                       mask=arr.is_null() if arr.null_count else None)

@@ -6,7 +6,8 @@ false`` it carries nothing else: a reader that only knows the JSON ``stats`` str
 every file's row count.  So reading turns a struct back into the JSON text the rest of the
 library (and every later checkpoint) uses, and writing builds the struct from that text: here
 a row at a time (the reference, and the fallback for texts Arrow's JSON reader refuses),
-column-wise in ``stats_arrays`` and ``partition_struct_column``.  Both directions follow
+column-wise in ``stats_json_texts`` (struct to text), ``stats_arrays`` and
+``partition_struct_column``.  Both directions follow
 the JSON layout of ``stats``: ``numRecords``, ``minValues``/``maxValues`` (only for types with
 bounds: numbers, decimals, strings, dates, timestamps, and structs of them), ``nullCount``
 (every column) and ``tightBounds``.
@@ -178,21 +179,27 @@ def stats_json_from_struct(row: Mapping[str, Any] | None, ntz: frozenset[Path] =
     return _dumps(out) if out else None
 
 
-def stats_json_texts(parsed: Any, ntz: frozenset[Path] = frozenset()) -> list[str | None]:
-    """``stats_json_from_struct`` of every row of a ``stats_parsed`` array, column by column.
+#: Arrow's per-row string join (its stubs type a mix of arrays and separators poorly).
+_join_each: Any = pc.binary_join_element_wise
+
+
+def stats_json_texts(parsed: Any, ntz: frozenset[Path] = frozenset()) -> Any:
+    """``stats_json_from_struct`` of every row of a ``stats_parsed`` array, as a string array,
+    column by column.
 
     A checkpoint written with ``delta.checkpoint.writeStatsAsJson=false`` holds every file's
     statistics only so; turning 100,000 of them into texts a row at a time (a dict per row, a
-    call per value) took seconds.  Here each column's values become JSON fragments in one pass
-    and each row only joins its fragments; values without a plain JSON form (floats,
-    decimals, dates, timestamps) still go through ``_json_value``, so the texts are the same.
+    call per value) took seconds.  Here each column's values become JSON fragments at once
+    (numbers and plain strings by Arrow, timestamps by NumPy) and Arrow joins each row's
+    fragments; only values without such a form (floats, decimals, dates, strings that need
+    escapes) go through Python, one by one, as the reference does, so the texts are the same.
     """
     n = len(parsed)
     if not n:
-        return []
+        return pa.array([], pa.string())
     t = parsed.type
     names = [t.field(i).name for i in range(t.num_fields)]
-    sections: list[list[str | None]] = []
+    sections: list[Any] = []
     if "numRecords" in names:
         sections.append(_keyed("numRecords", _leaf_texts(parsed.field("numRecords"),
                                                          ("numRecords",), False, ntz, top=True)))
@@ -203,27 +210,34 @@ def stats_json_texts(parsed: Any, ntz: frozenset[Path] = frozenset()) -> list[st
         sections.append(_keyed("tightBounds", _leaf_texts(parsed.field("tightBounds"),
                                                           ("tightBounds",), False, ntz,
                                                           top=True)))
-    valid = parsed.is_valid().to_pylist()
-    out: list[str | None] = []
-    for i in range(n):
-        if not valid[i]:
-            out.append(None)
-            continue
-        parts = [f[i] for f in sections if f[i] is not None]
-        out.append("{" + ",".join(parts) + "}" if parts else None)  # type: ignore[arg-type]
-    return out
+    joined = _joined(sections, n)
+    # A row with no section at all has no statistics (None), as in the reference.
+    empty = pc.equal(pc.binary_length(joined), pa.scalar(0, pa.int32()))
+    text = _join_each("{", joined, "}", "")
+    return pc.if_else(pc.or_(empty, parsed.is_null()), pa.scalar(None, pa.string()), text)
 
 
-def _keyed(key: str, texts: list[str | None]) -> list[str | None]:
-    prefix = json.dumps(key, ensure_ascii=False) + ":"
-    return [None if v is None else prefix + v for v in texts]
+def _joined(parts: list[Any], n: int) -> Any:
+    """Each row's non-null ``parts`` joined by commas ("" where none is set).
+
+    ``binary_join_element_wise`` skipping nulls drops the rows where every part is null
+    (pyarrow 26), so each row starts with an empty part, whose comma is cut off after."""
+    lead = pa.array([""] * n, pa.string())
+    if not parts:
+        return lead
+    joined = _join_each(lead, *parts, ",", null_handling="skip")
+    return pc.utf8_slice_codeunits(joined, 1)
 
 
-def _object_texts(arr: Any, path: Path, upper: bool, ntz: frozenset[Path]
-                  ) -> list[str | None]:
-    """``_dumps(_json_object(row))`` of each row of a struct array; None for a null row."""
+def _keyed(key: str, texts: Any) -> Any:
+    """``"key":text`` for each text (null where the text is null)."""
+    return _join_each(json.dumps(key, ensure_ascii=False) + ":", texts, "")
+
+
+def _object_texts(arr: Any, path: Path, upper: bool, ntz: frozenset[Path]) -> Any:
+    """``_dumps(_json_object(row))`` of each row of a struct array; null for a null row."""
     t = arr.type
-    children: list[list[str | None]] = []
+    children: list[Any] = []
     for i in range(t.num_fields):
         f = t.field(i)
         child = arr.field(i)
@@ -232,46 +246,48 @@ def _object_texts(arr: Any, path: Path, upper: bool, ntz: frozenset[Path]
         else:
             texts = _leaf_texts(child, (*path, f.name), upper, ntz)
         children.append(_keyed(f.name, texts))
-    valid = arr.is_valid().to_pylist()
-    out: list[str | None] = []
-    for i, ok in enumerate(valid):
-        if ok:
-            out.append("{" + ",".join([c[i] for c in children  # type: ignore[misc]
-                                       if c[i] is not None]) + "}")
-        else:
-            out.append(None)
-    return out
+    text = _join_each("{", _joined(children, len(arr)), "}", "")
+    return pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), text)
+
+
+#: Characters JSON strings must escape (``json.dumps`` with ``ensure_ascii=False``).
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
 def _leaf_texts(arr: Any, path: Path, upper: bool, ntz: frozenset[Path], *,
-                top: bool = False) -> list[str | None]:
-    """The JSON text of each value of a leaf column (None where the row has none).
+                top: bool = False) -> Any:
+    """The JSON text of each value of a leaf column (null where the row has none).
 
     ``top``: a top-level value (``numRecords``, ``tightBounds``), which the JSON holds as it is;
     bounds and counts inside the objects go through ``_json_value``."""
     t = arr.type
+    if pa.types.is_integer(t):
+        return pc.cast(arr, pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, pa.scalar("true"), pa.scalar("false"))
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        arr = arr.cast(pa.string())
+        if not len(arr) or not pc.any(pc.match_substring_regex(arr, _NEEDS_ESCAPE)).as_py():
+            return _join_each('"', arr, '"', "")
+        dumps = json.dumps
+        return pa.array([None if v is None else dumps(v, ensure_ascii=False)
+                         for v in arr.to_pylist()], pa.string())
     if not top and pa.types.is_timestamp(t) and t.unit in _PER_MS:
         made = _timestamp_texts(arr, _PER_MS[t.unit], upper, path not in ntz)
         if made is not None:
             return made
     values = arr.to_pylist()
-    if pa.types.is_floating(t) and not top:
-        isfinite = math.isfinite
-        return [None if v is None or not isfinite(v) else repr(v) for v in values]
-    if pa.types.is_integer(t):
-        return [None if v is None else str(v) for v in values]
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        dumps = json.dumps
-        return [None if v is None else dumps(v, ensure_ascii=False) for v in values]
-    if pa.types.is_boolean(t):
-        return [None if v is None else ("true" if v else "false") for v in values]
     if top:
-        return [None if v is None else _dumps(v) for v in values]
+        return pa.array([None if v is None else _dumps(v) for v in values], pa.string())
+    if pa.types.is_floating(t):
+        isfinite = math.isfinite
+        return pa.array([None if v is None or not isfinite(v) else repr(v) for v in values],
+                        pa.string())
     out: list[str | None] = []
     for v in values:
         j = None if v is None else _json_value(v, path, upper, ntz)
         out.append(None if j is None else _dumps(j))
-    return out
+    return pa.array(out, pa.string())
 
 
 #: Timestamp units whose values are whole microseconds or coarser, by units per millisecond.
@@ -281,7 +297,7 @@ _PER_MS = {"ms": 1, "us": 1000}
 _FIRST_MS, _LAST_MS = -62_135_596_800_000, 253_402_300_799_999
 
 
-def _timestamp_texts(arr: Any, per_ms: int, upper: bool, zulu: bool) -> list[str | None] | None:
+def _timestamp_texts(arr: Any, per_ms: int, upper: bool, zulu: bool) -> Any:
     """``_json_value`` of each timestamp of ``arr``, formatted by NumPy; None (so the caller
     goes value by value) if one lies outside what a Python ``datetime`` holds.  A lower
     bound is cut to the millisecond, an upper one rounded up (as ``_json_value`` does)."""
@@ -293,9 +309,10 @@ def _timestamp_texts(arr: Any, per_ms: int, upper: bool, zulu: bool) -> list[str
     kept = ms[valid]
     if len(kept) and (kept.min() < _FIRST_MS or kept.max() > _LAST_MS):
         return None
-    texts = np.datetime_as_string(ms.astype("datetime64[ms]"), unit="ms").tolist()
-    end = 'Z"' if zulu else '"'
-    return ['"' + s + end if ok else None for s, ok in zip(texts, valid.tolist(), strict=True)]
+    texts = np.datetime_as_string(ms.astype("datetime64[ms]"), unit="ms")
+    quoted = _join_each('"', pa.array(texts, pa.string()),
+                                         'Z"' if zulu else '"', "")
+    return pc.if_else(pa.array(valid), quoted, pa.scalar(None, pa.string()))
 
 
 # --------------------------------------------------------------------------- JSON -> struct
