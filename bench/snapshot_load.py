@@ -79,7 +79,9 @@ def emit(**fields: Any) -> None:
 class Builder:
     """Writes commit files straight into ``_delta_log`` and keeps the replayed state."""
 
-    def __init__(self, root: Path, now_ms: int) -> None:
+    def __init__(self, root: Path, now_ms: int,
+                 configuration: dict[str, str | None] | None = None) -> None:
+        self.configuration = dict(configuration or {})
         self.log = root / "_delta_log"
         self.log.mkdir(parents=True)
         self.now_ms = now_ms
@@ -111,7 +113,7 @@ class Builder:
     def create(self) -> None:
         self.commit([self.info("CREATE TABLE"), Protocol(1, 2),
                      Metadata(id=str(uuid.uuid4()), schema_string=SCHEMA_STRING,
-                              partition_columns=["day"], configuration={},
+                              partition_columns=["day"], configuration=self.configuration,
                               created_time=self.now_ms)])
 
     def append(self, k: int, replace: int = 0) -> None:
@@ -126,10 +128,19 @@ class Builder:
         self.commit(actions)
 
 
-def build(root: Path, versions: int, files: int) -> tuple[int, float]:
+#: Table properties by ``--checkpoint-stats``: how the checkpoint holds each file's statistics.
+CHECKPOINT_STATS: dict[str, dict[str, str | None]] = {
+    "json": {},
+    "struct": {"delta.checkpoint.writeStatsAsJson": "false",
+               "delta.checkpoint.writeStatsAsStruct": "true"},
+}
+
+
+def build(root: Path, versions: int, files: int,
+          configuration: dict[str, str | None] | None = None) -> tuple[int, float]:
     """The table; returns (checkpoint version, seconds spent building)."""
     t0 = time.perf_counter()
-    b = Builder(root, int(time.time() * 1000))
+    b = Builder(root, int(time.time() * 1000), configuration)
     b.create()
     commits = versions - 1
     per, extra = divmod(files, commits)
@@ -240,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the table afterwards")
     p.add_argument("--rss-files", type=int, default=1_000_000,
                    help="live files of the table whose peak memory is measured (0: skip)")
+    p.add_argument("--checkpoint-stats", choices=sorted(CHECKPOINT_STATS), default="json",
+                   help="statistics in the checkpoint as JSON text (Spark's default) or only "
+                        "as stats_parsed (delta.checkpoint.writeStatsAsJson=false)")
     args = p.parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="dc-bench-snapshot-"))
     root = base / "table"
@@ -247,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root)
     uri = str(root)
     try:
-        cp, secs = build(root, args.versions, args.files)
+        cp, secs = build(root, args.versions, args.files,
+                         CHECKPOINT_STATS[args.checkpoint_stats])
         latest = args.versions - 1
         emit(bench="snapshot_load", measure="build", versions=args.versions, files=args.files,
-             checkpoint_version=cp, seconds=round(secs, 2))
+             checkpoint_version=cp, checkpoint_stats=args.checkpoint_stats,
+             seconds=round(secs, 2))
 
         # Both libraries must see the same table.
         ours = dc.DeltaTable(uri)
@@ -313,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu_t.append(time.process_time() - c0)
             # CPU time (all threads) too: on a shared machine it varies less than wall time.
             summary("cold_with_add_actions", acts_o, acts_t, flatten=flatten, version=latest,
-                    live_files=args.files,
+                    live_files=args.files, checkpoint_stats=args.checkpoint_stats,
                     deltacommit_cpu_s=round(statistics.median(cpu_o), 4),
                     deltalake_cpu_s=round(statistics.median(cpu_t), 4),
                     cpu_ratio=round(statistics.median(cpu_o) / statistics.median(cpu_t), 3))
