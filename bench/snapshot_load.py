@@ -18,6 +18,8 @@ hook would leave the table.  Then, in the same process and alternating the two l
 - ``cold_one_partition``: a cold open of a table of as many files in 336 partitions, all in its
   checkpoint, plus the files of one partition (``files(partition_filters)`` vs
   ``file_uris(partition_filters)``);
+- ``kept_appends``: one-row appends through a kept table object of the partitioned table, after
+  enumerating its files, per commit (``dc.write`` vs ``write_deltalake``, each on its own copy);
 - ``update``: after 10 new commits, ``DeltaTable.update()`` vs ``update_incremental()``.
 
 Each measurement prints one JSON line; ``ratio`` is deltacommit's median time over delta-rs's
@@ -229,6 +231,33 @@ def measure_rss(base: Path, files: int) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def kept_appends(wide: Path, files: int, commits: int) -> None:
+    """One-row appends through a kept table object of a table of ``files`` files, after its
+    file list was enumerated (both libraries then hold every file): what a long-lived writer
+    of a large table pays per commit, checkpoints every 10 versions included.  Each library
+    appends to its own copy of the table."""
+    data = pa.table({"id": pa.array([1], pa.int64()), "value": ["x"], "day": ["2026-01-01"]})
+    mine, peer = wide.with_name("kept-deltacommit"), wide.with_name("kept-deltalake")
+    for d in (mine, peer):
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(wide, d)
+    ours = dc.DeltaTable(str(mine))
+    theirs = deltalake.DeltaTable(str(peer))
+    assert len(ours.files()) == theirs.get_add_actions().num_rows == files
+    per_o: list[float] = []
+    per_t: list[float] = []
+    for _ in range(commits):
+        gc.collect()
+        per_o.append(timed(lambda: dc.write(ours, data))[0])
+        gc.collect()
+        per_t.append(timed(lambda: deltalake.write_deltalake(theirs, data, mode="append"))[0])
+    assert ours.version == theirs.version() == 1 + commits, (ours.version, theirs.version())
+    summary("kept_appends", per_o, per_t, live_files=files, commits=commits,
+            calls="dc.write(kept table) vs write_deltalake(kept DeltaTable), per commit")
+    for d in (mine, peer):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -351,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             part_t.append(dt_t)
         summary("cold_one_partition", part_o, part_t, live_files=args.files, selected=n_o,
                 calls="files(partition_filters) vs file_uris(partition_filters)")
+        kept_appends(wide, args.files, 3 * args.repeat)
         shutil.rmtree(wide, ignore_errors=True)
 
         b = Builder.__new__(Builder)
