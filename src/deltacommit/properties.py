@@ -106,17 +106,11 @@ def _check_existing_rows(table: DeltaTable, snap: Snapshot, checks: list[Constra
     CHECK constraint only on the rows they write, so one set over rows that violate it would
     be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``
     and checks the rows in ``ADD CONSTRAINT``; this is the one way to set it here.)"""
-    from deltacommit.column_mapping import mapping_mode
     from deltacommit.constraints import check_constraints
     from deltacommit.errors import CheckConstraintViolationError
-    from deltacommit.scan import FileScan
 
     uri = table.uri
-    scan = FileScan(uri, snap.version, snap.schema, snap.partition_columns,
-                    storage_options=table.storage_options,
-                    allow_external_paths=table.allow_external_paths,
-                    column_mapping=mapping_mode(snap.configuration, uri),
-                    given_store=table.log_store.store)
+    scan = table.file_scan(snap.schema)
     for add in snap.iter_files():
         try:
             check_constraints(scan.read(add), checks, uri)
