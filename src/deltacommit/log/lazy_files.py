@@ -427,10 +427,7 @@ class LazyActionMap(dict[str, V]):
                 kept = [i for i, k in enumerate(base_keys) if k not in shadow]
                 keys = [base_keys[i] for i in kept] + list(dict.keys(self))
                 objects = [base_objects[i] for i in kept] + list(dict.values(self))
-        if len(keys) != len(rows):
-            return None
-        return LazyActionMap(ActionRows(rows, decode, stats_parsed=stats_parsed, keys=keys,
-                                        objects=objects))
+        return _backed(rows, stats_parsed, decode, keys, objects)
 
     def arrow_rows(self, to_arrow: Callable[[list[V]], pa.StructArray]) -> pa.StructArray:
         """Every live action as Arrow, without building objects for the checkpoint rows."""
@@ -704,10 +701,17 @@ def rebased_map(m: dict[str, V], rows: pa.StructArray, stats_parsed: Any,
     ``LazyActionMap.rebased``); None when that cannot be had without decoding rows."""
     if isinstance(m, LazyActionMap):
         return m.rebased(rows, stats_parsed, decode)
-    if len(m) != len(rows):
+    return _backed(rows, stats_parsed, decode, list(m), list(m.values()))
+
+
+def _backed(rows: pa.StructArray, stats_parsed: Any, decode: Callable[[pa.StructArray], list[V]],
+            keys: list[str], objects: list[V]) -> LazyActionMap[V] | None:
+    """A map of ``keys`` to ``objects`` backed by ``rows`` (theirs, in order); None if the
+    rows are not one per key."""
+    if len(keys) != len(rows):
         return None
-    return LazyActionMap(ActionRows(rows, decode, stats_parsed=stats_parsed, keys=list(m),
-                                    objects=list(m.values())))
+    return LazyActionMap(ActionRows(rows, decode, stats_parsed=stats_parsed, keys=keys,
+                                    objects=objects))
 
 
 def copy_file_map(m: dict[str, V]) -> dict[str, V]:
