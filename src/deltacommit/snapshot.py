@@ -163,21 +163,17 @@ class Snapshot:
         # probes after it): no second listing.
         pairs = (log_store.read_range(segment.start, target, listed=True)
                  if segment.start <= target else [])
-        last: list[Commit] = []
-
         def decoded() -> Iterator[tuple[int, list[Action]]]:
             for v, data in pairs:
                 commit = decode_commit(log_store, v, data)
-                if v == target:
-                    last.append(commit)
+                if v == target and read is not None:
+                    read.append(commit)
                 yield v, commit.actions
 
         state = replay(decoded(), base, cls._source_of(uri))
         state.validate(uri)
         snap = cls(log_store, state)
         snap.check_readable()
-        if read is not None:
-            read.extend(last)
         return snap
 
     @staticmethod
