@@ -222,7 +222,8 @@ def null_rows(n: int, type_: pa.StructType) -> Any:
         return _filler(n, type_, True)
     rows = _NULL_ROWS.get(type_)
     if rows is None or len(rows) < n:
-        rows = _filler(min(_NULL_ROWS_KEPT, max(n, 1024, 0 if rows is None else 2 * len(rows))), type_, True)
+        grown = max(n, 1024, 0 if rows is None else 2 * len(rows))
+        rows = _filler(min(_NULL_ROWS_KEPT, grown), type_, True)
         if len(_NULL_ROWS) >= _NULL_ROWS_TYPES:
             _NULL_ROWS.clear()
         _NULL_ROWS[type_] = rows

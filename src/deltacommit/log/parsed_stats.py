@@ -310,8 +310,7 @@ def _timestamp_texts(arr: Any, per_ms: int, upper: bool, zulu: bool) -> Any:
     if len(kept) and (kept.min() < _FIRST_MS or kept.max() > _LAST_MS):
         return None
     texts = np.datetime_as_string(ms.astype("datetime64[ms]"), unit="ms")
-    quoted = _join_each('"', pa.array(texts, pa.string()),
-                                         'Z"' if zulu else '"', "")
+    quoted = _join_each('"', pa.array(texts, pa.string()), 'Z"' if zulu else '"', "")
     return pc.if_else(pa.array(valid), quoted, pa.scalar(None, pa.string()))
 
 
