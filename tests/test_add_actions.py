@@ -680,3 +680,86 @@ def test_stats_texts_column_wise_are_the_row_by_row_texts(rows: list[Any], start
     for part in (arr, arr.slice(min(start, len(arr)))):
         assert stats_json_texts(part, ntz).to_pylist() == \
             [stats_json_from_struct(r, ntz) for r in part.to_pylist()]
+
+
+# --------------------------------------------------------------------------- rows without texts
+
+
+def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The columns of every read of a checkpoint file from now on."""
+    from deltacommit import checkpoint_reader
+
+    reads: list[list[str]] = []
+    real = checkpoint_reader._CheckpointFile.read
+
+    def read(self: Any, columns: list[str]) -> pa.Table:
+        reads.append(list(columns))
+        return real(self, columns)
+
+    monkeypatch.setattr(checkpoint_reader._CheckpointFile, "read", read)
+    return reads
+
+
+def test_file_table_from_typed_statistics_never_reads_the_texts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the checkpoint's ``stats_parsed`` answers for every file, ``get_add_actions``
+    reads its rows without the JSON statistics (most of their bytes) and gives the same table
+    as from the whole rows; files listed afterwards get their texts by reading that one column,
+    not the rows again."""
+    uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
+    state_cache.clear()
+    whole_rows = dc.DeltaTable(uri)
+    expected_files = {a.path: a for a in whole_rows.files()}
+    expected = whole_rows.get_add_actions()
+    state_cache.clear()
+    reads = _recorded_reads(monkeypatch)
+    table = dc.DeltaTable(uri)
+    got = table.get_add_actions()
+    assert got.to_pylist() == expected.to_pylist()
+    assert got.num_rows == len(expected_files) == 8
+    assert reads and not any("add.stats" in cols for cols in reads)
+    assert any("add.path" in cols for cols in reads)  # the rows were read, without texts
+    del reads[:]
+    assert {a.path: a for a in table.files()} == expected_files
+    assert reads == [["add.path", "add.stats"]]
+    del reads[:]
+    assert table.get_add_actions().to_pylist() == expected.to_pylist()
+    assert reads == []
+
+
+def test_file_table_reads_the_texts_where_typed_statistics_fall_short(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delta's ``parsed-stats`` table has rows its ``stats_parsed`` cannot answer for: their
+    texts are added to the rows already read (one column), and the table is deltalake's."""
+    uri = str(DATA / "kernel/parsed-stats")
+    state_cache.clear()
+    reads = _recorded_reads(monkeypatch)
+    mine = ours(uri, False)
+    assert ["add.path", "add.stats"] in reads
+    whole = [cols for cols in reads if "add.stats" in cols and cols != ["add.path", "add.stats"]]
+    assert whole == []  # the rows were not read again with their texts
+    assert mine.to_pylist() == theirs(uri, False).to_pylist()
+
+
+def test_struct_only_stats_is_stats_from_struct_when_it_answers() -> None:
+    """``struct_only_stats`` gives exactly ``stats_from_struct``'s statistics for rows that all
+    have a text, and None where some row would need its text."""
+    logical = stats_type(pa.schema([("a", pa.int64()), ("s", pa.string())]), [], {})
+    parsed_type = pa.struct([("numRecords", pa.int64()),
+                             ("minValues", pa.struct([("a", pa.int64()), ("s", pa.string())])),
+                             ("maxValues", pa.struct([("a", pa.int64()), ("s", pa.string())])),
+                             ("nullCount", pa.struct([("a", pa.int64()), ("s", pa.int64())]))])
+    rows = [{"numRecords": 2, "minValues": {"a": 1, "s": "x"}, "maxValues": {"a": 5, "s": "y"},
+             "nullCount": {"a": 0, "s": 1}},
+            {"numRecords": 1, "minValues": {"a": 7, "s": None}, "maxValues": {"a": 7, "s": None},
+             "nullCount": {"a": 0, "s": 1}}]
+    parsed = pa.array(rows, parsed_type)
+    texts = pa.array([json.dumps(r) for r in rows])
+    answer = stats_arrays.struct_only_stats(parsed, logical, logical)
+    assert answer is not None
+    assert answer.to_pylist() == stats_from_struct(parsed, texts, logical, logical).to_pylist()
+    with_null = pa.array([*rows, None], parsed_type)
+    assert stats_arrays.struct_only_stats(with_null, logical, logical) is None
+    narrow = pa.array([{"numRecords": 2}], pa.struct([("numRecords", pa.int64())]))
+    assert stats_arrays.struct_only_stats(narrow, logical, logical) is None
+    assert stats_arrays.struct_only_stats(None, logical, logical) is None

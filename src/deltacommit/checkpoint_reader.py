@@ -142,6 +142,24 @@ class _CheckpointFile:
         with_text, rows = self.non_null("add.stats"), self.non_null("add.path")
         return with_text is not None and with_text == rows
 
+    def texts_not_empty(self) -> bool:
+        """Whether the footer shows no ``add`` row with an empty JSON text (a row whose text
+        is empty has no statistics, whatever ``stats_parsed`` says): the smallest text of
+        every row group is not empty."""
+        md = self.pf.metadata
+        for rg in range(md.num_row_groups):
+            group = md.row_group(rg)
+            for j in range(group.num_columns):
+                col = group.column(j)
+                if col.path_in_schema == "add.stats":
+                    stats = col.statistics
+                    if stats is None or not stats.has_min_max or stats.min in ("", b""):
+                        return False
+                    break
+            else:
+                return False
+        return True
+
     def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
         """Action column ``name``, without the ``add.partitionValues_parsed`` no reader here
         uses (partition values are read from their text, once per distinct value), nor the
@@ -281,8 +299,20 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
             return None
         return tables
 
+    # The file list as a table takes the statistics from stats_parsed: the rows it reads
+    # need not carry the texts (most of the add column's bytes) while every row has one.
+    light = apart and all(p.texts_not_empty() for p in with_add)
+
+    def read_light() -> list[pa.Table]:
+        return [p.read_action("add", (*skip, "stats")) for p in files]
+
+    def read_texts() -> list[pa.Table]:
+        return [p.read(["add.path", "add.stats"]) for p in files]
+
     return decode_checkpoint(small, cand.version, source, read_column,
-                             read_stats_parsed=read_stats_parsed if apart else None)
+                             read_stats_parsed=read_stats_parsed if apart else None,
+                             read_light=read_light if light else None,
+                             read_texts=read_texts if light else None)
 
 
 def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:

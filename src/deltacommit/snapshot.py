@@ -326,12 +326,13 @@ class Snapshot:
             return files.arrow_chunks(adds_to_arrow)
         return [adds_to_arrow(list(files.values()))]
 
-    def add_rows_parsed(self) -> list[tuple[pa.StructArray, Any]]:
+    def add_rows_parsed(self, *, texts: bool = True) -> list[tuple[pa.StructArray, Any]]:
         """``add_rows``, each chunk with the checkpoint's typed statistics of its rows
-        (``add.stats_parsed``; None for the adds committed since, or if it has none)."""
+        (``add.stats_parsed``; None for the adds committed since, or if it has none).
+        Without ``texts``, checkpoint rows may lack their JSON statistics (``ADD_LIGHT``)."""
         from deltacommit.log.checkpoint_format import live_add_chunks
 
-        return live_add_chunks(self._state.files)
+        return live_add_chunks(self._state.files, texts=texts)
 
     def app_version(self, app_id: str) -> int | None:
         txn = self._state.app_txns.get(app_id)

@@ -41,7 +41,7 @@ from deltacommit.column_mapping import mapping_mode, physical_name, physical_typ
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.log.checkpoint_format import DELETION_VECTOR
 from deltacommit.log.parsed_stats import partition_strings
-from deltacommit.log.stats_arrays import parse_stats, stats_from_struct
+from deltacommit.log.stats_arrays import parse_stats, stats_from_struct, struct_only_stats
 from deltacommit.partitions import parse_partition_value
 
 #: Decides whether a file is listed from its partition values (keyed by logical name; None for
@@ -257,6 +257,11 @@ def flattened(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+class TextsNeeded(Exception):
+    """Rows without their JSON statistics (``ADD_LIGHT``) were given, and the typed ones do
+    not answer for all of them: the caller gives the whole rows instead."""
+
+
 def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_columns: Sequence[str],
                       configuration: Mapping[str, str | None], *, flatten: bool = False,
                       deletion_vectors: bool = False, keep: PartitionFilter | None = None,
@@ -269,7 +274,8 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     ``deletion_vector`` column; ``keep`` lists only the files whose partition values it
     accepts; ``table`` names the table in errors.  ``stats_parsed`` holds, for each chunk, the
     checkpoint's typed statistics of its rows (or None): where they give what the JSON text
-    would, they are used instead of parsing it (``stats_arrays.stats_from_struct``).
+    would, they are used instead of parsing it (``stats_arrays.stats_from_struct``).  A chunk
+    of ``ADD_LIGHT`` rows (no texts) raises TextsNeeded unless they answer for every row.
     """
     mode = mapping_mode(configuration, table)
     pcols = list(partition_columns)
@@ -292,7 +298,12 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
                 strings = [s.filter(mask) for s in strings]
                 parsed = None if parsed is None else parsed.filter(mask)
         paths = _struct_child(chunk, "path")
-        stats = stats_from_struct(parsed, _struct_child(chunk, "stats"), logical, physical)
+        if chunk.type.get_field_index("stats") >= 0:
+            stats = stats_from_struct(parsed, _struct_child(chunk, "stats"), logical, physical)
+        else:
+            stats = struct_only_stats(parsed, logical, physical)
+            if stats is None:
+                raise TextsNeeded(table)
         out: dict[str, Any] = {
             "path": paths,
             "size_bytes": _struct_child(chunk, "size"),

@@ -81,6 +81,11 @@ ADD = pa.struct([
     _f("clusteringProvider", pa.string()),
 ])
 
+#: ``ADD`` without the JSON statistics: the rows a reader that has the checkpoint's typed
+#: statistics reads (``ActionRows.light``).
+ADD_LIGHT = pa.struct([f for f in ADD if f.name != "stats"])
+_PATH_AND_STATS = pa.struct([ADD.field("path"), ADD.field("stats")])
+
 REMOVE = pa.struct([
     _f("path", pa.string(), False),
     _f("deletionTimestamp", pa.int64()),
@@ -313,13 +318,14 @@ def _live_rows(m: dict[str, Any], to_arrow: Any) -> Any:
     return to_arrow(list(m.values()))
 
 
-def live_add_chunks(files: dict[str, Add]) -> list[tuple[Any, Any]]:
+def live_add_chunks(files: dict[str, Add], *, texts: bool = True) -> list[tuple[Any, Any]]:
     """The live files as canonical ``add`` rows, in chunks (a state's checkpoint rows still
     kept, then the adds since), each with the checkpoint's ``stats_parsed`` of its rows (None
-    for the adds since, or if it has none).  No ``Add`` object is built for a checkpoint row."""
+    for the adds since, or if it has none).  No ``Add`` object is built for a checkpoint row.
+    Without ``texts``, checkpoint rows may come as ``ADD_LIGHT`` (no JSON statistics)."""
     if not isinstance(files, LazyActionMap):
         return [(adds_to_arrow(list(files.values())), None)]
-    return files.parsed_chunks(adds_to_arrow)
+    return files.parsed_chunks(adds_to_arrow, texts=texts)
 
 
 def _live_adds(files: dict[str, Add]) -> tuple[Any, Any]:
@@ -700,6 +706,19 @@ def _concat_add_rows(tables: Sequence[pa.Table], ntz: frozenset[tuple[str, ...]]
     return _concat([r for r, _ in pairs], ADD), _joined_parsed(pairs)
 
 
+def _with_texts(light: Any, tables: Sequence[pa.Table]) -> Any:
+    """``ADD_LIGHT`` rows made whole with the JSON statistics of the same rows (``tables``:
+    ``add.path`` and ``add.stats`` of the files they were read from, in order); None if the
+    files no longer have one text per row."""
+    texts = _concat_rows(tables, "add", "path", _PATH_AND_STATS)
+    if len(texts) != len(light) or not pc.all(pc.equal(texts.field("path"),
+                                                        light.field("path"))).as_py():
+        return None
+    children = [texts.field("stats") if f.name == "stats" else light.field(f.name) for f in ADD]
+    return pa.StructArray.from_arrays(children, fields=list(ADD),
+                                      mask=light.is_null() if light.null_count else None)
+
+
 def _joined_parsed(pairs: Sequence[tuple[Any, Any]]) -> Any:
     """The ``stats_parsed`` of chunks of rows as one array, null for the rows of a chunk
     without any; None unless every chunk that has some has the same type."""
@@ -733,7 +752,9 @@ def _deferred_stats_parsed(tables: Sequence[pa.Table] | None) -> Any:
 
 def decode_checkpoint(table: pa.Table, version: int, source: str,
                       read_column: Callable[[str], Sequence[pa.Table]] | None = None, *,
-                      read_stats_parsed: Callable[[], Sequence[pa.Table] | None] | None = None
+                      read_stats_parsed: Callable[[], Sequence[pa.Table] | None] | None = None,
+                      read_light: Callable[[], Sequence[pa.Table]] | None = None,
+                      read_texts: Callable[[], Sequence[pa.Table]] | None = None
                       ) -> TableState:
     """The table state a checkpoint holds; CorruptLogError if it lacks what every one must have.
 
@@ -743,7 +764,10 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     holds them (parts of the checkpoint and its sidecars).  With ``read_stats_parsed`` too, the
     ``add`` column is read without ``stats_parsed`` (every row has its JSON text), which is
     read through it (``add.stats_parsed`` of the same files, or None if they cannot be read or
-    have changed) only when the typed statistics are asked for.
+    have changed) only when the typed statistics are asked for.  With ``read_light`` and
+    ``read_texts`` as well (the ``add`` column of the same files without ``stats``, and
+    ``add.path`` with ``add.stats``), a reader of the typed statistics alone never reads the
+    texts (``ActionRows.light``).
     """
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
@@ -781,9 +805,14 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     else:
         reader = read_column
         deferred = read_stats_parsed
+        light, texts = (read_light, read_texts) if deferred is not None else (None, None)
         files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz),
                            load_stats_parsed=None if deferred is None
-                           else lambda: _deferred_stats_parsed(deferred()))
+                           else lambda: _deferred_stats_parsed(deferred()),
+                           load_light=None if light is None
+                           else lambda: _concat_rows(light(), "add", "path", ADD_LIGHT),
+                           complete=None if texts is None
+                           else lambda rows: _with_texts(rows, texts()))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))
     return TableState(

@@ -221,13 +221,21 @@ class ActionRows(Generic[V]):
     statistics, row for row: kept beside the canonical rows rather than in them, so that the
     file list as a table (``log.add_actions``) need not parse the JSON texts and everything
     else sees the one ``add`` shape.
+
+    ``load_light`` (with ``complete``) reads the rows without their JSON statistics, most of a
+    checkpoint's ``add`` bytes, for a reader that has the typed ones (``light``: the file list
+    as a table).  Should the whole rows be needed later, ``complete`` adds the texts to the
+    rows already read (reading only that column), or gives None and ``load`` reads them all.
     """
 
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
                  load: Callable[[], Loaded] | None = None, *,
                  stats_parsed: Any = None,
                  load_stats_parsed: Callable[[], Any] | None = None,
-                 keys: list[str] | None = None, objects: list[V] | None = None) -> None:
+                 keys: list[str] | None = None, objects: list[V] | None = None,
+                 load_light: Callable[[], pa.StructArray] | None = None,
+                 complete: Callable[[pa.StructArray], pa.StructArray | None] | None = None
+                 ) -> None:
         if arrow is None and load is None:
             raise ValueError("ActionRows needs the rows or a way to load them")
         if stats_parsed is not None and arrow is not None and len(stats_parsed) != len(arrow):
@@ -239,6 +247,9 @@ class ActionRows(Generic[V]):
         self._stats_parsed = stats_parsed
         self._load_stats_parsed = load_stats_parsed
         self._load = load
+        self._load_light = load_light if complete is not None else None
+        self._complete = complete
+        self._light: pa.StructArray | None = None
         self._decode = decode
         self._keys: list[str] | None = keys
         self._index: dict[str, int] | None = None
@@ -257,9 +268,12 @@ class ActionRows(Generic[V]):
         if arrow is None:
             with self._load_lock:
                 if self._arrow is None:
+                    light, complete = self._light, self._complete
+                    whole = complete(light) if light is not None and complete is not None \
+                        else None
                     load = self._load
-                    assert load is not None
-                    loaded = load()
+                    assert whole is not None or load is not None
+                    loaded = whole if whole is not None else load()  # type: ignore[misc]
                     if isinstance(loaded, tuple):
                         rows, parsed = loaded
                         if parsed is not None and len(parsed) != len(rows):
@@ -268,40 +282,70 @@ class ActionRows(Generic[V]):
                     else:
                         rows = loaded
                     self._arrow = rows
-                    self._load = None  # release the file it read from
+                    # Release the file they were read from, and the rows read without texts.
+                    self._load = self._load_light = self._complete = None
+                    self._light = None
                 arrow = self._arrow
         return arrow
+
+    def light(self) -> pa.StructArray:
+        """The rows, or, while they are not read and may be read without their JSON
+        statistics (``load_light``), the rows without them: for readers that take the
+        statistics from ``stats_parsed`` only."""
+        if self._arrow is not None or self._load_light is None:
+            return self.arrow
+        with self._load_lock:
+            if self._arrow is not None:
+                return self._arrow
+            if self._light is None:
+                load = self._load_light
+                assert load is not None
+                self._light = load()
+            return self._light
+
+    def _read_rows(self) -> pa.StructArray:
+        """Whichever rows are read already (path and deletion vector are in both), else the
+        whole rows."""
+        arrow = self._arrow
+        if arrow is not None:
+            return arrow
+        light = self._light
+        return light if light is not None else self.arrow
 
     @property
     def stats_parsed(self) -> Any:
         """The checkpoint's typed statistics of each row, or None (loads the rows, and the
         statistics if they are read apart: both at once when neither is read yet)."""
+        return self._with_parsed(lambda: self.arrow)[1]
+
+    def _with_parsed(self, rows_of: Callable[[], pa.StructArray]) -> tuple[pa.StructArray, Any]:
+        """The rows ``rows_of`` gives and ``stats_parsed``, read at once when neither is."""
         if self._load_stats_parsed is None:
-            _ = self.arrow
-            return self._stats_parsed
+            return rows_of(), self._stats_parsed
         with self._parsed_lock:
             load = self._load_stats_parsed
-            if load is not None:
-                if self._arrow is None:
-                    with ThreadPoolExecutor(max_workers=1) as pool:
-                        future = pool.submit(load)
-                        arrow = self.arrow
-                        parsed = future.result()
-                else:
-                    arrow = self.arrow
-                    parsed = load()
-                self._stats_parsed = (parsed if parsed is not None
-                                      and len(parsed) == len(arrow) else None)
-                self._load_stats_parsed = None
-        return self._stats_parsed
+            if load is None:
+                return rows_of(), self._stats_parsed
+            if self._arrow is None and self._light is None:
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    future = pool.submit(load)
+                    rows = rows_of()
+                    parsed = future.result()
+            else:
+                rows = rows_of()
+                parsed = load()
+            self._stats_parsed = (parsed if parsed is not None
+                                  and len(parsed) == len(rows) else None)
+            self._load_stats_parsed = None
+            return rows, self._stats_parsed
 
     def __len__(self) -> int:
-        return len(self.arrow)
+        return len(self._read_rows())
 
     def keys(self) -> list[str]:
         if self._keys is None:
             with gc_paused():
-                self._keys = row_keys(self.arrow)
+                self._keys = row_keys(self._read_rows())
         return self._keys
 
     def index(self) -> dict[str, int]:
@@ -323,9 +367,9 @@ class ActionRows(Generic[V]):
             return self._objects[i]
         return self._decode(self.arrow.slice(i, 1))[0]
 
-    def _kept(self, hidden: set[str]) -> Any:
-        """Which rows have a key not in ``hidden`` (None: all of them)."""
-        arrow = self.arrow
+    def _kept(self, hidden: set[str], arrow: pa.StructArray) -> Any:
+        """Which of the rows ``arrow`` (these rows, whole or light) have a key not in
+        ``hidden`` (None: all of them)."""
         if not hidden or not len(arrow):
             return None
         paths = _child(arrow, "path")
@@ -342,16 +386,19 @@ class ActionRows(Generic[V]):
     def without(self, hidden: set[str]) -> pa.StructArray:
         """The rows whose key is not in ``hidden``, still as Arrow (the rows themselves, not
         a copy, when none is hidden: keys set after a checkpoint are mostly new files)."""
-        kept = self._kept(hidden)
-        return self.arrow if kept is None else self.arrow.filter(kept)
+        arrow = self.arrow
+        kept = self._kept(hidden, arrow)
+        return arrow if kept is None else arrow.filter(kept)
 
-    def without_parsed(self, hidden: set[str]) -> tuple[pa.StructArray, Any]:
-        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None)."""
-        parsed = self.stats_parsed
-        kept = self._kept(hidden)
+    def without_parsed(self, hidden: set[str], *, texts: bool = True
+                       ) -> tuple[pa.StructArray, Any]:
+        """``without(hidden)`` and the ``stats_parsed`` of the same rows (or None); without
+        ``texts``, the rows may lack their JSON statistics (see ``light``)."""
+        rows, parsed = self._with_parsed(self.light if not texts else lambda: self.arrow)
+        kept = self._kept(hidden, rows)
         if kept is None:
-            return self.arrow, parsed
-        return self.arrow.filter(kept), None if parsed is None else parsed.filter(kept)
+            return rows, parsed
+        return rows.filter(kept), None if parsed is None else parsed.filter(kept)
 
 
 class LazyActionMap(dict[str, V]):
@@ -440,21 +487,22 @@ class LazyActionMap(dict[str, V]):
         concatenated (which would copy every checkpoint row)."""
         return [rows for rows, _ in self._chunks(to_arrow, with_parsed=False)]
 
-    def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray]
-                      ) -> list[tuple[pa.StructArray, Any]]:
+    def parsed_chunks(self, to_arrow: Callable[[list[V]], pa.StructArray], *,
+                      texts: bool = True) -> list[tuple[pa.StructArray, Any]]:
         """``arrow_chunks``, each with the checkpoint's ``stats_parsed`` of its rows (None for
-        the actions set after the checkpoint, or when it has none)."""
-        return self._chunks(to_arrow, with_parsed=True)
+        the actions set after the checkpoint, or when it has none).  Without ``texts``, the
+        checkpoint rows may lack their JSON statistics (``ActionRows.light``)."""
+        return self._chunks(to_arrow, with_parsed=True, texts=texts)
 
-    def _chunks(self, to_arrow: Callable[[list[V]], pa.StructArray], *, with_parsed: bool
-                ) -> list[tuple[pa.StructArray, Any]]:
+    def _chunks(self, to_arrow: Callable[[list[V]], pa.StructArray], *, with_parsed: bool,
+                texts: bool = True) -> list[tuple[pa.StructArray, Any]]:
         """The chunks of both, ``stats_parsed`` read only ``with_parsed`` (None otherwise):
         reading it may open the checkpoint again."""
         with self._lock:
             base = self._base
             if base is None:
                 return [(to_arrow(list(dict.values(self))), None)]
-            kept, parsed = (base.without_parsed(self._shadow) if with_parsed
+            kept, parsed = (base.without_parsed(self._shadow, texts=texts) if with_parsed
                             else (base.without(self._shadow), None))
             extra = list(dict.values(self))
         return [(kept, parsed), (to_arrow(extra), None)] if extra else [(kept, parsed)]

@@ -311,4 +311,23 @@ def stats_from_struct(parsed: Any, texts: Any, logical: pa.StructType,
     return _merged(base, use_np, rest)
 
 
-__all__ = ["parse_stats", "stats_from_struct"]
+def struct_only_stats(parsed: Any, logical: pa.StructType, physical: pa.StructType) -> Any:
+    """What ``stats_from_struct`` gives for rows that all have a (non-empty) JSON text, taken
+    from ``parsed`` alone; None when some row would need its text: its struct is null or
+    does not give what the text would, or the struct lacks a column the text may hold."""
+    if parsed is None or not pa.types.is_struct(parsed.type) or not len(parsed):
+        return None
+    absent: list[tuple[str, pa.DataType]] = []
+    try:
+        base, fits = _conformed(parsed, physical, logical, absent)
+    except (_Misfit, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if absent:
+        return None
+    use: Any = parsed.is_valid()
+    if fits is not None:
+        use = pc.and_(use, fits)
+    return base if use.to_numpy(zero_copy_only=False).all() else None
+
+
+__all__ = ["parse_stats", "stats_from_struct", "struct_only_stats"]
