@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import deltacommit as dc
 from deltacommit.column_mapping import mapping_mode, physical_name
 from deltacommit.engine import state_cache
-from deltacommit.log import stats_arrays
+from deltacommit.log import checkpoint_format, stats_arrays
 from deltacommit.log.add_actions import (
     add_actions_table,
     parse_stats,
@@ -700,28 +700,42 @@ def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return reads
 
 
+@pytest.mark.parametrize("texts", [True, False], ids=["json-and-struct", "struct-only"])
 def test_file_table_from_typed_statistics_never_reads_the_texts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, texts: bool) -> None:
     """Where the checkpoint's ``stats_parsed`` answers for every file, ``get_add_actions``
     reads its rows without the JSON statistics (most of their bytes) and gives the same table
     as from the whole rows; files listed afterwards get their texts by reading that one column,
-    not the rows again."""
-    uri = _written_table(tmp_path, {"delta.checkpointInterval": "100"})
+    not the rows again.  A checkpoint holding statistics only as ``stats_parsed`` does not
+    build each file's text for the table; files listed afterwards have them."""
+    config = {"delta.checkpointInterval": "100"}
+    if not texts:
+        config["delta.checkpoint.writeStatsAsJson"] = "false"
+    uri = _written_table(tmp_path, config)
     state_cache.clear()
     whole_rows = dc.DeltaTable(uri)
     expected_files = {a.path: a for a in whole_rows.files()}
+    assert all(a.stats for a in expected_files.values())
     expected = whole_rows.get_add_actions()
     state_cache.clear()
     reads = _recorded_reads(monkeypatch)
+    built: list[int] = []
+    real_texts = checkpoint_format.stats_json_texts
+    monkeypatch.setattr(checkpoint_format, "stats_json_texts",
+                        lambda *a, **k: built.append(1) or real_texts(*a, **k))
     table = dc.DeltaTable(uri)
     got = table.get_add_actions()
     assert got.to_pylist() == expected.to_pylist()
     assert got.num_rows == len(expected_files) == 8
     assert reads and not any("add.stats" in cols for cols in reads)
     assert any("add.path" in cols for cols in reads)  # the rows were read, without texts
+    assert ["add.stats_parsed"] in reads and built == []
     del reads[:]
     assert {a.path: a for a in table.files()} == expected_files
-    assert reads == [["add.path", "add.stats"]]
+    if texts:
+        assert reads == [["add.path", "add.stats"]]
+    else:
+        assert len(reads) == 1 and "add.stats_parsed" in reads[0] and built
     del reads[:]
     assert table.get_add_actions().to_pylist() == expected.to_pylist()
     assert reads == []

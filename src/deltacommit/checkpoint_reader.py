@@ -142,6 +142,14 @@ class _CheckpointFile:
         with_text, rows = self.non_null("add.stats"), self.non_null("add.path")
         return with_text is not None and with_text == rows
 
+    def stats_struct_only(self) -> bool:
+        """Whether the ``add`` rows hold their statistics only as ``stats_parsed``
+        (``delta.checkpoint.writeStatsAsJson=false``): no row has a JSON text."""
+        fields = self.add_fields()
+        if "stats_parsed" not in fields:
+            return False
+        return "stats" not in fields or self.non_null("add.stats") == 0
+
     def texts_not_empty(self) -> bool:
         """Whether the footer shows no ``add`` row with an empty JSON text (a row whose text
         is empty has no statistics, whatever ``stats_parsed`` says): the smallest text of
@@ -274,14 +282,17 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
     # files opened again (decoding them with every file list costs listing a partition a
     # third more); a file gone by then (log cleanup) only means parsing the JSON texts.
     with_add = [p for p in files if isinstance(p, _CheckpointFile) and "add" in p.names]
-    apart = (all(isinstance(p, _CheckpointFile) for p in files) and bool(with_add)
-             and all(p.stats_apart() for p in with_add))
+    parquet = all(isinstance(p, _CheckpointFile) for p in files) and bool(with_add)
+    apart = parquet and all(p.stats_apart() for p in with_add)
+    # Statistics only as stats_parsed: the rows read whole build every file's JSON text from
+    # it, which the file list as a table does not need (it reads stats_parsed apart too).
+    struct_only = parquet and not apart and all(p.stats_struct_only() for p in with_add)
     skip = ("stats_parsed",) if apart else ()
 
     def read_column(name: str) -> list[pa.Table]:
         return [p.read_action(name, skip) for p in files]
 
-    opened = [(p.path, p.fingerprint()) for p in with_add] if apart else []
+    opened = [(p.path, p.fingerprint()) for p in with_add] if apart or struct_only else []
 
     def read_stats_parsed() -> list[pa.Table] | None:
         tables = []
@@ -300,19 +311,21 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
         return tables
 
     # The file list as a table takes the statistics from stats_parsed: the rows it reads
-    # need not carry the texts (most of the add column's bytes) while every row has one.
-    light = apart and all(p.texts_not_empty() for p in with_add)
+    # need not carry the texts (most of the add column's bytes) while every row has one, nor
+    # have them built from stats_parsed where no row has one.
+    light = struct_only or (apart and all(p.texts_not_empty() for p in with_add))
 
     def read_light() -> list[pa.Table]:
-        return [p.read_action("add", (*skip, "stats")) for p in files]
+        return [p.read_action("add", ("stats_parsed", "stats")) for p in files]
 
     def read_texts() -> list[pa.Table]:
         return [p.read(["add.path", "add.stats"]) for p in files]
 
     return decode_checkpoint(small, cand.version, source, read_column,
-                             read_stats_parsed=read_stats_parsed if apart else None,
+                             read_stats_parsed=read_stats_parsed if apart or struct_only
+                             else None,
                              read_light=read_light if light else None,
-                             read_texts=read_texts if light else None)
+                             read_texts=read_texts if light and apart else None)
 
 
 def _names(p: _CheckpointFile | _JsonCheckpoint) -> set[str]:

@@ -764,10 +764,12 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     holds them (parts of the checkpoint and its sidecars).  With ``read_stats_parsed`` too, the
     ``add`` column is read without ``stats_parsed`` (every row has its JSON text), which is
     read through it (``add.stats_parsed`` of the same files, or None if they cannot be read or
-    have changed) only when the typed statistics are asked for.  With ``read_light`` and
-    ``read_texts`` as well (the ``add`` column of the same files without ``stats``, and
-    ``add.path`` with ``add.stats``), a reader of the typed statistics alone never reads the
-    texts (``ActionRows.light``).
+    have changed) only when the typed statistics are asked for; ``add`` rows read whole
+    still carry ``stats_parsed`` where no row has a JSON text (it is their statistics).  With
+    ``read_light`` as well (the ``add`` column of the same files without ``stats`` and
+    ``stats_parsed``), a reader of the typed statistics alone never reads or builds the texts
+    (``ActionRows.light``); ``read_texts`` (``add.path`` with ``add.stats``) completes such
+    rows later, or without it they are read again whole.
     """
     protocols: list[dict[str, Any]] = _rows(table, "protocol", "minReaderVersion", PROTOCOL).to_pylist()
     metadatas: list[dict[str, Any]] = _rows(table, "metaData", "id", METADATA).to_pylist()
@@ -805,13 +807,14 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
     else:
         reader = read_column
         deferred = read_stats_parsed
-        light, texts = (read_light, read_texts) if deferred is not None else (None, None)
+        light = read_light if deferred is not None else None
+        texts = read_texts
         files = ActionRows(None, adds_from_arrow, lambda: _concat_add_rows(reader("add"), ntz),
                            load_stats_parsed=None if deferred is None
                            else lambda: _deferred_stats_parsed(deferred()),
                            load_light=None if light is None
                            else lambda: _concat_rows(light(), "add", "path", ADD_LIGHT),
-                           complete=None if texts is None
+                           complete=(lambda rows: None) if texts is None
                            else lambda rows: _with_texts(rows, texts()))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))

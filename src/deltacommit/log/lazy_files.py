@@ -279,6 +279,8 @@ class ActionRows(Generic[V]):
                         if parsed is not None and len(parsed) != len(rows):
                             raise ValueError("stats_parsed must have a value for each row")
                         self._stats_parsed = parsed
+                        if parsed is not None:
+                            self._load_stats_parsed = None  # the rows brought them
                     else:
                         rows = loaded
                     self._arrow = rows
@@ -333,7 +335,9 @@ class ActionRows(Generic[V]):
                     parsed = future.result()
             else:
                 rows = rows_of()
-                parsed = load()
+                parsed = load() if self._load_stats_parsed is not None else None
+            if self._load_stats_parsed is None:
+                return rows, self._stats_parsed  # the rows brought them
             self._stats_parsed = (parsed if parsed is not None
                                   and len(parsed) == len(rows) else None)
             self._load_stats_parsed = None
