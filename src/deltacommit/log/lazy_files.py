@@ -545,11 +545,11 @@ class LazyActionMap(dict[str, V]):
             dict.clear(self)
             shadow = self._shadow
             with gc_paused():
-                if shadow:
-                    dict.update(self, ((k, o) for k, o in zip(keys, objects, strict=True)
-                                       if k not in shadow))
-                else:
-                    dict.update(self, zip(keys, objects, strict=True))
+                dict.update(self, zip(keys, objects, strict=True))
+                # Shadowed rows go, then the overlay comes after the rows (a key set again
+                # since the checkpoint moves to the end, as in the file's enumeration order).
+                for k in shadow:
+                    dict.pop(self, k, None)
                 dict.update(self, overlay)
             self._shadow = set()
             self._base = None
