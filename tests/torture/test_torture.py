@@ -26,7 +26,7 @@ from deltacommit.verify import verify_table
 from ..s3.helpers import dynamo_options, new_log_table
 
 WRITERS = 8
-SECONDS = 20.0
+SECONDS = 14.0
 KILL_RATE = 0.5
 
 
