@@ -194,8 +194,10 @@ def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | N
     if dry_run:
         return paths
     store = log_store.store
-    for path in paths:
-        store.delete(path)
+    # The log files and temp files first, then the sidecars only they may have named; each a
+    # batch (one DeleteObjects request per 1,000 objects on S3).
+    store.delete_many([f.path for f in doomed] + temps)
+    store.delete_many(sidecars)
     logger.info("log cleanup of %s deleted %d files before checkpoint %d, %d temporary files "
                 "and %d unreferenced sidecars", uri, len(doomed), keep_from, len(temps),
                 len(sidecars))

@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 # A retention longer than a million years keeps everything anyway; bounding it keeps the
 # millisecond arithmetic in range.
 _MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
+#: Objects per delete request (S3's DeleteObjects limit).
+_DELETE_BATCH = 1000
 
 
 def cleanup_log(log: TableLog, dry_run: bool = False) -> list[str]:
@@ -175,7 +177,12 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
         for path in doomed:
             store.delete(path)
     else:
-        with ThreadPoolExecutor(max_workers=min(16, len(doomed))) as pool:
-            list(pool.map(store.delete, doomed))
+        # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
+        batches = [doomed[i:i + _DELETE_BATCH] for i in range(0, len(doomed), _DELETE_BATCH)]
+        if len(batches) == 1:
+            store.delete_many(doomed)
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(batches))) as pool:
+                list(pool.map(store.delete_many, batches))
     logger.info("vacuum of %s deleted %d files", uri, len(doomed))
     return doomed

@@ -351,3 +351,32 @@ def test_backoff_delays_grow_and_stay_within_bounds() -> None:
         delays = [policy.delay(retry, rng) for _ in range(50)]
         assert all(0 <= d <= bound for d in delays)
         assert max(delays) > bound / 2  # jitter spreads over the whole range
+
+
+# --------------------------------------------------------------------------- batch deletes
+
+
+def test_delete_many_is_one_request_and_ignores_missing_objects(s3_bucket: S3Bucket) -> None:
+    store = _store(s3_bucket)
+    for name in ("a", "b/c", "d"):
+        store.put(name, b"1")
+    store.reset_requests()
+    store.delete_many(["a", "b/c", "d", "never-written"])
+    assert store.requests == {"DeleteObjects": 1}
+    assert [m.path for m in store.list("")] == []
+
+
+def test_delete_many_falls_back_where_delete_objects_is_not_implemented(
+        s3_bucket: S3Bucket, proxy: FaultInjectingProxy) -> None:
+    """An S3-compatible store without multi-object delete (it answers NotImplemented) gets one
+    DeleteObject per path, from then on without asking again; nothing is left behind."""
+    store = _proxied(s3_bucket, proxy, ManualClock())
+    for name in ("a", "b", "c", "d"):
+        store.put(name, b"1")
+    store.reset_requests()
+    proxy.inject(Fault(status=501, code="NotImplemented", method="POST", times=100))
+    store.delete_many(["a", "b"])
+    assert store.requests == {"DeleteObjects": 1, "DeleteObject": 2}
+    store.delete_many(["c", "d"])
+    assert store.requests == {"DeleteObjects": 1, "DeleteObject": 4}
+    assert [m.path for m in store.list("")] == []

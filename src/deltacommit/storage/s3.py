@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import io
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -72,6 +73,11 @@ T = TypeVar("T")
 #: The S3 store's retries: six attempts, delays up to 2 s (``RetryPolicy`` is the AWS layers'
 #: one policy, importable from here as before).
 DEFAULT_RETRY = S3_REQUESTS
+
+log = logging.getLogger(__name__)
+
+#: How an S3-compatible store without multi-object delete answers DeleteObjects.
+_NO_BATCH_DELETE = frozenset({"NotImplemented", "MethodNotAllowed", "501", "405"})
 __all__ = ["DEFAULT_RETRY", "S3_SCHEMES", "RequestCounter", "RetryPolicy", "S3Store", "parse_s3_uri"]
 
 
@@ -127,6 +133,8 @@ class S3Store(ObjectStore):
         self._random = random
         self._retry = retry
         self._counter = counter if counter is not None else RequestCounter()
+        #: Cleared when the endpoint answers DeleteObjects with NotImplemented.
+        self._batch_delete = True
 
     @classmethod
     def from_uri(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -274,9 +282,15 @@ class S3Store(ObjectStore):
             raise self._error("delete", path, e) from e
 
     def delete_many(self, paths: Sequence[str]) -> None:
-        """One DeleteObjects request per 1,000 paths (S3's limit), instead of one each."""
+        """One DeleteObjects request per 1,000 paths (S3's limit), instead of one each; one
+        request per path on an S3-compatible store that does not implement it."""
         for i in range(0, len(paths), 1000):
-            self._delete_batch(list(paths[i:i + 1000]))
+            batch = list(paths[i:i + 1000])
+            if self._batch_delete and len(batch) > 1:
+                self._delete_batch(batch)
+            else:
+                for path in batch:
+                    self.delete(path)
 
     def _delete_batch(self, paths: list[str]) -> None:
         request: DeleteTypeDef = {"Objects": [{"Key": self._key(p)} for p in paths], "Quiet": True}
@@ -285,6 +299,13 @@ class S3Store(ObjectStore):
                 "DeleteObjects", "delete", paths[0],
                 lambda: self._client.delete_objects(Bucket=self.bucket, Delete=request))
         except ClientError as e:
+            if error_code(e) in _NO_BATCH_DELETE:
+                log.info("%s does not implement DeleteObjects (%s); deleting one object per "
+                         "request", self.uri, error_code(e))
+                self._batch_delete = False
+                for path in paths:
+                    self.delete(path)
+                return
             raise self._error("delete", paths[0], e) from e
         failed = [err for err in response.get("Errors", []) if err.get("Code") not in S3_NOT_FOUND]
         if failed:
