@@ -1,4 +1,4 @@
-"""Exclusion on S3: 8 processes x 25 appends to one table, in each commit mechanism.
+"""Exclusion on S3: 8 processes x 15 appends to one table, in each commit mechanism.
 
 Every acknowledged append must own a distinct version whose file holds exactly the bytes its
 writer wrote, every batch must be in the table exactly once, and with DynamoDB every entry
@@ -18,7 +18,7 @@ from deltacommit.testing import S3Bucket
 from .helpers import SCHEMA, DynamoSetup, deltacommit_appender, run_writers, sha256
 
 WRITERS = 8
-APPENDS = 25
+APPENDS = 15
 
 
 def _run_and_check(uri: str, options: dict[str, str]) -> dc.DeltaTable:
