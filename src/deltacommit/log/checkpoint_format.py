@@ -814,7 +814,7 @@ def decode_checkpoint(table: pa.Table, version: int, source: str,
                            else lambda: _deferred_stats_parsed(deferred()),
                            load_light=None if light is None
                            else lambda: _concat_rows(light(), "add", "path", ADD_LIGHT),
-                           complete=(lambda rows: None) if texts is None
+                           complete=None if texts is None
                            else lambda rows: _with_texts(rows, texts()))
         tombstones = ActionRows(None, removes_from_arrow,
                                 lambda: _concat_rows(reader("remove"), "remove", "path", REMOVE))

@@ -222,10 +222,11 @@ class ActionRows(Generic[V]):
     file list as a table (``log.add_actions``) need not parse the JSON texts and everything
     else sees the one ``add`` shape.
 
-    ``load_light`` (with ``complete``) reads the rows without their JSON statistics, most of a
-    checkpoint's ``add`` bytes, for a reader that has the typed ones (``light``: the file list
-    as a table).  Should the whole rows be needed later, ``complete`` adds the texts to the
-    rows already read (reading only that column), or gives None and ``load`` reads them all.
+    ``load_light`` reads the rows without their JSON statistics, most of a checkpoint's
+    ``add`` bytes, for a reader that has the typed ones (``light``: the file list as a table).
+    Should the whole rows be needed later, ``complete`` (if given) adds the texts to the rows
+    already read (reading only that column); without it, or when it gives None, ``load``
+    reads them all.
     """
 
     def __init__(self, arrow: pa.StructArray | None, decode: Callable[[pa.StructArray], list[V]],
@@ -247,7 +248,7 @@ class ActionRows(Generic[V]):
         self._stats_parsed = stats_parsed
         self._load_stats_parsed = load_stats_parsed
         self._load = load
-        self._load_light = load_light if complete is not None else None
+        self._load_light = load_light
         self._complete = complete
         self._light: pa.StructArray | None = None
         self._decode = decode
@@ -269,11 +270,12 @@ class ActionRows(Generic[V]):
             with self._load_lock:
                 if self._arrow is None:
                     light, complete = self._light, self._complete
-                    whole = complete(light) if light is not None and complete is not None \
-                        else None
-                    load = self._load
-                    assert whole is not None or load is not None
-                    loaded = whole if whole is not None else load()  # type: ignore[misc]
+                    loaded: Loaded | None = (complete(light) if light is not None
+                                             and complete is not None else None)
+                    if loaded is None:
+                        load = self._load
+                        assert load is not None
+                        loaded = load()
                     if isinstance(loaded, tuple):
                         rows, parsed = loaded
                         if parsed is not None and len(parsed) != len(rows):
@@ -335,9 +337,9 @@ class ActionRows(Generic[V]):
                     parsed = future.result()
             else:
                 rows = rows_of()
-                parsed = load() if self._load_stats_parsed is not None else None
-            if self._load_stats_parsed is None:
-                return rows, self._stats_parsed  # the rows brought them
+                parsed = None if self._load_stats_parsed is None else load()
+            if self._load_stats_parsed is None:  # the rows brought them (read whole)
+                return rows, self._stats_parsed
             self._stats_parsed = (parsed if parsed is not None
                                   and len(parsed) == len(rows) else None)
             self._load_stats_parsed = None
