@@ -283,26 +283,39 @@ def _merged(base: Any, use: Any, others: Any) -> Any:
     return pa.concat_arrays([base, others]).take(pa.array(idx, pa.int64()))
 
 
+def _struct_answer(parsed: Any, logical: pa.StructType, physical: pa.StructType
+                   ) -> tuple[Any, Any, list[tuple[str, pa.DataType]]] | None:
+    """The statistics ``parsed`` gives as ``logical``, which of its rows give them (a valid
+    struct that gives what the text would), and the columns it lacks; None if it cannot be
+    read as them at all."""
+    if parsed is None or not pa.types.is_struct(parsed.type):
+        return None
+    absent: list[tuple[str, pa.DataType]] = []
+    try:
+        base, fits = _conformed(parsed, physical, logical, absent)
+    except (_Misfit, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    use: Any = parsed.is_valid()
+    if fits is not None:
+        use = pc.and_(use, fits)
+    return base, use, absent
+
+
 def stats_from_struct(parsed: Any, texts: Any, logical: pa.StructType,
                       physical: pa.StructType) -> Any:
     """``parse_stats(texts, logical, physical)``, taking the values from ``parsed`` (a
     checkpoint's ``stats_parsed``, row for row with ``texts``) wherever it gives the same
     (see the module docstring)."""
-    if parsed is None or not pa.types.is_struct(parsed.type) or not len(texts):
+    answer = _struct_answer(parsed, logical, physical) if len(texts) else None
+    if answer is None:
         return parse_stats(texts, logical, physical)
-    absent: list[tuple[str, pa.DataType]] = []
-    try:
-        base, fits = _conformed(parsed, physical, logical, absent)
-    except (_Misfit, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return parse_stats(texts, logical, physical)
+    base, use, absent = answer
     if absent and _may_hold(texts, absent):
         return parse_stats(texts, logical, physical)
     # A row without text has no statistics, whatever the struct says (a reader fills in the
     # text of every row the struct alone describes).
     has_text = pc.greater(pc.binary_length(texts), pa.scalar(0, pa.int32()))
-    use: Any = pc.and_(parsed.is_valid(), pc.fill_null(has_text, False))
-    if fits is not None:
-        use = pc.and_(use, fits)
+    use = pc.and_(use, pc.fill_null(has_text, False))
     use_np = use.to_numpy(zero_copy_only=False)
     if use_np.all():
         return base
@@ -315,18 +328,11 @@ def struct_only_stats(parsed: Any, logical: pa.StructType, physical: pa.StructTy
     """What ``stats_from_struct`` gives for rows that all have a (non-empty) JSON text, taken
     from ``parsed`` alone; None when some row would need its text: its struct is null or
     does not give what the text would, or the struct lacks a column the text may hold."""
-    if parsed is None or not pa.types.is_struct(parsed.type) or not len(parsed):
+    answer = _struct_answer(parsed, logical, physical) if parsed is not None and len(parsed) \
+        else None
+    if answer is None or answer[2]:
         return None
-    absent: list[tuple[str, pa.DataType]] = []
-    try:
-        base, fits = _conformed(parsed, physical, logical, absent)
-    except (_Misfit, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if absent:
-        return None
-    use: Any = parsed.is_valid()
-    if fits is not None:
-        use = pc.and_(use, fits)
+    base, use, _ = answer
     return base if use.to_numpy(zero_copy_only=False).all() else None
 
 
