@@ -84,25 +84,33 @@ class _CheckpointFile:
     def num_rows(self) -> int:
         return int(self.pf.metadata.num_rows)
 
-    def non_null(self, column_path: str) -> int | None:
-        """Rows where a leaf column is set, from the footer's statistics (None if absent)."""
+    def _chunk_statistics(self, column_path: str) -> list[Any] | None:
+        """The footer's statistics of a leaf column in each row group (an entry None where a
+        chunk has none); None if some row group lacks the column."""
         md = self.pf.metadata
-        nulls = 0
+        out: list[Any] = []
         for rg in range(md.num_row_groups):
             group = md.row_group(rg)
             for j in range(group.num_columns):
                 col = group.column(j)
                 if col.path_in_schema == column_path:
-                    stats = col.statistics
-                    if stats is None or not getattr(stats, "has_null_count", False):
-                        return None
-                    count = stats.null_count
-                    if count is None:
-                        return None
-                    nulls += count
+                    out.append(col.statistics)
                     break
             else:
                 return None
+        return out
+
+    def non_null(self, column_path: str) -> int | None:
+        """Rows where a leaf column is set, from the footer's statistics (None if absent)."""
+        chunks = self._chunk_statistics(column_path)
+        if chunks is None:
+            return None
+        nulls = 0
+        for stats in chunks:
+            if stats is None or not getattr(stats, "has_null_count", False) \
+                    or stats.null_count is None:
+                return None
+            nulls += stats.null_count
         return self.num_rows - nulls
 
     def read(self, columns: list[str]) -> pa.Table:
@@ -154,19 +162,9 @@ class _CheckpointFile:
         """Whether the footer shows no ``add`` row with an empty JSON text (a row whose text
         is empty has no statistics, whatever ``stats_parsed`` says): the smallest text of
         every row group is not empty."""
-        md = self.pf.metadata
-        for rg in range(md.num_row_groups):
-            group = md.row_group(rg)
-            for j in range(group.num_columns):
-                col = group.column(j)
-                if col.path_in_schema == "add.stats":
-                    stats = col.statistics
-                    if stats is None or not stats.has_min_max or stats.min in ("", b""):
-                        return False
-                    break
-            else:
-                return False
-        return True
+        chunks = self._chunk_statistics("add.stats")
+        return chunks is not None and all(
+            s is not None and s.has_min_max and s.min not in ("", b"") for s in chunks)
 
     def read_action(self, name: str, skip: tuple[str, ...] = ()) -> pa.Table:
         """Action column ``name``, without the ``add.partitionValues_parsed`` no reader here
