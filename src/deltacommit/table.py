@@ -344,20 +344,20 @@ class DeltaTable:
             types = {c: snap.schema.field(c).type for c in snap.partition_columns}
             keep = lambda values: pred.evaluate(values, types)  # noqa: E731
         dvs = "deletionVectors" in (snap.protocol.reader_features or ())
+
+        def table(texts: bool) -> pa.Table:
+            chunks = snap.add_rows_parsed(texts=texts)
+            return add_actions_table([rows for rows, _ in chunks], snap.schema,
+                                     snap.partition_columns, snap.configuration, flatten=flatten,
+                                     deletion_vectors=dvs, keep=keep, table=self.uri,
+                                     stats_parsed=[parsed for _, parsed in chunks])
+
         # First without reading the checkpoint's JSON statistics, which its typed ones
         # usually make unneeded; with them when the typed ones do not answer for every file.
-        for texts in (False, True):
-            chunks = snap.add_rows_parsed(texts=texts)
-            try:
-                return add_actions_table([rows for rows, _ in chunks], snap.schema,
-                                         snap.partition_columns, snap.configuration,
-                                         flatten=flatten, deletion_vectors=dvs, keep=keep,
-                                         table=self.uri,
-                                         stats_parsed=[parsed for _, parsed in chunks])
-            except TextsNeeded:
-                if texts:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return table(texts=False)
+        except TextsNeeded:
+            return table(texts=True)
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""
