@@ -41,6 +41,7 @@ from deltacommit.log_cleanup import (  # re-exported: the pure rules of log clea
     cutoff_commit,
     files_before_checkpoint,
 )
+from deltacommit.storage.base import DELETE_BATCH
 
 if TYPE_CHECKING:
     from deltacommit.engine.table_log import TableLog
@@ -53,8 +54,6 @@ logger = logging.getLogger(__name__)
 # A retention longer than a million years keeps everything anyway; bounding it keeps the
 # millisecond arithmetic in range.
 _MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
-#: Objects per delete request (S3's DeleteObjects limit).
-_DELETE_BATCH = 1000
 
 
 def cleanup_log(log: TableLog, dry_run: bool = False) -> list[str]:
@@ -178,7 +177,7 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
             store.delete(path)
     else:
         # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
-        batches = [doomed[i:i + _DELETE_BATCH] for i in range(0, len(doomed), _DELETE_BATCH)]
+        batches = [doomed[i:i + DELETE_BATCH] for i in range(0, len(doomed), DELETE_BATCH)]
         if len(batches) == 1:
             store.delete_many(doomed)
         else:

@@ -62,6 +62,10 @@ PutMode.OVERWRITE = PutMode("overwrite")
 PutMode.CREATE = PutMode("create")
 _OPERATIONS = {"overwrite": "put", "create": "put-if-absent", "update": "put-if-match"}
 
+#: The most objects one request of ``delete_many`` removes (S3's DeleteObjects limit): callers
+#: that send several requests at once cut their paths into batches of this size.
+DELETE_BATCH = 1000
+
 
 class ObjectStore(ABC):
     """Bytes in and out of one location; subclasses add local, S3 and in-memory backends."""

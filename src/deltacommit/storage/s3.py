@@ -60,7 +60,7 @@ from deltacommit.errors import (
     StorageConfigError,
     StorageError,
 )
-from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
+from deltacommit.storage.base import DELETE_BATCH, ObjectMeta, ObjectStore, PutMode
 from deltacommit.storage.s3_location import S3_SCHEMES, parse_s3_uri
 
 if TYPE_CHECKING:
@@ -284,8 +284,8 @@ class S3Store(ObjectStore):
     def delete_many(self, paths: Sequence[str]) -> None:
         """One DeleteObjects request per 1,000 paths (S3's limit), instead of one each; one
         request per path on an S3-compatible store that does not implement it."""
-        for i in range(0, len(paths), 1000):
-            batch = list(paths[i:i + 1000])
+        for i in range(0, len(paths), DELETE_BATCH):
+            batch = list(paths[i:i + DELETE_BATCH])
             if self._batch_delete and len(batch) > 1:
                 self._delete_batch(batch)
             else:
