@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, overload
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -183,22 +182,22 @@ def row_keys(arr: pa.StructArray) -> list[str]:
     paths: list[str] = paths_arr.to_pylist()
     dv_arr = _child(arr, "deletionVector")
     if _all_null(dv_arr):
-        if len(paths_arr) and pc.any(pc.match_substring_regex(paths_arr, _NOT_PLAIN)).as_py():
+        if not _all_plain(paths_arr):
             return [canonical_key(p) for p in paths]
         return paths
     dvs = _dv_dicts(dv_arr)
     return [file_key(p, d) for p, d in zip(paths, dvs, strict=True)]
 
 
-def _has_byte(strings: Any, byte: bytes) -> bool:
-    """Whether any string of ``strings`` contains ``byte``: a scan of its character data (all
-    of it, even beyond a slice: a false alarm only costs the exact check)."""
-    if not len(strings):
-        return False
-    data = strings.buffers()[2]
-    if data is None:
-        return False
-    return bool((np.frombuffer(data, dtype=np.uint8) == byte[0]).any())
+def _all_plain(paths: Any) -> bool:
+    """Whether every path is its own key (``log.paths.is_plain_relative``), so the path column
+    can stand for the keys without building them in Python."""
+    return not len(paths) or not pc.any(pc.match_substring_regex(paths, _NOT_PLAIN)).as_py()
+
+
+def _keys_are_paths(arrow: pa.StructArray) -> bool:
+    """Whether each row's key (``file_key``) is its path: no deletion vector, plain paths."""
+    return _all_null(_child(arrow, "deletionVector")) and _all_plain(_child(arrow, "path"))
 
 
 # --------------------------------------------------------------------------- checkpoint rows
@@ -378,12 +377,9 @@ class ActionRows(Generic[V]):
         ``hidden`` (None: all of them)."""
         if not hidden or not len(arrow):
             return None
-        paths = _child(arrow, "path")
-        if self._keys is None and _all_null(_child(arrow, "deletionVector")) and not _has_byte(
-                paths, b"%"):
-            keys = paths  # the keys are the paths: no need to build them in Python
-        else:
-            keys = pa.array(self.keys(), pa.string())
+        # Where the keys are the paths, the column serves without building them in Python.
+        keys = _child(arrow, "path") if _keys_are_paths(arrow) \
+            else pa.array(self.keys(), pa.string())
         found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
         if not pc.any(found).as_py():
             return None
