@@ -15,6 +15,7 @@ from deltacommit.log.lazy_files import (
     ActionRows,
     LazyActionMap,
     adds_from_arrow,
+    carried_over,
     copy_file_map,
     discard,
     map_dicts,
@@ -233,3 +234,112 @@ def test_a_writer_keeps_the_rows_of_the_checkpoint_it_wrote(tmp_path: Any) -> No
     assert sorted(fresh.to_arrow().column("x").to_pylist()) == list(range(20))
     assert {a.path for a in fresh.files()} == {a.path for a in table.files()}
 
+
+def _apply(m: dict[str, Add], script: list[tuple[str, Any, Any]]) -> dict[str, Add]:
+    for op, name, arg in script:
+        if op == "set":
+            m[file_key(name)] = add(name, arg)
+        elif op == "pop":
+            m.pop(file_key(name), None)
+        elif op == "get":
+            m.get(file_key(name))
+        elif op == "copy":
+            m = copy_file_map(m)
+        elif op == "items":
+            list(m.items())
+    return m
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.lists(st.sampled_from(NAMES), unique=True), before_ops=ops, since=ops,
+       plain=st.booleans())
+def test_a_later_version_carried_over_to_the_rows_of_a_checkpoint(
+        base: list[str], before_ops: list[tuple[str, Any, Any]], since: list[tuple[str, Any, Any]],
+        plain: bool) -> None:
+    """A later version's map, moved onto the rows a checkpoint of an earlier version encoded,
+    holds the same actions as the very same objects, and itself holds only what changed since
+    (so copying it costs the commits since, not the table)."""
+    adds = [add(n) for n in base]
+    m: dict[str, Add] = {file_key(a.path): a for a in adds} if plain else lazy(adds)
+    before = _apply(m, before_ops)
+    if isinstance(before, LazyActionMap) and before._base is not None \
+            and before._base._objects is None:
+        before = {k: v for k, v in before.items()}  # rebasing undecoded rows declines
+    live = _apply(copy_file_map(before), since)
+    expected = dict(copy_file_map(live).items())
+    after = rebased_map(before, _rows_of(before), None, adds_from_arrow)
+    assert after is not None
+    carried = carried_over(live, before, after)
+    enumerated = isinstance(live, LazyActionMap) and isinstance(before, LazyActionMap) \
+        and live._base is None and before._base is not None
+    if enumerated:
+        # Telling them apart would take the rows ``before`` still holds as Arrow.
+        assert carried is None
+        return
+    assert isinstance(carried, LazyActionMap) and carried._base is after._base
+    assert dict.__len__(carried) <= len(since)  # it holds only what changed since itself
+    assert sorted(r["path"] for c in live_add_chunks(carried) for r in c[0].to_pylist()) == sorted(
+        a.path for a in expected.values())
+    assert len(carried) == len(expected)
+    assert all(carried[k] is v for k, v in expected.items())
+    assert dict(carried.items()) == expected
+
+
+def test_a_map_of_another_lineage_is_not_carried_over() -> None:
+    """Maps over different rows cannot be told apart without enumerating them: left alone."""
+    before = lazy([add("a.parquet")])
+    live = lazy([add("a.parquet")])
+    after = rebased_map(dict(before.items()), _rows_of(before), None, adds_from_arrow)
+    assert after is not None
+    assert carried_over(live, lazy([add("a.parquet")]), after) is None
+    assert carried_over(live, {"a.parquet": add("a.parquet")}, after) is None
+
+
+def test_versions_committed_while_a_checkpoint_is_written_move_onto_its_rows(
+        tmp_path: Any, monkeypatch: Any) -> None:
+    """Group commit lets the next versions commit while the last one's checkpoint is written.
+    Once it is, the newest state holds only the actions since that checkpoint itself, the rest
+    backed by the rows just written: copying it and the next checkpoint cost the commits since,
+    not the table, and the table reads the same."""
+    import deltacommit as dc
+    from deltacommit.engine import state_cache, table_log
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"x": [0]}))
+    table = dc.DeltaTable(uri, group_commit=True)
+    real = table_log.after_commit
+    checkpointed: list[Any] = []
+
+    def others_commit_first(log_store: Any, snapshot: Any, clock: Any, version: int) -> None:
+        if version == 10:
+            for i in (11, 12):  # each leads its own group while version 10 is still here
+                t = threading.Thread(target=dc.write, args=(table, pa.table({"x": [i]})))
+                t.start()
+                t.join()
+            assert table.version == 12
+            checkpointed.append(snapshot)
+        real(log_store, snapshot, clock, version)
+
+    monkeypatch.setattr(table_log, "after_commit", others_commit_first)
+    for i in range(1, 10):  # versions 2 to 10 (creating the table took two)
+        dc.write(table, pa.table({"x": [i]}))
+    [at_10] = checkpointed
+    rows = at_10.state.files
+    assert isinstance(rows, LazyActionMap) and rows._base is not None
+    newest = table.log.snapshot
+    files = newest.state.files
+    assert newest.version == 12
+    assert isinstance(files, LazyActionMap) and files._base is rows._base
+    # Only the files of versions 11 and 12, neither of them among the checkpoint's rows.
+    assert dict.__len__(files) == 2 and not set(dict.keys(files)) & set(rows.keys())
+    monkeypatch.setattr(table_log, "after_commit", real)
+    for i in range(13, 21):  # versions 13 to 20
+        dc.write(table, pa.table({"x": [i]}))
+    assert table.version == 20
+    x = [0, *range(1, 10), 11, 12, *range(13, 21)]
+    assert sorted(table.to_arrow().column("x").to_pylist()) == x
+    state_cache.clear()
+    fresh = dc.DeltaTable(uri)
+    assert fresh.snapshot.state.files._base is not None  # read from the checkpoint of 20
+    assert sorted(fresh.to_arrow().column("x").to_pylist()) == x
+    assert {a.path for a in fresh.files()} == {a.path for a in table.files()}

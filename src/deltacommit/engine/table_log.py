@@ -16,7 +16,9 @@ from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
 from deltacommit.engine import state_cache
 from deltacommit.errors import DeltaCommitError, TableReplacedError
+from deltacommit.log.actions import Add
 from deltacommit.log.intervals import may_predate_cleanup
+from deltacommit.log.lazy_files import LazyActionMap, carried_over
 from deltacommit.logstore.base import LogStore
 from deltacommit.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.snapshot import Commit, Snapshot, decode_commit
@@ -202,9 +204,26 @@ class TableLog:
         """
         if snapshot is None or snapshot.version != commit.version:
             snapshot = self._snapshot
+        before = snapshot.state.files
         after_commit(self.log_store, snapshot, self.clock, commit.version)
+        after = snapshot.state.files
+        if after is not before and isinstance(after, LazyActionMap):
+            self._carry_rows(snapshot, before, after)
         for hook in self._hooks:
             hook(commit, snapshot)
+
+    def _carry_rows(self, checkpointed: Snapshot, before: dict[str, Add],
+                    after: LazyActionMap[Add]) -> None:
+        """A checkpoint backed ``checkpointed``'s files by the rows it encoded; back the
+        newest snapshot's by them too, if versions were committed meanwhile (``carried_over``),
+        so that copying its state and the next checkpoint cost only the commits since."""
+        with self._lock:
+            current = self._snapshot
+            if current is checkpointed or current.version <= checkpointed.version:
+                return
+            carried = carried_over(current.state.files, before, after)
+            if carried is not None:
+                current.state.files = carried
 
     def foreign_coordination(self) -> str | None:
         """``dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""

@@ -754,6 +754,47 @@ def rebased_map(m: dict[str, V], rows: pa.StructArray, stats_parsed: Any,
     return _backed(rows, stats_parsed, decode, list(m), list(m.values()))
 
 
+def carried_over(live: dict[str, V], before: dict[str, V],
+                 after: LazyActionMap[V]) -> LazyActionMap[V] | None:
+    """``live`` over the rows of ``after``: the same actions, with ``after`` (a map backed by
+    the rows a checkpoint just encoded, holding what ``before`` holds) in place of the part
+    ``live`` shares with ``before``; None where telling the two apart would enumerate a lazy
+    map.
+
+    A writer whose later versions were committed while a checkpoint was being encoded (group
+    commit) derived their states from the map before it was rebased (``rebased_map``).  Without
+    this, those states and every one after them keep copying and converting every action since
+    an older checkpoint, and each checkpoint costs the whole table again instead of the
+    commits since.  ``live`` must descend from ``before`` by copies and updates (a later
+    version's map): an action it holds as the very object ``before`` holds is unchanged.
+    """
+    if isinstance(live, LazyActionMap) != isinstance(before, LazyActionMap):
+        return None
+    if isinstance(live, LazyActionMap) and isinstance(before, LazyActionMap):
+        with live._lock, before._lock:
+            if live._base is not before._base:
+                return None
+            live_shadow, before_shadow = set(live._shadow), before._shadow
+            own_live, own_before = dict(dict.items(live)), dict(dict.items(before))
+        if before_shadow - live_shadow:
+            return None  # not a descendant: a key hidden before is visible again
+        # Hidden since: a checkpoint row of ``before`` (or an action it set) that ``live`` no
+        # longer holds.
+        gone = [k for k in live_shadow if k not in own_live
+                and (k not in before_shadow or k in own_before)]
+        gone += [k for k in own_before if k not in live_shadow and k not in own_live]
+    else:
+        own_live, own_before = live, before
+        gone = [k for k in own_before if k not in own_live]
+    changed = [(k, v) for k, v in own_live.items() if own_before.get(k, _MISSING) is not v]
+    out = after.lazy_copy()
+    for k in gone:
+        out.discard(k)
+    for k, v in changed:
+        out[k] = v
+    return out
+
+
 def _backed(rows: pa.StructArray, stats_parsed: Any, decode: Callable[[pa.StructArray], list[V]],
             keys: list[str], objects: list[V]) -> LazyActionMap[V] | None:
     """A map of ``keys`` to ``objects`` backed by ``rows`` (theirs, in order); None if the
