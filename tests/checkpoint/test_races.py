@@ -22,7 +22,7 @@ from deltacommit.storage.local import LocalStore
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import new_log_table
-from .helpers import SCHEMA, local_table, open_table, rows
+from .helpers import SCHEMA, ids_of, local_table, open_table, rows
 
 
 def replayed(root: Path, version: int) -> TableState:
@@ -220,3 +220,43 @@ def test_racing_checkpoint_writers_on_s3(s3_bucket: S3Bucket, moto_server: MotoS
     assert theirs.version() == t.version == 5
     assert sorted(theirs.to_pyarrow_table().column("id").to_pylist()) == sorted(
         x for r in range(5) for x in (r, r + 100))
+
+
+def test_a_checkpoint_due_while_the_table_writes_one_is_left_to_the_next(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Under group commit the next versions commit while a checkpoint is written.  A version
+    due for a checkpoint meanwhile gets none (writing both would only repeat the work, twice
+    over the whole table); the next version due gets one, and every reader sees every commit."""
+    from deltacommit.engine import table_log
+
+    root = tmp_path / "t"
+    local_table(root, configuration={"delta.checkpointInterval": "2"})
+    table = dc.DeltaTable(str(root), group_commit=True)
+    real = table_log.after_commit
+    busy: list[int] = []
+
+    def others_commit_meanwhile(log_store: Any, snapshot: Any, clock: Any, version: int) -> None:
+        if version % 2 == 0 and not busy:
+            busy.append(version)
+            for i in (1, 2):  # each its own group: the one before is not done yet
+                t = threading.Thread(target=dc.write, args=(table, rows([1000 + i])))
+                t.start()
+                t.join()
+        real(log_store, snapshot, clock, version)
+
+    monkeypatch.setattr(table_log, "after_commit", others_commit_meanwhile)
+    dc.write(table, rows([0]))
+    while not busy:
+        dc.write(table, rows([table.version + 1]))
+    [first] = busy
+    assert table.version == first + 2
+    assert (root / checkpoint_path(first)).exists()
+    assert not (root / checkpoint_path(first + 2)).exists()
+    dc.write(table, rows([2000]))
+    dc.write(table, rows([2001]))
+    assert table.version == first + 4
+    assert (root / checkpoint_path(first + 4)).exists()
+    assert_valid_checkpoint(root, first + 4)
+    written = ids_of(dc.DeltaTable(str(root)).to_arrow())
+    assert 1001 in written and 1002 in written and 2001 in written
+    assert len(written) == len(set(written)) == table.version  # one row per write

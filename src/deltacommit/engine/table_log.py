@@ -50,6 +50,7 @@ class TableLog:
         self._snapshot = snapshot
         self._foreign: tuple[str | None] | None = None
         self._hooks: list[Callable[[Commit, Snapshot], None]] = []
+        self._checkpointing = threading.Lock()
         #: Where this table's newest snapshot is published for the process's next open of it
         #: (``state_cache``); None for pinned tables and custom log stores.
         self._cache_key = None if pinned else cache_key
@@ -201,14 +202,24 @@ class TableLog:
         ``snapshot`` is the state exactly at the commit's version, for a caller that lets
         further commits proceed meanwhile (group commit): the hooks then read that state
         instead of moving the table's snapshot back to the version.
+
+        One checkpoint at a time per table object: a version due for one while this object
+        still writes an earlier one gets none, and the next version due does.  Under group
+        commit, versions can come faster than checkpoints of the whole table are written;
+        writing each would only queue them, every one repeating the work of the one before.
+        Readers then replay at most one interval more of commits.
         """
         if snapshot is None or snapshot.version != commit.version:
             snapshot = self._snapshot
-        before = snapshot.state.files
-        after_commit(self.log_store, snapshot, self.clock, commit.version)
-        after = snapshot.state.files
-        if after is not before and isinstance(after, LazyActionMap):
-            self._carry_rows(snapshot, before, after)
+        if self._checkpointing.acquire(blocking=False):
+            try:
+                before = snapshot.state.files
+                after_commit(self.log_store, snapshot, self.clock, commit.version)
+                after = snapshot.state.files
+                if after is not before and isinstance(after, LazyActionMap):
+                    self._carry_rows(snapshot, before, after)
+            finally:
+                self._checkpointing.release()
         for hook in self._hooks:
             hook(commit, snapshot)
 
