@@ -6,10 +6,13 @@ lets tests drive expiry and clock skew deterministically instead of sleeping.
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Protocol
 
 
@@ -73,6 +76,47 @@ def now_ms(clock: Clock) -> int:
     return int(clock.time() * 1000)
 
 
+class _RandomBytes:
+    """16-byte draws of ``os.urandom``, read 256 at a time.
+
+    Every data file, transaction and commit takes a random UUID, and each ``os.urandom`` call
+    lets the thread queue again for the interpreter behind every other writer thread: with
+    many writer threads that wait, not the system call, is the cost.  The draws are the
+    kernel's bytes all the same, each handed out once (a counter numbers them, so threads need
+    no lock but to refill), and a forked child discards its parent's unread ones.
+    """
+
+    SLOTS = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: tuple[bytes, Iterator[int]] = (b"", itertools.count(self.SLOTS))
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._discard)
+
+    def _discard(self) -> None:
+        self._lock = threading.Lock()
+        self._state = (b"", itertools.count(self.SLOTS))
+
+    def take(self) -> bytes:
+        while True:
+            chunk, slots = self._state
+            i = next(slots)
+            if i < self.SLOTS:
+                return chunk[16 * i:16 * i + 16]
+            with self._lock:
+                if self._state[1] is slots:
+                    self._state = (os.urandom(16 * self.SLOTS), itertools.count())
+
+
+_RANDOM_BYTES = _RandomBytes()
+
+
+def random_uuid() -> uuid.UUID:
+    """``uuid.uuid4()``: a version 4 UUID of the kernel's random bytes (``_RandomBytes``)."""
+    return uuid.UUID(bytes=_RANDOM_BYTES.take(), version=4)
+
+
 class RandomSource:
     """UUIDs and jitter from one seedable generator."""
 
@@ -83,7 +127,7 @@ class RandomSource:
 
     def uuid(self) -> str:
         if not self._seeded:
-            return str(uuid.uuid4())
+            return str(random_uuid())
         with self._lock:
             return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 

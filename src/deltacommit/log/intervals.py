@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -28,11 +29,13 @@ _UNIT_ALIASES = {"ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-zA-Z]+)")
 
 
+@functools.lru_cache(maxsize=256)
 def parse_interval_ms(text: str) -> int:
     """``interval 1 week`` / ``30 days`` / ``interval 2 days 12 hours`` in milliseconds.
 
     Spark's calendar-interval syntax without months and years, which have no fixed length
-    and are refused for retention by Delta as well.
+    and are refused for retention by Delta as well.  Cached: every commit checks the log
+    retention of its table, a handful of texts per process.
     """
     s = text.strip().lower()
     if s.startswith("interval"):

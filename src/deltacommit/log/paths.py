@@ -16,6 +16,7 @@ then the file is inside when its canonical form lies strictly below the root's.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -91,9 +92,11 @@ def _decode(text: str, what: str) -> str:
     return decoded
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_location(uri: str) -> Location:
     """The canonical location of a table root or absolute URI (``s3a://b/k`` is ``s3://b/k``;
-    a plain path or any ``file:`` spelling is ``file:///path``)."""
+    a plain path or any ``file:`` spelling is ``file:///path``).  Cached (a ``Location`` is
+    immutable): every transaction and every open by URI parses its table's root."""
     m = _SCHEME.match(uri)
     scheme = m.group(1).lower() if m else ""
     if scheme in _FILE_SCHEMES:

@@ -11,17 +11,18 @@ import contextlib
 import errno
 import fcntl
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from deltacommit.clock import random_uuid
 from deltacommit.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
     StorageError,
 )
+from deltacommit.log.paths import is_plain_relative
 from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
 
 TMP_PREFIX = ".dc-tmp-"
@@ -47,6 +48,7 @@ def _meta(path: str, st: os.stat_result) -> ObjectMeta:
 class LocalStore(ObjectStore):
     def __init__(self, root: str | Path, *, fsync: bool = True) -> None:
         self.root = local_root(str(root))
+        self._root_text = str(self.root).rstrip("/")
         self.uri = self.root.as_uri()
         self.fsync = fsync
 
@@ -57,6 +59,10 @@ class LocalStore(ObjectStore):
         return self.root / path
 
     def local_path(self, path: str) -> str | None:
+        if is_plain_relative(path):
+            # What ``Path`` would make of it, without building one: each write opens its file
+            # by this name, and the object costs more than the rest of naming the file.
+            return self._root_text + "/" + path
         return str(self._full(path))
 
     def child(self, prefix: str) -> LocalStore:
@@ -88,7 +94,7 @@ class LocalStore(ObjectStore):
 
     def _write_temp(self, full: Path, data: bytes) -> Path:
         full.parent.mkdir(parents=True, exist_ok=True)
-        tmp = full.parent / f"{TMP_PREFIX}{full.name}.{uuid.uuid4().hex}"
+        tmp = full.parent / f"{TMP_PREFIX}{full.name}.{random_uuid().hex}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
