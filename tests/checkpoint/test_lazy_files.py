@@ -14,6 +14,8 @@ from deltacommit.log.checkpoint_format import STRING_MAP, adds_to_arrow, live_ad
 from deltacommit.log.lazy_files import (
     ActionRows,
     LazyActionMap,
+    _all_plain,
+    _clearly_plain,
     adds_from_arrow,
     carried_over,
     copy_file_map,
@@ -21,6 +23,7 @@ from deltacommit.log.lazy_files import (
     map_dicts,
     rebased_map,
 )
+from deltacommit.log.paths import is_plain_relative
 from deltacommit.log.replay import TableState, file_key
 
 
@@ -343,3 +346,18 @@ def test_versions_committed_while_a_checkpoint_is_written_move_onto_its_rows(
     assert fresh.snapshot.state.files._base is not None  # read from the checkpoint of 20
     assert sorted(fresh.to_arrow().column("x").to_pylist()) == x
     assert {a.path for a in fresh.files()} == {a.path for a in table.files()}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(paths=st.lists(st.text(alphabet="ab/.%:", max_size=6), min_size=1, max_size=5),
+       skipped=st.integers(0, 3), large=st.booleans())
+def test_the_column_stands_for_the_keys_only_when_every_path_is_its_own_key(
+        paths: list[str], skipped: int, large: bool) -> None:
+    """The byte scan that lets a path column stand for its keys (a slice of it, too) never
+    passes a path that ``canonical_key`` would change."""
+    column = pa.array(["x"] * skipped + paths, pa.large_string() if large else pa.string())
+    column = column.slice(skipped)
+    if _clearly_plain(column):
+        assert all(is_plain_relative(p) for p in paths), paths
+    if _all_plain(column):
+        assert all(file_key(p) == p for p in paths), paths
