@@ -155,3 +155,17 @@ def test_stale_lease_reclaimed_by_several_waiters_has_one_winner(
     assert sum(w.stats.snapshot().get("reclaimed", 0) for w in waiters) == len(keys)
     items = lease_items(moto_dynamodb, lease_table)
     assert {items[(f"t/{k}", "*")]["generation"]["N"] for k in keys} == {"1"}
+
+
+def test_deletes_go_to_the_inner_store_in_one_batch(s3_bucket: S3Bucket, lease_table: str,
+                                                      moto_dynamodb: Any) -> None:
+    """Vacuum and log cleanup delete through ``delete_many``: a DynamoCommit store takes no
+    lease for deletes and passes them on whole, one DeleteObjects request for the batch."""
+    store = guarded(s3_bucket, lease_table, moto_dynamodb)
+    paths = [f"part-{i}.parquet" for i in range(3)]
+    for p in paths:
+        store.put(p, b"x")
+    store.inner.reset_requests()  # type: ignore[attr-defined]
+    store.delete_many(paths + ["never-written.parquet"])
+    assert store.inner.requests == {"DeleteObjects": 1}  # type: ignore[attr-defined]
+    assert not any(store.exists(p) for p in paths)

@@ -58,7 +58,7 @@ Limitations (object_store's own)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -299,6 +299,10 @@ class DynamoCommitStore(ForwardingStore):
             raise PreconditionFailedError(op, self._url(path), "an ETag to match is required")
         return self._conditional_op(op, path, mode.etag,
                                     lambda lease: self._writer.put(op, path, data, lease))
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        # Deletes need no lease: the inner store's batches (DeleteObjects), not one each.
+        self.inner.delete_many(paths)
 
     def copy_if_absent(self, src: str, dst: str) -> ObjectMeta:
         op = "copy-if-absent"
