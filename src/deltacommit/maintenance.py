@@ -172,16 +172,12 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     doomed.sort()
     if dry_run or not doomed:
         return doomed
-    if len(doomed) == 1 or store.local_path("") is not None:
-        for path in doomed:
-            store.delete(path)
+    # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
+    batches = [doomed[i:i + DELETE_BATCH] for i in range(0, len(doomed), DELETE_BATCH)]
+    if len(batches) == 1 or store.local_path("") is not None:
+        store.delete_many(doomed)
     else:
-        # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
-        batches = [doomed[i:i + DELETE_BATCH] for i in range(0, len(doomed), DELETE_BATCH)]
-        if len(batches) == 1:
-            store.delete_many(doomed)
-        else:
-            with ThreadPoolExecutor(max_workers=min(16, len(batches))) as pool:
-                list(pool.map(store.delete_many, batches))
+        with ThreadPoolExecutor(max_workers=min(16, len(batches))) as pool:
+            list(pool.map(store.delete_many, batches))
     logger.info("vacuum of %s deleted %d files", uri, len(doomed))
     return doomed

@@ -289,8 +289,7 @@ class S3Store(ObjectStore):
             if self._batch_delete and len(batch) > 1:
                 self._delete_batch(batch)
             else:
-                for path in batch:
-                    self.delete(path)
+                super().delete_many(batch)
 
     def _delete_batch(self, paths: list[str]) -> None:
         request: DeleteTypeDef = {"Objects": [{"Key": self._key(p)} for p in paths], "Quiet": True}
@@ -303,8 +302,7 @@ class S3Store(ObjectStore):
                 log.info("%s does not implement DeleteObjects (%s); deleting one object per "
                          "request", self.uri, error_code(e))
                 self._batch_delete = False
-                for path in paths:
-                    self.delete(path)
+                super().delete_many(paths)
                 return
             raise self._error("delete", paths[0], e) from e
         failed = [err for err in response.get("Errors", []) if err.get("Code") not in S3_NOT_FOUND]
