@@ -179,13 +179,12 @@ _NOT_PLAIN = r"%|:|^/|/$|//|(^|/)\.\.?(/|$)"
 
 def row_keys(arr: pa.StructArray) -> list[str]:
     """``file_key`` of every row, computed column-wise when no row has a deletion vector."""
-    paths_arr = _child(arr, "path")
-    paths: list[str] = paths_arr.to_pylist()
+    paths: list[str] = _child(arr, "path").to_pylist()
+    if _keys_are_paths(arr):
+        return paths
     dv_arr = _child(arr, "deletionVector")
     if _all_null(dv_arr):
-        if not _all_plain(paths_arr):
-            return [canonical_key(p) for p in paths]
-        return paths
+        return [canonical_key(p) for p in paths]
     dvs = _dv_dicts(dv_arr)
     return [file_key(p, d) for p, d in zip(paths, dvs, strict=True)]
 
