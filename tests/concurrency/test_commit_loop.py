@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import deltacommit as dc
 from deltacommit.clock import ManualClock, RandomSource
+from deltacommit.engine.loop import CATCH_UP_AFTER
 from deltacommit.errors import VersionExistsError
 from deltacommit.log.names import commit_path
 from deltacommit.logstore.conditional import ConditionalPutLogStore
@@ -179,3 +181,63 @@ def test_a_transaction_may_override_the_isolation_level_but_not_to_snapshot(tmp_
     assert txn.summary().isolation_level is dc.IsolationLevel.WRITE_SERIALIZABLE
     with pytest.raises(dc.InvalidArgumentError, match=r"SnapshotIsolation.*Serializable"):
         table.transaction(isolation_level="SnapshotIsolation")
+
+
+class _Pauses(ManualClock):
+    """A manual clock on which ``during_pause`` runs in the first sleep."""
+
+    def __init__(self, during_pause: Callable[[], object]) -> None:
+        super().__init__()
+        self.during_pause = during_pause
+        self.pauses: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        if len(self.pauses) == 1:
+            self.during_pause()
+        super().sleep(seconds)
+
+
+class _HalfDraws(RandomSource):
+    """Every jitter draw is one half: each backoff is half its ceiling."""
+
+    def uniform(self, low: float, high: float) -> float:
+        return (low + high) / 2
+
+
+@pytest.mark.parametrize("ceiling", [0.2, 0.004])
+def test_a_lost_race_reads_the_versions_that_beat_it_once_after_a_long_pause(
+        tmp_path: Path, ceiling: float) -> None:
+    uri = str(tmp_path / "t")
+    create_table(uri, "Serializable")
+    other = dc.DeltaTable(uri)
+    counting = CountingStore(LocalStore(uri))
+    attempts = []
+
+    def beaten(version: int) -> None:  # the first attempt, at version 2, loses to 2
+        attempts.append(version)
+        if len(attempts) == 1:
+            commit_blind(other, "b")
+
+    clock = _Pauses(lambda: commit_blind(other, "b"))  # and 3 lands during the first pause
+    table = dc.DeltaTable(uri, log_store=HookedLogStore(counting, beaten), clock=clock,
+                          random=_HalfDraws(7),
+                          policy=CommitPolicy(backoff_base=ceiling, backoff_cap=ceiling))
+    txn = table.transaction()
+    txn.add(data_files(table, [("a", next(ids), BLIND)]))
+    counting.calls.clear()
+    result = txn.commit()
+    gets = [int(p[len("_delta_log/"):][:20]) for op, p in counting.calls
+            if op == "get" and p.endswith(".json") and p.startswith("_delta_log/0")]
+    if ceiling / 2 >= CATCH_UP_AFTER:
+        # The pause comes first: 2 and 3 are each read once, after it (and 4 found absent),
+        # and the next attempt lands at 4.
+        assert clock.pauses == [ceiling / 2]
+        assert (result.version, result.attempts, result.winners) == (4, 2, (2, 3))
+        assert attempts == [2, 4] and gets == [2, 3, 4]
+    else:
+        # A pause too short for others to commit much: 2 is read at once, and the attempt
+        # after the pause loses to 3, committed during it after all.
+        assert clock.pauses == [ceiling / 2] * 2
+        assert (result.version, result.attempts, result.winners) == (4, 3, (2, 3))
+        assert attempts == [2, 3, 4] and gets == [2, 3, 3, 4]

@@ -45,8 +45,8 @@ from deltacommit.log.actions import (
 from deltacommit.partitions import decode_add_path
 from deltacommit.snapshot import Commit
 
-#: A backoff at least this long (seconds) is followed by reading the versions committed
-#: meanwhile before the next attempt.
+#: A backoff at least this long (seconds) is taken before reading the versions that beat the
+#: attempt, so that they are read once, with those committed meanwhile; a shorter one after.
 CATCH_UP_AFTER = 0.01
 
 #: A version as the checks see it: its conflict view and the txnIds it holds.
@@ -241,6 +241,18 @@ class CommitLoop:
                 self.log.confirm_identity()
                 self.log.log_store.write_commit(version, data)
             except VersionExistsError:
+                pause = 0.0
+                if attempt < self.policy.max_attempts:
+                    pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
+                if pause >= CATCH_UP_AFTER:
+                    # Writers keep committing while this group waits: an attempt at the
+                    # version it knew before waiting is all but sure to lose again.  So the
+                    # versions that beat it are read after the pause, with those committed
+                    # meanwhile, in one catch-up: reading them at once as well costs a second
+                    # one, which also meets the winner still completing its version (a
+                    # DynamoDB entry is then repaired for it), and lets a large commit (a
+                    # compaction) beside a stream of small ones win a version at all.
+                    self.clock.sleep(pause)
                 landed = self._rebase(group, base)
                 if isinstance(landed, Commit):
                     return landed
@@ -252,19 +264,8 @@ class CommitLoop:
                         group.on_fail(m, error)
                     group.discard()
                     return None
-                if left:
-                    pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
+                if left and pause < CATCH_UP_AFTER:
                     self.clock.sleep(pause)
-                    if pause >= CATCH_UP_AFTER:
-                        # Writers kept committing while this group slept: an attempt at the
-                        # version it knew before sleeping is all but sure to lose again.
-                        # Reading what they committed first costs what that lost attempt
-                        # would have, and lets a large commit (a compaction) beside a stream
-                        # of small ones win a version at all.
-                        landed = self._rebase(group, base)
-                        if isinstance(landed, Commit):
-                            return landed
-                        base = landed
                 continue
             digest = hashlib.sha256(data).hexdigest()
             commit = Commit(version, actions, digest)
