@@ -465,10 +465,11 @@ class GroupCommitter:
         vacuum removes any left behind)."""
         from deltacommit.partitions import decode_add_path
 
-        store = self.table.log.log_store.store
-        for a in adds:
+        if adds:
+            # One request for them all where the store has one (a group's rows span partitions).
             with contextlib.suppress(Exception):
-                store.delete(decode_add_path(a.path))
+                self.table.log.log_store.store.delete_many(
+                    [decode_add_path(a.path) for a in adds])
 
     # ----------------------------------------------------------------- stage 2: commit
 

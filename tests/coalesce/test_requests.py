@@ -26,8 +26,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import boto3
+import pyarrow as pa
 
 import deltacommit as dc
+from deltacommit.coalesce import GroupCommitPolicy
 from deltacommit.engine import state_cache
 from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
 from deltacommit.logstore.dynamodb import DynamoDBLogStore, create_log_table
@@ -36,6 +38,7 @@ from deltacommit.storage.s3 import S3Store
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
 
 from .common import SCHEMA, data_files, rows
+from .test_conflicts import submit_in_order
 
 
 @contextmanager
@@ -157,3 +160,32 @@ def test_dynamo_commit_log_store_commits_with_three_requests(s3_bucket: S3Bucket
     assert isinstance(table.log_store, DynamoCommitLogStore)
     assert commit_once(table, 1) == {"s3.HeadObject": 1, "dynamodb.PutItem": 1,
                                      "s3.PutObject": 1}
+
+
+def two_parts(ident: int) -> pa.Table:
+    return pa.concat_tables([rows("a", [ident]), rows("b", [ident + 100])])
+
+
+def test_files_of_a_group_written_again_are_deleted_in_one_request(
+        s3_bucket: S3Bucket, moto_s3_client: Any) -> None:
+    uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options,
+                          group_commit=GroupCommitPolicy(max_members=2, max_wait=60))
+    other = dc.DeltaTable(uri, storage_options=options)
+    dc.write(other, rows("c", [40]), app_id="app", app_version=5)  # unknown to `table`
+    with requests(table) as counts:
+        r_dup, r_new = submit_in_order(table, [
+            lambda: dc.append(table, two_parts(41), app_id="app", app_version=5),
+            lambda: dc.append(table, two_parts(42), app_id="another", app_version=1)])
+    # The group's leader wrote one file per partition (a and b) holding both appends' rows;
+    # the first append turned out to be recorded already, so both files were deleted (one
+    # request) and written again with the second append's rows.
+    assert isinstance(r_dup, dc.WriteResult) and r_dup.skipped
+    assert isinstance(r_new, dc.WriteResult) and not r_new.skipped
+    assert counts["s3.DeleteObjects"] == 1 and counts["s3.DeleteObject"] == 0
+    listed = moto_s3_client.list_objects_v2(Bucket=s3_bucket.name, Prefix="t/p=")
+    on_s3 = {o["Key"][len("t/"):] for o in listed.get("Contents", [])}
+    assert on_s3 == {f.path for f in dc.DeltaTable(uri, storage_options=options).files()}
+    assert sorted(dc.DeltaTable(uri, storage_options=options).to_arrow()["id"].to_pylist()) \
+        == [40, 42, 142]
