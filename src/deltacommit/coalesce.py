@@ -463,13 +463,10 @@ class GroupCommitter:
     def _discard_files(self, adds: Sequence[Add]) -> None:
         """Delete files written for a group that will never reference them (best effort:
         vacuum removes any left behind)."""
-        from deltacommit.partitions import decode_add_path
+        from deltacommit.datafiles import delete_files
 
-        if adds:
-            # One request for them all where the store has one (a group's rows span partitions).
-            with contextlib.suppress(Exception):
-                self.table.log.log_store.store.delete_many(
-                    [decode_add_path(a.path) for a in adds])
+        with contextlib.suppress(Exception):
+            delete_files(self.table.log.log_store.store, adds)
 
     # ----------------------------------------------------------------- stage 2: commit
 

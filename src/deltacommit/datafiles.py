@@ -324,8 +324,8 @@ def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
 
 
 def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
-    """Delete data files that no commit references (a write that did not commit)."""
+    """Delete data files that no commit references (a write that did not commit), in one
+    ``delete_many`` (one request on S3 where a write spans partitions)."""
     from deltacommit.partitions import decode_add_path
 
-    for a in adds:
-        store.delete(decode_add_path(a.path))
+    store.delete_many([decode_add_path(a.path) for a in adds])
