@@ -177,10 +177,11 @@ def removes_from_arrow(arr: pa.StructArray) -> list[Remove]:
 _NOT_PLAIN = r"%|:|^/|/$|//|(^|/)\.\.?(/|$)"
 
 
-def row_keys(arr: pa.StructArray) -> list[str]:
-    """``file_key`` of every row, computed column-wise when no row has a deletion vector."""
+def row_keys(arr: pa.StructArray, are_paths: bool | None = None) -> list[str]:
+    """``file_key`` of every row, computed column-wise when no row has a deletion vector.
+    ``are_paths``: ``_keys_are_paths(arr)`` if the caller has decided it already."""
     paths: list[str] = _child(arr, "path").to_pylist()
-    if _keys_are_paths(arr):
+    if are_paths if are_paths is not None else _keys_are_paths(arr):
         return paths
     dv_arr = _child(arr, "deletionVector")
     if _all_null(dv_arr):
@@ -283,6 +284,8 @@ class ActionRows(Generic[V]):
         self._light: pa.StructArray | None = None
         self._decode = decode
         self._keys: list[str] | None = keys
+        #: ``_keys_are_paths`` of these rows, once decided (the rows never change).
+        self._are_paths: bool | None = None
         self._index: dict[str, int] | None = None
         self._objects: list[V] | None = objects
         self._lock = threading.Lock()
@@ -381,8 +384,16 @@ class ActionRows(Generic[V]):
     def keys(self) -> list[str]:
         if self._keys is None:
             with gc_paused():
-                self._keys = row_keys(self._read_rows())
+                rows = self._read_rows()
+                self._keys = row_keys(rows, self._keys_are_paths(rows))
         return self._keys
+
+    def _keys_are_paths(self, rows: pa.StructArray) -> bool:
+        """``_keys_are_paths`` of these rows (``rows``: them, whole or light), decided once:
+        a scan of every path, and on a table with other spellings a regular expression too."""
+        if self._are_paths is None:
+            self._are_paths = _keys_are_paths(rows)
+        return self._are_paths
 
     def index(self) -> dict[str, int]:
         if self._index is None:
@@ -409,7 +420,7 @@ class ActionRows(Generic[V]):
         if not hidden or not len(arrow):
             return None
         # Where the keys are the paths, the column serves without building them in Python.
-        keys = _child(arrow, "path") if _keys_are_paths(arrow) \
+        keys = _child(arrow, "path") if self._keys_are_paths(arrow) \
             else pa.array(self.keys(), pa.string())
         found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
         if not pc.any(found).as_py():
