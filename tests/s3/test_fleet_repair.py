@@ -73,6 +73,7 @@ def test_a_live_delta_rs_writer_finishes_its_own_commit_within_the_grace(dynamo:
     assert clock.monotonic() == pytest.approx(0.025)
     assert "UpdateItem" not in ls.requests
     assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]
+    assert ls._k.first_seen == {}  # a settled entry is no longer remembered
 
 
 def test_a_dead_delta_rs_writer_is_repaired_by_moving_once_the_grace_is_over(
@@ -87,6 +88,7 @@ def test_a_dead_delta_rs_writer_is_repaired_by_moving_once_the_grace_is_over(
     assert ls.store.get(commit_path(1)) == COMMIT
     assert {m.path for m in ls.store.list(LOG_DIR)} == before - {temp} | {commit_path(1)}
     assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]
+    assert ls._k.first_seen == {}
 
 
 def test_a_grace_of_zero_repairs_at_once(dynamo: DynamoSetup) -> None:

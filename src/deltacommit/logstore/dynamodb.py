@@ -293,7 +293,7 @@ class _Knowledge:
     good_upto: int = -1
     #: latest[0] was the newest version at the moment latest[1].
     latest: tuple[int, _Moment] | None = None
-    #: When a moving writer's incomplete entry was first seen (by tempPath).
+    #: When a moving writer's incomplete entry was first seen (by tempPath), while waited for.
     first_seen: dict[str, float] = field(default_factory=dict)
     #: The tablePath spellings found in use at first use (see ``join_fleet``); None before.
     fleet_keys: dict[str, int] | None = None
@@ -908,7 +908,15 @@ class DynamoDBLogStore(LogStore):
         key = entry.temp_path
         with self._lock:
             first = self._k.first_seen.setdefault(key, self._clock.monotonic())
-        deadline = first + self.repair_grace_ms / 1000
+        settled = self._wait_for_mover(entry, first + self.repair_grace_ms / 1000)
+        with self._lock:
+            # Finished, moved, or about to be repaired by the caller: no longer waited for.
+            # Forgetting it keeps a long-lived process beside delta-rs writers from keeping
+            # one record per commit they ever left to finish.
+            self._k.first_seen.pop(key, None)
+        return settled
+
+    def _wait_for_mover(self, entry: CommitEntry, deadline: float) -> CommitEntry:
         while True:
             if not self.store.exists(entry.temp_key):
                 return entry
