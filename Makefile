@@ -8,7 +8,8 @@ PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
 # The suite runs in this many worker processes, a whole test file to each (module fixtures such
-# as a Spark Connect server start once); every worker starts its own servers and Spark.
+# as a Spark Connect server start once); every worker starts its own servers and Spark.  The
+# slowest tests are listed at the end, to keep the suite's time in view.
 TEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray bench-compaction bench-streaming corpus-report torture torture-mixed clean
@@ -40,7 +41,7 @@ lint: $(VENV)/.test-deps
 	$(VENV)/bin/mypy
 
 test: $(VENV)/.test-deps $(DYNALITE_STAMP) lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # Benchmarks print JSON lines and write bench/results/ (see bench/README.md); not part of `make test`.
 bench-commits: $(VENV)/.test-deps
