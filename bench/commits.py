@@ -30,6 +30,7 @@ as its caller sees it: the data file, the commit and every retry.
 
     .venv/bin/python bench/commits.py                      # everything (about 15 minutes)
     .venv/bin/python bench/commits.py --writers 4 --backends s3-conditional,s3-dynamodb
+    .venv/bin/python bench/commits.py --writers 4 --rounds 3   # ratios of medians of 3 rounds
 """
 
 from __future__ import annotations
@@ -348,7 +349,7 @@ def ensure_latest_deltalake(reinstall: bool) -> Library | None:
 
 
 def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends: int,
-                    resubmits: int, out: list[dict[str, Any]]) -> dict[str, Any]:
+                    resubmits: int, out: list[dict[str, Any]], round_: int = 1) -> dict[str, Any]:
     uri, options = env.fresh_location(backend, f"{lib.name}-{writers}")
     create_table(lib, uri, options)
     socket_dir = tempfile.mkdtemp(dir=env.tmp, prefix="s")
@@ -364,7 +365,7 @@ def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends:
         requests.update(r["requests"])
     return emit(
         out, bench="commits", mode="processes", backend=backend, library=lib.label,
-        writers=writers, appends_per_writer=appends, commits=len(acked),
+        writers=writers, round=round_, appends_per_writer=appends, commits=len(acked),
         seconds=round(seconds, 3), commits_per_s=round(len(acked) / seconds, 2),
         p50_ms=round(percentile(latencies, 0.5) * 1000, 1),
         p99_ms=round(percentile(latencies, 0.99) * 1000, 1),
@@ -569,7 +570,7 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in results if r.get("bench") == "commits"]
+    runs = medians(results)
     groups = [r for r in results if r.get("bench") == "group_commit"]
     backends = [b for b in BACKENDS if any(r["backend"] == b for r in runs)]
     libraries = sorted({r["library"] for r in runs}, key=lambda x: (not x.startswith("deltacommit"), x))
@@ -629,11 +630,33 @@ def _kind(library: str) -> str:
     return TABLE_OBJECT
 
 
+def medians(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One run per backend, writer count and library: the one of median throughput among its
+    rounds (the lower middle one of an even number), with every round's commits/s beside it
+    (``rounds_commits_per_s``) and the lost, duplicated and failed counts of all rounds added
+    up, so that no round's loss is hidden."""
+    by: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in results:
+        if r.get("bench") == "commits":
+            by.setdefault((r["backend"], r["writers"], r["library"]), []).append(r)
+    out = []
+    for runs in by.values():
+        ranked = sorted(runs, key=lambda r: r["commits_per_s"])
+        median = dict(ranked[(len(ranked) - 1) // 2])
+        median.update(rounds_commits_per_s=[r["commits_per_s"] for r in runs],
+                      **{k: sum(r[k] for r in runs)
+                         for k in ("lost", "duplicated", "failures", "failed_writers")})
+        out.append(median)
+    return out
+
+
 def compare(results: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
     """deltacommit's commits/s over each deltalake's, per backend and writer count, like
     with like: per-URI calls against per-URI calls, kept table objects against kept table
-    objects (group commit, which has no deltalake counterpart, against both)."""
-    runs = [r for r in results if r.get("bench") == "commits"]
+    objects (group commit, which has no deltalake counterpart, against both).  With several
+    rounds, each side's median over them (``medians``): one slow round, of either library, on
+    a shared machine moves the ratio no more than it moves the median."""
+    runs = medians(results)
     for r in runs:
         if not r["library"].startswith("deltacommit"):
             continue
@@ -645,8 +668,11 @@ def compare(results: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
                 emit(out, bench="comparison", backend=r["backend"], writers=r["writers"],
                      calls=f"{kinds[0]} vs {kinds[1]}", library=r["library"],
                      appends_per_writer=r["appends_per_writer"], versus=other["library"],
+                     rounds=len(r["rounds_commits_per_s"]),
                      deltacommit_commits_per_s=r["commits_per_s"],
                      deltalake_commits_per_s=other["commits_per_s"],
+                     deltacommit_rounds=r["rounds_commits_per_s"],
+                     deltalake_rounds=other["rounds_commits_per_s"],
                      ratio=round(r["commits_per_s"] / other["commits_per_s"], 1),
                      deltacommit_failed_writers=r["failed_writers"], deltacommit_lost=r["lost"],
                      deltalake_failures=other["failures"], deltalake_lost=other["lost"])
@@ -656,6 +682,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--writers", default="1,2,4,8", help="writer process counts (default 1,2,4,8)")
     ap.add_argument("--appends", type=int, default=25, help="appends per writer process")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="processes: runs of every configuration, in turn; ratios of medians")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--libraries", default="deltacommit,deltalake-1.6.0,deltalake-latest")
     ap.add_argument("--threads", type=int, default=32, help="group commit: threads")
@@ -713,20 +741,24 @@ def main() -> int:
         if "requests" not in skip:
             bench_requests(env, results)
         if "processes" not in skip:
-            for writers in writer_counts:
-                for backend in backends:
-                    libs = list(libraries)
-                    if latest is not None and backend == "s3-conditional" \
-                            and latest.version != deltalake.__version__:
-                        libs += [Library(latest.name, latest.version, latest.python, v)
-                                 for v in (BY_URI, TABLE_OBJECT)]
-                    for lib in libs:
-                        try:
-                            bench_processes(env, lib, backend, writers, args.appends,
-                                            args.resubmits, results)
-                        except Exception as e:
-                            emit(results, bench="commits", backend=backend, library=lib.label,
-                                 writers=writers, error=f"{type(e).__name__}: {e}"[:2000])
+            # Round after round of every configuration, so that a slow spell of a shared
+            # machine falls on every library alike rather than on one library's runs.
+            for round_ in range(1, args.rounds + 1):
+                for writers in writer_counts:
+                    for backend in backends:
+                        libs = list(libraries)
+                        if latest is not None and backend == "s3-conditional" \
+                                and latest.version != deltalake.__version__:
+                            libs += [Library(latest.name, latest.version, latest.python, v)
+                                     for v in (BY_URI, TABLE_OBJECT)]
+                        for lib in libs:
+                            try:
+                                bench_processes(env, lib, backend, writers, args.appends,
+                                                args.resubmits, results, round_)
+                            except Exception as e:
+                                emit(results, bench="commits", backend=backend,
+                                     library=lib.label, writers=writers, round=round_,
+                                     error=f"{type(e).__name__}: {e}"[:2000])
             compare([r for r in results if "error" not in r], results)
         if "group" not in skip:
             for backend in [b for b in ("local", "s3-conditional") if b in backends]:
