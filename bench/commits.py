@@ -264,11 +264,17 @@ class Env:
     moto: Any
     env: dict[str, str]
     tmp: Path
+    #: Where the libraries under test reach moto: moto itself, or a ``LatencyProxy`` before it
+    #: (``--latency-ms``).  Setting up buckets and tables goes to moto directly.
+    endpoint: str = ""
+
+    def __post_init__(self) -> None:
+        self.endpoint = self.endpoint or self.moto.endpoint
 
     def s3_options(self) -> dict[str, str]:
         from deltacommit.testing import s3_storage_options
 
-        return s3_storage_options(self.moto.endpoint)
+        return s3_storage_options(self.endpoint)
 
     def fresh_location(self, backend: str, name: str) -> tuple[str, dict[str, str]]:
         """A new, empty table location for a backend, and the options that reach it."""
@@ -293,7 +299,7 @@ class Env:
                                           region_name="us-east-1"), table)
             options.update({"AWS_S3_LOCKING_PROVIDER": "dynamodb",
                             "DELTA_DYNAMO_TABLE_NAME": table,
-                            "AWS_ENDPOINT_URL_DYNAMODB": self.moto.endpoint})
+                            "AWS_ENDPOINT_URL_DYNAMODB": self.endpoint})
         return f"s3://{bucket}/{name}", options
 
 
@@ -693,6 +699,9 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="sections to skip: processes,group,requests")
     ap.add_argument("--reinstall-latest", action="store_true",
                     help="recreate bench/.venvs/deltalake-latest")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="answer every S3 and DynamoDB request this much later, through a proxy "
+                         "before moto (bench/latency_proxy.py), as S3's round trip would")
     ap.add_argument("--out", default=str(HERE / "results"))
     # Worker mode (internal).
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -732,12 +741,21 @@ def main() -> int:
     results: list[dict[str, Any]] = []
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
-    with MotoServer() as moto, tempfile.TemporaryDirectory(prefix="dc-bench-") as tmp:
-        env = Env(moto, child_env, Path(tmp))
+    with contextlib.ExitStack() as stack:
+        moto = stack.enter_context(MotoServer())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="dc-bench-"))
+        endpoint = ""
+        if args.latency_ms > 0:
+            from latency_proxy import LatencyProxy
+
+            endpoint = stack.enter_context(
+                LatencyProxy(moto.endpoint, args.latency_ms / 1000)).endpoint
+        env = Env(moto, child_env, Path(tmp), endpoint)
         emit(results, bench="setup", python=sys.version.split()[0], cpus=os.cpu_count(),
              deltacommit=dc.__version__, deltalake_project=deltalake.__version__,
              deltalake_latest=latest.version if latest else None,
-             moto="single-threaded (deltacommit.testing.MotoServer)")
+             moto="single-threaded (deltacommit.testing.MotoServer)",
+             latency_ms=args.latency_ms)
         if "requests" not in skip:
             bench_requests(env, results)
         if "processes" not in skip:
