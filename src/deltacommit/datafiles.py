@@ -6,7 +6,8 @@ fresh unique name and stays invisible until a commit references it, so it is wri
 to its final name: a crash leaves at most an unreferenced file (vacuum removes it).  On a local
 disk it is fsynced before its add action is returned, so a commit never outlives its data;
 unless the writer asks for ``durable=False`` because its commit makes the files durable itself
-(``ObjectStore.make_durable``, called by the commit loop for a group's files at once).
+(``ObjectStore.make_durable``, called by the commit loop for a group's files at once); a remote
+file is then uploaded in the background meanwhile.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     schema with its mapping metadata) the file, its directory, its partition values and its
     statistics use physical names and the Parquet columns carry their field ids.
 
-    ``durable=False`` leaves a local file unsynced: the caller must pass it to
-    ``store.make_durable`` before any commit references it (a remote put is durable anyway)."""
+    ``durable=False`` leaves a local file unsynced, and starts a remote file's upload in the
+    background (``ObjectStore.put_soon``): the caller must pass it to ``store.make_durable``
+    before any commit references it."""
     from deltacommit.nested import enforce_nested_not_null, has_nested_required
     from deltacommit.partitions import encode_add_path, partition_path
     from deltacommit.stats import compute_stats
@@ -89,6 +91,12 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         if directory:
             os.makedirs(os.path.dirname(local), exist_ok=True)
         size, mtime = _write_local(local, data, durable)
+    elif not durable:
+        # Uploaded in the background: the commit that names the file waits for it
+        # (``make_durable``), after preparing its version meanwhile.
+        body = _encode_parquet(data).to_pybytes()
+        store.put_soon(rel, body)
+        size, mtime = len(body), int(clock.time() * 1000)
     else:
         body = _encode_parquet(data).to_pybytes()
         meta = store.put(rel, body)
@@ -306,7 +314,7 @@ def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock
                random: RandomSource, target_file_rows: int | None = None,
                durable: bool = True) -> list[Add]:
     """Conformed rows as data files of the table; their add actions (stage 2).  With
-    ``durable=False`` local files are left for the commit to sync (``write_data_file``)."""
+    ``durable=False`` files are left for the commit to make durable (``write_data_file``)."""
     return write_data_files(store, rows, list(target.partition_columns), clock=clock,
                             random=random, indexed_cols=target.indexed_cols,
                             target_file_rows=target_file_rows,
@@ -325,7 +333,10 @@ def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:
 
 def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
     """Delete data files that no commit references (a write that did not commit), in one
-    ``delete_many`` (one request on S3 where a write spans partitions)."""
+    ``delete_many`` (one request on S3 where a write spans partitions).  Uploads still in
+    flight end first: a delete must not be overtaken by the put it undoes."""
     from deltacommit.partitions import decode_add_path
 
-    store.delete_many([decode_add_path(a.path) for a in adds])
+    paths = [decode_add_path(a.path) for a in adds]
+    store.await_puts(paths, forget=True)
+    store.delete_many(paths)

@@ -141,11 +141,11 @@ class Transaction:
         if not durable:
             from deltacommit.partitions import decode_add_path
 
-            # Only files of the local file system wait for a sync: a remote store's put is
-            # durable once acknowledged.
+            # Local files wait for a sync, remote ones for an upload still in flight; a
+            # remote put already acknowledged is durable.
             store = self.table.log.log_store.store
             self._unsynced.extend(p for p in (decode_add_path(a.path) for a in files)
-                                  if store.local_path(p) is not None)
+                                  if store.awaits_durable(p))
 
     def remove(self, files: Iterable[Add | Remove], data_change: bool = True) -> None:
         self._check_open()

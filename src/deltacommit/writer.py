@@ -46,6 +46,7 @@ from deltacommit.identity import (
     with_high_water_marks,
 )
 from deltacommit.log.actions import MAX_LONG, Add
+from deltacommit.partitions import decode_add_path
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -288,7 +289,11 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
                 continue
         except DeltaCommitError:
             # Files written and the commit failed otherwise: it may have happened (a lost
-            # answer), so they stay, and so does the error.
+            # answer), so they stay, and so does the error.  A failed upload of one of them
+            # need not be remembered: no later commit of this write will name it.
+            if adds:
+                store = table.log_store.store
+                store.await_puts([decode_add_path(a.path) for a in adds], forget=True)
             if not unrefreshed or adds:
                 raise
         assert isinstance(table_or_uri, str)

@@ -236,10 +236,12 @@ class CommitLoop:
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
-            self._make_durable(group)
             try:
                 self.log.confirm_identity()
-                self.log.log_store.write_commit(version, data)
+                # The version is claimed only once its data files are durable; a log store
+                # with requests of its own before the claim makes them while files upload.
+                self.log.log_store.write_commit_when_ready(
+                    version, data, lambda: self._make_durable(group))
             except VersionExistsError:
                 pause = 0.0
                 if attempt < self.policy.max_attempts:

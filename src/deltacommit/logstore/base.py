@@ -10,7 +10,7 @@ for exactly one writer per version, and a version anyone has been told exists ca
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from deltacommit.errors import MissingVersionError, ObjectNotFoundError
@@ -48,6 +48,19 @@ class LogStore(ABC):
 
         Returning normally means the commit is durable and will be visible to every reader.
         """
+
+    def write_commit_when_ready(self, version: int, data: bytes,
+                                ready: Callable[[], None]) -> None:
+        """``write_commit``, claiming the version only once ``ready()`` has returned; what it
+        raises ends the attempt with nothing claimed.
+
+        The commit loop passes the wait for the data files the version names (their uploads
+        run in the background).  A mechanism with requests of its own before the claim (the
+        DynamoDB log store's temp file) makes them while the files upload; here there are
+        none, so the wait comes first.
+        """
+        ready()
+        self.write_commit(version, data)
 
     def read_commit(self, version: int) -> bytes:
         """The content of a commit; ObjectNotFoundError if the version does not exist."""

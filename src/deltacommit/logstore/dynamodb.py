@@ -649,6 +649,12 @@ class DynamoDBLogStore(LogStore):
     # ----------------------------------------------------------------- writing
 
     def write_commit(self, version: int, data: bytes) -> None:
+        self.write_commit_when_ready(version, data, _nothing)
+
+    def write_commit_when_ready(self, version: int, data: bytes,
+                                ready: Callable[[], None]) -> None:
+        """The steps below; ``ready`` is awaited between the temp file and the entry, so the
+        checks and the temp file's put overlap the uploads of the version's data files."""
         if self._k.fleet_keys is None or not (self._k.fleet_keys or self._k.mechanism_checked):
             self.join_fleet()
         file_name = commit_name(version)
@@ -677,6 +683,11 @@ class DynamoDBLogStore(LogStore):
                             f".tmp/{file_name}.{self._random.uuid()}", complete=False)
         self.store.put(entry.temp_key, data)
         self._step("after_write_temp", version)
+        try:
+            ready()
+        except BaseException:
+            self._spend_temp(entry.temp_key)  # never named by an entry
+            raise
         claimed_at = self._now()
         try:
             self._put_entry(entry)
@@ -1338,3 +1349,7 @@ def _moved_by_writer(entry: CommitEntry) -> bool:
 
 def _snake(api: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in api).lstrip("_")
+
+
+def _nothing() -> None:
+    """``write_commit``'s wait: a caller of it has nothing in flight."""

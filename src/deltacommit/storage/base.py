@@ -15,10 +15,12 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import BinaryIO, ClassVar, Literal
 
 from deltacommit.errors import ObjectNotFoundError
+from deltacommit.storage import background
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,54 @@ class ObjectStore(ABC):
         for path in paths:
             self.delete(path)
 
+    def put_soon(self, path: str, data: bytes) -> None:
+        """Start a plain put on the process's background threads and return at once.
+
+        For new objects no one reads before a commit names them (data files): the commit
+        prepares its version meanwhile, and ``make_durable`` waits for the put before the
+        version is written, raising its failure.  A put that succeeds is forgotten as it ends;
+        one that failed is remembered until awaited with ``forget`` or its path deleted
+        (``datafiles.delete_files``), so that no commit can name the missing object.
+        """
+        pending = self._pending_puts()
+        future = background.submit(lambda: self.put(path, data))
+        pending[path] = future
+
+        def settled(done: Future[ObjectMeta]) -> None:
+            if done.exception() is None and pending.get(path) is done:
+                pending.pop(path, None)
+
+        future.add_done_callback(settled)
+
+    def awaits_durable(self, path: str) -> bool:
+        """Whether ``make_durable`` has anything to do for ``path``: a local file written
+        without a sync, or a background put not known to have succeeded."""
+        return path in self._pending_puts() or self.local_path(path) is not None
+
+    def await_puts(self, paths: Sequence[str], *, forget: bool = False) -> None:
+        """Wait for the background puts of ``paths``; once all have ended, raise the first
+        failure.  ``forget``: nothing will name these objects (their write was given up), so
+        failures are dropped rather than raised."""
+        pending = self._pending_puts()
+        first: BaseException | None = None
+        for path in paths:
+            future = pending.get(path)
+            if future is None:
+                continue
+            error = future.exception()
+            if forget:
+                pending.pop(path, None)
+            elif error is not None and first is None:
+                first = error
+        if first is not None:
+            raise first
+
+    def _pending_puts(self) -> dict[str, Future[ObjectMeta]]:
+        # Created on first use, so that stores need not call a base initialiser
+        # (``setdefault`` is atomic: two threads cannot each install their own).
+        pending: dict[str, Future[ObjectMeta]] = vars(self).setdefault("_background_puts", {})
+        return pending
+
     @abstractmethod
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         """Objects whose path starts with ``prefix``, in lexicographic order of path.
@@ -144,7 +194,10 @@ class ObjectStore(ABC):
         is durable once acknowledged), so only paths with a local file have anything to do;
         wrappers that forward ``local_path`` therefore sync through here unchanged.  Every
         directory from an object's up to the store's root is synced too: a partition
-        directory made for the file is itself a new entry in its parent."""
+        directory made for the file is itself a new entry in its parent.
+
+        Background puts of ``paths`` (``put_soon``) are waited for first."""
+        self.await_puts(paths)
         files = [p for p in (self.local_path(path) for path in paths) if p is not None]
         if not files:
             return

@@ -66,6 +66,7 @@ class ForwardingStore(ObjectStore):
         return self.inner.local_path(path)
 
     def make_durable(self, paths: Sequence[str]) -> None:
+        self.await_puts(paths)  # those this wrapper started (its ``put`` goes through ``around``)
         # (named by its first path: a fault rule's pattern matches that one)
         self.around("make_durable", paths[0] if paths else "",
                     lambda: self.inner.make_durable(paths))
