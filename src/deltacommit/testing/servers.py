@@ -229,9 +229,21 @@ class ServerProcess:
 
 
 # The child keeps a thread blocked on stdin: EOF means the parent closed it or died.
+#
+# After each response werkzeug's development server waits up to 10 ms for the client to send
+# more or hang up, to discard a request body the application did not read.  Its one thread
+# serves no one meanwhile: a client that closes late (a Python thread waiting its turn for the
+# interpreter, a process waiting for a core) stalls every other client, which S3 never does.
+# moto reads every body it is sent, so the child discards only what has already arrived.
 _MOTO_CHILD = """
-import logging, os, sys, threading
+import logging, os, selectors, sys, threading, types
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
+import werkzeug.serving
+class _Arrived(selectors.DefaultSelector):
+    def select(self, timeout=None):
+        return super().select(0)
+werkzeug.serving.selectors = types.SimpleNamespace(
+    DefaultSelector=_Arrived, EVENT_READ=selectors.EVENT_READ)
 from werkzeug.serving import make_server
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication, MotoRequestHandler, create_backend_app)
