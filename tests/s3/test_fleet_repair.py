@@ -9,14 +9,19 @@ modelled here item for item (temp file, incomplete entry); the grace is measured
 
 from __future__ import annotations
 
+import threading
 import uuid
+from typing import Any
 
 import pytest
 
 import deltacommit as dc
+from deltacommit.aws.resolve import resolve_aws_config
 from deltacommit.clock import ManualClock
 from deltacommit.log.names import LOG_DIR, commit_name, commit_path
 from deltacommit.logstore.dynamodb import DynamoDBLogStore, table_path_spellings
+from deltacommit.storage import open_store as open_store_at
+from deltacommit.storage.faults import FaultPlan, FaultyStore
 
 from .helpers import SCHEMA, DynamoSetup, batch
 
@@ -115,13 +120,54 @@ def test_the_grace_counts_from_when_the_entry_was_first_seen(dynamo: DynamoSetup
     assert table.version == 0
 
 
-def test_our_temp_file_is_gone_before_our_entry_is_completed(dynamo: DynamoSetup) -> None:
-    """Between the copy and the completion a delta-rs repairer finds no temp file to move and
-    completes the entry as moved; our own repair does the same."""
+class SignalsCompletion:
+    """A DynamoDB client whose ``UpdateItem`` (the completion) sets ``completed`` once done."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.meta = client.meta
+        self.completed = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        response = self._client.update_item(**kwargs)
+        self.completed.set()
+        return response
+
+
+def test_our_temp_file_is_deleted_without_waiting_for_the_completion(dynamo: DynamoSetup) -> None:
+    """The delete that rescues a delta-rs repair already under way is sent as soon as N.json
+    holds the commit, and the completion at the same time: the temp file's delete is held here
+    until the entry is complete, which a writer sending them one after the other never gets."""
+    dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
+    plan = FaultPlan()
+    delete = plan.hang("delete", f"{LOG_DIR}/.tmp/*", limit=30)
+    client = SignalsCompletion(dynamo.client)
+    ls = DynamoDBLogStore(FaultyStore(open_store_at(dynamo.uri(), dynamo.options), plan),
+                          resolve_aws_config(dynamo.options), client=client)
+    table = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls)
+    writer = threading.Thread(target=dc.write, args=(table, batch(7, 0)))
+    writer.start()
+    delete.wait_reached()
+    assert client.completed.wait(30)          # completed while the delete is still held
+    entry = dynamo.entries(ls.table_path)[1]
+    assert entry.complete and ls.store.exists(entry.temp_key)
+    delete.release()
+    writer.join(30)
+    assert not ls.store.exists(entry.temp_key) and ls.store.exists(commit_path(1))
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 1
+
+
+def test_a_copied_entry_whose_temp_file_is_gone_is_completed_as_moved(
+        dynamo: DynamoSetup) -> None:
+    """What a delta-rs repairer also does: N.json holds the commit, the temp file was deleted
+    (by its writer, or moved by delta-rs) and the entry is still incomplete."""
     dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options)
 
     def stop(name: str, version: int) -> None:
-        if name == "after_delete_temp":
+        if name == "after_copy":
             raise Stop(name)
 
     ls = DynamoDBLogStore.open(dynamo.uri(), dynamo.options, hook=stop)
@@ -129,8 +175,8 @@ def test_our_temp_file_is_gone_before_our_entry_is_completed(dynamo: DynamoSetup
         dc.write(dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options, log_store=ls),
                  batch(7, 0))
     entry = dynamo.entries(ls.table_path)[1]
-    assert not entry.complete
-    assert not ls.store.exists(entry.temp_key) and ls.store.exists(commit_path(1))
+    ls.store.delete(entry.temp_key)
+    assert not entry.complete and ls.store.exists(commit_path(1))
     reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     assert reader.version == 1
     assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [(0, True), (1, True)]

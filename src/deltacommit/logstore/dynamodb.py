@@ -64,9 +64,10 @@ in mixed-fleet torture runs beside Spark's writers (whose temp files are never d
 deltalake writers more "version already exists" failures.  The lost claim's temp file is named
 by no entry: a writer deletes its own in batches (``TEMP_SWEEP_BATCH`` per DeleteObjects).
 
-Temp files: unlike Spark, a writer deletes its own ``T(N)`` right after N.json holds the commit
-and *before* marking the entry complete (between steps 3 and 4).  delta-rs (deltalake up to 1.6.0,
-``crates/aws/src/logstore/dynamodb_logstore.rs`` ``repair_entry`` at python-v1.6.0) repairs an
+Temp files: unlike Spark, a writer deletes its own ``T(N)`` right after N.json holds the commit,
+sending the delete together with step 4 (one round trip for both, not one after the other).
+delta-rs (deltalake up to 1.6.0, ``crates/aws/src/logstore/dynamodb_logstore.rs``
+``repair_entry`` at python-v1.6.0) repairs an
 incomplete entry by *moving* the temp file (``rename_if_not_exists``: copy if N.json is absent,
 then delete) and reads an N.json that already exists as "version N already exists"; finding the
 temp file gone (``NotFound``) it completes the entry as already moved.  So a kept temp file made
@@ -162,6 +163,7 @@ from deltacommit.logstore.base import (
     DYNAMODB_MECHANISM,
     LogStore,
 )
+from deltacommit.storage import background
 from deltacommit.storage.base import ObjectMeta, ObjectStore
 from deltacommit.storage.s3 import RequestCounter
 
@@ -184,7 +186,7 @@ TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
 #: Named points of the commit and repair paths where ``hook`` is called, in order.  A hook that
 #: raises (or ends the process) there models a writer stopped at that point.
-STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_delete_temp", "after_complete",
+STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_complete",
          "repair_after_copy", "repair_after_complete")
 
 FaultHook = Callable[[str, int], None]
@@ -700,15 +702,20 @@ class DynamoDBLogStore(LogStore):
         if not self._copy_own(entry, data):
             return
         self._step("after_copy", version)
-        # N.json holds the commit: the temp file goes before the entry is completed.  A
-        # delta-rs reader or writer repairing the entry meanwhile moves the temp file and takes
-        # an N.json that already exists as a lost race; finding the temp file gone it completes
-        # the entry as moved.  Its repair retries the move a few times without reading the
-        # entry again, so only the temp file's disappearance (not our completion) rescues one
-        # that began before it.  Spark's fixDeltaLog copies only while N.json is absent.
-        self._delete_temp(entry)
-        self._step("after_delete_temp", version)
-        if self._complete(entry, quiet=True):
+        # N.json holds the commit: the temp file goes as the entry is completed, both requests
+        # at once.  A delta-rs reader or writer repairing the entry meanwhile moves the temp
+        # file and takes an N.json that already exists as a lost race; finding the temp file
+        # gone it completes the entry as moved.  Its repair retries the move a few times
+        # without reading the entry again, so only the temp file's disappearance (not our
+        # completion) rescues one that began before it: the delete is sent as soon as N.json
+        # exists, whatever the completion does.  Spark's fixDeltaLog copies only while N.json
+        # is absent.
+        deleting = background.submit(lambda: self._delete_temp(entry))
+        try:
+            completed = self._complete(entry, quiet=True)
+        finally:
+            deleting.result()
+        if completed:
             self._note_good(version)
         self._step("after_complete", version)
 
