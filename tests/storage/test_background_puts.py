@@ -4,7 +4,12 @@ process forked from one that had started some (a Spark Python worker forked by i
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 
+import pyarrow as pa
+
+import deltacommit as dc
 from deltacommit.storage.memory import MemoryStore
 from deltacommit.testing import unique_name
 
@@ -22,6 +27,8 @@ def _child(name: str) -> None:
     store.put_soon("child.parquet", b"c")
     store.make_durable(["child.parquet"])
     assert store.get("child.parquet") == b"c"
+    # The parent's state of the table is reused here; its identity proof needs a thread too.
+    assert dc.write(f"memory://{name}/t", pa.table({"a": [2]})).version == 3
 
 
 def test_a_forked_child_gets_its_own_threads() -> None:
@@ -31,7 +38,38 @@ def test_a_forked_child_gets_its_own_threads() -> None:
     parent = MemoryStore(name)
     parent.put_soon("parent.parquet", b"p")
     parent.make_durable(["parent.parquet"])
+    dc.write(f"memory://{name}/t", pa.table({"a": [0]}))
+    assert dc.write(f"memory://{name}/t", pa.table({"a": [1]})).version == 2
     child = multiprocessing.get_context("fork").Process(target=_child, args=(name,))
     child.start()
     child.join(60)
     assert child.exitcode == 0
+
+
+AT_EXIT = """
+import atexit
+import pyarrow as pa
+import deltacommit as dc
+uri = "memory://at-exit/t"
+dc.write(uri, pa.table({"a": [0]}))
+stale = dc.DeltaTable(uri)
+other = dc.DeltaTable(uri)
+dc.write(other, pa.table({"a": [1]}))
+dc.write(other, pa.table({"a": [2]}))
+def late_write():
+    # loses the race for version 2, reads versions 2 and 3, commits version 4
+    print("version", dc.write(stale, pa.table({"a": [3]})).version)
+    fresh = dc.DeltaTable(uri)
+    print("read", fresh.version, fresh.get_add_actions().num_rows)
+atexit.register(late_write)
+"""
+
+
+def test_a_write_while_the_interpreter_shuts_down_runs_its_work_itself() -> None:
+    """Past the interpreter's shutdown no thread pool accepts work, yet commits still happen
+    there: a group committer answering the processes it serves, an ``atexit`` handler.  The
+    upload, the reads of the versions that won and the rest run in the writer's own thread."""
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["version 4", "read 4 4"], done.stderr

@@ -24,8 +24,9 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 
 from deltacommit.clock import Clock
 from deltacommit.errors import DeltaCommitError
@@ -35,6 +36,7 @@ from deltacommit.log.paths import parse_location
 from deltacommit.logstore import knowledge
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Commit, Snapshot, decode_commit
+from deltacommit.storage.background import ProcessPool
 
 SWITCH = "DELTACOMMIT_TABLE_CACHE"
 #: At most this many tables' states are kept.
@@ -108,15 +110,7 @@ def _anchor_holds(log_store: LogStore, anchor: Commit) -> bool:
         return False
 
 
-_proof_pool: ThreadPoolExecutor | None = None
-
-
-def _proofs() -> ThreadPoolExecutor:
-    global _proof_pool
-    with _lock:
-        if _proof_pool is None:
-            _proof_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="deltacommit-proof")
-        return _proof_pool
+_PROOFS = ProcessPool(8, "deltacommit-proof")
 
 
 def reuse(key: Key, log_store: LogStore, clock: Clock
@@ -136,7 +130,7 @@ def reuse(key: Key, log_store: LogStore, clock: Clock
         return None
     proof: Future[bool]
     if log_store.store.local_path("") is None:
-        proof = _proofs().submit(_anchor_holds, log_store, entry.anchor)
+        proof = _PROOFS.submit(partial(_anchor_holds, log_store, entry.anchor))
     elif _anchor_holds(log_store, entry.anchor):
         proof = Future()
         proof.set_result(True)
@@ -161,7 +155,7 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
     # so reopening costs one round trip more than a kept table object's update, not two.
     proof: Future[bool] | None = None
     if log_store.store.local_path("") is None:
-        proof = _proofs().submit(_anchor_holds, log_store, entry.anchor)
+        proof = _PROOFS.submit(partial(_anchor_holds, log_store, entry.anchor))
     elif not _anchor_holds(log_store, entry.anchor):
         forget(key)
         return None

@@ -134,7 +134,11 @@ class LogStore(ABC):
             if len(versions) == 1:
                 return [(first, self.read_commit(first))]
             with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
-                datas = list(pool.map(self.read_commit, versions))
+                try:
+                    reads = pool.map(self.read_commit, versions)
+                except RuntimeError:  # the interpreter is shutting down: no thread starts
+                    reads = map(self.read_commit, versions)
+                datas = list(reads)
         except ObjectNotFoundError as e:
             raise MissingVersionError(
                 f"table {self.table_uri}: the log has version {last} but a commit between "

@@ -21,29 +21,19 @@ import ctypes
 import errno
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 from deltacommit.errors import StorageError
+from deltacommit.storage.background import ProcessPool
 
 #: Syncs of one call run on up to this many threads (``fsync`` releases the GIL and mostly
 #: waits for the device, so threads beyond the cores still help).
 MAX_PARALLEL = 16
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """One pool for the process, started on first use: a thread costs more to start than a
-    sync of a small file takes."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(MAX_PARALLEL, thread_name_prefix="deltacommit-fsync")
-        return _pool
+#: One pool for the process, started on first use: a thread costs more to start than a sync
+#: of a small file takes.
+_SYNCS = ProcessPool(MAX_PARALLEL, "deltacommit-fsync")
 
 
 def fsync_path(path: str) -> None:
@@ -72,9 +62,8 @@ def fsync_files(paths: Sequence[str], directories: Sequence[str] = ()) -> None:
         for t in targets:  # the file, then its directories from the innermost up
             fsync_path(t)
         return
-    # ``map`` yields in order and re-raises a sync's error; every sync has finished (or
-    # failed) once the list is complete.
-    list(_executor().map(fsync_path, targets))
+    # Every sync has finished (or failed) before a sync's error is raised.
+    _SYNCS.map(fsync_path, targets)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
