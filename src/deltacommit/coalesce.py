@@ -252,6 +252,9 @@ class GroupCommitter:
     def commit(self, staged: StagedCommit) -> CommitResult:
         """Commit a validated transaction, possibly in one version with others."""
         if self._host is not None:
+            # The committer may be another process, which cannot wait for this one's uploads
+            # in flight: they must be stored before the transaction naming them leaves.
+            self.table.log.log_store.store.await_puts(staged.unsynced)
             return self._host.commit(staged)
         return self.submit(staged, None).outcome()
 

@@ -8,6 +8,11 @@ and fail it, on moto's S3 and on DynamoDB (moto and dynalite).
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import tempfile
 import threading
 
 import pyarrow as pa
@@ -15,6 +20,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.aws.resolve import resolve_aws_config
+from deltacommit.coalesce import GroupCommitPolicy
 from deltacommit.datafiles import delete_files
 from deltacommit.errors import StorageError
 from deltacommit.log.actions import Add
@@ -138,3 +144,61 @@ def test_deleting_a_file_waits_for_its_upload(s3_bucket: S3Bucket) -> None:
     deleter.join(30)
     assert not store.exists(decode_add_path(add.path))
     assert store._pending_puts() == {}
+
+
+# A process that sends its write to this host's committer (another process), with its data
+# file's upload failing.
+_SENDER = """
+import json, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.errors import StorageError
+uri, sockets, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+table = dc.DeltaTable(uri, storage_options=options,
+                      group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+# The data file's upload fails (the store itself, unwrapped, so that this process finds the
+# host's committer: a wrapped store would be another store to it).
+store = table.log_store.store
+plain_put = store.put
+def put(path, data, **kw):
+    if path.startswith("part-"):
+        raise StorageError("put", path, "injected upload failure")
+    return plain_put(path, data, **kw)
+store.put = put
+try:
+    dc.write(table, pa.table({"writer": [9], "batch": [0]}))
+    out = {"committed": True, "serving": table.group_committer.serving}
+except dc.DeltaCommitError as e:
+    out = {"error": type(e).__name__, "message": str(e), "serving": table.group_committer.serving}
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_sender_waits_for_its_upload_before_another_process_commits_it(
+        s3_bucket: S3Bucket) -> None:
+    """Group commit across processes: the committer is another process, which cannot wait for
+    this one's uploads, so the sender waits for them before sending; a failed upload fails its
+    write there and nothing names the missing file."""
+    uri = f"{s3_bucket.uri}/t"
+    options = s3_bucket.storage_options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    with tempfile.TemporaryDirectory(prefix="dc-") as sockets:
+        host = dc.DeltaTable(uri, storage_options=options,
+                             group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+        try:
+            assert dc.write(host, batch(1, 0)).version == 1
+            assert host.group_committer is not None and host.group_committer.serving
+            done = subprocess.run([sys.executable, "-c", _SENDER, uri, sockets,
+                                   json.dumps(options)], capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, done.stderr
+            out = json.loads(done.stdout)
+            assert out["serving"] is False
+            assert out.get("error") == "StorageError", out
+            assert re.search(r"part-.*\.parquet", out["message"])
+        finally:
+            host.group_committer.close()
+    reader = dc.DeltaTable(uri, storage_options=options)
+    assert reader.version == 1
+    assert rows(reader) == [(1, 0)]
