@@ -73,7 +73,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -251,12 +251,24 @@ class GroupCommitter:
 
     def commit(self, staged: StagedCommit) -> CommitResult:
         """Commit a validated transaction, possibly in one version with others."""
+        staged = self._uploaded(staged)
         if self._host is not None:
-            # The committer may be another process, which cannot wait for this one's uploads
-            # in flight: they must be stored before the transaction naming them leaves.
-            self.table.log.log_store.store.await_puts(staged.unsynced)
             return self._host.commit(staged)
         return self.submit(staged, None).outcome()
+
+    def _uploaded(self, staged: StagedCommit) -> StagedCommit:
+        """The transaction once its own data uploads in flight are stored, without them among
+        its files to make durable.
+
+        The committer may be another process, which cannot wait for this one's uploads, so
+        they must be stored before the transaction leaves.  In this process too a member
+        joins a group only with its files stored: one with nothing left to make durable can
+        join the version being committed (``_take_late``), and a group's commit would
+        otherwise wait for the slowest upload of any member."""
+        store = self.table.log.log_store.store
+        store.await_puts(staged.unsynced)
+        left = tuple(p for p in staged.unsynced if store.awaits_durable(p))
+        return staged if len(left) == len(staged.unsynced) else replace(staged, unsynced=left)
 
     @property
     def shares_processes(self) -> bool:

@@ -202,3 +202,37 @@ def test_a_sender_waits_for_its_upload_before_another_process_commits_it(
     reader = dc.DeltaTable(uri, storage_options=options)
     assert reader.version == 1
     assert rows(reader) == [(1, 0)]
+
+
+def test_a_group_member_whose_upload_failed_fails_alone(s3_bucket: S3Bucket) -> None:
+    """Group commit in one process: the member whose upload failed fails alone; the others
+    commit, with their rows only."""
+    uri = f"{s3_bucket.uri}/t"
+    options = s3_bucket.storage_options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    plan = FaultPlan()
+    plan.fail("put", DATA, times=1)
+    table = dc.DeltaTable(uri, storage_options=options, group_commit=True,
+                          log_store=ConditionalPutLogStore(
+                              FaultyStore(open_store(uri, options), plan)))
+    writers = 4
+    start = threading.Barrier(writers)
+    outcomes: dict[int, str] = {}
+
+    def write(w: int) -> None:
+        start.wait()
+        try:
+            dc.write(table, batch(w, 0))
+            outcomes[w] = "committed"
+        except StorageError:
+            outcomes[w] = "failed"
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert plan.count("fail", "put") == 1
+    assert sorted(outcomes.values()) == ["committed"] * (writers - 1) + ["failed"]
+    committed = sorted((w, 0) for w, o in outcomes.items() if o == "committed")
+    assert rows(dc.DeltaTable(uri, storage_options=options)) == committed

@@ -142,7 +142,7 @@ class ObjectStore(ABC):
             if future is None:
                 continue
             error = future.exception()
-            if forget:
+            if (error is None or forget) and pending.get(path) is future:
                 pending.pop(path, None)
             elif error is not None and first is None:
                 first = error
