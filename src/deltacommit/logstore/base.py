@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from deltacommit.errors import MissingVersionError, ObjectNotFoundError
 from deltacommit.log.names import (
@@ -22,10 +21,15 @@ from deltacommit.log.names import (
     parse_log_name,
     version_gaps,
 )
+from deltacommit.storage.background import ProcessPool
 from deltacommit.storage.base import ObjectStore
 
 # How many consecutive new versions to probe one by one before listing instead.
 _PROBE_LIMIT = 8
+#: Commits of a range are read in parallel, on one pool of 16 threads for the process
+#: (``storage.background``: started afresh in a forked child, inline at shutdown) rather than
+#: on threads started for each range.
+_READS = ProcessPool(16, "deltacommit-log-read")
 
 
 class LogStore(ABC):
@@ -133,12 +137,7 @@ class LogStore(ABC):
         try:
             if len(versions) == 1:
                 return [(first, self.read_commit(first))]
-            with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
-                try:
-                    reads = pool.map(self.read_commit, versions)
-                except RuntimeError:  # the interpreter is shutting down: no thread starts
-                    reads = map(self.read_commit, versions)
-                datas = list(reads)
+            datas = _READS.map(self.read_commit, versions)
         except ObjectNotFoundError as e:
             raise MissingVersionError(
                 f"table {self.table_uri}: the log has version {last} but a commit between "
