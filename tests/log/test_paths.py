@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
@@ -163,9 +163,11 @@ def test_generated_inside_spellings_resolve_to_the_file(rel: list[str], style: i
        encode_slash=st.booleans())
 def test_generated_escapes_are_outside(rel: list[str], ups: int, encode_dots: str,
                                        encode_slash: bool) -> None:
+    # Climbing above /abs/T (two levels below /) leaves the table, unless the path then
+    # descends into it again (``../../../abs/T/x`` is /abs/T/x, inside).
+    assume(rel[:2] != ["abs", "T"])
     sep = "%2F" if encode_slash else "/"
     spelled = sep.join([encode_dots] * (ups + 2)) + sep + "/".join(quote(s) for s in rel)
-    # Climbing above /abs/T (two levels below /) always leaves the table.
     assert not resolve(LOCAL, spelled).inside
 
 
