@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -219,6 +219,18 @@ class Snapshot:
                 return self, []
             reloaded = self._reload_past_cleanup()
             return (self, []) if reloaded is None else (reloaded, [])
+        return self.advanced_by(pairs)
+
+    def after_loss(self) -> tuple[Snapshot, list[Commit]]:
+        """This snapshot with the next version, which a commit attempt has just found taken
+        (``LogStore.read_after_loss``), and any newer ones read with it."""
+        return self.advanced_by(self._log_store.read_after_loss(self.version + 1))
+
+    def advanced_by(self, pairs: Sequence[tuple[int, bytes]]) -> tuple[Snapshot, list[Commit]]:
+        """The commits read, decoded and applied; the result is checked readable, since a
+        newer commit may have upgraded the protocol past what this library reads."""
+        if not pairs:
+            return self, []
         new: list[Commit] = []
         snap = self.advanced(_decoded(self._log_store, pairs, new))
         snap.check_readable()

@@ -223,6 +223,7 @@ class CommitLoop:
         # widen every attempt's window for losing the race).
         body_key: tuple[Any, ...] | None = None
         body = b""
+        cheap = False  # whether the last catch-up read only the version it lost
         while group.members:
             members = group.members
             attempt += 1
@@ -255,7 +256,12 @@ class CommitLoop:
                     # DynamoDB entry is then repaired for it), and lets a large commit (a
                     # compaction) beside a stream of small ones win a version at all.
                     self.clock.sleep(pause)
-                landed = self._rebase(group, base)
+                # Rebasing at once, only the version just lost is read: the next claim finds
+                # out whether a newer one exists.  After a pause, or a second loss in a row
+                # (the snapshot may be far behind: an object left idle), the newest version
+                # is found first, so a writer far behind pays one lost claim, not one each.
+                cheap = pause < CATCH_UP_AFTER and not cheap
+                landed = self._rebase(group, base, version if cheap else None)
                 if isinstance(landed, Commit):
                     return landed
                 base = landed
@@ -290,10 +296,10 @@ class CommitLoop:
             self.log.log_store.store.make_durable(unsynced)
             group.durable.update(unsynced)
 
-    def _rebase(self, group: Group, base: int) -> Commit | int:
+    def _rebase(self, group: Group, base: int, lost: int | None = None) -> Commit | int:
         """Check the group against the versions that beat it; the new base, or the version an
-        earlier attempt of the group landed in."""
-        latest = self.log.refresh()
+        earlier attempt of the group landed in.  ``lost``: the version just found taken."""
+        latest = self.log.refresh() if lost is None else self.log.refresh_after_loss(lost)
         ours = {m.staged.txn_id for m in group.members}
         for c in self.missed(base + 1, latest, group.members, group):
             if ours & set(committed_txn_ids(c.commit_info)):

@@ -111,6 +111,26 @@ class TableLog:
             self._publish()
             return snap.version
 
+    def refresh_after_loss(self, version: int) -> int:
+        """Adopt ``version``, which a commit attempt has just found taken, reading only what
+        it takes to (``Snapshot.after_loss``): the retry claims the version after it at once
+        and learns of any newer one by losing again, which costs a lost race no probe, LIST
+        or Query to find the newest version first."""
+        with self._lock:
+            snap = self._snapshot
+            if snap.version >= version:
+                return snap.version  # another thread of this object read it already
+            if snap.version != version - 1:
+                return self.refresh()
+            started = self.clock.time()
+            snap, new = snap.after_loss()
+            self._snapshot = snap
+            self._confirmed_at = started
+            for c in new:
+                self._remember(c)
+            self._publish()
+            return snap.version
+
     def commits_after(self, version: int) -> list[Commit]:
         """Commits newer than ``version``, from the cache or the log; advances the snapshot.
 

@@ -114,6 +114,15 @@ class LogStore(ABC):
             return out
         return out + self.read_range(v, max(listed))
 
+    def read_after_loss(self, version: int) -> list[tuple[int, bytes]]:
+        """Commits from ``version`` on, just after a claim of ``version`` failed because it
+        exists: that one alone where it can be read, since the next claim probes for newer
+        ones anyway (one request fewer than probing, and one round trip less before it)."""
+        try:
+            return [(version, self.read_commit(version))]
+        except ObjectNotFoundError:
+            return self.read_commits_after(version - 1)
+
     def read_range(self, first: int, last: int, *, listed: bool = False
                    ) -> list[tuple[int, bytes]]:
         """Read versions ``first..last``; a missing one in between is a gap in the log.

@@ -311,11 +311,14 @@ class _Knowledge:
 
 
 class _ConditionFailed(Exception):
-    """A conditional write's condition did not hold; ``retried``: after a retried request."""
+    """A conditional write's condition did not hold; ``retried``: after a retried request;
+    ``item``: the item that failed it, where the request asked for it and the service
+    returned it (DynamoDB does; emulators may not)."""
 
-    def __init__(self, retried: bool) -> None:
+    def __init__(self, retried: bool, item: Mapping[str, Any] | None = None) -> None:
         super().__init__("condition failed")
         self.retried = retried
+        self.item = item
 
 
 # --------------------------------------------------------------------------- table checks
@@ -458,6 +461,9 @@ class DynamoDBLogStore(LogStore):
         joined = self._k.joined_path
         if joined is not None:
             self.table_path = joined
+        #: Entries that beat a claim of this object, by version, and when it was sent
+        #: (``_put_entry``, ``read_after_loss``).
+        self._taken: dict[int, tuple[CommitEntry, _Moment]] = {}
 
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -732,15 +738,30 @@ class DynamoDBLogStore(LogStore):
         raise VersionExistsError(self.table_uri, version)
 
     def _put_entry(self, entry: CommitEntry) -> None:
+        """Step 2's claim.  A lost claim keeps the entry that beat it (returned by the failed
+        request) for ``read_after_loss``: the catch-up then needs no Query to find it."""
+        since = self._now()
         try:
             self._call("PutItem", Item=entry.to_item(),
-                       ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})")
+                       ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})",
+                       ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except _ConditionFailed as failed:
+            current: CommitEntry | None = None
             if failed.retried:
                 # Our first attempt may have been the one that created the entry.
                 current = self._get_entry(entry.version)
                 if current is not None and current.temp_path == entry.temp_path:
                     return
+            elif failed.item is not None:
+                try:
+                    current = self._parse(failed.item)
+                except LogStoreError:
+                    current = None  # read again, and reported, by the ordinary catch-up
+            if current is not None and current.version == entry.version:
+                with self._lock:
+                    self._taken[entry.version] = (current, since)
+                    while len(self._taken) > _TAKEN_KEPT:
+                        del self._taken[min(self._taken)]
             raise VersionExistsError(self.table_uri, entry.version) from None
 
     def _copy_own(self, entry: CommitEntry, data: bytes) -> bool:
@@ -1152,6 +1173,43 @@ class DynamoDBLogStore(LogStore):
             self._note_good(latest)
         return out
 
+    def read_after_loss(self, version: int) -> list[tuple[int, bytes]]:
+        """Version ``version`` by the entry our failed claim returned, without the Query that
+        finds the latest entry: the next claim finds any newer one.
+
+        The entry is usually incomplete (its writer had claimed the version a moment before
+        us), so it is read again while N.json is read: complete by then, the next claim's
+        step 1 has nothing left to ensure.  Otherwise step 1 completes it, repairing it if its
+        writer died.  With N.json absent the writer is between its claim and its copy: the
+        content is read from the temp file the entry names, which is left to that writer, as
+        ``_refresh`` does when catching up.  Without a usable entry (an emulator that does not
+        return it, or one TTL may soon remove), the ordinary catch-up reads.
+        """
+        with self._lock:
+            found = self._taken.pop(version, None)
+            for v in [v for v in self._taken if v < version]:
+                del self._taken[v]
+        if found is None or (found[0].complete and not self._trusted(found[0])):
+            return self.read_commits_after(version - 1)
+        entry, since = found
+        again = None if entry.complete else background.submit(
+            lambda: self._get_entry(version))
+        try:
+            data: bytes | None = self.store.get(commit_path(version))
+        except ObjectNotFoundError:
+            data = None
+        current = entry if again is None else again.result()
+        if current is None:
+            return self.read_commits_after(version - 1)  # removed meanwhile (repair, TTL)
+        if data is None:
+            data = None if current.complete else self._read_temp(current)
+            if data is None:  # copied or moved meanwhile
+                return self.read_commits_after(version - 1)
+        elif current.complete:
+            self._note_good(version)
+        self._note_latest(version, since)
+        return [(version, data)]
+
     # ----------------------------------------------------------------- entries
 
     def latest_entry(self) -> CommitEntry | None:
@@ -1221,7 +1279,10 @@ class DynamoDBLogStore(LogStore):
                 attempts = retry_attempts(e)
                 self._count_retries(api, attempts)
                 if code == CONDITION_FAILED:
-                    raise _ConditionFailed(retried=attempts > 0 or retries > 0) from None
+                    item = e.response.get("Item")
+                    raise _ConditionFailed(retried=attempts > 0 or retries > 0,
+                                           item=item if isinstance(item, dict) else None
+                                           ) from None
                 if code in DYNAMODB_THROTTLED:
                     retries += 1
                     elapsed = self._clock.monotonic() - start
@@ -1304,6 +1365,9 @@ class DynamoDBLogStore(LogStore):
 _TOKEN = r"[0-9A-Za-z][0-9A-Za-z\-]*"
 _DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
 
+
+#: Entries of lost claims kept for the catch-up after each (one per thread racing normally).
+_TAKEN_KEPT = 16
 
 #: The temp files of lost claims are deleted this many at a time (one DeleteObjects request on
 #: S3), or once the oldest has waited this long, at the next lost race.
