@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,6 +25,7 @@ from deltacommit.errors import SchemaMismatchError
 from deltacommit.log.actions import Add
 from deltacommit.log.paths import ResolvedPath
 from deltacommit.storage.base import ObjectStore
+from deltacommit.threads import CallThreads
 
 #: Parquet settings of data files.  Snappy, as Spark writes.  Dictionary pages are capped at
 #: 256 KiB instead of pyarrow's 1 MiB: a high-cardinality column (ids, measurements) then falls
@@ -160,7 +160,7 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
 
     numbered = list(enumerate(jobs))
     if len(numbered) > 1 and store.local_path("") is None:
-        with ThreadPoolExecutor(max_workers=min(16, len(numbered))) as pool:
+        with CallThreads(max_workers=min(16, len(numbered))) as pool:
             return list(pool.map(write_one, numbered))
     return [write_one(j) for j in numbered]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from deltacommit.checkpoint import CheckpointInfo, write_checkpoint
@@ -42,6 +41,7 @@ from deltacommit.log_cleanup import (  # re-exported: the pure rules of log clea
     files_before_checkpoint,
 )
 from deltacommit.storage.base import DELETE_BATCH
+from deltacommit.threads import CallThreads
 
 if TYPE_CHECKING:
     from deltacommit.engine.table_log import TableLog
@@ -177,7 +177,7 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     if len(batches) == 1 or store.local_path("") is not None:
         store.delete_many(doomed)
     else:
-        with ThreadPoolExecutor(max_workers=min(16, len(batches))) as pool:
+        with CallThreads(max_workers=min(16, len(batches))) as pool:
             list(pool.map(store.delete_many, batches))
     logger.info("vacuum of %s deleted %d files", uri, len(doomed))
     return doomed

@@ -29,7 +29,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +47,7 @@ from deltacommit.log.actions import Add
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
 from deltacommit.scan import select_files
+from deltacommit.threads import CallThreads
 from deltacommit.zorder import MAX_COLUMNS, z_sorted
 
 if TYPE_CHECKING:
@@ -408,7 +408,7 @@ class TableOptimizer:
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
 
         def rewrite_one(b: CompactionBin, target: WriteTarget,
-                        readers: ThreadPoolExecutor) -> CompactionBin:
+                        readers: CallThreads) -> CompactionBin:
             # Reading many small files waits on opening each; pyarrow releases the GIL, so
             # they are read a few at a time even on local disk.
             if hidden is None:
@@ -429,8 +429,8 @@ class TableOptimizer:
 
         def rewrite(bins: Sequence[CompactionBin], target: WriteTarget
                     ) -> Iterator[CompactionBin]:
-            with ThreadPoolExecutor(max_workers=8) as readers, \
-                    ThreadPoolExecutor(max_workers=workers) as pool:
+            with CallThreads(max_workers=8) as readers, \
+                    CallThreads(max_workers=workers) as pool:
                 futures = [pool.submit(rewrite_one, b, target, readers) for b in bins]
                 for f in futures:
                     yield f.result()

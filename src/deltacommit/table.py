@@ -12,7 +12,6 @@ import os
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -42,6 +41,7 @@ from deltacommit.logstore import open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.scan import FileScan, select_files
 from deltacommit.snapshot import Commit, Snapshot
+from deltacommit.threads import CallThreads
 from deltacommit.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -392,7 +392,7 @@ class DeltaTable:
             # Remote reads wait on the network; applying deletion vectors copies every
             # column, work the threads share even on a local disk.
             workers = min(os.cpu_count() or 1, 16) if local else 16
-            with ThreadPoolExecutor(max_workers=min(workers, len(files))) as pool:
+            with CallThreads(max_workers=min(workers, len(files))) as pool:
                 tables = list(pool.map(read, files))
         return pa.concat_tables(tables)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +39,7 @@ from deltacommit.log.segment import CheckpointCandidate, checkpoint_candidates, 
 from deltacommit.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.logstore.base import LogStore
 from deltacommit.snapshot import Snapshot, found_after_listing
+from deltacommit.threads import CallThreads
 
 #: Problems listed in full; beyond this a count stands for the rest (a broken log can have
 #: one problem per version).
@@ -165,7 +165,7 @@ def _read_all(reader: LogStore, versions: list[int], report: VerifyReport) -> di
     if reader.store.local_path("") is not None or len(versions) < 2:
         pairs = [read(v) for v in versions]
     else:
-        with ThreadPoolExecutor(max_workers=16) as pool:
+        with CallThreads(max_workers=16) as pool:
             pairs = list(pool.map(read, versions))
     out: dict[int, bytes] = {}
     for v, data in pairs:

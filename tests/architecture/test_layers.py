@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", (
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
         "nested", "row_filters", "constraints", "generated", "identity", "journal",
-        "zorder", "column_mapping", "type_widening", "schema_walk")),
+        "zorder", "column_mapping", "type_widening", "schema_walk", "threads")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
     ("engine", (

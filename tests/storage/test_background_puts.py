@@ -57,7 +57,7 @@ other = dc.DeltaTable(uri)
 dc.write(other, pa.table({"a": [1]}))
 dc.write(other, pa.table({"a": [2]}))
 def late_write():
-    # loses the race for version 2, reads versions 2 and 3, commits version 4
+    # loses the races for versions 2 and 3, reading each, and commits version 4
     print("version", dc.write(stale, pa.table({"a": [3]})).version)
     fresh = dc.DeltaTable(uri)
     print("read", fresh.version, fresh.get_add_actions().num_rows)
@@ -73,3 +73,38 @@ def test_a_write_while_the_interpreter_shuts_down_runs_its_work_itself() -> None
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["version 4", "read 4 4"], done.stderr
+
+
+AT_EXIT_READS = """
+import atexit
+import pyarrow as pa
+import deltacommit as dc
+import deltacommit.maintenance as maintenance
+from deltacommit.verify import verify_table
+uri = "memory://at-exit-reads/t"
+dc.write(uri, pa.table({"p": ["a", "b", "c"], "x": [0, 1, 2]}), partition_by=["p"])
+def late_work():
+    t = dc.DeltaTable(uri)
+    r = dc.write(t, pa.table({"p": ["a", "b", "c"], "x": [3, 4, 5]}))
+    print("wrote", r.version, r.num_files)
+    print("read", sorted(t.to_arrow().column("x").to_pylist()))
+    print("verified", verify_table(uri, log_store=t.log_store).ok)
+    print("compacted", t.optimize.compact()["numFilesRemoved"])
+    maintenance.DELETE_BATCH = 1  # one delete request per file, several at once
+    print("vacuumed", len(t.vacuum(retention_hours=0, dry_run=False,
+                                   enforce_retention_duration=False)))
+atexit.register(late_work)
+"""
+
+
+def test_reading_and_maintaining_a_table_while_the_interpreter_shuts_down() -> None:
+    """Work spread over threads of its own (a write of several files, reading the table,
+    verifying its log, compacting, vacuuming) runs in the caller's thread at shutdown instead
+    of failing with "cannot schedule new futures after interpreter shutdown"."""
+    done = subprocess.run([sys.executable, "-c", AT_EXIT_READS], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split("\n")[:5] == [
+        "wrote 2 3", "read [0, 1, 2, 3, 4, 5]", "verified True", "compacted 6",
+        "vacuumed 6"], done.stderr

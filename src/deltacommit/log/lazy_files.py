@@ -20,7 +20,6 @@ import gc
 import threading
 from _collections_abc import dict_items, dict_keys, dict_values
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 
 from deltacommit.log.actions import Add, Remove
 from deltacommit.log.paths import canonical_key, file_key
+from deltacommit.threads import CallThreads
 
 V = TypeVar("V")
 T = TypeVar("T")
@@ -364,7 +364,7 @@ class ActionRows(Generic[V]):
             if load is None:
                 return rows_of(), self._stats_parsed
             if self._arrow is None and self._light is None:
-                with ThreadPoolExecutor(max_workers=1) as pool:
+                with CallThreads(max_workers=1) as pool:
                     future = pool.submit(load)
                     rows = rows_of()
                     parsed = future.result()

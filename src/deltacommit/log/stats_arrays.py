@@ -26,7 +26,6 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from deltacommit.log.parsed_stats import stats_struct_array
+from deltacommit.threads import CallThreads
 
 # --------------------------------------------------------------------------- JSON texts
 
@@ -90,7 +90,7 @@ def _row_cuts(offsets: Any) -> list[tuple[int, int]]:
 def _in_parallel(tasks: list[Callable[[], Any]]) -> list[Any]:
     if len(tasks) <= 1:
         return [t() for t in tasks]
-    with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
+    with CallThreads(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
         return list(pool.map(lambda t: t(), tasks))
 
 

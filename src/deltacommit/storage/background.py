@@ -24,6 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
+from deltacommit.threads import run_inline
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -47,12 +49,7 @@ class ProcessPool:
                 return self._pool.submit(call)
             except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
                 pass
-        done: Future[T] = Future()
-        try:
-            done.set_result(call())
-        except BaseException as e:  # as a pool thread would: the caller's wait raises it
-            done.set_exception(e)
-        return done
+        return run_inline(call)
 
     def map(self, call: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``call`` on every item at once; the results in order, or the first item's error
