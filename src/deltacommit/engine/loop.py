@@ -28,6 +28,7 @@ from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
     CommitFailedError,
     ConcurrentModificationException,
+    DeltaCommitError,
     MissingVersionError,
     VersionExistsError,
 )
@@ -237,13 +238,16 @@ class CommitLoop:
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
+            unconfirmed = self.log.unconfirmed
             try:
-                self.log.confirm_identity()
-                # The version is claimed only once its data files are durable; a log store
-                # with requests of its own before the claim makes them while files upload.
+                # The version is claimed only once its data files are durable and the table
+                # is known to be the one its cached state describes; a log store with requests
+                # of its own before the claim makes them meanwhile.
                 self.log.log_store.write_commit_when_ready(
-                    version, data, lambda: self._make_durable(group))
+                    version, data, lambda: self._ready(group))
             except VersionExistsError:
+                # The versions that beat it must be this table's before they are rebased over.
+                self.log.confirm_identity()
                 pause = 0.0
                 if attempt < self.policy.max_attempts:
                     pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
@@ -275,6 +279,13 @@ class CommitLoop:
                 if left and pause < CATCH_UP_AFTER:
                     self.clock.sleep(pause)
                 continue
+            except DeltaCommitError:
+                if unconfirmed:
+                    # Checks made before the claim on a state not yet proven (a missing
+                    # previous version, stale entries) are what a replaced table shows:
+                    # reported as that, so that the write is tried again on a fresh read.
+                    self.log.confirm_identity()
+                raise
             digest = hashlib.sha256(data).hexdigest()
             commit = Commit(version, actions, digest)
             self.log.committed(commit)
@@ -286,6 +297,12 @@ class CommitLoop:
             group.on_committed(members)
             return commit
         return None
+
+    def _ready(self, group: Group) -> None:
+        """What the claim of a version waits for: the proof that the table is the one the
+        cached state describes (``TableLog.confirm_identity``), and the data files."""
+        self.log.confirm_identity()
+        self._make_durable(group)
 
     def _make_durable(self, group: Group) -> None:
         """Every data file the version names that is not durable yet is made so (its content
