@@ -103,13 +103,18 @@ class TableLog:
         """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
         with self._lock:
             started = self.clock.time()
-            snap, new = self._snapshot.updated(self._may_predate_cleanup())
-            self._snapshot = snap
-            self._confirmed_at = started
-            for c in new:
-                self._remember(c)
-            self._publish()
-            return snap.version
+            return self._adopt(started, self._snapshot.updated(self._may_predate_cleanup()))
+
+    def _adopt(self, started: float, read: tuple[Snapshot, list[Commit]]) -> int:
+        """Take a snapshot and the commits read for it, under the lock; ``started``: when the
+        read began, the last moment the snapshot is known to have been current."""
+        snap, new = read
+        self._snapshot = snap
+        self._confirmed_at = started
+        for c in new:
+            self._remember(c)
+        self._publish()
+        return snap.version
 
     def refresh_after_loss(self, version: int) -> int:
         """Adopt ``version``, which a commit attempt has just found taken, reading only what
@@ -123,13 +128,7 @@ class TableLog:
             if snap.version != version - 1:
                 return self.refresh()
             started = self.clock.time()
-            snap, new = snap.after_loss()
-            self._snapshot = snap
-            self._confirmed_at = started
-            for c in new:
-                self._remember(c)
-            self._publish()
-            return snap.version
+            return self._adopt(started, snap.after_loss())
 
     def commits_after(self, version: int) -> list[Commit]:
         """Commits newer than ``version``, from the cache or the log; advances the snapshot.
