@@ -91,16 +91,16 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         if directory:
             os.makedirs(os.path.dirname(local), exist_ok=True)
         size, mtime = _write_local(local, data, durable)
-    elif not durable:
-        # Uploaded in the background: the commit that names the file waits for it
-        # (``make_durable``), after preparing its version meanwhile.
-        body = _encode_parquet(data).to_pybytes()
-        store.put_soon(rel, body)
-        size, mtime = len(body), int(clock.time() * 1000)
     else:
         body = _encode_parquet(data).to_pybytes()
-        meta = store.put(rel, body)
-        size, mtime = len(body), meta.last_modified_ms or int(clock.time() * 1000)
+        modified = None
+        if durable:
+            modified = store.put(rel, body).last_modified_ms
+        else:
+            # Uploaded in the background: the commit that names the file waits for it
+            # (``make_durable``), after preparing its version meanwhile.
+            store.put_soon(rel, body)
+        size, mtime = len(body), modified or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
                modification_time=mtime, data_change=True, stats=compute_stats(data, indexed_cols))
 

@@ -757,7 +757,7 @@ class DynamoDBLogStore(LogStore):
                     current = self._parse(failed.item)
                 except LogStoreError:
                     current = None  # read again, and reported, by the ordinary catch-up
-            if current is not None and current.version == entry.version:
+            if current is not None:  # the item at the claim's key: the entry of this version
                 with self._lock:
                     self._taken[entry.version] = (current, since)
                     while len(self._taken) > _TAKEN_KEPT:
@@ -1187,8 +1187,6 @@ class DynamoDBLogStore(LogStore):
         """
         with self._lock:
             found = self._taken.pop(version, None)
-            for v in [v for v in self._taken if v < version]:
-                del self._taken[v]
         if found is None or (found[0].complete and not self._trusted(found[0])):
             return self.read_commits_after(version - 1)
         entry, since = found
