@@ -30,6 +30,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
     MissingVersionError,
+    TableReplacedError,
     VersionExistsError,
 )
 from deltacommit.identity import is_mark_update
@@ -279,8 +280,8 @@ class CommitLoop:
                 if left and pause < CATCH_UP_AFTER:
                     self.clock.sleep(pause)
                 continue
-            except DeltaCommitError:
-                if unconfirmed:
+            except DeltaCommitError as e:
+                if unconfirmed and not isinstance(e, TableReplacedError):
                     # Checks made before the claim on a state not yet proven (a missing
                     # previous version, stale entries) are what a replaced table shows:
                     # reported as that, so that the write is tried again on a fresh read.
