@@ -16,7 +16,9 @@ the same local disk:
     writer's table, until it commits (at most ``--resubmits`` times; a writer that gives up is a
     ``failed_writers``).  deltacommit's writers never give up by themselves.
     ``lost``/``duplicated`` come from reading the table back: every acknowledged append carries
-    a unique (writer, seq) and must be there exactly once.
+    a unique (writer, seq) and must be there exactly once.  ``server_busy`` is moto's CPU time
+    per second of the run (``server_cpu_ms_per_commit`` per commit): near 1, its one thread
+    is what limits the run, for every library alike.
 ``group_commit``
     T threads x M appends in one process on one group-commit table (local, moto S3), through
     ``dc.append`` (coalesced appends: the rows of a group share one file and one version) and
@@ -359,7 +361,9 @@ def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends:
     uri, options = env.fresh_location(backend, f"{lib.name}-{writers}")
     create_table(lib, uri, options)
     socket_dir = tempfile.mkdtemp(dir=env.tmp, prefix="s")
+    server_before = env.moto.cpu_seconds() if backend != "local" else None
     reports = run_processes(lib, uri, options, writers, appends, resubmits, env.env, socket_dir)
+    server_after = env.moto.cpu_seconds() if server_before is not None else None
     seen, version = read_back(uri, options)
     acked = [(w, s) for w, r in enumerate(reports) for s in r["acked"]]
     lost = sum(1 for k in acked if seen[k] == 0)
@@ -369,6 +373,8 @@ def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends:
     requests: Counter[str] = Counter()
     for r in reports:
         requests.update(r["requests"])
+    server_cpu = None if server_before is None or server_after is None \
+        else server_after - server_before
     return emit(
         out, bench="commits", mode="processes", backend=backend, library=lib.label,
         writers=writers, round=round_, appends_per_writer=appends, commits=len(acked),
@@ -382,6 +388,11 @@ def bench_processes(env: Env, lib: Library, backend: str, writers: int, appends:
         lost=lost, duplicated=duplicated, versions=version,
         requests=dict(requests) or None,
         requests_per_commit=round(sum(requests.values()) / len(acked), 2) if requests else None,
+        # moto's CPU while the writers ran (their opening of the table included), per commit
+        # and per second of the run: near 1, the one server thread is what limits the run.
+        server_cpu_ms_per_commit=None if server_cpu is None
+        else round(server_cpu * 1000 / len(acked), 2),
+        server_busy=None if server_cpu is None else round(server_cpu / seconds, 2),
         retry_policy=("dc.write retries internally (CommitPolicy: 10000 attempts, jittered "
                       "backoff)") if lib.name == "deltacommit" else
         (f"a write_deltalake call failing with '{GIVE_UP}: 15' (or 'version N already exists') "

@@ -97,6 +97,20 @@ def test_moto_reset_forgets_buckets(moto_server: MotoServer) -> None:
     assert moto_server.running
 
 
+def test_moto_reports_the_cpu_time_its_requests_cost(moto_server: MotoServer) -> None:
+    # The benchmark divides this by its run's wall time: how busy the one server thread was.
+    client = _client("s3", moto_server.endpoint)
+    client.create_bucket(Bucket="cpu-seconds")
+    before = moto_server.cpu_seconds()
+    assert before is not None and before > 0
+    for i in range(200):
+        client.put_object(Bucket="cpu-seconds", Key=f"k{i}", Body=b"x")
+    after = moto_server.cpu_seconds()
+    assert after is not None and after > before
+    stopped = MotoServer()
+    assert stopped.cpu_seconds() is None  # never started: nothing to report
+
+
 def test_s3_bucket_fixture_gives_an_empty_bucket_and_options(s3_bucket: S3Bucket,
                                                             moto_server: MotoServer) -> None:
     assert s3_bucket.storage_options["AWS_ENDPOINT_URL"] == moto_server.endpoint

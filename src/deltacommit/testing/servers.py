@@ -131,6 +131,20 @@ class ServerProcess:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the server process has used so far (user + system), where ``/proc`` tells
+        (Linux); None elsewhere.  A benchmark against a single-threaded server reads how busy
+        the server was from it: near 1 per second of wall time, the server is what limits."""
+        if self._proc is None:
+            return None
+        try:
+            with open(f"/proc/{self._proc.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        # Fields 14 and 15 of proc(5) (utime, stime), counted after the command name.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def start(self) -> None:
         if self._proc is not None:
             raise RuntimeError(f"{self.name} already started")
