@@ -317,6 +317,46 @@ def test_a_conflict_in_the_version_lost_is_found_by_the_cheap_catch_up(
     assert after.version == 1 and rows(after) == []
 
 
+def test_a_complete_entry_that_beat_a_claim_spares_the_existence_check_only_briefly(
+        dynamo: DynamoSetup) -> None:
+    """The entry a failed claim of N returns, complete, does not show that N is the newest
+    version (its writer may have gone on): only that no newer entry can expire within the
+    expiry margin.  So step 0's HEAD of N+1.json is skipped within that margin and made after
+    it.  An incomplete one is the newest (only the latest entry can be), and its knowledge
+    lasts half the TTL, as every other proof of the newest version does.  Without the entry
+    (dynalite returns none) the catch-up Queries the newest entry, a proof that lasts as long."""
+    options = {**dynamo.options, "DELTACOMMIT_DYNAMO_TTL_SECONDS": "3600"}
+
+    def lost_claim_then_next(advance: float, complete: bool, name: str) -> bool:
+        """Whether the claim after a lost one, ``advance`` seconds later, looked for N.json."""
+        clock = ManualClock()
+
+        def log_store(hook: Any = None) -> DynamoDBLogStore:
+            return DynamoDBLogStore.open(dynamo.uri(name), options, clock=clock, hook=hook)
+
+        log_store().write_commit(0, b'{"commitInfo":{}}\n')
+        state_cache.clear()  # the loser stands for another process
+        loser = log_store()
+        assert [v for v, _ in loser.read_commits_after(-1)] == [0]  # the newest is 0
+        if complete:
+            log_store().write_commit(1, b'{"commitInfo":{"w":1}}\n')
+        else:
+            with pytest.raises(Stop):
+                log_store(stop_at("after_put_entry")).write_commit(1, b'{"commitInfo":{"w":1}}\n')
+        with pytest.raises(VersionExistsError):
+            loser.write_commit(1, b'{"commitInfo":{"w":2}}\n')
+        assert [v for v, _ in loser.read_after_loss(1)] == [1]
+        clock.advance(advance)
+        loser.store.reset_requests()  # type: ignore[attr-defined]
+        loser.write_commit(2, b'{"commitInfo":{"w":2}}\n')
+        return "HeadObject" in loser.store.requests  # type: ignore[attr-defined]
+
+    returned = dynamo.backend == "moto"
+    assert not lost_claim_then_next(299, complete=True, name="a")
+    assert lost_claim_then_next(301, complete=True, name="b") is returned
+    assert not lost_claim_then_next(301, complete=False, name="c")
+
+
 def test_the_existence_check_returns_once_knowledge_is_older_than_half_the_ttl(
         dynamo: DynamoSetup) -> None:
     """Step 0's HEAD is skipped only while an entry created since the last look would still

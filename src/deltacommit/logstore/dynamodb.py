@@ -47,9 +47,13 @@ steps 0 and 1 are skipped only when this process has already established them:
   skipped when this process established, less than half the entry TTL ago, that N-1 was the
   latest version (a listing, a read miss, a consistent Query of an unexpired latest entry, or
   its own successful ``PutItem`` of N-1, which proves N-1.json and so N.json absent at that
-  moment).  Any N.json created after that moment was created through an entry that lives at
-  least the TTL past its creation, so the conditional ``PutItem`` still sees it.  This assumes,
-  as Spark's documentation does, that every writer uses the same (or a longer) TTL.  An N.json
+  moment, or an incomplete entry N-1 returned by its own failed claim of N-1: only the latest
+  entry can be incomplete).  Any N.json created after that moment was created through an entry
+  that lives at least the TTL past its creation, so the conditional ``PutItem`` still sees it.
+  This assumes, as Spark's documentation does, that every writer uses the same (or a longer)
+  TTL.  A *complete* entry N-1 returned by a failed claim shows less: its writer may have gone
+  on to N, but no entry newer than N-1 can expire while N-1's is trusted, so the HEAD is skipped
+  only within the expiry margin (``_within_margin``).  An N.json
   found with no entry for it, younger than half the TTL, was written by another mechanism:
   the write is refused (``_check_explained``) rather than retried as a lost race, because the
   catch-up follows the entries and would never reach that version.
@@ -1205,8 +1209,16 @@ class DynamoDBLogStore(LogStore):
                 return self.read_commits_after(version - 1)
         elif current.complete:
             self._note_good(version)
-        self._note_latest(version, since)
+        self._note_latest(version, since if not entry.complete else self._within_margin(since))
         return [(version, data)]
+
+    def _within_margin(self, since: _Moment) -> _Moment:
+        """``since`` moved back so that knowledge noted at it lasts the expiry margin, not half
+        the TTL.  An entry that beat a claim, complete, does not show that it is the newest (its
+        writer may have gone on); trusted, it shows that no newer entry can expire within the
+        margin (every writer uses the same TTL), which is all that step 0 guards against."""
+        shift = max(0.0, self.ttl_seconds / 2 - _EXPIRY_MARGIN_SECONDS)
+        return since[0] - shift, since[1] - shift
 
     # ----------------------------------------------------------------- entries
 
