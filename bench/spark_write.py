@@ -34,6 +34,7 @@ from typing import Any
 
 import deltacommit as dc
 from deltacommit import spark as dcs
+from deltacommit.testing import proc_stat
 
 PAIRS = (("deltacommit", "spark_parquet"), ("deltacommit_rebalanced", "spark_parquet_rebalanced"))
 
@@ -50,20 +51,6 @@ def make_frame(spark: Any, rows: int, days: int) -> Any:
     )
 
 
-def _proc_stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and its reaped children) from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    ppid = int(fields[1])
-    cpu = sum(int(x) for x in fields[11:15]) / ticks  # utime, stime, cutime, cstime
-    return ppid, cpu
-
-
 def tree_cpu_seconds(root: int) -> float:
     """CPU seconds used so far by ``root`` (the Spark JVM) and every process below it (the
     Python daemon and workers), plus this driver process: comparable under a noisy load where
@@ -71,9 +58,9 @@ def tree_cpu_seconds(root: int) -> float:
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            st = _proc_stat(int(entry))
+            st = proc_stat(int(entry))
             if st is not None:
-                stats[int(entry)] = st
+                stats[int(entry)] = (st[0], st[1] + st[2])  # with its reaped children
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)

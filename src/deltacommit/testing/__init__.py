@@ -34,6 +34,7 @@ from deltacommit.testing.servers import (
     apply_test_aws_environment,
     find_dynalite,
     port_is_open,
+    proc_stat,
     s3_storage_options,
     unique_name,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "apply_test_aws_environment",
     "find_dynalite",
     "port_is_open",
+    "proc_stat",
     "race",
     "s3_storage_options",
     "unique_name",

@@ -102,6 +102,22 @@ class ServerStartError(RuntimeError):
     """A local server did not start; the message carries its log."""
 
 
+def proc_stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, CPU seconds of the process, CPU seconds of its reaped children) from
+    ``/proc`` (Linux); None where it cannot be read (gone, or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    # Fields 4 (ppid) and 14-17 (utime, stime, cutime, cstime) of proc(5), counted after the
+    # command name, which may itself hold spaces and parentheses.
+    fields = text[text.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks,
+            (int(fields[13]) + int(fields[14])) / ticks)
+
+
 class ServerProcess:
     """A server in a child process that prints its port on the first line of stdout."""
 
@@ -135,15 +151,8 @@ class ServerProcess:
         """CPU time the server process has used so far (user + system), where ``/proc`` tells
         (Linux); None elsewhere.  A benchmark against a single-threaded server reads how busy
         the server was from it: near 1 per second of wall time, the server is what limits."""
-        if self._proc is None:
-            return None
-        try:
-            with open(f"/proc/{self._proc.pid}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        # Fields 14 and 15 of proc(5) (utime, stime), counted after the command name.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        stat = None if self._proc is None else proc_stat(self._proc.pid)
+        return None if stat is None else stat[1]
 
     def start(self) -> None:
         if self._proc is not None:
