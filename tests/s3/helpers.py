@@ -100,12 +100,14 @@ def _report(out: Any, writer: int, work: Callable[[], list[Acked]]) -> None:
 
 
 def deltacommit_appender(uri: str, options: Mapping[str, str], writer: int, appends: int,
-                         start: Any, out: Any) -> None:
-    """Append ``appends`` one-row batches with deltacommit, journaling each acknowledged one."""
+                         start: Any, out: Any, *, turns: bool = True) -> None:
+    """Append ``appends`` one-row batches with deltacommit, journaling each acknowledged one.
+    ``turns=False``: racing the other processes instead of taking turns (``host_turns``)."""
     import deltacommit as dc
 
     def work() -> list[Acked]:
-        table = dc.DeltaTable(uri, storage_options=dict(options))
+        policy = dc.CommitPolicy(host_turns=turns, turn_patience=120.0)
+        table = dc.DeltaTable(uri, storage_options=dict(options), policy=policy)
         start.wait()
         acked: list[Acked] = []
         for b in range(appends):

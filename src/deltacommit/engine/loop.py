@@ -14,6 +14,7 @@ from concurrent transactions.  Both get the same checks, retries and results fro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from deltacommit.clock import Clock, RandomSource
 from deltacommit.conflicts import WinningCommit, check_conflicts
 from deltacommit.engine.commit_info import committed_txn_ids, version_commit_info
+from deltacommit.engine.host_turn import HostTurn, Record
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
 from deltacommit.engine.stamps import stamp
@@ -44,6 +46,7 @@ from deltacommit.log.actions import (
     Txn,
     serialize_commit,
 )
+from deltacommit.logstore.base import LogStore
 from deltacommit.partitions import decode_add_path
 from deltacommit.snapshot import Commit
 
@@ -150,6 +153,47 @@ class CommitLoop:
         self.clock = clock
         self.random = random
 
+    # ----------------------------------------------------------------- host turns
+
+    def _turn(self) -> HostTurn | None:
+        """This table's turn among the processes of the host (``engine.host_turn``); None
+        where they cannot share the table (an in-memory store) or turns are off."""
+        if not self.policy.host_turns:
+            return None
+        return HostTurn.for_table(self.log.log_store, self.policy.turn_patience)
+
+    def _take_turn(self, turn: HostTurn, group: Group, base: int
+                   ) -> tuple[Commit | int, Record | None]:
+        """Wait for the turn, reading meanwhile the versions the last holder recorded, then
+        rebase the group over every version this object has not checked it against; the new
+        base (or the version an earlier attempt landed in) and the last holder's record where
+        it is proven to describe the commit this object read at that version."""
+        tried: list[int] = []
+
+        def read_ahead(record: Record | None) -> None:
+            if record is None or not record.foreign or record.version <= self.log.version \
+                    or record.version in tried:
+                return
+            tried.append(record.version)
+            # A version that is not there (a stale or foreign record) is left to the claim.
+            with contextlib.suppress(DeltaCommitError, ValueError):
+                self.log.advance_to(record.version)
+
+        proven: Record | None = None
+        if turn.take(read_ahead, lambda: self._ready(group)):
+            record = turn.record()
+            if record is not None and record.foreign:
+                read_ahead(record)
+                if record.version == self.log.version:
+                    known = self.log.cached_commits(record.version, record.version)
+                    if known and known[0].digest == record.digest:
+                        proven = record
+                        self.log.log_store.adopt(record.version, record.complete,
+                                                 record.latest)
+        if self.log.version <= base:
+            return base, proven
+        return self._rebase(group, base, latest=self.log.version), proven
+
     # ----------------------------------------------------------------- history
 
     def missed(self, first: int, last: int, members: Sequence[Member], group: Group
@@ -219,6 +263,15 @@ class CommitLoop:
     def run(self, group: Group, base: int, group_id: str) -> Commit | None:
         """Commit ``group`` at the first free version after ``base``; None if no member is left
         to commit (each failed, or was found committed already)."""
+        turn = self._turn()
+        try:
+            return self._attempts(group, base, group_id, turn)
+        finally:
+            if turn is not None:
+                turn.release()
+
+    def _attempts(self, group: Group, base: int, group_id: str, turn: HostTurn | None
+                  ) -> Commit | None:
         attempt = 0
         # Only the commitInfo changes between attempts of the same members: the rest of the
         # version is serialized once (a compaction's thousands of actions would otherwise
@@ -227,6 +280,16 @@ class CommitLoop:
         body = b""
         cheap = False  # whether the last catch-up read only the version it lost
         while group.members:
+            baton: _Baton | None = None
+            if turn is not None:
+                landed, previous = self._take_turn(turn, group, base)
+                if isinstance(landed, Commit):
+                    return landed
+                base = landed
+                if not group.members:
+                    break
+                if turn.held:
+                    baton = _Baton(turn, self.log.log_store, previous)
             members = group.members
             attempt += 1
             group.on_attempt()
@@ -239,14 +302,19 @@ class CommitLoop:
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
             data = serialize_commit(actions[:1]) + body
+            digest = hashlib.sha256(data).hexdigest()
+            if baton is not None:
+                baton.digest = digest
             unconfirmed = self.log.unconfirmed
             try:
                 # The version is claimed only once its data files are durable and the table
                 # is known to be the one its cached state describes; a log store with requests
                 # of its own before the claim makes them meanwhile.
                 self.log.log_store.write_commit_when_ready(
-                    version, data, lambda: self._ready(group))
+                    version, data, lambda: self._ready(group), baton)
             except VersionExistsError:
+                if turn is not None:
+                    turn.release()  # beaten by a writer outside the turn: it goes on racing
                 # The versions that beat it must be this table's before they are rebased over.
                 self.log.confirm_identity()
                 pause = 0.0
@@ -287,9 +355,10 @@ class CommitLoop:
                     # reported as that, so that the write is tried again on a fresh read.
                     self.log.confirm_identity()
                 raise
-            digest = hashlib.sha256(data).hexdigest()
             commit = Commit(version, actions, digest)
             self.log.committed(commit)
+            if turn is not None:
+                self._hand_on(turn, version, digest)
             for m in members:
                 m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
                                        txn_id=m.staged.txn_id, digest=digest,
@@ -298,6 +367,17 @@ class CommitLoop:
             group.on_committed(members)
             return commit
         return None
+
+    def _hand_on(self, turn: HostTurn, version: int, digest: str) -> None:
+        """Record the commit for the next holder and hand the turn on; if it was handed on
+        already (``_Baton.written``), add what was learnt since to its record."""
+        complete, latest = self.log.log_store.established(version)
+        record = Record(version, digest, complete, True, latest)
+        if turn.held:
+            turn.publish(record)
+            turn.release()
+        else:
+            turn.settle(record)
 
     def _ready(self, group: Group) -> None:
         """What the claim of a version waits for: the proof that the table is the one the
@@ -314,10 +394,13 @@ class CommitLoop:
             self.log.log_store.store.make_durable(unsynced)
             group.durable.update(unsynced)
 
-    def _rebase(self, group: Group, base: int, lost: int | None = None) -> Commit | int:
+    def _rebase(self, group: Group, base: int, lost: int | None = None,
+                latest: int | None = None) -> Commit | int:
         """Check the group against the versions that beat it; the new base, or the version an
-        earlier attempt of the group landed in.  ``lost``: the version just found taken."""
-        latest = self.log.refresh() if lost is None else self.log.refresh_after_loss(lost)
+        earlier attempt of the group landed in.  ``lost``: the version just found taken;
+        ``latest``: the newest version, already read (the host's turn named it)."""
+        if latest is None:
+            latest = self.log.refresh() if lost is None else self.log.refresh_after_loss(lost)
         ours = {m.staged.txn_id for m in group.members}
         for c in self.missed(base + 1, latest, group.members, group):
             if ours & set(committed_txn_ids(c.commit_info)):
@@ -423,3 +506,28 @@ class CommitLoop:
         # A snapshot newer than version - 1 means that version is taken: the attempt loses
         # the race whatever it carries, and the rebase stamps the next one afresh.
         return stamp(self.actions(group, group_id, now_ms), before, version, now_ms)
+
+
+class _Baton:
+    """The loop's turn as the log store sees it (``logstore.base.Baton``) in one attempt:
+    ``previous`` is the last holder's record, proven to describe the version this attempt
+    builds on."""
+
+    def __init__(self, turn: HostTurn, log_store: LogStore, previous: Record | None) -> None:
+        self.turn = turn
+        self.log_store = log_store
+        self.previous = previous
+        self.digest = ""
+
+    def written(self, version: int) -> None:
+        complete, latest = self.log_store.established(version)
+        self.turn.publish(Record(version, self.digest, complete, False, latest))
+        self.turn.release()
+
+    def previous_complete(self, version: int) -> bool:
+        p = self.previous
+        if p is None or p.version != version:
+            return False
+        if p.complete or p.settled:
+            return p.complete
+        return self.turn.await_settled(version, p.digest)

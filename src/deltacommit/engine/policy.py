@@ -15,6 +15,12 @@ class CommitPolicy:
     max_attempts: int = 10_000
     backoff_base: float = 0.002
     backoff_cap: float = 0.5
+    #: Whether the processes of this host take turns to claim a version instead of racing
+    #: (``engine.host_turn``; also off with ``DELTACOMMIT_HOST_TURNS=off``).
+    host_turns: bool = True
+    #: Seconds a writer waits for a turn that is not handed on (a holder that hangs), and for
+    #: the word of the writer it took the turn from, before going on without them.
+    turn_patience: float = 2.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
@@ -25,6 +31,10 @@ class CommitPolicy:
             raise InvalidArgumentError(
                 "CommitPolicy needs 0 <= backoff_base <= backoff_cap, got "
                 f"backoff_base={self.backoff_base!r}, backoff_cap={self.backoff_cap!r}")
+        if not (isinstance(self.turn_patience, (int, float)) and self.turn_patience >= 0):
+            raise InvalidArgumentError(
+                f"CommitPolicy.turn_patience must be a number of seconds >= 0, got "
+                f"{self.turn_patience!r}")
 
     def backoff(self, losses: int, draw: float) -> float:
         """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling, so that many

@@ -116,6 +116,18 @@ class TableLog:
         self._publish()
         return snap.version
 
+    def advance_to(self, version: int) -> int:
+        """Adopt the versions up to ``version``, which another writer of this host reported
+        committed (``engine.host_turn``): read without looking for newer ones, since the
+        claim that follows finds those anyway.  MissingVersionError if one is not there."""
+        with self._lock:
+            snap = self._snapshot
+            if snap.version >= version:
+                return snap.version
+            started = self.clock.time()
+            pairs = self.log_store.read_range(snap.version + 1, version)
+            return self._adopt(started, snap.advanced_by(pairs))
+
     def refresh_after_loss(self, version: int) -> int:
         """Adopt ``version``, which a commit attempt has just found taken, reading only what
         it takes to (``Snapshot.after_loss``): the retry claims the version after it at once

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from deltacommit.errors import MissingVersionError, ObjectNotFoundError
 from deltacommit.log.names import (
@@ -30,6 +31,24 @@ _PROBE_LIMIT = 8
 #: (``storage.background``: started afresh in a forked child, inline at shutdown) rather than
 #: on threads started for each range.
 _READS = ProcessPool(16, "deltacommit-log-read")
+
+
+#: (monotonic seconds, wall-clock seconds) of an observation.
+Moment = tuple[float, float]
+
+
+class Baton(Protocol):
+    """The commit loop's turn among the writers of this host (``engine.host_turn``), as a log
+    store sees it while writing a version: a store whose claim is followed by requests of its
+    own (the DynamoDB entry's completion) hands the turn on early, and waits, before its own
+    claim, for the word of the writer it took the turn from."""
+
+    def written(self, version: int) -> None:
+        """``version``'s commit file holds the commit: the next writer may claim."""
+
+    def previous_complete(self, version: int) -> bool:
+        """Wait, bounded, until the writer the turn came from is done with ``version``;
+        whether it marked its entry complete (else the caller completes it, as if unaided)."""
 
 
 class LogStore(ABC):
@@ -54,17 +73,29 @@ class LogStore(ABC):
         """
 
     def write_commit_when_ready(self, version: int, data: bytes,
-                                ready: Callable[[], None]) -> None:
+                                ready: Callable[[], None], baton: Baton | None = None) -> None:
         """``write_commit``, claiming the version only once ``ready()`` has returned; what it
         raises ends the attempt with nothing claimed.
 
         The commit loop passes the wait for the data files the version names (their uploads
         run in the background).  A mechanism with requests of its own before the claim (the
         DynamoDB log store's temp file) makes them while the files upload; here there are
-        none, so the wait comes first.
+        none, so the wait comes first.  ``baton``: the host's turn, when the loop holds it;
+        here the loop hands it on once this returns.
         """
         ready()
         self.write_commit(version, data)
+
+    def established(self, version: int) -> tuple[bool, Moment | None]:
+        """What this process established about ``version``, which it has just written, that
+        would spare the next writer of this host requests: whether its entry is complete, and
+        when it was known to be the newest version.  Nothing, for a mechanism without entries."""
+        return False, None
+
+    def adopt(self, version: int, complete: bool, latest: Moment | None) -> None:
+        """Take what another process of this host established about ``version`` (see
+        ``established``), once the commit there is proven the one it wrote."""
+        return None
 
     def read_commit(self, version: int) -> bytes:
         """The content of a commit; ObjectNotFoundError if the version does not exist."""

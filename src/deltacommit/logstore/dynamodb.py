@@ -165,7 +165,9 @@ from deltacommit.logstore.base import (
     COORDINATION_KEY,
     DYNAMODB_MARKER,
     DYNAMODB_MECHANISM,
+    Baton,
     LogStore,
+    Moment,
 )
 from deltacommit.storage import background
 from deltacommit.storage.base import ObjectMeta, ObjectStore
@@ -286,8 +288,7 @@ class _Unrecoverable(LogStoreError):
     """An incomplete entry whose temp file and commit file are both gone."""
 
 
-#: (monotonic seconds, wall-clock seconds) of an observation.
-_Moment = tuple[float, float]
+_Moment = Moment
 
 
 @dataclass(eq=False)
@@ -663,10 +664,34 @@ class DynamoDBLogStore(LogStore):
     def write_commit(self, version: int, data: bytes) -> None:
         self.write_commit_when_ready(version, data, _nothing)
 
+    def established(self, version: int) -> tuple[bool, Moment | None]:
+        if self._clock is not SYSTEM_CLOCK:
+            return False, None  # moments of another clock mean nothing to other processes
+        with self._lock:
+            latest = self._k.latest
+        return (self._knows_good(version),
+                latest[1] if latest is not None and latest[0] == version else None)
+
+    def adopt(self, version: int, complete: bool, latest: Moment | None) -> None:
+        """Both facts hold for every process of the host alike: completion never reverts,
+        and the monotonic clock is the machine's."""
+        if self._clock is not SYSTEM_CLOCK:
+            return
+        if complete:
+            self._note_good(version)
+        if latest is not None:
+            self._note_latest(version, latest)
+
     def write_commit_when_ready(self, version: int, data: bytes,
-                                ready: Callable[[], None]) -> None:
+                                ready: Callable[[], None], baton: Baton | None = None) -> None:
         """The steps below; ``ready`` is awaited between the temp file and the entry, so the
-        checks and the temp file's put overlap the uploads of the version's data files."""
+        checks and the temp file's put overlap the uploads of the version's data files.
+
+        With the host's turn (``baton``), step 1 waits until just before the entry: the writer
+        the turn came from is usually still marking entry N-1 complete, and says so in the
+        turn's record; this writer's temp file goes out meanwhile.  Only when it does not (it
+        died, or took longer than the turn's patience) does step 1 check and repair entry N-1,
+        still before the entry of N is written, so only the latest entry is ever incomplete."""
         if self._k.fleet_keys is None or not (self._k.fleet_keys or self._k.mechanism_checked):
             self.join_fleet()
         file_name = commit_name(version)
@@ -675,9 +700,13 @@ class DynamoDBLogStore(LogStore):
         if not self._knows_absent(version):
             self._check_absent(version)
         # Step 1: the previous commit is complete and present; no stale entries at version 0.
+        deferred = False
         if version > 0:
             if not self._knows_good(version - 1):
-                self._ensure_previous(version - 1)
+                if baton is None:
+                    self._ensure_previous(version - 1)
+                else:
+                    deferred = True
         else:
             first = self._get_entry(0)
             if first is not None:
@@ -697,6 +726,11 @@ class DynamoDBLogStore(LogStore):
         self._step("after_write_temp", version)
         try:
             ready()
+            if deferred:
+                if baton is not None and baton.previous_complete(version - 1):
+                    self._note_good(version - 1)
+                if not self._knows_good(version - 1):
+                    self._ensure_previous(version - 1)
         except BaseException:
             self._spend_temp(entry.temp_key)  # never named by an entry
             raise
@@ -711,6 +745,8 @@ class DynamoDBLogStore(LogStore):
         # Steps 3 and 4: the commit has happened; failures here are repaired by others.
         if not self._copy_own(entry, data):
             return
+        if baton is not None:
+            baton.written(version)
         self._step("after_copy", version)
         # N.json holds the commit: the temp file goes as the entry is completed, both requests
         # at once.  A delta-rs reader or writer repairing the entry meanwhile moves the temp

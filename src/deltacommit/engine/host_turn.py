@@ -1,0 +1,382 @@
+"""Host turns: the processes of one machine take turns to claim a table's next version.
+
+Separate processes appending to one table race for each version: every loser has paid for a
+claim (a conditional PUT, or a temp file and a ``PutItem``), then reads the winner and backs
+off, and the shared service spends a third of its time on claims that were never going to
+win.  Processes on the same machine need not race each other: they can queue.  Before its
+claim, a writer takes the table's turn, an ``flock`` on a file in a private folder of the
+user's (``DELTACOMMIT_TURN_DIR``, else ``deltacommit-turns-<uid>`` in the temp folder); after
+it, the writer records what it committed and hands the turn on.  The next holder reads the
+versions the record names (no LIST, no lost claim to learn of them), and claims the version
+after them.
+
+The turn orders writers; it never excludes them.  The log store's claim stays the only thing
+that decides a version, so everything the turn gets wrong costs time, never a commit:
+
+* Writers on other machines, and those that do not wait (another thread of the same process:
+  threads share a process's committer through group commit instead; turns turned off), race
+  as before and lose or win by the log store's rules.
+* A holder that died released its ``flock`` with its process.  A holder that hangs is waited
+  for ``CommitPolicy.turn_patience`` seconds without a hand-off, then passed by: the writers
+  race, and do not wait again until the turn moves.
+* The record is a hint.  Versions it names are read from the log (a missing one is ignored,
+  and the table refreshed the usual way).  What the previous holder established about its
+  version (the DynamoDB store's entry complete, the version newest at a moment) is adopted
+  only when the commit the record names is byte for byte (SHA-256) the commit this writer
+  read at that version: a table deleted and created again, or a record from another table
+  sharing the file, is never taken for the one the writer knows.
+* On DynamoDB the turn is handed on once ``N.json`` is written, before the entry is marked
+  complete (``Baton``); the next holder writes its temp file meanwhile and waits, before its
+  ``PutItem``, until the record says entry N is complete or its writer is done with it,
+  at most ``turn_patience``.  Then it completes the entry itself if needed (step 1 of the
+  protocol), so only the latest entry is ever incomplete, as the protocol requires.
+
+Anything failing in the turn files (a read-only temp folder, a folder another user owns)
+turns turns off for the process, with one warning; commits go on racing.
+``DELTACOMMIT_HOST_TURNS=off`` or ``CommitPolicy(host_turns=False)`` turns them off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import stat
+import struct
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from deltacommit.log.paths import parse_location
+from deltacommit.logstore.base import LogStore
+
+log = logging.getLogger(__name__)
+
+SWITCH = "DELTACOMMIT_HOST_TURNS"
+DIR_VARIABLE = "DELTACOMMIT_TURN_DIR"
+
+#: How often a waiting writer looks at the turn and the record (seconds).
+POLL = 0.001
+
+_MAGIC = b"DCT1"
+_FLAG_COMPLETE = 1
+_FLAG_SETTLED = 2
+# magic, version, digest, flags, latest (monotonic, wall; 0 when unknown), writer's pid, then
+# a CRC-32 of it.
+_BODY = struct.Struct("!4sq32sBddq")
+_RECORD = struct.Struct(f"!{_BODY.size}sI")
+
+
+def enabled() -> bool:
+    return (os.environ.get(SWITCH) or "").strip().lower() not in ("off", "false", "0", "no")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What the last holder committed: ``version``, its commit's SHA-256 (hex), whether its
+    log store entry is complete, whether its writer is done with it (nothing more will be
+    added), the moment (monotonic, wall) it was known to be the newest version, and the
+    writer's process id."""
+
+    version: int
+    digest: str
+    complete: bool = False
+    settled: bool = False
+    latest: tuple[float, float] | None = None
+    pid: int = field(default_factory=os.getpid)
+
+    @property
+    def foreign(self) -> bool:
+        """Written by another process.  A process's own commits are no news to it: its table
+        objects share their states (``state_cache``) and its log stores what they established,
+        and its threads share a committer through group commit, so its own records are not
+        read ahead, as a lost race would not have been."""
+        return self.pid != os.getpid()
+
+    def encode(self) -> bytes:
+        flags = (_FLAG_COMPLETE if self.complete else 0) | (_FLAG_SETTLED if self.settled else 0)
+        mono, wall = self.latest or (0.0, 0.0)
+        body = _BODY.pack(_MAGIC, self.version, bytes.fromhex(self.digest), flags, mono, wall,
+                          self.pid)
+        return _RECORD.pack(body, zlib.crc32(body))
+
+    @classmethod
+    def decode(cls, data: bytes) -> Record | None:
+        """None for anything but a whole, intact record (an empty file, a torn or foreign one)."""
+        if len(data) != _RECORD.size:
+            return None
+        body, crc = _RECORD.unpack(data)
+        if zlib.crc32(body) != crc:
+            return None
+        magic, version, digest, flags, mono, wall, pid = _BODY.unpack(body)
+        if magic != _MAGIC or version < 0:
+            return None
+        return cls(version, digest.hex(), bool(flags & _FLAG_COMPLETE),
+                   bool(flags & _FLAG_SETTLED), (mono, wall) if wall else None, pid)
+
+    def merged(self, later: Record) -> Record:
+        """This record with what its writer added since about the same commit."""
+        latest = max(self.latest or (0.0, 0.0), later.latest or (0.0, 0.0))
+        return Record(self.version, self.digest, self.complete or later.complete,
+                      self.settled or later.settled, latest if latest[1] else None, self.pid)
+
+
+def turn_key(log_store: LogStore) -> str | None:
+    """The name of a table's turn files: its canonical location and everything that says how
+    its versions are claimed (the log store's kind, its object store and endpoint, its
+    DynamoDB table and ``tablePath``).  None where processes cannot share the table (an
+    in-memory store)."""
+    where = parse_location(log_store.table_uri)
+    if where.scheme == "memory":
+        return None
+    parts = (where.uri(), f"{type(log_store).__module__}.{type(log_store).__qualname__}",
+             repr(log_store.store), *(f"{k}={v}" for k, v in log_store.describe()))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+class _Files:
+    """One table's turn in this process: the lock file and the record file, each open once."""
+
+    def __init__(self, path: str) -> None:
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        self.turn_fd = os.open(path + ".turn", flags, 0o600)
+        self.record_fd = os.open(path + ".record", flags, 0o600)
+        #: Held by the thread of this process that holds or waits for the turn: the others
+        #: of the process do not wait behind it (one ``flock`` per process and file).
+        self.local = threading.Lock()
+        #: Serialises this process's reads and writes of the record (``flock`` does between
+        #: processes, not between the threads sharing one descriptor).
+        self.record_lock = threading.Lock()
+        #: The record when the holder was last passed by for hanging: not waited for again
+        #: until the record changes.
+        self.stalled: bytes | None = None
+
+    def close(self) -> None:
+        for fd in (self.turn_fd, self.record_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_lock = threading.Lock()
+#: By turn file path (without its suffix).
+_files: dict[str, _Files] = {}
+#: Turn folders that could not be used, and why.
+_refused: dict[str, str] = {}
+
+
+def _forget_in_child() -> None:
+    """A forked child starts with no turns of its own.  Its copies of the parent's
+    descriptors are closed, never unlocked: an ``flock`` belongs to the open file shared with
+    the parent, which a close in the child does not release but an unlock would."""
+    global _lock
+    _lock = threading.Lock()
+    for f in _files.values():
+        f.close()
+    _files.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def turn_dir() -> str:
+    return os.environ.get(DIR_VARIABLE) or os.path.join(
+        tempfile.gettempdir(), f"deltacommit-turns-{os.getuid()}")
+
+
+def _check_dir(path: str) -> None:
+    """Create the folder 0700; refuse it when it is not the user's own or others can write
+    to it (another user could otherwise hold every turn, or plant records)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise PermissionError(
+            f"turn folder {path} is not a directory owned by uid {os.getuid()} and writable "
+            f"by it alone; set {DIR_VARIABLE} to a private folder")
+
+
+def _files_for(key: str) -> _Files | None:
+    folder = turn_dir()
+    path = os.path.join(folder, key)
+    with _lock:
+        f = _files.get(path)
+        if f is not None:
+            return f
+        if folder in _refused:
+            return None
+        try:
+            _check_dir(folder)
+            f = _Files(path)
+        except OSError as e:
+            _refused[folder] = str(e)
+            log.warning("commits to tables coordinated through %s race without host turns "
+                        "in this process: %s", folder, e)
+            return None
+        _files[path] = f
+        return f
+
+
+class HostTurn:
+    """A table's turn as one commit loop takes it; one per loop run (not thread-safe)."""
+
+    def __init__(self, key: str, patience: float) -> None:
+        self.key = key
+        self.patience = patience
+        self._files: _Files | None = None
+        self.held = False
+
+    @classmethod
+    def for_table(cls, log_store: LogStore, patience: float) -> HostTurn | None:
+        """The table's turn; None where turns are off or the table cannot be shared."""
+        key = turn_key(log_store) if enabled() else None
+        return None if key is None else cls(key, patience)
+
+    @property
+    def path(self) -> str:
+        """The turn files' path, without their suffixes (``.turn``, ``.record``)."""
+        return os.path.join(turn_dir(), self.key)
+
+    # ------------------------------------------------------------------ the turn
+
+    def take(self, waiting: Callable[[Record | None], None],
+             before_waiting: Callable[[], None]) -> bool:
+        """Wait for the turn; whether it is held.  ``before_waiting()`` runs once if the turn
+        is not free at once (what the claim needs anyway: its data files, so that the turn is
+        not held while they upload), ``waiting(record)`` between looks (to read the versions
+        the record names meanwhile).  False at once when another thread of this process holds
+        or awaits the turn, or when the holder has not handed it on for ``patience`` seconds
+        (then not waited for again until the record changes)."""
+        files = _files_for(self.key)
+        if files is None or not files.local.acquire(blocking=False):
+            return False
+        try:
+            if self._wait(files, waiting, before_waiting):
+                self._files = files
+                self.held = True
+                return True
+        except OSError as e:
+            log.warning("host turn of table %s failed (%s); committing without it", self.key, e)
+        finally:
+            if not self.held:
+                files.local.release()
+        return False
+
+    def _wait(self, files: _Files, waiting: Callable[[Record | None], None],
+              before_waiting: Callable[[], None]) -> bool:
+        if self._try(files):
+            return True
+        before_waiting()
+        seen = self._raw(files)
+        if files.stalled is not None and files.stalled == seen:
+            return self._try(files)
+        files.stalled = None
+        since = time.monotonic()
+        while not self._try(files):
+            now = self._raw(files)
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= self.patience:
+                files.stalled = seen
+                return False
+            waiting(Record.decode(now))
+            time.sleep(POLL)
+        return True
+
+    @staticmethod
+    def _try(files: _Files) -> bool:
+        try:
+            fcntl.flock(files.turn_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def release(self) -> None:
+        """Hand the turn on (idempotent)."""
+        files = self._files
+        if files is None or not self.held:
+            return
+        self.held = False
+        self._files = None
+        try:
+            fcntl.flock(files.turn_fd, fcntl.LOCK_UN)
+        finally:
+            files.local.release()
+
+    # ------------------------------------------------------------------ the record
+
+    def record(self) -> Record | None:
+        files = self._files or _files_for(self.key)
+        return None if files is None else Record.decode(self._raw(files))
+
+    @staticmethod
+    def _raw(files: _Files) -> bytes:
+        with files.record_lock:
+            fcntl.flock(files.record_fd, fcntl.LOCK_SH)
+            try:
+                return os.pread(files.record_fd, _RECORD.size, 0)
+            finally:
+                fcntl.flock(files.record_fd, fcntl.LOCK_UN)
+
+    def publish(self, record: Record) -> None:
+        """The holder's record of its commit: replaces what is there (the holder alone may)."""
+        if self.held and self._files is not None:
+            self._write(self._files, lambda current: record)
+
+    def settle(self, record: Record) -> None:
+        """Add to the record of ``record``'s commit what its writer learnt after handing the
+        turn on; nothing if the record has moved to another commit meanwhile."""
+        files = _files_for(self.key)
+        if files is None:
+            return
+
+        def update(current: Record | None) -> Record | None:
+            if current is None or (current.version, current.digest) != (record.version,
+                                                                        record.digest):
+                return None
+            return current.merged(record)
+        self._write(files, update)
+
+    @staticmethod
+    def _write(files: _Files, update: Callable[[Record | None], Record | None]) -> None:
+        try:
+            with files.record_lock:
+                fcntl.flock(files.record_fd, fcntl.LOCK_EX)
+                try:
+                    new = update(Record.decode(os.pread(files.record_fd, _RECORD.size, 0)))
+                    if new is not None:
+                        os.pwrite(files.record_fd, new.encode(), 0)
+                finally:
+                    fcntl.flock(files.record_fd, fcntl.LOCK_UN)
+        except OSError as e:  # pragma: no cover - a full or vanished temp folder
+            log.warning("could not record a commit in the host turn of %s: %s", files, e)
+
+    def await_settled(self, version: int, digest: str) -> bool:
+        """Wait, at most ``patience`` seconds and while its process lives, until the writer of
+        ``version`` (whose commit has ``digest``) marked its entry complete or is done with
+        it; whether it is complete."""
+        end = time.monotonic() + self.patience
+        while True:
+            r = self.record()
+            if r is None or (r.version, r.digest) != (version, digest):
+                return False
+            if r.complete or r.settled:
+                return r.complete
+            if time.monotonic() >= end or not _alive(r.pid):
+                return False
+            time.sleep(POLL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a process of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

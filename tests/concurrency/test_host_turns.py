@@ -1,0 +1,249 @@
+"""Host turns (``engine/host_turn.py``): the processes of one machine take turns to claim.
+
+Each test counts: the versions another process recorded are read instead of lost to, a holder
+that hangs or dies is passed by, a commit failing in the loop hands the turn on, a record of
+another table (one deleted and created again) is never trusted, and turns can be turned off.
+Other processes are real ones (a fork server); a hung holder is an ``flock`` this test holds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.datafiles import write_data_files
+from deltacommit.engine import host_turn
+from deltacommit.engine.host_turn import HostTurn, Record
+
+from .ops import SCHEMA
+
+RACING = dc.CommitPolicy(host_turns=False)
+
+
+def rows(worker: int, n: int = 1) -> pa.Table:
+    return pa.table({"p": ["a"] * n, "id": [worker * 100 + k for k in range(n)],
+                     "seen": [0] * n}, schema=SCHEMA)
+
+
+@pytest.fixture(autouse=True)
+def turn_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private turn folder per test, inherited by the processes it starts."""
+    folder = tmp_path / "turns"
+    monkeypatch.setenv(host_turn.DIR_VARIABLE, str(folder))
+    monkeypatch.delenv(host_turn.SWITCH, raising=False)
+    yield folder
+
+
+def _writer(uri: str, appends: int, out: mp.Queue[list[int] | str]) -> None:
+    try:
+        table = dc.DeltaTable(uri)
+        out.put([dc.write(table, rows(1000 + k)).version for k in range(appends)])
+    except BaseException as e:
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def _deleter(uri: str, appends: int, out: mp.Queue[list[int] | str]) -> None:
+    try:
+        out.put([dc.DeltaTable(uri).delete("p = 'a'").version])
+    except BaseException as e:
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def in_another_process(target: object, uri: str, appends: int = 1) -> list[int]:
+    """Run ``target`` in a process of its own (with this process's environment); its versions."""
+    ctx = mp.get_context("spawn")
+    out: mp.Queue[list[int] | str] = ctx.Queue()
+    p = ctx.Process(target=target, args=(uri, appends, out))
+    p.start()
+    result = out.get(timeout=120)
+    p.join(timeout=60)
+    assert p.exitcode == 0 and not isinstance(result, str), result
+    return result
+
+
+def hold(turn: HostTurn) -> int:
+    """Take the table's turn as a hung process would: an ``flock`` on a descriptor of its own."""
+    os.makedirs(os.path.dirname(turn.path), mode=0o700, exist_ok=True)
+    fd = os.open(turn.path + ".turn", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def turn_of(table: dc.DeltaTable) -> HostTurn:
+    turn = HostTurn.for_table(table.log_store, 1.0)
+    assert turn is not None
+    return turn
+
+
+def test_a_writer_reads_what_another_process_recorded_instead_of_losing_a_claim(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    mine = dc.DeltaTable(uri)          # kept at version 0
+    racing = dc.DeltaTable(uri, policy=RACING)
+
+    assert in_another_process(_writer, uri, 3) == [1, 2, 3]
+    r = dc.write(mine, rows(1))
+    # Versions 1-3 were read from the record the other process left: the first claim won.
+    assert (r.version, r.attempts) == (4, 1)
+
+    assert in_another_process(_writer, uri, 2) == [5, 6]
+    # The same writer without turns learns of them by losing.
+    r = dc.write(racing, rows(2))
+    assert r.version == 7 and r.attempts > 1
+    ids = dc.DeltaTable(uri).to_arrow().column("id").to_pylist()
+    other = [(1000 + k) * 100 for k in (0, 1, 2, 0, 1)]
+    assert sorted(ids) == sorted([*other, 100, 200])
+
+
+def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    r = dc.write(table, rows(1))
+    record = turn_of(table).record()
+    assert record is not None
+    assert (record.version, record.digest, record.settled, record.pid) == (
+        r.version, r.digest, True, os.getpid())
+    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".record", ".turn"]
+    assert turn_dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_conflict_found_in_the_recorded_versions_fails_and_hands_the_turn_on(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    dc.write(table, rows(1))
+    x = table.transaction()
+    x.scan(predicate="p = 'a'")
+    x.add(write_data_files(table.log_store.store, rows(2), table.partition_columns,
+                           clock=table.clock, random=table.random))
+    assert in_another_process(_deleter, uri) == [2]
+    with pytest.raises(dc.ConcurrentDeleteReadException) as failed:
+        x.commit()
+    assert failed.value.winning_version == 2
+    # The turn is free again: a hung process could take it at once.
+    os.close(hold(turn_of(table)))
+    assert dc.DeltaTable(uri).version == 2
+
+
+def test_a_hung_holder_is_passed_by_after_the_patience_and_not_waited_for_again(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    impatient = dc.DeltaTable(uri, policy=dc.CommitPolicy(turn_patience=0.2))
+    fd = hold(turn_of(impatient))
+    try:
+        assert dc.write(impatient, rows(1)).attempts == 1
+        # A writer that would wait a minute does not wait at all: the holder that hung has
+        # not handed the turn on since it was passed by.
+        patient = dc.DeltaTable(uri, policy=dc.CommitPolicy(turn_patience=60.0))
+        done = threading.Event()
+        results: list[dc.WriteResult] = []
+
+        def write() -> None:
+            results.append(dc.write(patient, rows(2)))
+            done.set()
+
+        threading.Thread(target=write, daemon=True).start()
+        assert done.wait(timeout=30), "waited for a turn already passed by"
+        assert results[0].version == 2
+    finally:
+        os.close(fd)
+    # Handed on, the turn is taken again.
+    assert dc.write(patient, rows(3)).version == 3
+    assert turn_of(patient).record() is not None
+
+
+def test_a_record_of_a_table_deleted_and_created_again_is_not_trusted(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    assert in_another_process(_writer, uri, 3) == [1, 2, 3]   # recorded: version 3
+    shutil.rmtree(tmp_path / "t")
+    new = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    r = dc.write(new, rows(7))
+    # Version 3 of the old table is not in the new one: the record is passed over.
+    assert (r.version, r.attempts) == (1, 1)
+    assert dc.DeltaTable(uri).to_arrow().column("id").to_pylist() == [700]
+    record = turn_of(new).record()
+    assert record is not None and (record.version, record.digest) == (1, r.digest)
+
+
+def test_a_forged_record_far_ahead_costs_one_listing_and_loses_nothing(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    turn = turn_of(table)
+    assert turn.take(lambda r: None, lambda: None)
+    turn.publish(Record(10**12, "ab" * 32, True, True, None, pid=os.getpid() + 1))
+    turn.release()
+    r = dc.write(table, rows(1))
+    assert (r.version, r.attempts) == (1, 1)
+    assert dc.DeltaTable(uri).version == 1
+
+
+def test_turns_off_by_environment_or_policy_leave_no_files(
+        tmp_path: Path, turn_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], policy=RACING)
+    dc.write(table, rows(1))
+    assert not turn_dir.exists()
+    monkeypatch.setenv(host_turn.SWITCH, "off")
+    dc.write(dc.DeltaTable(uri), rows(2))
+    assert not turn_dir.exists()
+    monkeypatch.delenv(host_turn.SWITCH)
+    dc.write(dc.DeltaTable(uri), rows(3))
+    assert turn_dir.exists()
+
+
+def test_a_turn_folder_others_can_write_is_refused_and_commits_go_on(
+        tmp_path: Path, turn_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    turn_dir.mkdir(mode=0o700)
+    os.chmod(turn_dir, 0o777)
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.host_turn"):
+        assert [dc.write(table, rows(k)).version for k in range(3)] == [1, 2, 3]
+    assert list(turn_dir.iterdir()) == []
+    assert sum("writable" in r.getMessage() and str(turn_dir) in r.getMessage()
+               for r in caplog.records) == 1
+
+
+def test_a_forked_child_does_not_inherit_the_parents_turn(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    turn = HostTurn.for_table(table.log_store, 0.0)
+    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: holds nothing, and cannot take what the parent holds
+            child = HostTurn.for_table(table.log_store, 0.0)
+            ok = (host_turn._files == {} and child is not None
+                  and not child.take(lambda r: None, lambda: None))
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        turn.release()
+    # The child's exit released nothing the parent still held, and the parent's release did.
+    os.close(hold(turn))
+
+
+def test_record_decoding_refuses_anything_but_a_whole_record() -> None:
+    r = Record(42, "cd" * 32, True, False, (1.5, 1_700_000_000.25), pid=1234)
+    data = r.encode()
+    assert Record.decode(data) == r
+    assert Record.decode(b"") is None
+    assert Record.decode(data[:-1]) is None
+    for i in range(len(data)):
+        torn = bytearray(data)
+        torn[i] ^= 0x40
+        assert Record.decode(bytes(torn)) is None
