@@ -8,6 +8,7 @@ each missed commit once per process, not once per transaction.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import re
 import uuid
@@ -198,16 +199,21 @@ class DeltaTable:
         if in_commit_timestamps.is_enabled(protocol, metadata):
             info.values = {in_commit_timestamps.FIELD: now, **info.values}
         actions: list[Action] = [info, protocol, metadata]
+        data = serialize_commit(actions)
         try:
-            ls.write_commit(0, serialize_commit(actions))
+            ls.write_commit(0, data)
         except VersionExistsError:
             raise TableExistsError(
                 f"a Delta table was created at {uri} concurrently; open it instead") from None
         state = TableState()
         state.apply(0, actions)
         snap = Snapshot(ls, state)
-        return cls(uri, storage_options=options, log_store=ls, clock=clock, random=random,
-                   policy=policy, group_commit=group_commit, _snapshot=snap)
+        table = cls(uri, storage_options=options, log_store=ls, clock=clock, random=random,
+                    policy=policy, group_commit=group_commit, _snapshot=snap)
+        # Known by its bytes, version 0 proves what the first commit is claimed after (the
+        # host's turn hands that commit on with the proof).
+        table.log.committed(Commit(0, actions, hashlib.sha256(data).hexdigest()))
+        return table
 
     # ------------------------------------------------------------------ state
 

@@ -9,6 +9,7 @@ Other processes are real ones (a fork server); a hung holder is an ``flock`` thi
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import multiprocessing as mp
 import os
@@ -24,6 +25,7 @@ import deltacommit as dc
 from deltacommit.datafiles import write_data_files
 from deltacommit.engine import host_turn
 from deltacommit.engine.host_turn import HostTurn, Record
+from deltacommit.log.names import commit_path
 
 from .ops import SCHEMA
 
@@ -110,11 +112,16 @@ def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Pa
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     r = dc.write(table, rows(1))
-    record = turn_of(table).record()
+    turn = turn_of(table)
+    record = turn.record()
     assert record is not None
     assert (record.version, record.digest, record.settled, record.pid) == (
         r.version, r.digest, True, os.getpid())
-    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".record", ".turn"]
+    assert record.previous == hashlib.sha256(
+        (tmp_path / "t" / commit_path(0)).read_bytes()).hexdigest()
+    # The commit travels with the record, byte for byte.
+    assert turn.carried(record) == (tmp_path / "t" / commit_path(1)).read_bytes()
+    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".commit", ".record", ".turn"]
     assert turn_dir.stat().st_mode & 0o777 == 0o700
 
 
@@ -183,7 +190,7 @@ def test_a_forged_record_far_ahead_costs_one_listing_and_loses_nothing(tmp_path:
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     turn = turn_of(table)
     assert turn.take(lambda r: None, lambda: None)
-    turn.publish(Record(10**12, "ab" * 32, True, True, None, pid=os.getpid() + 1))
+    turn.publish(Record(10**12, "ab" * 32, complete=True, settled=True, pid=os.getpid() + 1))
     turn.release()
     r = dc.write(table, rows(1))
     assert (r.version, r.attempts) == (1, 1)
@@ -238,7 +245,7 @@ def test_a_forked_child_does_not_inherit_the_parents_turn(tmp_path: Path) -> Non
 
 
 def test_record_decoding_refuses_anything_but_a_whole_record() -> None:
-    r = Record(42, "cd" * 32, True, False, (1.5, 1_700_000_000.25), pid=1234)
+    r = Record(42, "cd" * 32, "ef" * 32, complete=True, latest=(1.5, 1_700_000_000.25), pid=1234)
     data = r.encode()
     assert Record.decode(data) == r
     assert Record.decode(b"") is None

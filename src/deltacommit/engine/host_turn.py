@@ -66,9 +66,14 @@ POLL = 0.001
 _MAGIC = b"DCT1"
 _FLAG_COMPLETE = 1
 _FLAG_SETTLED = 2
-# magic, version, digest, flags, latest (monotonic, wall; 0 when unknown), writer's pid, then
-# a CRC-32 of it.
-_BODY = struct.Struct("!4sq32sBddq")
+# magic, version, digest, previous digest, flags, latest (monotonic, wall; 0 when unknown),
+# writer's pid, then a CRC-32 of it.
+_BODY = struct.Struct("!4sq32s32sBddq")
+_NO_DIGEST = bytes(32)
+
+#: A commit at most this large travels with its record (``<key>.commit``): the next holders
+#: take it from there instead of reading ``N.json`` (a larger one is read as usual).
+CARRIED_BYTES = 256 * 1024
 _RECORD = struct.Struct(f"!{_BODY.size}sI")
 
 
@@ -78,13 +83,15 @@ def enabled() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """What the last holder committed: ``version``, its commit's SHA-256 (hex), whether its
-    log store entry is complete, whether its writer is done with it (nothing more will be
-    added), the moment (monotonic, wall) it was known to be the newest version, and the
-    writer's process id."""
+    """What the last holder committed: ``version``, its commit's SHA-256 (hex), the SHA-256 of
+    the commit at ``version - 1`` it was claimed after ("" if unknown), whether its log store
+    entry is complete, whether its writer is done with it (nothing more will be added), the
+    moment (monotonic, wall) it was known to be the newest version, and the writer's process
+    id."""
 
     version: int
     digest: str
+    previous: str = ""
     complete: bool = False
     settled: bool = False
     latest: tuple[float, float] | None = None
@@ -101,8 +108,9 @@ class Record:
     def encode(self) -> bytes:
         flags = (_FLAG_COMPLETE if self.complete else 0) | (_FLAG_SETTLED if self.settled else 0)
         mono, wall = self.latest or (0.0, 0.0)
-        body = _BODY.pack(_MAGIC, self.version, bytes.fromhex(self.digest), flags, mono, wall,
-                          self.pid)
+        previous = bytes.fromhex(self.previous) if self.previous else _NO_DIGEST
+        body = _BODY.pack(_MAGIC, self.version, bytes.fromhex(self.digest), previous, flags,
+                          mono, wall, self.pid)
         return _RECORD.pack(body, zlib.crc32(body))
 
     @classmethod
@@ -113,16 +121,17 @@ class Record:
         body, crc = _RECORD.unpack(data)
         if zlib.crc32(body) != crc:
             return None
-        magic, version, digest, flags, mono, wall, pid = _BODY.unpack(body)
+        magic, version, digest, previous, flags, mono, wall, pid = _BODY.unpack(body)
         if magic != _MAGIC or version < 0:
             return None
-        return cls(version, digest.hex(), bool(flags & _FLAG_COMPLETE),
-                   bool(flags & _FLAG_SETTLED), (mono, wall) if wall else None, pid)
+        return cls(version, digest.hex(), "" if previous == _NO_DIGEST else previous.hex(),
+                   bool(flags & _FLAG_COMPLETE), bool(flags & _FLAG_SETTLED),
+                   (mono, wall) if wall else None, pid)
 
     def merged(self, later: Record) -> Record:
         """This record with what its writer added since about the same commit."""
         latest = max(self.latest or (0.0, 0.0), later.latest or (0.0, 0.0))
-        return Record(self.version, self.digest, self.complete or later.complete,
+        return Record(self.version, self.digest, self.previous, self.complete or later.complete,
                       self.settled or later.settled, latest if latest[1] else None, self.pid)
 
 
@@ -146,6 +155,7 @@ class _Files:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
         self.turn_fd = os.open(path + ".turn", flags, 0o600)
         self.record_fd = os.open(path + ".record", flags, 0o600)
+        self.commit_path = path + ".commit"
         #: Held by the thread of this process that holds or waits for the turn: the others
         #: of the process do not wait behind it (one ``flock`` per process and file).
         self.local = threading.Lock()
@@ -322,10 +332,39 @@ class HostTurn:
             finally:
                 fcntl.flock(files.record_fd, fcntl.LOCK_UN)
 
-    def publish(self, record: Record) -> None:
-        """The holder's record of its commit: replaces what is there (the holder alone may)."""
-        if self.held and self._files is not None:
-            self._write(self._files, lambda current: record)
+    def publish(self, record: Record, data: bytes | None = None) -> None:
+        """The holder's record of its commit: replaces what is there (the holder alone may).
+        ``data``, the commit's bytes, travel with it if small (``CARRIED_BYTES``): written to
+        a new file and renamed over the last, so a reader sees one whole commit or another."""
+        files = self._files
+        if not self.held or files is None:
+            return
+        if data is not None and len(data) <= CARRIED_BYTES:
+            try:
+                fresh = f"{files.commit_path}.{os.getpid()}.{threading.get_ident()}"
+                fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+                             | getattr(os, "O_NOFOLLOW", 0), 0o600)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+                os.replace(fresh, files.commit_path)
+            except OSError as e:  # pragma: no cover - a full temp folder: read from the log
+                log.warning("could not pass commit %s of %s on to the next writer: %s",
+                            record.version, self.key, e)
+        self._write(files, lambda current: record)
+
+    def carried(self, record: Record) -> bytes | None:
+        """The commit ``record`` names, if it travelled with it and is still the one there."""
+        files = self._files or _files_for(self.key)
+        if files is None:
+            return None
+        try:
+            with open(files.commit_path, "rb") as f:
+                data = f.read(CARRIED_BYTES + 1)
+        except OSError:
+            return None
+        return data if hashlib.sha256(data).hexdigest() == record.digest else None
 
     def settle(self, record: Record) -> None:
         """Add to the record of ``record``'s commit what its writer learnt after handing the

@@ -175,9 +175,18 @@ class CommitLoop:
                     or record.version in tried:
                 return
             tried.append(record.version)
+
+            def carried(newest: int) -> bytes | None:
+                # The commit travelled with the record: taken as read only if it was claimed
+                # right after the commit this object holds at its newest version.
+                known = self.log.cached_commits(newest, newest)
+                if not (record.previous and known and known[0].digest == record.previous):
+                    return None
+                return turn.carried(record)
+
             # A version that is not there (a stale or foreign record) is left to the claim.
             with contextlib.suppress(DeltaCommitError, ValueError):
-                self.log.advance_to(record.version)
+                self.log.advance_to(record.version, carried)
 
         proven: Record | None = None
         if turn.take(read_ahead, lambda: self._ready(group)):
@@ -304,7 +313,8 @@ class CommitLoop:
             data = serialize_commit(actions[:1]) + body
             digest = hashlib.sha256(data).hexdigest()
             if baton is not None:
-                baton.digest = digest
+                baton.data, baton.digest = data, digest
+                baton.built_on = self._digest_at(base)
             unconfirmed = self.log.unconfirmed
             try:
                 # The version is claimed only once its data files are durable and the table
@@ -358,7 +368,7 @@ class CommitLoop:
             commit = Commit(version, actions, digest)
             self.log.committed(commit)
             if turn is not None:
-                self._hand_on(turn, version, digest)
+                self._hand_on(turn, version, digest, data, base)
             for m in members:
                 m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
                                        txn_id=m.staged.txn_id, digest=digest,
@@ -368,16 +378,22 @@ class CommitLoop:
             return commit
         return None
 
-    def _hand_on(self, turn: HostTurn, version: int, digest: str) -> None:
+    def _hand_on(self, turn: HostTurn, version: int, digest: str, data: bytes,
+                 base: int) -> None:
         """Record the commit for the next holder and hand the turn on; if it was handed on
         already (``_Baton.written``), add what was learnt since to its record."""
         complete, latest = self.log.log_store.established(version)
-        record = Record(version, digest, complete, True, latest)
         if turn.held:
-            turn.publish(record)
+            turn.publish(Record(version, digest, self._digest_at(base), complete, True, latest),
+                         data)
             turn.release()
         else:
-            turn.settle(record)
+            turn.settle(Record(version, digest, "", complete, True, latest))
+
+    def _digest_at(self, version: int) -> str:
+        """The SHA-256 of this object's commit at ``version``, where it knows it."""
+        known = self.log.cached_commits(version, version)
+        return known[0].digest if known else ""
 
     def _ready(self, group: Group) -> None:
         """What the claim of a version waits for: the proof that the table is the one the
@@ -517,11 +533,15 @@ class _Baton:
         self.turn = turn
         self.log_store = log_store
         self.previous = previous
+        #: The attempt's commit, its SHA-256, and that of the version it is claimed after.
+        self.data = b""
         self.digest = ""
+        self.built_on = ""
 
     def written(self, version: int) -> None:
         complete, latest = self.log_store.established(version)
-        self.turn.publish(Record(version, self.digest, complete, False, latest))
+        self.turn.publish(Record(version, self.digest, self.built_on, complete, False, latest),
+                          self.data)
         self.turn.release()
 
     def previous_complete(self, version: int) -> bool:
