@@ -112,9 +112,13 @@ class DeltaTable:
         by losing a race; the cached state is taken as it is, the proof that the table was
         not replaced is read meanwhile, and the first commit attempt waits for it."""
         if version is not None or snapshot is not None or custom_store:
-            return TableLog(self.log_store, self.clock,
-                            snapshot or Snapshot.load(self.log_store, version),
-                            pinned=version is not None)
+            decoded: list[Commit] = []
+            if snapshot is None:
+                snapshot = Snapshot.load(self.log_store, version, read=decoded)
+            # The newest commit, known by its bytes, proves what the next one follows (the
+            # host's turn hands a commit on with that proof).
+            return TableLog(self.log_store, self.clock, snapshot, pinned=version is not None,
+                            known=tuple(c for c in decoded if c.version == snapshot.version))
         key = state_cache.key_of(self.log_store, self.storage_options)
         if blind:
             reused = state_cache.reuse(key, self.log_store, self.clock)
