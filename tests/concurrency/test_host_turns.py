@@ -254,3 +254,27 @@ def test_record_decoding_refuses_anything_but_a_whole_record() -> None:
         torn = bytearray(data)
         torn[i] ^= 0x40
         assert Record.decode(bytes(torn)) is None
+
+
+def test_a_process_keeps_a_bounded_number_of_turn_files_open(tmp_path: Path) -> None:
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    for i in range(host_turn.CAPACITY * 2):
+        turn = HostTurn(f"table-{i}", 0.0)
+        assert turn.take(lambda r: None, lambda: None)
+        turn.publish(Record(i, "ab" * 32))
+        turn.release()
+    assert len(host_turn._files) <= host_turn.CAPACITY
+    assert fds() - before <= 2 * host_turn.CAPACITY
+    # A turn whose files were closed is opened again when next taken, its record intact.
+    first = HostTurn("table-0", 0.0)
+    assert first.take(lambda r: None, lambda: None)
+    first.release()
+    record = first.record()
+    assert record is not None and record.version == 0
+    # Commits go on beside them.
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    assert [dc.write(table, rows(k)).version for k in range(2)] == [1, 2]

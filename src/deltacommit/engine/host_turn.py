@@ -49,6 +49,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -165,6 +166,23 @@ class _Files:
         #: The record when the holder was last passed by for hanging: not waited for again
         #: until the record changes.
         self.stalled: bytes | None = None
+        #: Closed by ``evict``: a descriptor number is reused by the next file opened.
+        self.closed = False
+
+    def evict(self) -> bool:
+        """Close the files unless a thread holds or awaits the turn or uses the record;
+        whether they were.  ``local`` stays taken, so that no loop takes this turn again."""
+        if not self.local.acquire(blocking=False):
+            return False
+        if not self.record_lock.acquire(blocking=False):
+            self.local.release()
+            return False
+        try:
+            self.closed = True
+            self.close()
+        finally:
+            self.record_lock.release()
+        return True
 
     def close(self) -> None:
         for fd in (self.turn_fd, self.record_fd):
@@ -172,9 +190,12 @@ class _Files:
                 os.close(fd)
 
 
+#: At most this many tables' turn files are kept open by a process (two descriptors each).
+CAPACITY = 64
+
 _lock = threading.Lock()
-#: By turn file path (without its suffix).
-_files: dict[str, _Files] = {}
+#: By turn file path (without its suffix), least recently used first.
+_files: OrderedDict[str, _Files] = OrderedDict()
 #: Turn folders that could not be used, and why.
 _refused: dict[str, str] = {}
 
@@ -216,6 +237,7 @@ def _files_for(key: str) -> _Files | None:
     with _lock:
         f = _files.get(path)
         if f is not None:
+            _files.move_to_end(path)
             return f
         if folder in _refused:
             return None
@@ -228,6 +250,9 @@ def _files_for(key: str) -> _Files | None:
                         "in this process: %s", folder, e)
             return None
         _files[path] = f
+        for old in list(_files)[:max(0, len(_files) - CAPACITY)]:
+            if _files[old].evict():
+                del _files[old]
         return f
 
 
@@ -326,6 +351,8 @@ class HostTurn:
     @staticmethod
     def _raw(files: _Files) -> bytes:
         with files.record_lock:
+            if files.closed:
+                return b""
             fcntl.flock(files.record_fd, fcntl.LOCK_SH)
             try:
                 return os.pread(files.record_fd, _RECORD.size, 0)
@@ -384,6 +411,8 @@ class HostTurn:
     def _write(files: _Files, update: Callable[[Record | None], Record | None]) -> None:
         try:
             with files.record_lock:
+                if files.closed:
+                    return
                 fcntl.flock(files.record_fd, fcntl.LOCK_EX)
                 try:
                     new = update(Record.decode(os.pread(files.record_fd, _RECORD.size, 0)))
