@@ -8,7 +8,10 @@ claim, a writer takes the table's turn, an ``flock`` on a file in a private fold
 user's (``DELTACOMMIT_TURN_DIR``, else ``deltacommit-turns-<uid>`` in the temp folder); after
 it, the writer records what it committed and hands the turn on.  The next holder reads the
 versions the record names (no LIST, no lost claim to learn of them), and claims the version
-after them.
+after them.  A small commit travels with its record (``<key>.commit``), with the SHA-256 of
+the commit it was claimed after: a holder whose newest commit is that one takes the bytes
+instead of reading ``N.json``, so each other process of the host spares a GET per commit and
+nothing is read between two claims.  Waiting writers read ahead as the record moves.
 
 The turn orders writers; it never excludes them.  The log store's claim stays the only thing
 that decides a version, so everything the turn gets wrong costs time, never a commit:
@@ -20,19 +23,25 @@ that decides a version, so everything the turn gets wrong costs time, never a co
   for ``CommitPolicy.turn_patience`` seconds without a hand-off, then passed by: the writers
   race, and do not wait again until the turn moves.
 * The record is a hint.  Versions it names are read from the log (a missing one is ignored,
-  and the table refreshed the usual way).  What the previous holder established about its
-  version (the DynamoDB store's entry complete, the version newest at a moment) is adopted
-  only when the commit the record names is byte for byte (SHA-256) the commit this writer
-  read at that version: a table deleted and created again, or a record from another table
-  sharing the file, is never taken for the one the writer knows.
+  and the table refreshed the usual way), or taken from the carried bytes only when they
+  were claimed right after this writer's newest commit, which exclusion makes the one commit
+  there.  What the previous holder established about its version (the DynamoDB store's
+  entry complete, the version newest at a moment) is adopted only when the commit the record
+  names is byte for byte (SHA-256) the commit this writer read at that version: a table
+  deleted and created again, or a record from another table sharing the file, is never
+  taken for the one the writer knows.  A process's own records are no news to it.
+* A holder that dies between writing ``N.json`` and completing its DynamoDB entry is not
+  waited for: the record names its process, and a process that is gone is not waited for.
 * On DynamoDB the turn is handed on once ``N.json`` is written, before the entry is marked
   complete (``Baton``); the next holder writes its temp file meanwhile and waits, before its
   ``PutItem``, until the record says entry N is complete or its writer is done with it,
   at most ``turn_patience``.  Then it completes the entry itself if needed (step 1 of the
   protocol), so only the latest entry is ever incomplete, as the protocol requires.
 
-Anything failing in the turn files (a read-only temp folder, a folder another user owns)
-turns turns off for the process, with one warning; commits go on racing.
+Anything failing in the turn files (a read-only temp folder, a folder another user owns or
+others can write) turns turns off for that folder in the process, with one warning; commits
+go on racing.  Waiting is polling (``POLL``): ``flock`` cannot wait with a time limit, and the
+polls read the record, which is what lets waiting writers read ahead.
 ``DELTACOMMIT_HOST_TURNS=off`` or ``CommitPolicy(host_turns=False)`` turns them off.
 """
 
