@@ -117,12 +117,20 @@ def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Pa
     assert record is not None
     assert (record.version, record.digest, record.settled, record.pid) == (
         r.version, r.digest, True, os.getpid())
-    assert record.previous == hashlib.sha256(
-        (tmp_path / "t" / commit_path(0)).read_bytes()).hexdigest()
-    # The commit travels with the record, byte for byte.
-    assert turn.carried(record) == (tmp_path / "t" / commit_path(1)).read_bytes()
+
+    def digest(version: int) -> str:
+        return hashlib.sha256((tmp_path / "t" / commit_path(version)).read_bytes()).hexdigest()
+
+    assert record.previous == digest(0)
+    # Alone on the table, a process writes no commit a second time for nobody.
+    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".record", ".turn"]
+    # Once another process writes it too, each commit travels with its record, byte for byte.
+    assert in_another_process(_writer, uri) == [2]
+    r = dc.write(table, rows(2))
+    record = turn.record()
+    assert record is not None and (record.version, record.previous) == (3, digest(2))
+    assert turn.carried(record) == (tmp_path / "t" / commit_path(3)).read_bytes()
     assert sorted(p.suffix for p in turn_dir.iterdir()) == [".commit", ".record", ".turn"]
-    assert turn_dir.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_conflict_found_in_the_recorded_versions_fails_and_hands_the_turn_on(

@@ -57,6 +57,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -207,6 +208,8 @@ _lock = threading.Lock()
 _files: OrderedDict[str, _Files] = OrderedDict()
 #: Turn folders that could not be used, and why.
 _refused: dict[str, str] = {}
+#: Each log store object's turn key (``turn_key``), computed once.
+_keys: weakref.WeakKeyDictionary[LogStore, str | None] = weakref.WeakKeyDictionary()
 
 
 def _forget_in_child() -> None:
@@ -273,11 +276,23 @@ class HostTurn:
         self.patience = patience
         self._files: _Files | None = None
         self.held = False
+        #: The record found on taking the turn.
+        self.found: Record | None = None
+        #: Whether another process of the host writes the table too: the turn had to be
+        #: waited for, or its record was another process's.  Only then does a commit travel
+        #: with its record (a lone process, or one committing for all its threads, would
+        #: write each commit a second time for nobody).
+        self.shared = False
 
     @classmethod
     def for_table(cls, log_store: LogStore, patience: float) -> HostTurn | None:
         """The table's turn; None where turns are off or the table cannot be shared."""
-        key = turn_key(log_store) if enabled() else None
+        if not enabled():
+            return None
+        try:
+            key = _keys[log_store]
+        except KeyError:
+            key = _keys[log_store] = turn_key(log_store)
         return None if key is None else cls(key, patience)
 
     @property
@@ -299,9 +314,12 @@ class HostTurn:
         if files is None or not files.local.acquire(blocking=False):
             return False
         try:
-            if self._wait(files, waiting, before_waiting):
+            waited = not self._try(files)
+            if not waited or self._wait(files, waiting, before_waiting):
                 self._files = files
                 self.held = True
+                self.found = Record.decode(self._raw(files))
+                self.shared = waited or (self.found is not None and self.found.foreign)
                 return True
         except OSError as e:
             log.warning("host turn of table %s failed (%s); committing without it", self.key, e)
@@ -312,8 +330,6 @@ class HostTurn:
 
     def _wait(self, files: _Files, waiting: Callable[[Record | None], None],
               before_waiting: Callable[[], None]) -> bool:
-        if self._try(files):
-            return True
         before_waiting()
         seen = self._raw(files)
         if files.stalled is not None and files.stalled == seen:
@@ -375,7 +391,7 @@ class HostTurn:
         files = self._files
         if not self.held or files is None:
             return
-        if data is not None and len(data) <= CARRIED_BYTES:
+        if data is not None and self.shared and len(data) <= CARRIED_BYTES:
             try:
                 fresh = f"{files.commit_path}.{os.getpid()}.{threading.get_ident()}"
                 fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC

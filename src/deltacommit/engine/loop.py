@@ -190,7 +190,7 @@ class CommitLoop:
 
         proven: Record | None = None
         if turn.take(read_ahead, lambda: self._ready(group)):
-            record = turn.record()
+            record = turn.found
             if record is not None and record.foreign:
                 read_ahead(record)
                 if record.version == self.log.version:
