@@ -286,3 +286,54 @@ def test_a_process_keeps_a_bounded_number_of_turn_files_open(tmp_path: Path) -> 
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     assert [dc.write(table, rows(k)).version for k in range(2)] == [1, 2]
+
+
+def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process committing back to back would otherwise take the turn again before a waiting
+    one, which looks only every POLL, ever saw it free.  The waiter here is a thread with
+    descriptors of its own (``flock`` tells open files apart, not processes), blocked on the
+    turn as a process would wait for it."""
+    monkeypatch.setattr(host_turn, "GIVE_WAY", 60.0)  # only the waiter's taking ends it
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    mine = turn_of(table)
+    assert mine.take(lambda r: None, lambda: None)
+    mine.publish(Record(7, "ab" * 32, settled=True))  # this process committed last
+    mine.release()
+    # The process holds the turn again on its own descriptor, as between two commits that
+    # follow each other at once: no waiter can have taken it in between.
+    files = host_turn._files_for(mine.key)
+    assert files is not None
+    fcntl.flock(files.turn_fd, fcntl.LOCK_EX)
+    queued = threading.Event()
+    served = threading.Event()
+    release = threading.Event()
+
+    def waiter() -> None:
+        queue = os.open(mine.path + ".queue", os.O_RDWR)
+        fd = os.open(mine.path + ".turn", os.O_RDWR)
+        fcntl.flock(queue, fcntl.LOCK_SH)
+        queued.set()
+        fcntl.flock(fd, fcntl.LOCK_EX)   # blocks until the process lets the turn go
+        served.set()
+        fcntl.flock(queue, fcntl.LOCK_UN)
+        release.wait(timeout=60)
+        os.close(fd)
+        os.close(queue)
+
+    t = threading.Thread(target=waiter, daemon=True)
+    t.start()
+    assert queued.wait(timeout=30)
+    again = turn_of(table)
+    taken: list[bool] = []
+    taker = threading.Thread(
+        target=lambda: taken.append(again.take(lambda r: None, lambda: None)), daemon=True)
+    taker.start()
+    assert served.wait(timeout=30), "the process kept the turn from the waiter"
+    assert not taken  # it waits behind the waiter
+    release.set()
+    taker.join(timeout=30)
+    assert taken == [True]
+    again.release()
+    t.join(timeout=30)

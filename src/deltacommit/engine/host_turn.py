@@ -38,6 +38,11 @@ that decides a version, so everything the turn gets wrong costs time, never a co
   at most ``turn_patience``.  Then it completes the entry itself if needed (step 1 of the
   protocol), so only the latest entry is ever incomplete, as the protocol requires.
 
+A ``flock`` is not fair: a process that commits back to back (a group committer) would take
+the turn again before a waiting one, which looks every ``POLL``, ever saw it free.  Waiting
+writers hold a shared lock on ``<key>.queue``; a writer that committed last and finds one
+there lets the turn go until it is taken (``GIVE_WAY``).
+
 Anything failing in the turn files (a read-only temp folder, a folder another user owns or
 others can write) turns turns off for that folder in the process, with one warning; commits
 go on racing.  Waiting is polling (``POLL``): ``flock`` cannot wait with a time limit, and the
@@ -73,6 +78,8 @@ DIR_VARIABLE = "DELTACOMMIT_TURN_DIR"
 
 #: How often a waiting writer looks at the turn and the record (seconds).
 POLL = 0.001
+#: How long a writer that would take the turn again at once lets it go for others waiting.
+GIVE_WAY = 0.05
 
 _MAGIC = b"DCT1"
 _FLAG_COMPLETE = 1
@@ -166,6 +173,9 @@ class _Files:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
         self.turn_fd = os.open(path + ".turn", flags, 0o600)
         self.record_fd = os.open(path + ".record", flags, 0o600)
+        #: Waiting writers hold a shared lock on it: a holder that finds the turn free again
+        #: at once after its own commit lets them go first (``HostTurn.take``).
+        self.queue_fd = os.open(path + ".queue", flags, 0o600)
         self.commit_path = path + ".commit"
         #: Held by the thread of this process that holds or waits for the turn: the others
         #: of the process do not wait behind it (one ``flock`` per process and file).
@@ -195,12 +205,12 @@ class _Files:
         return True
 
     def close(self) -> None:
-        for fd in (self.turn_fd, self.record_fd):
+        for fd in (self.turn_fd, self.record_fd, self.queue_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
 
-#: At most this many tables' turn files are kept open by a process (two descriptors each).
+#: At most this many tables' turn files are kept open by a process (three descriptors each).
 CAPACITY = 64
 
 _lock = threading.Lock()
@@ -315,6 +325,8 @@ class HostTurn:
             return False
         try:
             waited = not self._try(files)
+            if not waited and self._others_waiting(files):
+                waited = self._give_way(files)
             if not waited or self._wait(files, waiting, before_waiting):
                 self._files = files
                 self.held = True
@@ -335,17 +347,50 @@ class HostTurn:
         if files.stalled is not None and files.stalled == seen:
             return self._try(files)
         files.stalled = None
-        since = time.monotonic()
-        while not self._try(files):
-            now = self._raw(files)
-            if now != seen:
-                seen, since = now, time.monotonic()
-            elif time.monotonic() - since >= self.patience:
-                files.stalled = seen
-                return False
-            waiting(Record.decode(now))
+        fcntl.flock(files.queue_fd, fcntl.LOCK_SH)
+        try:
+            since = time.monotonic()
+            while not self._try(files):
+                now = self._raw(files)
+                if now != seen:
+                    seen, since = now, time.monotonic()
+                elif time.monotonic() - since >= self.patience:
+                    files.stalled = seen
+                    return False
+                waiting(Record.decode(now))
+                time.sleep(POLL)
+            return True
+        finally:
+            fcntl.flock(files.queue_fd, fcntl.LOCK_UN)
+
+    def _give_way(self, files: _Files) -> bool:
+        """This process had the turn last and takes it again before anyone else could: a
+        process committing back to back (a group committer) would starve the others, which
+        look only every POLL.  So it lets the turn go until one of them takes it, or none
+        waits any more, at most ``GIVE_WAY`` seconds (a waiter that stopped, say); whether
+        another took it (then it is waited for as usual)."""
+        deadline = time.monotonic() + GIVE_WAY
+        while True:
+            fcntl.flock(files.turn_fd, fcntl.LOCK_UN)
             time.sleep(POLL)
-        return True
+            if not self._try(files):
+                return True
+            if time.monotonic() >= deadline or not self._queue_busy(files):
+                return False
+
+    def _others_waiting(self, files: _Files) -> bool:
+        """Whether this process committed last and another process waits for the turn."""
+        found = Record.decode(self._raw(files))
+        return found is not None and not found.foreign and self._queue_busy(files)
+
+    @staticmethod
+    def _queue_busy(files: _Files) -> bool:
+        try:
+            fcntl.flock(files.queue_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(files.queue_fd, fcntl.LOCK_UN)
+        return False
 
     @staticmethod
     def _try(files: _Files) -> bool:
