@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.datafiles import write_data_files
@@ -250,6 +252,17 @@ def test_a_forked_child_does_not_inherit_the_parents_turn(tmp_path: Path) -> Non
         turn.release()
     # The child's exit released nothing the parent still held, and the parent's release did.
     os.close(hold(turn))
+
+
+@given(st.integers(0, 2**63 - 1), st.binary(min_size=32, max_size=32),
+       st.one_of(st.just(b""), st.binary(min_size=32, max_size=32)), st.booleans(),
+       st.booleans(), st.one_of(st.none(), st.tuples(st.floats(0, 1e9), st.floats(1, 4e9))),
+       st.integers(1, 2**31))
+def test_a_record_reads_back_as_written(version: int, digest: bytes, previous: bytes,
+                                        complete: bool, settled: bool,
+                                        latest: tuple[float, float] | None, pid: int) -> None:
+    r = Record(version, digest.hex(), previous.hex(), complete, settled, latest, pid)
+    assert Record.decode(r.encode()) == r
 
 
 def test_record_decoding_refuses_anything_but_a_whole_record() -> None:

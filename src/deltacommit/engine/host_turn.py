@@ -299,10 +299,13 @@ class HostTurn:
         """The table's turn; None where turns are off or the table cannot be shared."""
         if not enabled():
             return None
-        try:
-            key = _keys[log_store]
-        except KeyError:
-            key = _keys[log_store] = turn_key(log_store)
+        with _lock:
+            known = log_store in _keys
+            key = _keys.get(log_store)
+        if not known:
+            key = turn_key(log_store)
+            with _lock:
+                _keys[log_store] = key
         return None if key is None else cls(key, patience)
 
     @property
