@@ -7,6 +7,10 @@ session: starting moto costs about half a second), and per-test resources on tho
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +32,13 @@ from deltacommit.testing import (
 # endpoint from the shell: no test can reach a real AWS account.  Applied at import so it holds
 # before any test module creates a client.
 apply_test_aws_environment()
+
+# Host turns (engine/host_turn.py) of the suite's tables live in a folder of the test run's own,
+# removed at its end, instead of the machine's turn folder: every table of every run would
+# otherwise leave its turn files there.  Set at import, so writer processes inherit it.
+_TURNS = tempfile.mkdtemp(prefix="deltacommit-test-turns-")
+os.environ.setdefault("DELTACOMMIT_TURN_DIR", _TURNS)
+atexit.register(shutil.rmtree, _TURNS, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- servers

@@ -35,10 +35,9 @@ from .helpers import (
 
 @pytest.fixture(autouse=True)
 def turns_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Turns as they are by default, in the default folder (a fork server started by an
-    earlier test keeps that test's environment; each table's turn is its own anyway)."""
+    """Turns as they are by default, in the suite's folder (a fork server started by an
+    earlier test keeps the environment it started with, so the folder is not changed)."""
     monkeypatch.delenv(host_turn.SWITCH, raising=False)
-    monkeypatch.delenv(host_turn.DIR_VARIABLE, raising=False)
 
 
 def private(uri: str, options: dict[str, str]) -> dc.DeltaTable:
