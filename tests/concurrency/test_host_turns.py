@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -350,3 +351,32 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
     assert taken == [True]
     again.release()
     t.join(timeout=30)
+
+
+def test_turn_files_of_tables_idle_for_a_week_are_swept_unless_held(
+        tmp_path: Path, turn_dir: Path) -> None:
+    turn_dir.mkdir(mode=0o700)
+    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    made: dict[str, list[Path]] = {}
+    for name in ("idle", "held", "recent"):
+        made[name] = [turn_dir / f"{name}{suffix}"
+                      for suffix in (".turn", ".record", ".queue", ".commit")]
+        for p in made[name]:
+            p.write_bytes(b"")
+            if name != "recent":
+                os.utime(p, (week_ago, week_ago))
+    stray = turn_dir / "idle.commit.123.456"  # a writer died while handing a commit on
+    stray.write_bytes(b"{}")
+    os.utime(stray, (week_ago, week_ago))
+    held = os.open(turn_dir / "held.turn", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        uri = str(tmp_path / "t")
+        table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+        assert dc.write(table, rows(1)).version == 1  # the first use of the folder sweeps it
+    finally:
+        os.close(held)
+    assert not any(p.exists() for p in made["idle"]) and not stray.exists()
+    assert all(p.exists() for p in made["held"] + made["recent"])
+    record = turn_of(table).record()
+    assert record is not None and record.version == 1

@@ -43,6 +43,9 @@ the turn again before a waiting one, which looks every ``POLL``, ever saw it fre
 writers hold a shared lock on ``<key>.queue``; a writer that committed last and finds one
 there lets the turn go until it is taken (``GIVE_WAY``).
 
+Turn files of a table no process committed to for a week are deleted by the next process that
+uses the folder (``_sweep``).
+
 Anything failing in the turn files (a read-only temp folder, a folder another user owns or
 others can write) turns turns off for that folder in the process, with one warning; commits
 go on racing.  Waiting is polling (``POLL``): ``flock`` cannot wait with a time limit, and the
@@ -218,6 +221,10 @@ _lock = threading.Lock()
 _files: OrderedDict[str, _Files] = OrderedDict()
 #: Turn folders that could not be used, and why.
 _refused: dict[str, str] = {}
+#: Turn folders checked and swept (``_sweep``) by this process.
+_swept: set[str] = set()
+#: Turn files of a table whose record has not changed for this long (seconds) are deleted.
+STALE_AFTER = 7 * 24 * 3600.0
 #: Each log store object's turn key (``turn_key``), computed once.
 _keys: weakref.WeakKeyDictionary[LogStore, str | None] = weakref.WeakKeyDictionary()
 
@@ -253,6 +260,48 @@ def _check_dir(path: str) -> None:
             f"by it alone; set {DIR_VARIABLE} to a private folder")
 
 
+def _sweep(folder: str, now: float) -> None:
+    """Delete the turn files of tables no process of this user has committed to for
+    ``STALE_AFTER`` seconds (their record unchanged), once per folder and process: a folder
+    would otherwise keep four files for every table ever written from the machine.
+
+    A table's files go only while this process holds its turn.  A process that still has
+    them open (it last committed a week ago) then takes turns on the deleted files while new
+    ones start afresh: the two queue apart, and race each other, as processes without turns
+    do; nothing else depends on the turn.  Leftovers of a writer that died while handing a
+    commit on (``<key>.commit.<pid>.<thread>``) go after the same time."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if now - os.lstat(path).st_mtime < STALE_AFTER:
+                continue
+            if name.endswith(".record"):
+                _drop_turn(path[:-len(".record")])
+            elif ".commit." in name:
+                os.unlink(path)
+        except OSError:
+            continue
+
+
+def _drop_turn(base: str) -> None:
+    flags = os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(base + ".turn", flags)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # held: in use after all
+        for suffix in (".record", ".commit", ".queue", ".turn"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
+    finally:
+        os.close(fd)
+
+
 def _files_for(key: str) -> _Files | None:
     folder = turn_dir()
     path = os.path.join(folder, key)
@@ -264,7 +313,10 @@ def _files_for(key: str) -> _Files | None:
         if folder in _refused:
             return None
         try:
-            _check_dir(folder)
+            if folder not in _swept:
+                _check_dir(folder)
+                _swept.add(folder)
+                _sweep(folder, time.time())
             f = _Files(path)
         except OSError as e:
             _refused[folder] = str(e)
