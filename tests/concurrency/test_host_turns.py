@@ -380,3 +380,15 @@ def test_turn_files_of_tables_idle_for_a_week_are_swept_unless_held(
     assert all(p.exists() for p in made["held"] + made["recent"])
     record = turn_of(table).record()
     assert record is not None and record.version == 1
+
+
+def test_a_turn_folder_deleted_while_in_use_is_made_again(tmp_path: Path, turn_dir: Path) -> None:
+    uri = str(tmp_path / "t")
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    assert dc.write(table, rows(1)).version == 1
+    shutil.rmtree(turn_dir)  # as a temp folder cleaner would
+    other = dc.DeltaTable.create(str(tmp_path / "u"), SCHEMA, partition_by=["p"])
+    assert dc.write(other, rows(2)).version == 1
+    record = turn_of(other).record()
+    assert record is not None and record.version == 1
+    assert turn_dir.stat().st_mode & 0o777 == 0o700

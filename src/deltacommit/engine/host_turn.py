@@ -317,7 +317,11 @@ def _files_for(key: str) -> _Files | None:
                 _check_dir(folder)
                 _swept.add(folder)
                 _sweep(folder, time.time())
-            f = _Files(path)
+            try:
+                f = _Files(path)
+            except FileNotFoundError:  # the folder went meanwhile (a temp folder cleaner)
+                _check_dir(folder)
+                f = _Files(path)
         except OSError as e:
             _refused[folder] = str(e)
             log.warning("commits to tables coordinated through %s race without host turns "
