@@ -90,12 +90,12 @@ _FLAG_SETTLED = 2
 # magic, version, digest, previous digest, flags, latest (monotonic, wall; 0 when unknown),
 # writer's pid, then a CRC-32 of it.
 _BODY = struct.Struct("!4sq32s32sBddq")
+_RECORD = struct.Struct(f"!{_BODY.size}sI")
 _NO_DIGEST = bytes(32)
 
 #: A commit at most this large travels with its record (``<key>.commit``): the next holders
 #: take it from there instead of reading ``N.json`` (a larger one is read as usual).
 CARRIED_BYTES = 256 * 1024
-_RECORD = struct.Struct(f"!{_BODY.size}sI")
 
 
 def enabled() -> bool:
@@ -170,7 +170,8 @@ def turn_key(log_store: LogStore) -> str | None:
 
 
 class _Files:
-    """One table's turn in this process: the lock file and the record file, each open once."""
+    """One table's turn in this process: its lock, record and queue files, each open once,
+    and where its carried commit goes."""
 
     def __init__(self, path: str) -> None:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
