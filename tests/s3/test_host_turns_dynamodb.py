@@ -112,8 +112,9 @@ def test_a_holder_that_died_before_completing_its_entry_is_not_waited_for(
     ls = DynamoDBLogStore.open(uri, options, hook=lambda step, version: None)
     mine = dc.DeltaTable(uri, storage_options=options, log_store=ls,
                          policy=dc.CommitPolicy(turn_patience=60.0))
-    # Killed right after writing 1.json: the record says so, the entry is incomplete.
-    assert run_crashing_commit(uri, options, "after_copy") == CRASH_EXIT
+    # Killed right after writing 1.json and handing the turn on: the record says so, the
+    # entry is incomplete.
+    assert run_crashing_commit(uri, options, "after_hand_on") == CRASH_EXIT
     record = HostTurn.for_table(ls, 1.0).record()  # type: ignore[union-attr]
     assert record is not None and (record.version, record.complete, record.settled) == (
         1, False, False)

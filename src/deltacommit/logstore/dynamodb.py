@@ -190,9 +190,10 @@ ATTR_EXPIRE_TIME = "expireTime"
 TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
 TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
-#: Named points of the commit and repair paths where ``hook`` is called, in order.  A hook that
-#: raises (or ends the process) there models a writer stopped at that point.
-STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_complete",
+#: Named points of the commit and repair paths where ``hook`` is called, in order
+#: (``after_hand_on`` only when the commit loop holds the host's turn, ``engine.host_turn``).
+#: A hook that raises (or ends the process) there models a writer stopped at that point.
+STEPS = ("after_write_temp", "after_put_entry", "after_copy", "after_hand_on", "after_complete",
          "repair_after_copy", "repair_after_complete")
 
 FaultHook = Callable[[str, int], None]
@@ -745,8 +746,6 @@ class DynamoDBLogStore(LogStore):
         # Steps 3 and 4: the commit has happened; failures here are repaired by others.
         if not self._copy_own(entry, data):
             return
-        if baton is not None:
-            baton.written(version)
         self._step("after_copy", version)
         # N.json holds the commit: the temp file goes as the entry is completed, both requests
         # at once.  A delta-rs reader or writer repairing the entry meanwhile moves the temp
@@ -758,6 +757,11 @@ class DynamoDBLogStore(LogStore):
         # is absent.
         deleting = background.submit(lambda: self._delete_temp(entry))
         try:
+            if baton is not None:
+                # The host's next writer may claim N+1 while this one completes N (after the
+                # delete is sent: the window a delta-rs repair fails in stays as short).
+                baton.written(version)
+                self._step("after_hand_on", version)
             completed = self._complete(entry, quiet=True)
         finally:
             deleting.result()
