@@ -175,6 +175,7 @@ class _Files:
 
     def __init__(self, path: str) -> None:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        self.path = path
         self.turn_fd = os.open(path + ".turn", flags, 0o600)
         self.record_fd = os.open(path + ".record", flags, 0o600)
         #: Waiting writers hold a shared lock on it: a holder that finds the turn free again
@@ -385,12 +386,14 @@ class HostTurn:
             return False
         try:
             waited = not self._try(files)
-            if not waited and self._others_waiting(files):
+            found = None if waited else Record.decode(self._raw(files))
+            if found is not None and not found.foreign and self._queue_busy(files):
+                # This process committed last and another waits: see ``_give_way``.
                 waited = self._give_way(files)
             if not waited or self._wait(files, waiting, before_waiting):
                 self._files = files
                 self.held = True
-                self.found = Record.decode(self._raw(files))
+                self.found = Record.decode(self._raw(files)) if waited else found
                 self.shared = waited or (self.found is not None and self.found.foreign)
                 return True
         except OSError as e:
@@ -437,11 +440,6 @@ class HostTurn:
                 return True
             if time.monotonic() >= deadline or not self._queue_busy(files):
                 return False
-
-    def _others_waiting(self, files: _Files) -> bool:
-        """Whether this process committed last and another process waits for the turn."""
-        found = Record.decode(self._raw(files))
-        return found is not None and not found.foreign and self._queue_busy(files)
 
     @staticmethod
     def _queue_busy(files: _Files) -> bool:
@@ -551,7 +549,7 @@ class HostTurn:
                 finally:
                     fcntl.flock(files.record_fd, fcntl.LOCK_UN)
         except OSError as e:  # pragma: no cover - a full or vanished temp folder
-            log.warning("could not record a commit in the host turn of %s: %s", files, e)
+            log.warning("could not record a commit in the host turn %s: %s", files.path, e)
 
     def await_settled(self, version: int, digest: str) -> bool:
         """Wait, at most ``patience`` seconds and while its process lives, until the writer of

@@ -179,8 +179,7 @@ class CommitLoop:
             def carried(newest: int) -> bytes | None:
                 # The commit travelled with the record: taken as read only if it was claimed
                 # right after the commit this object holds at its newest version.
-                known = self.log.cached_commits(newest, newest)
-                if not (record.previous and known and known[0].digest == record.previous):
+                if not record.previous or self._digest_at(newest) != record.previous:
                     return None
                 return turn.carried(record)
 
@@ -193,12 +192,10 @@ class CommitLoop:
             record = turn.found
             if record is not None and record.foreign:
                 read_ahead(record)
-                if record.version == self.log.version:
-                    known = self.log.cached_commits(record.version, record.version)
-                    if known and known[0].digest == record.digest:
-                        proven = record
-                        self.log.log_store.adopt(record.version, record.complete,
-                                                 record.latest)
+                if record.version == self.log.version \
+                        and self._digest_at(record.version) == record.digest:
+                    proven = record
+                    self.log.log_store.adopt(record.version, record.complete, record.latest)
         if self.log.version <= base:
             return base, proven
         return self._rebase(group, base, latest=self.log.version), proven

@@ -289,9 +289,6 @@ class _Unrecoverable(LogStoreError):
     """An incomplete entry whose temp file and commit file are both gone."""
 
 
-_Moment = Moment
-
-
 @dataclass(eq=False)
 class _Knowledge:
     """What a process has established about one table's entries (see the module docstring)."""
@@ -300,7 +297,7 @@ class _Knowledge:
     #: Every entry <= good_upto is complete and its commit file exists.
     good_upto: int = -1
     #: latest[0] was the newest version at the moment latest[1].
-    latest: tuple[int, _Moment] | None = None
+    latest: tuple[int, Moment] | None = None
     #: When a moving writer's incomplete entry was first seen (by tempPath), while waited for.
     first_seen: dict[str, float] = field(default_factory=dict)
     #: The tablePath spellings found in use at first use (see ``join_fleet``); None before.
@@ -469,7 +466,7 @@ class DynamoDBLogStore(LogStore):
             self.table_path = joined
         #: Entries that beat a claim of this object, by version, and when it was sent
         #: (``_put_entry``, ``read_after_loss``).
-        self._taken: dict[int, tuple[CommitEntry, _Moment]] = {}
+        self._taken: dict[int, tuple[CommitEntry, Moment]] = {}
 
     @classmethod
     def open(cls, uri: str, storage_options: Mapping[str, str] | None = None, *,
@@ -629,10 +626,10 @@ class DynamoDBLogStore(LogStore):
         with self._lock:
             self._k.good_upto = max(self._k.good_upto, version)
 
-    def _now(self) -> _Moment:
+    def _now(self) -> Moment:
         return self._clock.monotonic(), self._clock.time()
 
-    def _note_latest(self, version: int, since: _Moment) -> None:
+    def _note_latest(self, version: int, since: Moment) -> None:
         with self._lock:
             if self._k.latest is None or version > self._k.latest[0] \
                     or (version == self._k.latest[0] and since > self._k.latest[1]):
@@ -1252,7 +1249,7 @@ class DynamoDBLogStore(LogStore):
         self._note_latest(version, since if not entry.complete else self._within_margin(since))
         return [(version, data)]
 
-    def _within_margin(self, since: _Moment) -> _Moment:
+    def _within_margin(self, since: Moment) -> Moment:
         """``since`` moved back so that knowledge noted at it lasts the expiry margin, not half
         the TTL.  An entry that beat a claim, complete, does not show that it is the newest (its
         writer may have gone on); trusted, it shows that no newer entry can expire within the
