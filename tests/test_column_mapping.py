@@ -600,3 +600,175 @@ def test_struct_stats_in_checkpoints_use_physical_names(tmp_path: Path) -> None:
     state_cache.clear()
     assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [0, 1, 2]
     assert sorted(peer_read(uri).column("id").to_pylist()) == [0, 1, 2]
+
+
+# --------------------------------------------------------------------------- duplicate ids and names
+
+
+def _schema_dict(uri: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(dc.DeltaTable(uri).metadata.schema_string)
+    return schema
+
+
+def _md(field: dict[str, Any]) -> dict[str, Any]:
+    md: dict[str, Any] = field["metadata"]
+    return md
+
+
+def _duplicate(schema: dict[str, Any], kind: str) -> tuple[str, str]:
+    """``schema`` (of the table written by ``_mapped_table``) with two fields sharing an id or
+    a physical name; the two columns' paths."""
+    a, b, s, lst = schema["fields"]
+    inner = s["type"]["fields"]
+    element = lst["type"]["elementType"]["fields"]
+    id_key, name_key = "delta.columnMapping.id", "delta.columnMapping.physicalName"
+    if kind == "top-level id":
+        _md(b)[id_key] = _md(a)[id_key]
+        return "a", "b"
+    if kind == "top-level physical name":
+        _md(b)[name_key] = _md(a)[name_key]
+        return "a", "b"
+    if kind == "nested id":
+        _md(inner[1])[id_key] = _md(a)[id_key]
+        return "a", "s.y"
+    if kind == "nested physical name":
+        _md(inner[1])[name_key] = _md(inner[0])[name_key]
+        return "s.x", "s.y"
+    assert kind == "physical name in a list's struct"
+    _md(element[1])[name_key] = _md(element[0])[name_key]
+    return "l.element.p", "l.element.q"
+
+
+DUPLICATES = ["top-level id", "top-level physical name", "nested id", "nested physical name",
+              "physical name in a list's struct"]
+
+
+def _mapped_table(uri: str, mode: str) -> pa.Table:
+    rows = pa.table({"a": [1, 2], "b": [10, 20], "s": [{"x": 1, "y": 2}, None],
+                     "l": [[{"p": 5, "q": 6}], []]})
+    dc.write(uri, rows, configuration={"delta.columnMapping.mode": mode})
+    return rows
+
+
+def _rewrite_metadata(uri: str, version: int, edit: Any) -> None:
+    path = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    lines = []
+    for line in path.read_text().splitlines():
+        action = json.loads(line)
+        if "metaData" in action:
+            schema = json.loads(action["metaData"]["schemaString"])
+            edit(schema)
+            action["metaData"]["schemaString"] = json.dumps(schema)
+        lines.append(json.dumps(action))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+@pytest.mark.parametrize("kind", DUPLICATES)
+def test_duplicate_ids_or_physical_names_are_refused_on_open(
+        kind: str, mode: str, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _mapped_table(uri, mode)
+    columns: list[tuple[str, str]] = []
+    _rewrite_metadata(uri, 0, lambda s: columns.append(_duplicate(s, kind)))
+    [(first, second)] = columns
+    log = sorted((Path(uri) / "_delta_log").glob("*.json"))
+    what = "column mapping id" if "id" in kind.split() else "physical name"
+    with pytest.raises(dc.CorruptLogError, match=(
+            rf"table .*{tmp_path.name}.*columns {first!r} and {second!r} have the same {what}")):
+        dc.DeltaTable(uri)
+    # Nor can a write go ahead on it (it would commit rows read back as another column's).
+    with pytest.raises(dc.CorruptLogError, match="have the same"):
+        dc.write(uri, pa.table({"a": [3], "b": [30]}), mode="append")
+    assert sorted((Path(uri) / "_delta_log").glob("*.json")) == log  # nothing committed
+
+
+@pytest.mark.parametrize("kind", DUPLICATES)
+def test_a_duplicate_committed_by_another_writer_stops_writers_that_opened_before(
+        kind: str, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    rows = _mapped_table(uri, "name")
+    table = dc.DeltaTable(uri)
+    # Another writer commits version 1: the same metaData with two fields on one id or name.
+    text = (Path(uri) / "_delta_log" / f"{0:020d}.json").read_text()
+    metadata = next(json.loads(line) for line in text.splitlines() if '"metaData"' in line)
+    schema = json.loads(metadata["metaData"]["schemaString"])
+    _duplicate(schema, kind)
+    metadata["metaData"]["schemaString"] = json.dumps(schema)
+    version = table.version + 1
+    (Path(uri) / "_delta_log" / f"{version:020d}.json").write_text(json.dumps(metadata) + "\n")
+    with pytest.raises(dc.CorruptLogError, match="have the same"):
+        dc.write(table, rows.slice(0, 1), mode="append")
+    with pytest.raises(dc.CorruptLogError, match="have the same"):
+        table.update()
+    assert len(list((Path(uri) / "_delta_log").glob("*.json"))) == version + 1  # none committed
+
+
+@pytest.mark.parametrize("kind", DUPLICATES)
+def test_a_metadata_change_with_a_duplicate_is_refused_before_it_is_committed(
+        kind: str, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    uri = str(tmp_path / "t")
+    rows = _mapped_table(uri, "id")
+    table = dc.DeltaTable(uri)
+    schema = _schema_dict(uri)
+    first, second = _duplicate(schema, kind)
+    txn = table.transaction("CHANGE COLUMN")
+    txn.update_metadata(replace(table.metadata, schema_string=json.dumps(schema)))
+    with pytest.raises(InvalidArgumentError, match=(
+            rf"nothing was committed.*columns {first!r} and {second!r} have the same")):
+        txn.commit()
+    assert dc.DeltaTable(uri).version == table.version
+    assert _rows(dc.DeltaTable(uri).to_arrow()) == _rows(rows)
+
+
+def test_equal_physical_names_in_different_structs_are_allowed(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    rows = _mapped_table(uri, "name")
+
+    def same_inner_names(schema: dict[str, Any]) -> None:
+        # s.x and l.element.p named alike: distinct physical paths, as Spark allows.
+        s, lst = schema["fields"][2], schema["fields"][3]
+        name = _md(s["type"]["fields"][0])["delta.columnMapping.physicalName"]
+        _md(lst["type"]["elementType"]["fields"][0])["delta.columnMapping.physicalName"] = name
+
+    _rewrite_metadata(uri, 0, same_inner_names)
+    # The file still names l.element.p by its old physical name: it reads as nulls.
+    got = dc.DeltaTable(uri).to_arrow()
+    assert got.column("a").to_pylist() == rows.column("a").to_pylist()
+
+
+def _json_fields(t: Any) -> list[dict[str, Any]]:
+    """Every struct field of a ``schemaString`` dict, parents first."""
+    out: list[dict[str, Any]] = []
+    if isinstance(t, dict):
+        for f in t.get("fields", ()):
+            out.append(f)
+            out.extend(_json_fields(f["type"]))
+        for key in ("elementType", "keyType", "valueType"):
+            out.extend(_json_fields(t.get(key)))
+    return out
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["flat", "struct", "list", "map"]), min_size=2, max_size=6),
+       st.data())
+def test_assigned_mappings_pass_and_any_shared_id_fails(shapes: list[str], data: Any) -> None:
+    from deltacommit.column_mapping import ID_KEY, check_unique_mapping
+    from deltacommit.schema import schema_from_json, schema_to_json
+
+    inner = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    types = {"flat": pa.int64(), "struct": inner, "list": pa.list_(inner),
+             "map": pa.map_(pa.string(), inner)}
+    schema, _ = assign_column_mapping(
+        pa.schema([(f"c{i}", types[s]) for i, s in enumerate(shapes)]), 0,
+        iter(str(i) for i in range(1000)).__next__)
+    check_unique_mapping(schema, "id", "t")
+    forged = json.loads(schema_to_json(schema))
+    fields = _json_fields(forged)
+    first, second = data.draw(st.lists(st.integers(0, len(fields) - 1), min_size=2,
+                                       max_size=2, unique=True))
+    fields[second]["metadata"][ID_KEY] = fields[first]["metadata"][ID_KEY]
+    with pytest.raises(dc.CorruptLogError, match="same column mapping id"):
+        check_unique_mapping(schema_from_json(json.dumps(forged)), "id", "t")

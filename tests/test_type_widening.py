@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
-from deltacommit.log.actions import Protocol
+from deltacommit.log.actions import Protocol, serialize_commit
 from deltacommit.type_widening import check_type_changes, is_supported_change
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -149,7 +149,24 @@ def test_widening_after_files_were_written(mode: str, tmp_path: Path) -> None:
 def test_refuses_a_type_change_that_is_not_a_widening(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     dc.write(uri, pa.table({"a": pa.array([1], pa.int64())}))
-    _widen(uri, {"a": ("long", "integer")})
+    version = dc.DeltaTable(uri).version
+    # Refused before it is committed...
+    with pytest.raises(UnsupportedProtocolError, match="from long to integer"):
+        _widen(uri, {"a": ("long", "integer")})
+    assert dc.DeltaTable(uri).version == version
+    # ...and on reading, when another writer committed it.
+    table = dc.DeltaTable(uri)
+    schema = json.loads(table.metadata.schema_string)
+    schema["fields"][0].update(type="integer", metadata={
+        **schema["fields"][0]["metadata"],
+        "delta.typeChanges": [{"fromType": "long", "toType": "integer"}]})
+    metadata = json.loads(serialize_commit([dataclasses.replace(
+        table.metadata, schema_string=json.dumps(schema))]))
+    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                             "readerFeatures": ["typeWidening"],
+                             "writerFeatures": ["typeWidening"]}}
+    (Path(uri) / "_delta_log" / f"{version + 1:020d}.json").write_text(
+        json.dumps(protocol) + "\n" + json.dumps(metadata) + "\n")
     with pytest.raises(UnsupportedProtocolError, match="from long to integer"):
         dc.DeltaTable(uri)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -130,6 +130,58 @@ def check_column_mapping(schema: pa.Schema, mode: str, table: str) -> None:
             field_id(f)
         except CorruptLogError as e:
             raise CorruptLogError(f"table {table}: {e}") from None
+    check_unique_mapping(schema, mode, table)
+
+
+def check_unique_mapping(schema: pa.Schema, mode: str, table: str) -> None:
+    """Refuse a schema in which two fields share a column mapping id (anywhere in the
+    schema) or a physical name (in the same struct, at any depth).
+
+    A reader matches a file's columns to the table's by id or physical name: with two fields
+    on one id or name, both read the same file column (one field's values shown as the
+    other's), a writer cannot name the file's columns apart, and a merged file schema fails
+    deep inside Arrow.  Spark refuses such a schema (``DeltaColumnMapping.
+    checkColumnIdAndPhysicalNameAssignments``), and so does every reader and writer here.
+    """
+    if mode == "none":
+        return
+    ids: dict[int, str] = {}
+
+    def visit(t: pa.DataType, logical: str) -> None:
+        # Physical names compete within one struct only (``a.x`` and ``b.x`` are distinct, as
+        # in Spark's check); ids across the whole schema.
+        if pa.types.is_struct(t):
+            seen: dict[str, str] = {}
+            for i in range(t.num_fields):
+                f = t.field(i)
+                path = f"{logical}.{f.name}" if logical else f.name
+                fid = field_id(f)
+                if fid is not None:
+                    first = ids.setdefault(fid, path)
+                    if first != path:
+                        raise CorruptLogError(
+                            f"table {table}: columns {first!r} and {path!r} have the same "
+                            f"column mapping id ({ID_KEY}={fid}); ids must be unique in the "
+                            "schema, or one column reads the other's data")
+                name = physical_name(f, mode)
+                other = seen.setdefault(name, path)
+                if other != path:
+                    raise CorruptLogError(
+                        f"table {table}: columns {other!r} and {path!r} have the same physical "
+                        f"name ({PHYSICAL_NAME_KEY}={name!r}); physical names must be unique "
+                        "among a struct's fields, or one column reads the other's data")
+                visit(f.type, path)
+        elif _is_list_type(t):
+            visit(cast(Any, t).value_type, f"{logical}.element")
+        elif pa.types.is_map(t):
+            visit(t.key_type, f"{logical}.key")
+            visit(t.item_type, f"{logical}.value")
+
+    visit(pa.struct(list(schema)), "")
+
+
+def _is_list_type(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 # --------------------------------------------------------------------------- writing

@@ -40,6 +40,41 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+def table_schema(table: str, metadata: Metadata) -> pa.Schema:
+    """The Arrow schema of ``metadata.schemaString``; a type this library cannot hold is an
+    unsupported protocol, anything else unparsable a corrupt log."""
+    from deltacommit.schema import schema_from_json
+
+    try:
+        return schema_from_json(metadata.schema_string)
+    except UnsupportedTypeError as e:
+        raise UnsupportedProtocolError(f"table {table}: {e}") from None
+    except SchemaMismatchError as e:
+        raise CorruptLogError(f"table {table}: bad schemaString in metaData: {e}") from None
+
+
+def check_schema(table: str, protocol: Protocol, metadata: Metadata,
+                 schema: pa.Schema | None = None) -> None:
+    """Refuse a protocol, feature, column type or column mapping this library cannot read,
+    whether the metadata was read from the log or is about to be committed: every reader
+    and writer applies the same rules to every ``metaData`` (``schema``, parsed from it, if
+    the caller has it at hand)."""
+    check_readable(table, protocol, metadata)
+    if schema is None:
+        schema = table_schema(table, metadata)  # parsing the schema is the check of its types
+    configuration = metadata.configuration
+    if configuration.get("delta.columnMapping.mode") and (
+            protocol.min_reader_version == 2
+            or "columnMapping" in (protocol.reader_features or ())):
+        from deltacommit.column_mapping import check_column_mapping, mapping_mode
+
+        check_column_mapping(schema, mapping_mode(configuration, table), table)
+    if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
+        from deltacommit.type_widening import check_type_changes
+
+        check_type_changes(schema, table)
+
+
 @dataclass(frozen=True, slots=True)
 class Commit:
     """One version of the log, decoded."""
@@ -252,20 +287,8 @@ class Snapshot:
     def check_readable(self) -> None:
         """Refuse a protocol, feature or column type this library cannot read, up front."""
         assert self._state.protocol is not None
-        protocol = self._state.protocol
-        check_readable(self._log_store.table_uri, protocol, self._state.metadata)
-        schema = self.schema  # parsing the schema is the check of its types
-        if self.configuration.get("delta.columnMapping.mode") and (
-                protocol.min_reader_version == 2
-                or "columnMapping" in (protocol.reader_features or ())):
-            from deltacommit.column_mapping import check_column_mapping, mapping_mode
-
-            uri = self._log_store.table_uri
-            check_column_mapping(schema, mapping_mode(self.configuration, uri), uri)
-        if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
-            from deltacommit.type_widening import check_type_changes
-
-            check_type_changes(schema, self._log_store.table_uri)
+        check_schema(self._log_store.table_uri, self._state.protocol, self.metadata,
+                     self.schema)
 
     # ------------------------------------------------------------------ accessors
 
@@ -294,17 +317,9 @@ class Snapshot:
     @property
     def schema(self) -> pa.Schema:
         """The table schema as Arrow, partition columns included (in schema order)."""
-        from deltacommit.schema import schema_from_json
-
         s = self.metadata.schema_string
         if self._schema is None or self._schema_source != s:
-            try:
-                self._schema = schema_from_json(s)
-            except UnsupportedTypeError as e:
-                raise UnsupportedProtocolError(f"table {self._log_store.table_uri}: {e}") from None
-            except SchemaMismatchError as e:
-                raise CorruptLogError(
-                    f"table {self._log_store.table_uri}: bad schemaString in metaData: {e}") from None
+            self._schema = table_schema(self._log_store.table_uri, self.metadata)
             self._schema_source = s
         return self._schema
 

@@ -22,13 +22,14 @@ from deltacommit.engine.handle import TableHandle
 from deltacommit.engine.loop import CommitLoop, Group, Member
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
-from deltacommit.errors import CoordinationMismatchError, InvalidArgumentError
+from deltacommit.errors import CoordinationMismatchError, CorruptLogError, InvalidArgumentError
 from deltacommit.log.actions import MAX_LONG, Add, DomainMetadata, Metadata, Protocol, Remove, Txn
 from deltacommit.log.features import check_writable, is_append_only
 from deltacommit.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.log.replay import file_key
 from deltacommit.logstore.base import COORDINATION_KEY
 from deltacommit.scan import partition_physical_names, select_files
+from deltacommit.snapshot import check_schema
 
 if TYPE_CHECKING:
     from deltacommit.coalesce import GroupCommitter
@@ -277,6 +278,15 @@ class Transaction:
         protocol = self._protocol or snap.protocol
         metadata = self._metadata or snap.metadata
         check_writable(uri, protocol, metadata)
+        if self._metadata is not None or self._protocol is not None:
+            # A new schema or protocol is checked as every reader will check it once it is
+            # committed (column mapping ids and names unique, types readable).
+            try:
+                check_schema(uri, protocol, metadata)
+            except CorruptLogError as e:
+                raise InvalidArgumentError(
+                    f"this {self.operation} would commit a metaData no reader could accept, so "
+                    f"nothing was committed: {e}") from None
         if any(r.data_change for r in self._removes) and is_append_only(snap.metadata):
             raise InvalidArgumentError(
                 f"table {uri} is append-only (delta.appendOnly=true): this {self.operation} would "
