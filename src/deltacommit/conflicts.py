@@ -42,6 +42,7 @@ from deltacommit.log.actions import (
     Remove,
     Txn,
 )
+from deltacommit.log.feature_requests import supported_features
 from deltacommit.log.features import check_writable
 from deltacommit.log.replay import file_key
 from deltacommit.log.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
@@ -184,32 +185,6 @@ class WinningCommit:
                 w.identity_mark_update = isinstance(tags, dict) and str(
                     tags.get(SCHEMA_UPDATE_TAG)).lower() == "true"
         return w
-
-
-# Features a legacy protocol (before table features) supports implicitly, by version.
-_LEGACY_WRITER_FEATURES = (
-    (2, ("appendOnly", "invariants")),
-    (3, ("checkConstraints",)),
-    (4, ("changeDataFeed", "generatedColumns")),
-    (5, ("columnMapping",)),
-    (6, ("identityColumns",)),
-)
-
-
-def supported_features(protocol: Protocol) -> frozenset[str]:
-    """Features a protocol supports, implicitly (legacy versions) or by name (table features)."""
-    out: set[str] = set()
-    if protocol.min_reader_version >= 3:
-        out.update(protocol.reader_features or ())
-    elif protocol.min_reader_version == 2:
-        out.add("columnMapping")
-    if protocol.min_writer_version >= 7:
-        out.update(protocol.writer_features or ())
-    else:
-        for version, names in _LEGACY_WRITER_FEATURES:
-            if protocol.min_writer_version >= version:
-                out.update(names)
-    return frozenset(out)
 
 
 def _describe_partition(values: Mapping[str, str | None] | None) -> str:

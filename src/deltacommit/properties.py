@@ -19,15 +19,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from deltacommit.column_mapping import MODE_KEY, mapping_mode
 from deltacommit.engine.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.log import in_commit_timestamps, row_tracking
 from deltacommit.log.feature_requests import (
     requested_features,
     take_feature_requests,
-    with_writer_features,
+    take_version_requests,
+    with_features,
 )
 from deltacommit.log.features import check_writable
+from deltacommit.schema_changes import column_mapping_turned_on
 
 if TYPE_CHECKING:
     from deltacommit.constraints import Constraint
@@ -56,21 +59,37 @@ def set_properties(table: DeltaTable, properties: Mapping[str, str]) -> CommitRe
             f"table {uri}: {reserved} are set by the writer that turns the feature on, not by "
             "hand")
     wanted: dict[str, str | None] = dict(properties)
+    # The features a property asks for are granted as a new table's would be
+    # (``log.feature_requests``); version and feature requests change the protocol only.
+    reader_version, writer_version = take_version_requests(wanted, uri)
     features = requested_features(wanted)
     take_feature_requests(wanted, uri)
     txn = table.transaction("SET TBLPROPERTIES", {"properties": json_text(dict(properties))})
     snap = txn.snapshot
-    protocol = with_writer_features(snap.protocol, features)
+    protocol = with_features(snap.protocol, features, reader_version, writer_version)
     metadata = snap.metadata
     config = dict(metadata.configuration)
     config.update(wanted)
     new_metadata = replace(metadata, configuration=config)
+    if MODE_KEY in wanted:
+        mode, current = mapping_mode(wanted, uri), mapping_mode(metadata.configuration, uri)
+        if mode != current and current != "none":
+            raise InvalidArgumentError(
+                f"table {uri} already uses column mapping mode {current!r}; it cannot be "
+                f"changed to {mode!r} (its files name columns by physical names)")
+        if mode != current:
+            # Turning column mapping on names every field as the files do (ids and physical
+            # names in the schema), in this same commit.
+            config = {k: v for k, v in config.items() if k != MODE_KEY}
+            new_metadata = column_mapping_turned_on(
+                uri, replace(metadata, configuration=config), mode)
+            config = dict(new_metadata.configuration)
     check_writable(uri, protocol, new_metadata)
     was_enabled = row_tracking.is_enabled(snap.protocol, metadata)
     if row_tracking.is_enabled(protocol, new_metadata) and not was_enabled:
         config.update(row_tracking.materialized_columns(
             config, uuid.UUID(table.random.uuid()).hex))
-        new_metadata = replace(metadata, configuration=config)
+        new_metadata = replace(new_metadata, configuration=config)
         # Files without ids are committed again (same path, dataChange=false) to get them.
         backfill = [replace(a, data_change=False) for a in snap.iter_files()
                     if a.base_row_id is None]

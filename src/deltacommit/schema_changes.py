@@ -28,6 +28,7 @@ from deltacommit.column_mapping import (
 from deltacommit.engine.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.log.actions import Metadata, Protocol
+from deltacommit.log.feature_requests import requested_features, with_features
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,27 +151,32 @@ def enable_column_mapping(table: SchemaTable, mode: str = "name") -> CommitResul
     """Turn on column mapping (``name`` mode) for a table created without it: ids for every
     field, physical names equal to the current names (so every existing file reads as before),
     ``delta.columnMapping.mode`` and ``maxColumnId`` set, and the protocol raised to reader 2 /
-    writer 5 (or the ``columnMapping`` feature on a table-features protocol).  Renames and
-    drops are possible from then on."""
+    writer 5 (or the ``columnMapping`` feature on a table-features protocol), as setting the
+    property does (``properties.set_properties``).  Renames and drops are possible from then
+    on."""
+    metadata = column_mapping_turned_on(table.uri, table.metadata, mode)
+    protocol = with_features(table.protocol, requested_features({MODE_KEY: mode}))
+    return _commit(table, "SET TBLPROPERTIES", {"properties": json_text({MODE_KEY: mode})},
+                   json.loads(metadata.schema_string), list(table.partition_columns),
+                   dict(metadata.configuration), protocol)
+
+
+def column_mapping_turned_on(uri: str, metadata: Metadata, mode: str) -> Metadata:
+    """``metadata`` of a table without column mapping with mapping mode ``mode`` turned on:
+    every field gets an id and its current name as physical name, so existing files read as
+    before.  Only ``name`` mode can be turned on (existing files carry no field ids)."""
     from deltacommit.schema import delta_schema_dict
 
-    current = mapping_mode(table.configuration, table.uri)
+    current = mapping_mode(metadata.configuration, uri)
     if current != "none":
         raise InvalidArgumentError(
-            f"table {table.uri} already uses column mapping mode {current!r}")
+            f"table {uri} already uses column mapping mode {current!r}")
     if mode != "name":
         raise InvalidArgumentError(
-            f"table {table.uri}: an existing table can turn on column mapping mode 'name' only "
+            f"table {uri}: an existing table can turn on column mapping mode 'name' only "
             f"(its files carry no field ids for mode {mode!r}), as with Spark")
-    schema, max_id = mapped_schema_dict(delta_schema_dict(table.metadata.schema_string), 0)
-    p = table.protocol
-    if p.min_writer_version == 7:
-        readers = [*(p.reader_features or []), "columnMapping"]
-        writers = [*(p.writer_features or []), "columnMapping"]
-        protocol = Protocol(3, 7, list(dict.fromkeys(readers)), list(dict.fromkeys(writers)))
-    else:
-        protocol = Protocol(max(2, p.min_reader_version), max(5, p.min_writer_version))
-    configuration = {**table.metadata.configuration, MODE_KEY: mode,
-                     MAX_COLUMN_ID_KEY: str(max_id)}
-    return _commit(table, "SET TBLPROPERTIES", {"properties": json_text({MODE_KEY: mode})},
-                   schema, list(table.partition_columns), configuration, protocol)
+    schema, max_id = mapped_schema_dict(delta_schema_dict(metadata.schema_string), 0)
+    return replace(metadata,
+                   schema_string=json.dumps(schema, separators=(",", ":"), ensure_ascii=False),
+                   configuration={**metadata.configuration, MODE_KEY: mode,
+                                  MAX_COLUMN_ID_KEY: str(max_id)})

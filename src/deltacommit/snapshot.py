@@ -287,8 +287,9 @@ class Snapshot:
     def check_readable(self) -> None:
         """Refuse a protocol, feature or column type this library cannot read, up front."""
         assert self._state.protocol is not None
-        check_schema(self._log_store.table_uri, self._state.protocol, self.metadata,
-                     self.schema)
+        protocol = self._state.protocol
+        check_readable(self._log_store.table_uri, protocol, self._state.metadata)
+        check_schema(self._log_store.table_uri, protocol, self.metadata, self.schema)
 
     # ------------------------------------------------------------------ accessors
 

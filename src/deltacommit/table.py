@@ -32,10 +32,11 @@ from deltacommit.log import in_commit_timestamps, row_tracking
 from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
 from deltacommit.log.feature_requests import (
     FEATURE_PREFIX,
+    initial_protocol,
     requested_features,
     take_feature_requests,
+    take_version_requests,
 )
-from deltacommit.log.features import DEFAULT_PROTOCOL
 from deltacommit.log.paths import locate_data_file, parse_location
 from deltacommit.log.replay import TableState
 from deltacommit.logstore import open_log_store
@@ -179,14 +180,15 @@ class DeltaTable:
                 f"version {max(f.version for f in existing)}); open it with DeltaTable({uri!r})")
         config: dict[str, str | None] = dict(configuration or {})
         # Protocol requests, not properties: Delta applies them and does not store them.
-        wanted_reader = config.pop("delta.minReaderVersion", None)
-        wanted_writer = config.pop("delta.minWriterVersion", None)
+        wanted_reader, wanted_writer = take_version_requests(config, uri)
         config.update(ls.coordination_config())
         if mode != "none":
             schema, max_id = assign_column_mapping(schema, 0, random.uuid)
             config[MAX_COLUMN_ID_KEY] = str(max_id)
-        protocol = initial_protocol(schema, config, wanted_reader, wanted_writer, uri)
+        features = requested_features(config)
         take_feature_requests(config, uri)
+        protocol = initial_protocol([*features, *schema_features(schema)], wanted_reader,
+                                    wanted_writer)
         if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
             config.update(row_tracking.materialized_columns(config, uuid.UUID(random.uuid()).hex))
         now = int(clock.time() * 1000)
@@ -591,75 +593,16 @@ def _has_invariants(schema: pa.Schema) -> bool:
     return any(INVARIANTS_KEY in (f.metadata or {}) or visit(f.type) for f in schema)
 
 
-def initial_protocol(schema: pa.Schema, config: Mapping[str, str | None],
-                     wanted_reader: str | None, wanted_writer: str | None, uri: str) -> Protocol:
-    """The lowest protocol that carries what the table uses (timestamp_ntz columns, CHECK
-    constraints, column mapping), raised to any ``delta.minReaderVersion``/
-    ``delta.minWriterVersion`` asked for; a version whose features deltacommit cannot honour
-    is refused, never ignored."""
-    from deltacommit.column_mapping import mapping_mode
-    from deltacommit.constraints import CONSTRAINT_PREFIX
+def schema_features(schema: pa.Schema) -> list[str]:
+    """The table features a new table's schema needs: timestamp_ntz columns, column
+    invariants, generated and identity columns (generated.py, identity.py)."""
     from deltacommit.schema import needs_timestamp_ntz
 
-    def version(value: str | None, key: str, allowed: tuple[int, ...]) -> int:
-        if value is None:
-            return 0
-        if not value.isdigit():
-            raise InvalidArgumentError(f"table {uri}: {key} must be a protocol version number, "
-                                       f"got {value!r}")
-        v = int(value)
-        if v not in allowed:
-            raise InvalidArgumentError(
-                f"table {uri}: {key}={v} asks for a protocol deltacommit cannot write (it "
-                f"creates tables with {key.split('.')[-1]} in {list(allowed)}); reader version 2 and "
-                "writer version 5 need column mapping")
-        return v
-
-    reader = version(wanted_reader, "delta.minReaderVersion", (1, 3))
-    writer = version(wanted_writer, "delta.minWriterVersion", (1, 2, 3, 4, 6, 7))
-    checks = any(k.lower().startswith(CONSTRAINT_PREFIX) for k in config)
-    # Writer features of columns and properties (generated.py, identity.py), by legacy version.
-    uses = {name: version for name, version, used in (
-        ("changeDataFeed", 4,
-         (config.get("delta.enableChangeDataFeed") or "").lower() == "true"),
-        ("generatedColumns", 4, _has_field_metadata(schema, b"delta.generationExpression")),
-        ("identityColumns", 6, _has_field_metadata(schema, b"delta.identity.start"))) if used}
-    # DELETE may then write deletion vectors, a reader and writer feature.
-    dvs = (config.get("delta.enableDeletionVectors") or "").lower() == "true"
-    column_mapping = mapping_mode(config, uri) != "none"
-    commit_features = requested_features(config)
-    # UUID-named checkpoints need the v2Checkpoint reader and writer feature.
-    v2 = (config.get("delta.checkpointPolicy") or "").lower() == "v2"
-    if (needs_timestamp_ntz(schema) or reader == 3 or writer == 7 or dvs or v2
-            or commit_features):
-        writer_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
-        writer_features += commit_features
-        if dvs:
-            writer_features.append("deletionVectors")
-        if (config.get("delta.appendOnly") or "").lower() == "true":
-            writer_features.append("appendOnly")
-        if _has_invariants(schema):
-            writer_features.append("invariants")
-        if checks:
-            writer_features.append("checkConstraints")
-        writer_features.extend(sorted(uses))
-        reader_features = ["timestampNtz"] if needs_timestamp_ntz(schema) else []
-        if dvs:
-            reader_features.append("deletionVectors")
-        if v2:
-            writer_features.append("v2Checkpoint")
-            reader_features.append("v2Checkpoint")
-        if column_mapping:
-            reader_features.append("columnMapping")
-            writer_features.append("columnMapping")
-        if reader == 3 or reader_features:
-            return Protocol(3, 7, reader_features, writer_features)
-        return Protocol(1, 7, None, writer_features)
-    base_writer = max([3 if checks else DEFAULT_PROTOCOL[1], *uses.values()])
-    if column_mapping:
-        # Reader 2 / writer 5, as Spark creates such tables, unless more is asked for.
-        return Protocol(max(2, reader), max(5, base_writer, writer))
-    return Protocol(max(DEFAULT_PROTOCOL[0], reader), max(base_writer, writer))
+    return [name for name, used in (
+        ("timestampNtz", needs_timestamp_ntz(schema)),
+        ("invariants", _has_invariants(schema)),
+        ("generatedColumns", _has_field_metadata(schema, b"delta.generationExpression")),
+        ("identityColumns", _has_field_metadata(schema, b"delta.identity.start"))) if used]
 
 
 def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:

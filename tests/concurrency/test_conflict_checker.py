@@ -18,7 +18,6 @@ from deltacommit.conflicts import (
     TransactionSummary,
     WinningCommit,
     check_conflicts,
-    supported_features,
 )
 from deltacommit.errors import (
     ConcurrentAppendException,
@@ -31,6 +30,7 @@ from deltacommit.errors import (
     ProtocolChangedException,
 )
 from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+from deltacommit.log.feature_requests import supported_features
 from deltacommit.predicates import parse_predicate
 
 T = "file:///tables/t"

@@ -33,9 +33,6 @@ WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", 
 # v2Checkpoint: UUID-named and V2-spec checkpoints (checkpointMetadata, sidecars) are read;
 # checkpoints are written UUID-named with delta.checkpointPolicy=v2, never multi-part.
 
-DEFAULT_PROTOCOL = (1, 2)
-
-
 def _column_mapping(metadata: Metadata | None) -> str:
     if metadata is None:
         return "none"
