@@ -46,7 +46,7 @@ from deltacommit.errors import (
 )
 from tests.delta_tables import DATA, peer_read
 
-ROOTS = ("delta-golden", "delta-kernel-java", "kernel")
+ROOTS = ("delta-golden", "delta-kernel-java", "kernel", "delta-spark")
 EXPECTED = DATA / "delta-golden-expected"
 
 # Features deltacommit refuses on purpose: reading them needs types it does not implement.

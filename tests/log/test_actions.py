@@ -117,8 +117,10 @@ def test_spark_commit_decodes() -> None:
     (b"{not json", "line 2"),
     (b'{"add": {"path": "x"}}', "required field 'size'"),
     (b'{"add": 5}', "must be a JSON object"),
-    (b'{"add": {}, "remove": {}}', "exactly one action key"),
-    (b'[1, 2]', "exactly one action key"),
+    (b'{"add": {}, "remove": {}}', "holds 2: ['add', 'remove']"),
+    (b'[1, 2]', "must be a JSON object holding one action"),
+    (b'{"add": ' * 100_000 + b'{}' + b'}' * 100_000, "nested too deeply"),
+    (b'[' * 100_000 + b']' * 100_000, "nested too deeply"),
 ])
 def test_corrupt_lines_name_file_and_line(line: bytes, expect: str) -> None:
     data = b'{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n' + line + b"\n"
@@ -127,6 +129,18 @@ def test_corrupt_lines_name_file_and_line(line: bytes, expect: str) -> None:
     assert "00000000000000000007.json" in str(e.value)
     assert "line 2" in str(e.value)
     assert expect in str(e.value)
+
+
+def test_unknown_keys_and_actions_are_ignored_as_spark_ignores_them() -> None:
+    data = (b'{"commitInfo":{"operation":"WRITE"},"someNewAction":["a","1"]}\n'
+            b'{"add":{"path":"p","partitionValues":{},"size":1,"modificationTime":0,'
+            b'"dataChange":true,"someNewField":1},"someNewAction":{"x":[1]}}\n'
+            b'{"someNewAction":{"a":1}}\n'
+            b'{}\n')
+    acts = parse_commit(data, "_delta_log/00000000000000000005.json")
+    assert [type(a).__name__ for a in acts] == ["CommitInfo", "Add", "UnknownAction"]
+    add = acts[1]
+    assert isinstance(add, Add) and add.path == "p"
 
 
 def test_invalid_utf8_is_reported() -> None:

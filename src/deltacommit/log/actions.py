@@ -430,18 +430,42 @@ _KEYS: dict[type, str] = {
 }
 
 
-def action_from_json(obj: Any) -> Action:
-    """Decode one log line's object; raises ValueError with what was wrong."""
-    if not isinstance(obj, dict) or len(obj) != 1:
-        raise ValueError("a log line must be a JSON object with exactly one action key")
-    ((key, value),) = obj.items()
-    decoder = _DECODERS.get(key)
-    if decoder is None:
-        return UnknownAction(key, value)
+def action_from_json(obj: Any) -> Action | None:
+    """Decode one log line's object; raises ValueError with what was wrong.
+
+    A line holds one action.  Keys beside it that this codec does not know are ignored, as
+    PROTOCOL.md ("Protocol Evolution") asks of readers and as Spark reads them (Delta's own
+    ``transaction_log_schema_evolvability`` table has such lines); a line of unknown keys
+    only is an ``UnknownAction`` (the first of them), and an empty object holds no action
+    (None).  Two actions this codec knows on one line are refused: readers disagree on them
+    (Spark keeps one, the kernels apply both), so no answer would be right.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("a log line must be a JSON object holding one action")
+    known = [k for k in obj if k in _DECODERS]
+    if len(known) > 1:
+        raise ValueError(f"a log line holds one action, this one holds {len(known)}: {known}")
+    if not known:
+        if not obj:
+            return None
+        key = next(iter(obj))
+        return UnknownAction(key, obj[key])
+    key = known[0]
+    value = obj[key]
     if not isinstance(value, dict):
         raise ValueError(f"action {key!r} must be a JSON object")
-    result: Action = decoder(value)
+    result: Action = _DECODERS[key](value)
     return result
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` whose every failure is a ValueError: nesting deeper than the
+    interpreter's recursion limit raises RecursionError in the decoder, which must not escape
+    as a crash from a reader of a log line, a statistic or a hint."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
 
 
 def action_to_json(action: Action) -> JsonDict:
@@ -469,9 +493,15 @@ def parse_commit(data: bytes, source: str) -> list[Action]:
         if not line.strip():
             continue
         try:
-            actions.append(action_from_json(loads(line)))
+            try:
+                obj = loads(line)
+            except RecursionError:
+                raise ValueError("JSON nested too deeply to decode") from None
+            action = action_from_json(obj)
         except (ValueError, TypeError) as e:
             raise CorruptLogError(f"{source}: line {lineno}: {e}") from None
+        if action is not None:
+            actions.append(action)
     return actions
 
 
