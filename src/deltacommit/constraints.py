@@ -15,7 +15,6 @@ violation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from deltacommit.errors import (
     UnsupportedProtocolError,
 )
 from deltacommit.generated import evaluate_condition
+from deltacommit.log.json_values import loads
 from deltacommit.predicates import parse_predicate
 from deltacommit.row_filters import not_true, to_expression
 
@@ -74,7 +74,7 @@ def table_constraints(schema: pa.Schema, configuration: Mapping[str, str | None]
 
 def _invariant_expression(raw: bytes, column: str, table: str) -> str:
     try:
-        obj = json.loads(raw)
+        obj = loads(raw)
         expr = obj["expression"]["expression"]
     except (ValueError, KeyError, TypeError):
         raise UnsupportedProtocolError(

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.log.actions import MAX_LONG, Metadata
+from deltacommit.log.json_values import loads
 
 START = "delta.identity.start"
 STEP = "delta.identity.step"
@@ -72,7 +73,7 @@ def _long(meta: Mapping[bytes, bytes], key: str, column: str, table: str) -> int
     if raw is None:
         return None
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
         value = None
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_LONG <= value <= MAX_LONG:

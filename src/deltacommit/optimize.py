@@ -44,6 +44,7 @@ from deltacommit.errors import (
 )
 from deltacommit.log import row_tracking
 from deltacommit.log.actions import Add
+from deltacommit.log.json_values import loads
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
 from deltacommit.scan import select_files
@@ -224,7 +225,12 @@ def _without_columns(stats: str | None, names: Sequence[str]) -> str | None:
     """Statistics without the hidden columns (they are not part of the table's schema)."""
     if stats is None or not names:
         return stats
-    parsed = json.loads(stats)
+    try:
+        parsed = loads(stats)
+    except ValueError:
+        return None  # unreadable statistics are absent statistics (they are optional)
+    if not isinstance(parsed, dict):
+        return None
     for key in ("minValues", "maxValues", "nullCount"):
         section = parsed.get(key)
         if isinstance(section, dict):

@@ -34,6 +34,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from deltacommit.errors import SchemaMismatchError, UnsupportedTypeError
+from deltacommit.log.json_values import loads
 
 DeltaType: TypeAlias = str | dict[str, Any]
 
@@ -154,7 +155,7 @@ def _metadata_to_delta(md: Mapping[bytes, bytes] | None) -> dict[str, Any]:
             continue
         if key in _JSON_VALUED_METADATA_KEYS:
             try:
-                out[key] = json.loads(value)
+                out[key] = loads(value)
                 continue
             except ValueError:
                 pass
@@ -278,7 +279,7 @@ def _fields_from_delta(fields: list[Any], parent: str | None) -> list[pa.Field[A
 def delta_schema_dict(schema_string: str) -> dict[str, Any]:
     """Parse a ``schemaString`` into its JSON object, checking that it is a struct."""
     try:
-        d = json.loads(schema_string)
+        d = loads(schema_string)
     except (TypeError, ValueError) as e:
         raise SchemaMismatchError(f"schemaString is not valid JSON: {e}") from None
     if not isinstance(d, dict) or d.get("type") != "struct" or not isinstance(d.get("fields"), list):

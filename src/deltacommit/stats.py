@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import logging
 import struct
 from decimal import Decimal
 from typing import Any, TypeAlias
@@ -39,6 +40,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.log.json_values import loads
+
+logger = logging.getLogger(__name__)
 
 TIE_BREAKER = "\ufffd"
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -236,8 +240,9 @@ def compute_stats(table: pa.Table, num_indexed_cols: int = DEFAULT_NUM_INDEXED_C
 _NUM_RECORDS_PREFIX = '{"numRecords":'
 
 
-def stats_num_records(stats_json: str | None) -> int | None:
-    """``numRecords`` of a stats JSON string; None when absent or unreadable (stats are optional)."""
+def stats_num_records(stats_json: str | None, source: str = "") -> int | None:
+    """``numRecords`` of a stats JSON string; None when absent or unreadable (stats are
+    optional: unreadable ones are absent ones, with a warning naming ``source``)."""
     if not stats_json:
         return None
     if stats_json.startswith(_NUM_RECORDS_PREFIX):
@@ -249,8 +254,10 @@ def stats_num_records(stats_json: str | None) -> int | None:
         if stop > end and stop < len(stats_json) and stats_json[stop] in ",}":
             return int(stats_json[end:stop])
     try:
-        parsed = json.loads(stats_json)
-    except ValueError:
+        parsed = loads(stats_json)
+    except ValueError as e:
+        logger.warning("ignoring the statistics of %s: %s; they are treated as absent",
+                       source or "a file", e)
         return None
     n = parsed.get("numRecords") if isinstance(parsed, dict) else None
     return n if isinstance(n, int) and not isinstance(n, bool) else None

@@ -11,13 +11,13 @@ records in its fields' ``delta.typeChanges`` metadata and refuses one this reade
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pyarrow as pa
 
 from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.log.json_values import loads
 from deltacommit.schema_walk import schema_fields
 
 TYPE_CHANGES_KEY = "delta.typeChanges"
@@ -70,7 +70,7 @@ def _changes(field: pa.Field[Any], where: str, table: str) -> list[dict[str, Any
     if raw is None:
         return []
     try:
-        changes = json.loads(raw)
+        changes = loads(raw)
     except ValueError:
         changes = None
     if not isinstance(changes, list) or not all(

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, parse_pairs, storage_options
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
+from deltacommit.log.json_values import loads
 from deltacommit.table import DeltaTable
 from deltacommit.writer import write
 
@@ -146,7 +147,7 @@ def _json_keys(path: Path) -> set[str]:
     with path.open("rb") as f:
         for line in f:
             if line.strip():
-                obj = json.loads(line)
+                obj = loads(line)
                 if isinstance(obj, dict):
                     keys.update(obj)
     return keys

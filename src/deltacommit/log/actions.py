@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from deltacommit.errors import CorruptLogError
+from deltacommit.log.json_values import loads
 
 JsonDict: TypeAlias = dict[str, Any]
 
@@ -221,7 +222,7 @@ class Add:
         """``numRecords`` from the statistics, if the writer recorded them."""
         from deltacommit.stats import stats_num_records
 
-        return stats_num_records(self.stats)
+        return stats_num_records(self.stats, self.path)
 
     def to_remove(self, deletion_timestamp: int, data_change: bool = True) -> Remove:
         return Remove(
@@ -458,16 +459,6 @@ def action_from_json(obj: Any) -> Action | None:
     return result
 
 
-def loads_json(text: str | bytes) -> Any:
-    """``json.loads`` whose every failure is a ValueError: nesting deeper than the
-    interpreter's recursion limit raises RecursionError in the decoder, which must not escape
-    as a crash from a reader of a log line, a statistic or a hint."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to decode") from None
-
-
 def action_to_json(action: Action) -> JsonDict:
     if isinstance(action, UnknownAction):
         return {action.key: action.value}
@@ -488,16 +479,11 @@ def parse_commit(data: bytes, source: str) -> list[Action]:
     except UnicodeDecodeError as e:
         raise CorruptLogError(f"{source}: not valid UTF-8 at byte {e.start}") from None
     actions: list[Action] = []
-    loads = json.loads
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            try:
-                obj = loads(line)
-            except RecursionError:
-                raise ValueError("JSON nested too deeply to decode") from None
-            action = action_from_json(obj)
+            action = action_from_json(loads(line))
         except (ValueError, TypeError) as e:
             raise CorruptLogError(f"{source}: line {lineno}: {e}") from None
         if action is not None:

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from deltacommit.errors import CorruptLogError, DeltaCommitError
 from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
 from deltacommit.log.intervals import flag
+from deltacommit.log.json_values import loads
 from deltacommit.log.last_checkpoint import SidecarRef
 from deltacommit.log.lazy_files import (
     ActionRows,
@@ -870,7 +871,7 @@ def json_checkpoint_table(data: bytes, source: str) -> pa.Table:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except ValueError as e:
             raise CorruptLogError(f"{source}: line {n} is not JSON ({e}); the checkpoint is torn "
                                   "or damaged") from None

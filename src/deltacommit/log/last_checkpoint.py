@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from deltacommit.log.json_values import loads
+
 
 def _canonical_value(v: Any) -> str:
     if v is None:
@@ -132,7 +134,7 @@ class LastCheckpoint:
     @classmethod
     def from_bytes(cls, data: bytes) -> LastCheckpoint:
         try:
-            obj = json.loads(data)
+            obj = loads(data)
         except ValueError as e:
             raise ValueError(f"not JSON: {e}") from None
         if not isinstance(obj, dict):

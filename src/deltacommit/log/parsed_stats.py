@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -30,7 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.log.json_values import loads
 from deltacommit.partitions import parse_partition_value, parse_timestamp_us
+
+logger = logging.getLogger(__name__)
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -363,17 +367,37 @@ def _typed(v: Any, t: pa.DataType, upper: bool) -> Any:
 def stats_struct_array(stats: Sequence[str | None], type_: pa.StructType) -> pa.Array[Any]:
     """``stats_parsed`` for each JSON ``stats`` text (null where there are no statistics)."""
     rows: list[dict[str, Any] | None] = []
+    unreadable = 0
     for text in stats:
         try:
-            obj = json.loads(text) if text else None
+            obj = loads(text) if text else None
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
+            unreadable += bool(text)
             rows.append(None)
             continue
         rows.append({f.name: _typed(obj.get(f.name), f.type, f.name == "maxValues")
                      for f in type_})
-    return pa.array(rows, type_)
+    if unreadable:
+        # Statistics are optional: a file whose text is not a JSON object (malformed, nested
+        # too deeply to decode) is read, listed and checkpointed without them.
+        logger.warning("%d of %d files' statistics are not readable JSON objects; they are "
+                       "treated as absent (no file skipping on them)", unreadable, len(stats))
+    out: pa.Array[Any] = _nulls_below(pa.array(rows, type_))
+    return out
+
+
+def _nulls_below(arr: Any) -> Any:
+    """``arr`` with each null struct row null in every field below it too.  ``pa.array``
+    leaves the fields of a null row valid, holding zeros, and ``StructArray.field`` reads them
+    as they are: a file without statistics would have numRecords 0 and bounds [0, 0], and file
+    skipping would rule it out of any predicate that 0 fails."""
+    if not pa.types.is_struct(arr.type):
+        return arr
+    children = [_nulls_below(c) for c in arr.flatten()]
+    mask = arr.is_null() if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=mask)
 
 
 # --------------------------------------------------------------------------- partition values

@@ -117,7 +117,6 @@ endless lost races.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -159,6 +158,7 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     VersionExistsError,
 )
+from deltacommit.log.json_values import loads
 from deltacommit.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.logstore import knowledge
 from deltacommit.logstore.base import (
@@ -597,7 +597,7 @@ class DynamoDBLogStore(LogStore):
             return False
         for line in data.splitlines():
             try:
-                action = json.loads(line)
+                action = loads(line)
             except ValueError:
                 continue
             meta = action.get("metaData") if isinstance(action, dict) else None
@@ -609,7 +609,7 @@ class DynamoDBLogStore(LogStore):
 
     def _listing_start(self) -> int:
         try:
-            hint = json.loads(self.store.get(f"{LOG_DIR}/_last_checkpoint"))
+            hint = loads(self.store.get(f"{LOG_DIR}/_last_checkpoint"))
             return max(0, int(hint.get("version", 0)))
         except (ObjectNotFoundError, ValueError, TypeError, AttributeError):
             return 0
