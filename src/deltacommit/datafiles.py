@@ -25,6 +25,7 @@ from deltacommit.errors import SchemaMismatchError
 from deltacommit.log.actions import Add
 from deltacommit.log.paths import ResolvedPath
 from deltacommit.storage.base import ObjectStore
+from deltacommit.storage.local import storage_error
 from deltacommit.threads import CallThreads
 
 #: Parquet settings of data files.  Snappy, as Spark writes.  Dictionary pages are capped at
@@ -88,9 +89,12 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     rel = (directory + "/" if directory else "") + data_file_name(random, index)
     local = store.local_path(rel)
     if local is not None:
-        if directory:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-        size, mtime = _write_local(local, data, durable)
+        try:
+            if directory:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+            size, mtime = _write_local(local, data, durable)
+        except OSError as e:
+            raise storage_error("write data file", local, e) from None
     else:
         body = _encode_parquet(data).to_pybytes()
         modified = None

@@ -33,6 +33,10 @@ class ObjectNotFoundError(StorageError):
     """The object does not exist."""
 
 
+class AccessDeniedError(StorageError):
+    """The store refused the operation to this user (file permissions, bucket policy)."""
+
+
 class ObjectExistsError(StorageError):
     """A put-if-absent or copy-if-absent found the object already there."""
 

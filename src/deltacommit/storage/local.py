@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 from deltacommit.clock import random_uuid
 from deltacommit.errors import (
+    AccessDeniedError,
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -45,6 +46,20 @@ def _meta(path: str, st: os.stat_result) -> ObjectMeta:
                       etag=_etag(st))
 
 
+def storage_error(op: str, full: str, e: OSError) -> StorageError:
+    """The error to raise for ``e`` from operation ``op`` on local path ``full``: a missing
+    file is ObjectNotFoundError, a refused one AccessDeniedError naming the user this process
+    runs as (the usual cause is a table folder written by another user)."""
+    if e.errno == errno.ENOENT:
+        return ObjectNotFoundError(op, full, "no such file")
+    if e.errno in (errno.EACCES, errno.EPERM):
+        where = f" ({e.filename})" if e.filename and str(e.filename) != full else ""
+        return AccessDeniedError(
+            op, full, f"{e.strerror or 'permission denied'}{where}; this process runs as uid "
+            f"{os.geteuid()}, which may not do that there")
+    return StorageError(op, full, e.strerror or str(e))
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str | Path, *, fsync: bool = True) -> None:
         self.root = local_root(str(root))
@@ -69,10 +84,7 @@ class LocalStore(ObjectStore):
         return LocalStore(self.root / prefix, fsync=self.fsync)
 
     def _fail(self, op: str, path: str, e: OSError) -> StorageError:
-        full = str(self._full(path))
-        if e.errno == errno.ENOENT:
-            return ObjectNotFoundError(op, full, "no such file")
-        return StorageError(op, full, e.strerror or str(e))
+        return storage_error(op, str(self._full(path)), e)
 
     def get(self, path: str) -> bytes:
         try:
@@ -189,8 +201,11 @@ class LocalStore(ObjectStore):
         directory = prefix.rpartition("/")[0]
         base = self.root / directory if directory else self.root
         results: list[ObjectMeta] = []
-        if not base.is_dir():
-            return iter(results)
+        try:
+            if not base.is_dir():
+                return iter(results)
+        except OSError as err:
+            raise storage_error("list", str(base), err) from None
         rel_base = f"{directory}/" if directory else ""
         stack = [(base, rel_base)]
         while stack:
@@ -199,6 +214,8 @@ class LocalStore(ObjectStore):
                 entries = list(os.scandir(d))
             except FileNotFoundError:
                 continue
+            except OSError as err:
+                raise storage_error("list", str(d), err) from None
             for e in entries:
                 rel_path = rel + e.name
                 if not rel_path.startswith(prefix) and not prefix.startswith(rel_path + "/"):
