@@ -56,7 +56,7 @@ def test_a_scans_mask_keeps_the_rows_the_deletion_vector_does_not_list(name: str
         for n in (num_rows, num_rows + 3):     # a length that ends inside a byte, too
             try:
                 rows = deleted_rows(t.log_store.store, root, t.uri, a.deletion_vector,
-                                    data_file=a.path)
+                                    data_file=a.path, num_rows=n)
             except CorruptLogError:  # one refused as corrupt (compat/corpus.py, DIVERGENT)
                 with pytest.raises(CorruptLogError):
                     kept_rows(t.log_store.store, root, t.uri, a.deletion_vector,

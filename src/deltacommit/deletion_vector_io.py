@@ -8,6 +8,7 @@ allows external paths, as for data files).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, cast
 from urllib.parse import quote
@@ -19,6 +20,7 @@ import pyarrow as pa
 from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
 from deltacommit.log.deletion_vectors import (
     DeletionVectorDescriptor,
+    check_descriptor,
     decode_bitmap_array,
     deleted_bits,
     extract_from_file,
@@ -37,13 +39,15 @@ def dv_file_path(dv: DeletionVectorDescriptor) -> str | None:
 
 
 def deleted_rows(store: ObjectStore, root: Location, table: str, descriptor: Mapping[str, Any],
-                 *, data_file: str, storage_options: Mapping[str, str] | None = None,
+                 *, data_file: str, num_rows: int,
+                 storage_options: Mapping[str, str] | None = None,
                  allow_external: bool = False) -> npt.NDArray[np.uint64]:
-    """Sorted indexes of the rows that ``descriptor`` deletes from ``data_file``."""
+    """Sorted indexes of the rows that ``descriptor`` deletes from ``data_file`` (of
+    ``num_rows`` rows, which bound what is read and decoded)."""
     dv, data, what = _bitmap_bytes(store, root, table, descriptor, data_file=data_file,
-                                   storage_options=storage_options,
+                                   num_rows=num_rows, storage_options=storage_options,
                                    allow_external=allow_external)
-    rows = decode_bitmap_array(data, what)
+    rows = decode_bitmap_array(data, what, num_rows=num_rows)
     _check_cardinality(dv, len(rows), what)
     return rows
 
@@ -54,7 +58,7 @@ def kept_rows(store: ObjectStore, root: Location, table: str, descriptor: Mappin
     """An Arrow mask of the ``num_rows`` rows of ``data_file``, False at each row that
     ``descriptor`` deletes: the DV's bitmap containers become the mask's bits as they are."""
     dv, data, what = _bitmap_bytes(store, root, table, descriptor, data_file=data_file,
-                                   storage_options=storage_options,
+                                   num_rows=num_rows, storage_options=storage_options,
                                    allow_external=allow_external)
     deleted, count = deleted_bits(data, num_rows, what)
     _check_cardinality(dv, count, what)
@@ -72,15 +76,21 @@ def _check_cardinality(dv: DeletionVectorDescriptor, count: int, what: str) -> N
 
 
 def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Mapping[str, Any],
-                  *, data_file: str, storage_options: Mapping[str, str] | None,
+                  *, data_file: str, num_rows: int, storage_options: Mapping[str, str] | None,
                   allow_external: bool) -> tuple[DeletionVectorDescriptor, bytes, str]:
     """The descriptor, the serialised bitmap it points at (checked against its size and
-    CRC-32) and how errors name it."""
+    CRC-32) and how errors name it.
+
+    The descriptor is checked against the data file's ``num_rows`` and the DV file's size
+    before a byte is read: ``sizeInBytes`` decides how much is read, and a forged one must
+    not make the reader allocate it."""
     from deltacommit.datafiles import open_data_file
 
     what = f"table {table}: deletion vector of {data_file}"
     dv = DeletionVectorDescriptor.from_json(dict(descriptor), what)
     path = dv_file_path(dv)
+    check_descriptor(dv, num_rows, f"{what} ({dv.storage_type}{dv.path_or_inline_dv})"
+                     if path is None else f"{what} ({path})")
     if path is None:
         return dv, dv.inline_bytes(), what
     resolved = locate_data_file(root, path, table=table, allow_external=allow_external)
@@ -92,6 +102,12 @@ def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Ma
         if isinstance(source, str):
             # A local DV file may hold the DVs of many data files: read only this one.
             with open(source, "rb") as f:
+                file_size = os.fstat(f.fileno()).st_size
+                if (dv.offset or 0) + 8 + dv.size_in_bytes > file_size:
+                    raise CorruptLogError(
+                        f"{what}: the deletion vector at offset {dv.offset or 0} of "
+                        f"{dv.size_in_bytes} bytes ends past the end of the file "
+                        f"({file_size} bytes)")
                 version = f.read(1)
                 f.seek(dv.offset or 0)
                 segment = f.read(8 + dv.size_in_bytes)

@@ -102,7 +102,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             hit = (data.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
                    .filter(expression).column("__row").to_numpy())
             old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
-                                add.deletion_vector, data_file=add.path,
+                                add.deletion_vector, data_file=add.path, num_rows=n,
                                 storage_options=table.storage_options,
                                 allow_external=table.allow_external_paths)
                    if add.deletion_vector else np.zeros(0, np.uint64))

@@ -215,7 +215,8 @@ def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Tab
     data = data.set_column(data.schema.get_field_index(names[1]), names[1], versions)
     if add.deletion_vector:
         rows = deleted_rows(scan.store, parse_location(uri), uri, add.deletion_vector,
-                            data_file=add.path, storage_options=scan.storage_options,
+                            data_file=add.path, num_rows=data.num_rows,
+                            storage_options=scan.storage_options,
                             allow_external=scan.allow_external_paths)
         data = data.filter(keep_mask(rows, data.num_rows, f"table {uri}: {add.path}"))
     return data

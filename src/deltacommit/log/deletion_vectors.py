@@ -286,25 +286,6 @@ def _containers(cur: _Cursor) -> Iterator[_Container]:
             yield key, "bitmap", np.frombuffer(cur.take(8192), np.uint8)
 
 
-def _decode_roaring32(cur: _Cursor) -> npt.NDArray[np.uint32]:
-    """One portable 32-bit Roaring bitmap as sorted values."""
-    parts: list[npt.NDArray[np.uint32]] = []
-    for key, kind, body in _containers(cur):
-        if kind == "runs":
-            lengths = body[:, 1] + 1
-            starts = np.repeat(body[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])),
-                               lengths)
-            low = starts + np.arange(int(lengths.sum()))
-        elif kind == "array":
-            low = body
-        else:
-            low = np.flatnonzero(np.unpackbits(body, bitorder="little"))
-        parts.append(low.astype(np.uint32) | np.uint32(key << 16))
-    if not parts:
-        return np.zeros(0, np.uint32)
-    return np.concatenate(parts)
-
-
 def _container_bits(kind: str, body: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     """A container as 8192 bytes of little-endian bits."""
     if kind == "bitmap":
@@ -350,15 +331,95 @@ def _bucket_keys(cur: _Cursor, buckets: int, key_format: str, size: int, native:
         yield i if native else key
 
 
-def decode_bitmap_array(data: bytes, source: str = "deletion vector") -> RowIndexes:
-    """Sorted row indexes of a serialised RoaringBitmapArray (magic number first)."""
+#: A container of a whole RoaringBitmapArray: the value of its first possible row (bucket key
+#: and container key), its kind and its body (as ``_Container``).
+_Placed = tuple[int, str, npt.NDArray[Any]]
+
+
+def _last_bit(body: npt.NDArray[np.uint8]) -> int | None:
+    """The highest set bit of a bitmap container's 8192 bytes (None if none is set)."""
+    nz = np.flatnonzero(body)
+    if not len(nz):
+        return None
+    byte = int(nz[-1])
+    return byte * 8 + int(body[byte]).bit_length() - 1
+
+
+def _checked_containers(data: bytes, num_rows: int, source: str) -> tuple[list[_Placed], int]:
+    """The containers of a serialised RoaringBitmapArray, each checked before any is
+    expanded, and how many rows they hold together.
+
+    Expanding a container costs memory in proportion to the rows it covers, not to its bytes:
+    a run covers up to 65536 rows in 4 bytes.  So every container must lie inside the file's
+    ``num_rows`` rows, after the one before it (keys strictly increasing), with its values
+    strictly increasing (sorted, non-overlapping runs).  Then the rows they hold are distinct
+    rows of the file: decoding them can never take more than ``num_rows`` values, whatever the
+    bytes say.
+    """
     cur, keys = _bitmap_array(data, source)
-    parts = [_decode_roaring32(cur).astype(np.uint64) | np.uint64(key << 32) for key in keys]
-    if not parts:
-        return np.zeros(0, np.uint64)
-    out = np.concatenate(parts)
-    if len(out) > 1 and not bool(np.all(out[1:] > out[:-1])):
-        out = np.unique(out)
+    out: list[_Placed] = []
+    total = 0
+    previous = -1
+    for key in keys:
+        if not 0 <= key < 2**31:
+            raise CorruptLogError(f"{source}: deletion vector has bucket key {key}, beyond the "
+                                  "row indexes a file can have")
+        for low_key, kind, body in _containers(cur):
+            base = (key << 32) | (low_key << 16)
+            if base <= previous:
+                raise CorruptLogError(f"{source}: deletion vector holds its containers out of "
+                                      f"order (the one for rows from {base} follows the one "
+                                      f"for rows from {previous})")
+            previous = base
+            last: int | None
+            if kind == "array":
+                if len(body) > 1 and not bool(np.all(body[1:] > body[:-1])):
+                    raise CorruptLogError(f"{source}: deletion vector has an array container "
+                                          f"(rows from {base}) that is not strictly increasing")
+                count, last = len(body), (int(body[-1]) if len(body) else None)
+            elif kind == "runs":
+                ends = body[:, 0] + body[:, 1]
+                if len(body) > 1 and not bool(np.all(body[1:, 0] > ends[:-1])):
+                    raise CorruptLogError(f"{source}: deletion vector has a run container (rows "
+                                          f"from {base}) whose runs overlap or are out of order")
+                count = int((body[:, 1] + 1).sum())
+                last = int(ends[-1]) if len(body) else None
+            else:
+                count = int(_POPCOUNT[body].sum(dtype=np.int64))
+                last = _last_bit(body)
+            if last is not None and base + last >= num_rows:
+                raise CorruptLogError(f"{source}: deletes row {base + last} of a file of "
+                                      f"{num_rows} rows")
+            total += count
+            out.append((base, kind, body))
+    return out, total
+
+
+def _container_values(kind: str, body: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The low 16 bits of a checked container's values, sorted."""
+    if kind == "runs":
+        lengths = body[:, 1] + 1
+        starts = np.repeat(body[:, 0] - np.concatenate(([0], np.cumsum(lengths)[:-1])),
+                           lengths)
+        values: npt.NDArray[np.int64] = starts + np.arange(int(lengths.sum()))
+        return values
+    if kind == "array":
+        return body.astype(np.int64)
+    return np.flatnonzero(np.unpackbits(body, bitorder="little")).astype(np.int64)
+
+
+def decode_bitmap_array(data: bytes, source: str = "deletion vector", *,
+                        num_rows: int) -> RowIndexes:
+    """Sorted row indexes of a serialised RoaringBitmapArray (magic number first) of a file
+    of ``num_rows`` rows; every container is checked to lie inside the file before any is
+    expanded, so the result never holds more than ``num_rows`` values."""
+    containers, count = _checked_containers(data, num_rows, source)
+    out = np.empty(count, np.uint64)
+    at = 0
+    for base, kind, body in containers:
+        values = _container_values(kind, body)
+        out[at:at + len(values)] = values.astype(np.uint64) + np.uint64(base)
+        at += len(values)
     return out
 
 
@@ -372,23 +433,43 @@ def deleted_bits(data: bytes, num_rows: int, source: str = "deletion vector"
     many rows that is.
 
     A bitmap container already is that layout for its 65536 rows, so a scan's mask is made
-    without listing the deleted rows (``decode_bitmap_array``)."""
+    without listing the deleted rows (``decode_bitmap_array``).  The containers are checked
+    to lie inside the file first (``_checked_containers``)."""
+    containers, count = _checked_containers(data, num_rows, source)
     size = -(-num_rows // 8)
     out = np.zeros(-(-num_rows // 65536) * 8192, np.uint8)
-    cur, keys = _bitmap_array(data, source)
-    beyond = False
-    for key in keys:
-        for low_key, kind, body in _containers(cur):
-            start = ((key << 32) | (low_key << 16)) >> 3
-            if start >= len(out):
-                beyond = True
-                continue
-            block = out[start:start + 8192]
-            np.bitwise_or(block, _container_bits(kind, body), out=block)
-    if beyond or out[size:].any() or (num_rows & 7 and out[size - 1] >> (num_rows & 7)):
-        deleted_mask(decode_bitmap_array(data, source), num_rows, source)  # names the row
-    out = out[:size]
-    return out, int(_POPCOUNT[out].sum(dtype=np.int64))
+    for base, kind, body in containers:
+        block = out[base >> 3:(base >> 3) + 8192]
+        np.bitwise_or(block, _container_bits(kind, body), out=block)
+    return out[:size], count
+
+
+def max_serialized_size(num_rows: int) -> int:
+    """The most bytes a RoaringBitmapArray of rows of a file of ``num_rows`` rows can take:
+    per container (one per 65536 rows) a header, an offset and the larger of a bitmap (8192
+    bytes) and an array or runs of its rows (2 bytes a row, 4 a run of at least 2 rows), per
+    bucket (one per 2^32 rows) its key, count and size.  A descriptor claiming more is not one
+    of this file, and nothing that large is read for it."""
+    containers = max(1, -(-num_rows // 65536))
+    buckets = max(1, -(-num_rows // 2**32))
+    return 12 + 16 * buckets + containers * (8 + 1 + 8192 + 4) + 2 * num_rows
+
+
+def check_descriptor(dv: DeletionVectorDescriptor, num_rows: int, source: str) -> None:
+    """Refuse a descriptor that cannot belong to a file of ``num_rows`` rows, before anything
+    it points at is read: more rows deleted than the file has, a highest row past its end, or
+    more bytes than any bitmap of its rows takes."""
+    if dv.cardinality > num_rows:
+        raise CorruptLogError(f"{source}: deletes {dv.cardinality} rows of a file of "
+                              f"{num_rows} rows")
+    if dv.max_row_index is not None and dv.max_row_index >= num_rows:
+        raise CorruptLogError(f"{source}: its maxRowIndex {dv.max_row_index} is past the end "
+                              f"of a file of {num_rows} rows")
+    bound = max_serialized_size(num_rows)
+    if dv.size_in_bytes > bound:
+        raise CorruptLogError(f"{source}: sizeInBytes {dv.size_in_bytes} is more than a "
+                              f"deletion vector of a file of {num_rows} rows can take "
+                              f"({bound} bytes); nothing was read")
 
 
 def encode_bitmap_array(rows: Any) -> bytes:
