@@ -13,13 +13,20 @@ snapshot layer that this module serves.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.errors import (
+    CorruptLogError,
+    NotARegularFileError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from deltacommit.log.checkpoint_format import (
     decode_checkpoint,
     json_checkpoint_table,
@@ -44,11 +51,29 @@ logger = logging.getLogger("deltacommit.checkpoint")
 _SMALL_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar"]
 
 
+def _check_regular(local: str, source: str) -> None:
+    """Refuse a local checkpoint that is not a regular file before Arrow opens it: opening a
+    FIFO would block the reader, and a symbolic link may point out of the table."""
+    try:
+        st = os.lstat(local)
+    except FileNotFoundError:
+        return  # reported by the open, as for every missing checkpoint
+    except OSError as e:
+        raise CorruptLogError(f"{source}: cannot read the checkpoint: {e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CorruptLogError(f"{source}: the checkpoint is not a regular file (mode "
+                              f"{stat.filemode(st.st_mode)}); it is not read")
+
+
 def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
     """The ``_last_checkpoint`` hint, or None if absent or unusable (a warning says which)."""
     try:
         data = log_store.store.get(LAST_CHECKPOINT)
     except ObjectNotFoundError:
+        return None
+    except NotARegularFileError as e:
+        logger.warning("ignoring %s/%s: %s; listing the log instead", log_store.table_uri,
+                       LAST_CHECKPOINT, e)
         return None
     try:
         return LastCheckpoint.from_bytes(data)
@@ -71,6 +96,8 @@ class _CheckpointFile:
         self.path = path
         self.source = f"{log_store.table_uri}/{path}"
         local = store.local_path(path)
+        if local is not None:
+            _check_regular(local, self.source)
         try:
             self.pf = pq.ParquetFile(local if local is not None
                                      else pa.BufferReader(store.get(path)))

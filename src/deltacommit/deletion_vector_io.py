@@ -9,6 +9,7 @@ allows external paths, as for data files).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any, cast
 from urllib.parse import quote
@@ -101,8 +102,14 @@ def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Ma
         source, _ = open_data_file(store, resolved, storage_options)
         if isinstance(source, str):
             # A local DV file may hold the DVs of many data files: read only this one.
-            with open(source, "rb") as f:
-                file_size = os.fstat(f.fileno()).st_size
+            # Opened without blocking: a FIFO in its place is refused, not waited on.
+            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with open(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise CorruptLogError(f"{what}: not a regular file (mode "
+                                          f"{stat.filemode(st.st_mode)}); it is not read")
+                file_size = st.st_size
                 if (dv.offset or 0) + 8 + dv.size_in_bytes > file_size:
                     raise CorruptLogError(
                         f"{what}: the deletion vector at offset {dv.offset or 0} of "

@@ -33,6 +33,11 @@ class ObjectNotFoundError(StorageError):
     """The object does not exist."""
 
 
+class NotARegularFileError(StorageError):
+    """The path names a directory, a symbolic link, a FIFO or a device where a file of the
+    table is expected: never read (a FIFO would block the reader), never written over."""
+
+
 class AccessDeniedError(StorageError):
     """The store refused the operation to this user (file permissions, bucket policy)."""
 

@@ -209,6 +209,7 @@ class DeltaTable:
         try:
             ls.write_commit(0, data)
         except VersionExistsError:
+            ls.read_commit(0)  # raises if the name is taken by what is not a commit file
             raise TableExistsError(
                 f"a Delta table was created at {uri} concurrently; open it instead") from None
         state = TableState()

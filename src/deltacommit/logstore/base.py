@@ -13,7 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from deltacommit.errors import MissingVersionError, ObjectNotFoundError
+from deltacommit.errors import (
+    CorruptLogError,
+    MissingVersionError,
+    NotARegularFileError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from deltacommit.log.names import (
     LOG_DIR,
     LogFile,
@@ -98,8 +104,16 @@ class LogStore(ABC):
         return None
 
     def read_commit(self, version: int) -> bytes:
-        """The content of a commit; ObjectNotFoundError if the version does not exist."""
-        return self.store.get(commit_path(version))
+        """The content of a commit; ObjectNotFoundError if the version does not exist.
+
+        A name that exists but is not a commit file (a directory, a FIFO, a symbolic link)
+        is a CorruptLogError at once: every claim of the version fails on it, so a writer
+        that took it for a missing version would lose the race for it until out of attempts.
+        """
+        try:
+            return self.store.get(commit_path(version))
+        except NotARegularFileError as e:
+            raise unreadable_version(self.table_uri, version, e) from None
 
     def list_log(self, from_version: int = 0) -> list[LogFile]:
         """Recognised ``_delta_log`` files with version >= ``from_version``, sorted by name."""
@@ -188,6 +202,14 @@ class LogStore(ABC):
         """Human-readable facts for ``deltacommit show``."""
         yield "log store", self.mechanism
         yield "location", self.table_uri
+
+
+def unreadable_version(table: str, version: int, e: StorageError) -> CorruptLogError:
+    """The error for a version whose name exists but cannot be read as a commit file."""
+    return CorruptLogError(
+        f"table {table}: version {version} exists but is not a readable commit file: {e}. "
+        f"No writer can commit version {version} while it is there, and readers cannot read "
+        "past it; move it out of _delta_log (nothing was committed)")
 
 
 COORDINATION_KEY = "deltacommit.coordination"

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlparse
 from deltacommit.clock import random_uuid
 from deltacommit.errors import (
     AccessDeniedError,
+    NotARegularFileError,
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -44,6 +46,15 @@ def _etag(st: os.stat_result) -> str:
 def _meta(path: str, st: os.stat_result) -> ObjectMeta:
     return ObjectMeta(path=path, size=st.st_size, last_modified_ms=st.st_mtime_ns // 1_000_000,
                       etag=_etag(st))
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return kind
+    return f"of file type {stat.S_IFMT(mode):o}"
 
 
 def storage_error(op: str, full: str, e: OSError) -> StorageError:
@@ -87,13 +98,33 @@ class LocalStore(ObjectStore):
         return storage_error(op, str(self._full(path)), e)
 
     def get(self, path: str) -> bytes:
+        """The file's content.  Only a regular file is read: the last component of the path
+        is not followed if it is a symbolic link (a link in the table may point anywhere), and
+        it is opened without blocking, so that a FIFO is refused instead of stopping the
+        reader until someone writes to it."""
+        full = self._full(path)
         try:
-            with open(self._full(path), "rb") as f:
-                return f.read()
-        except IsADirectoryError:
-            raise ObjectNotFoundError("get", str(self._full(path)), "is a directory") from None
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise NotARegularFileError("get", str(full), "it is a symbolic link, not a "
+                                           "regular file; links are not followed") from None
+            raise self._fail("get", path, e) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotARegularFileError("get", str(full),
+                                           f"it is {_file_kind(st.st_mode)}, not a regular file")
+            chunks: list[bytes] = []
+            while True:
+                chunk = os.read(fd, max(st.st_size + 1, 1 << 16))
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
         except OSError as e:
             raise self._fail("get", path, e) from None
+        finally:
+            os.close(fd)
 
     def head(self, path: str) -> ObjectMeta:
         try:

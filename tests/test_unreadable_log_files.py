@@ -1,0 +1,168 @@
+"""Log files that exist but are not regular files (a directory, a FIFO, a symbolic link out of the
+table) or that this user may not read.
+
+A writer that loses the claim of a version to such a name cannot read the winner: it used to
+take that for "no new version" and lose the same claim until out of attempts (10,000, about
+half an hour), then blame concurrent writers.  Now the first loss names the path and what it is;
+no reader opens a FIFO blocking or follows a link; a ``_last_checkpoint`` or checkpoint of that
+kind is skipped (the log read instead)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.engine import state_cache
+from deltacommit.engine.policy import CommitPolicy
+from deltacommit.errors import CorruptLogError
+from tests.other_user import as_root, run_cli, shared_dir
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def _table(path: Path) -> str:
+    uri = str(path)
+    dc.write(uri, pa.table({"id": [1]}, schema=SCHEMA))
+    return uri
+
+
+def _plant(path: Path, kind: str, outside: Path) -> str:
+    """Put a ``kind`` where a log file belongs; what the error calls it."""
+    if kind == "directory":
+        path.mkdir()
+        return "a directory"
+    if kind == "FIFO":
+        os.mkfifo(path)
+        return "a FIFO"
+    outside.write_bytes(b'{"commitInfo":{"operation":"FORGED"}}\n')
+    path.symlink_to(outside)
+    return "a symbolic link"
+
+
+def _unblocked(fn: Callable[[], Any], fifo: Path | None) -> Any:
+    """``fn()``, failing the test instead of hanging if it blocks opening ``fifo``."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as e:  # handed to the test thread
+            result["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        if fifo is not None:  # release the reader so the thread ends
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+        t.join(20)
+        pytest.fail("blocked opening a FIFO named like a log file")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+KINDS = ["directory", "FIFO", "symlink out of the table"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_writer_that_loses_to_a_name_it_cannot_read_says_so_at_the_first_loss(
+        kind: str, tmp_path: Path) -> None:
+    uri = _table(tmp_path / "t")
+    table = dc.DeltaTable(uri, policy=CommitPolicy(max_attempts=2))
+    version = table.version + 1
+    planted = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    what = _plant(planted, kind, tmp_path / "outside.json")
+    with pytest.raises(CorruptLogError) as e:
+        _unblocked(lambda: dc.write(table, pa.table({"id": [2]}, schema=SCHEMA),
+                                    mode="append"), planted if kind == "FIFO" else None)
+    message = str(e.value)
+    assert str(planted) in message and what in message, message
+    assert f"version {version} exists but is not a readable commit file" in message
+    assert "move it out of _delta_log" in message
+    assert sorted(p.name for p in planted.parent.glob("*.json")) == [
+        f"{v:020d}.json" for v in range(version + 1)]  # nothing committed past it
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "symlink out of the table"])
+def test_a_reader_refuses_a_commit_that_is_not_a_regular_file_without_blocking(
+        kind: str, tmp_path: Path) -> None:
+    uri = _table(tmp_path / "t")
+    version = dc.DeltaTable(uri).version + 1
+    planted = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    what = _plant(planted, kind, tmp_path / "outside.json")
+    state_cache.clear()
+    with pytest.raises(CorruptLogError, match=f"version {version} exists but .*{what}"):
+        _unblocked(lambda: dc.DeltaTable(uri), planted if kind == "FIFO" else None)
+
+
+def test_a_directory_named_like_the_first_commit_is_named_by_create(tmp_path: Path) -> None:
+    planted = tmp_path / "t" / "_delta_log" / f"{0:020d}.json"
+    planted.mkdir(parents=True)
+    with pytest.raises(CorruptLogError, match=f"version 0 exists .*{planted}.*a directory"):
+        dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_last_checkpoint_that_is_not_a_regular_file_is_ignored(
+        kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    uri = _table(tmp_path / "t")
+    dc.DeltaTable(uri).checkpoint()
+    dc.write(uri, pa.table({"id": [2]}, schema=SCHEMA), mode="append")
+    hint = Path(uri) / "_delta_log" / "_last_checkpoint"
+    hint.unlink()
+    _plant(hint, kind, tmp_path / "outside.json")
+    state_cache.clear()
+    with caplog.at_level(logging.WARNING):
+        table = _unblocked(lambda: dc.DeltaTable(uri), hint if kind == "FIFO" else None)
+    assert "ignoring" in caplog.text and "_last_checkpoint" in caplog.text
+    assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_checkpoint_that_is_not_a_regular_file_is_skipped_for_the_log(
+        kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    uri = _table(tmp_path / "t")
+    info = dc.DeltaTable(uri).checkpoint()
+    dc.write(uri, pa.table({"id": [2]}, schema=SCHEMA), mode="append")
+    checkpoint = Path(uri) / "_delta_log" / Path(info.path).name
+    checkpoint.unlink()
+    _plant(checkpoint, kind, tmp_path / "outside.parquet")
+    state_cache.clear()
+    with caplog.at_level(logging.WARNING):
+        table = _unblocked(lambda: dc.DeltaTable(uri),
+                           checkpoint if kind == "FIFO" else None)
+    if kind != "directory":  # a directory is not listed as a log file at all
+        assert "skipping checkpoint" in caplog.text and "not a regular file" in caplog.text
+    assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2]
+
+
+def test_a_commit_this_user_may_not_read_is_named_at_once() -> None:
+    with shared_dir() as folder:
+        uri = _table(folder / "t")
+        dc.write(uri, pa.table({"id": [2]}, schema=SCHEMA), mode="append")
+        for p in (folder / "t").rglob("*"):
+            if as_root():
+                os.chown(p, 4242, 4242)
+        if as_root():
+            os.chown(folder / "t", 4242, 4242)
+        commit = folder / "t" / "_delta_log" / f"{1:020d}.json"
+        if as_root():
+            os.chown(commit, 0, 0)
+        commit.chmod(0o600 if as_root() else 0o000)
+        before = sorted(p.name for p in commit.parent.iterdir())
+        (folder / "rows.csv").write_text("id\n3\n")
+        result = run_cli("append", uri, str(folder / "rows.csv"))
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 77, result.stderr
+        assert str(commit) in result.stderr and "Permission denied" in result.stderr
+        assert sorted(p.name for p in commit.parent.iterdir()) == before
