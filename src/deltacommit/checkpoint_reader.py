@@ -385,16 +385,17 @@ def verify_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
 
 
 def read_segment(log_store: LogStore, listing: LogListing, target: int,
-                 hint: LastCheckpoint | None = None, unusable: set[str] | None = None, *,
+                 hint: LastCheckpoint | None = None, unusable: dict[str, str] | None = None, *,
                  latest: bool = False) -> tuple[LogSegment, TableState | None]:
     """The segment of ``listing`` reaching ``target`` from the newest checkpoint that reads,
     with that checkpoint's state (None if no checkpoint is usable: the segment starts at 0).
 
-    Unusable checkpoints are skipped with a warning (and their names added to ``unusable``,
-    which callers pass again so that a retry does not read them twice).  Among several
+    Unusable checkpoints are skipped with a warning (and their names added to ``unusable``
+    with the reason, which callers pass again so that a retry does not read them twice, and
+    which names them if the log cannot be replayed without them).  Among several
     checkpoints of one version the one ``hint`` describes is tried first.
     """
-    skip = unusable if unusable is not None else set()
+    skip = unusable if unusable is not None else {}
     prefer = hint.v2.path if hint is not None and hint.v2 is not None else None
     while True:
         segment = listing.segment(target, skip, latest=latest, prefer=prefer)
@@ -404,6 +405,6 @@ def read_segment(log_store: LogStore, listing: LogListing, target: int,
         try:
             return segment, read_checkpoint(log_store, cand, hint)
         except (CorruptLogError, StorageError) as e:
-            skip.add(cand.name)
+            skip[cand.name] = str(e)
             logger.warning("skipping checkpoint %s of %s, using an older one or the log: %s",
                            cand.name, log_store.table_uri, e)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from deltacommit.checkpoint_reader import read_last_checkpoint, read_segment
 from deltacommit.errors import (
     CorruptLogError,
+    MissingVersionError,
     ObjectNotFoundError,
     SchemaMismatchError,
     TableNotFoundError,
@@ -73,6 +74,20 @@ def check_schema(table: str, protocol: Protocol, metadata: Metadata,
         from deltacommit.type_widening import check_type_changes
 
         check_type_changes(schema, table)
+
+
+def _what_is_missing(uri: str, listing: LogListing, hint: LastCheckpoint | None,
+                     unusable: dict[str, str]) -> str:
+    """What an operator needs to know when the log cannot be replayed: a checkpoint
+    ``_last_checkpoint`` names that is gone (deleted under the table), and why each
+    checkpoint passed over could not be read (truncated, a sidecar missing)."""
+    out = ""
+    if hint is not None and hint.version not in listing.checkpoints:
+        out += (f"; {LOG_DIR}/_last_checkpoint names a checkpoint at version {hint.version}, "
+                f"which is not in {uri}/{LOG_DIR}")
+    for name, why in sorted(unusable.items()):
+        out += f"; checkpoint {name} could not be read: {why}"
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +167,7 @@ class Snapshot:
         (it follows the checkpoint), so that the caller need not read it again.
         """
         hint = read_last_checkpoint(log_store)
-        unusable: set[str] = set()
+        unusable: dict[str, str] = {}
         if hint is not None and (version is None or version >= hint.version):
             snap = cls._load_listed(log_store, log_store.list_log(hint.version), version, hint,
                                     unusable, partial=True, read=read)
@@ -165,7 +180,7 @@ class Snapshot:
 
     @classmethod
     def _load_listed(cls, log_store: LogStore, files: list[LogFile], version: int | None,
-                     hint: LastCheckpoint | None, unusable: set[str],
+                     hint: LastCheckpoint | None, unusable: dict[str, str],
                      partial: bool, read: list[Commit] | None = None) -> Snapshot | None:
         """Load from a listing; with ``partial`` (a listing that starts at the hinted checkpoint)
         return None instead of failing when that listing holds no usable checkpoint."""
@@ -193,7 +208,11 @@ class Snapshot:
             # cost follows the files listed, never the width of a gap.
             segment = segment.with_found(
                 found_after_listing(log_store, set(segment.commits), gaps, target))
-        segment.check(uri)
+        try:
+            segment.check(uri)
+        except MissingVersionError as e:
+            raise MissingVersionError(f"{e}{_what_is_missing(uri, listing, hint, unusable)}"
+                                      ) from None
         # ``segment.check`` has just refused any version missing from the listing (and the
         # probes after it): no second listing.
         pairs = (log_store.read_range(segment.start, target, listed=True)
