@@ -6,11 +6,20 @@ Constraints"): ``delta.invariants`` in a column's metadata (``{"expression": {"e
 commits rows every other engine refuses, so every write path (``dc.write``, group commit, the
 Appender, the CLI, Spark) calls ``check_constraints`` before writing data.
 
-Expressions are parsed by the predicate parser and evaluated column-wise with Arrow.  A row
-satisfies a constraint only when the expression is TRUE: Delta's rule ("a specified Boolean
-expression must be true for each input row"), so NULL violates it as FALSE does.  An
-expression this evaluator cannot interpret refuses the write: skipping it would be a silent
-violation.
+Expressions are parsed by the predicate parser and evaluated column-wise with Arrow
+(``row_filters``), or, beyond a predicate, by the value expressions of generated columns
+(``generated.evaluate_condition``); both compare as Spark does (``sql_semantics``: NaN equals
+NaN and is above every other value, so a NaN row violates ``NOT (x > 100)`` and ``x != x``).
+
+A row satisfies a constraint only when the expression is TRUE, so NULL violates it as FALSE
+does.  That is Delta's rule, not SQL's CHECK (where only FALSE violates): PROTOCOL.md "Check
+Constraints" ("a specified Boolean expression must be true for each input row"), and Delta on
+Spark fails a row when ``result == null || result == false`` (``CheckDeltaInvariant.assertRule``
+in delta-io/delta, spark/src/main/scala/org/apache/spark/sql/delta/constraints/), tested by
+``InvariantEnforcementSuite`` "CHECK constraint is enforced if somehow created", where
+``valueA < valueB`` with ``valueB`` NULL is violated.  An expression this evaluator cannot
+interpret refuses the write (skipping it would be a silent violation), and one Spark fails on
+(an overflow, a division by zero: ANSI mode) fails the write with ExpressionValueError.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from deltacommit.errors import (
     InvariantViolationError,
     UnsupportedProtocolError,
 )
-from deltacommit.generated import evaluate_condition
+from deltacommit.generated import ConditionFailed, evaluate_condition
 from deltacommit.log.json_values import loads
 from deltacommit.predicates import parse_predicate
 from deltacommit.row_filters import not_true, to_expression
@@ -101,6 +110,13 @@ def check_constraints(data: pa.Table, constraints: list[Constraint], table: str)
             # of generated columns, which compute it row by row.
             try:
                 result = evaluate_condition(c.expression, data)
+            except ConditionFailed as failed:
+                if failed.failure_row_known:
+                    raise failed.error(f"table {table}: {_describe(c)}") from None
+                raise UnsupportedProtocolError(
+                    f"table {table}: {_describe(c)} cannot be evaluated by deltacommit ({e}; "
+                    f"as an expression: {failed}); refusing to write rather than skip it"
+                ) from None
             except DeltaCommitError:
                 raise UnsupportedProtocolError(
                     f"table {table}: {_describe(c)} cannot be evaluated by deltacommit ({e}); "

@@ -110,6 +110,12 @@ class InvalidArgumentError(DeltaCommitError, ValueError):
     """An argument (partition column, predicate, mode, option) is not valid for this table."""
 
 
+class ExpressionValueError(InvalidArgumentError):
+    """A row's values make an expression of the table (a generated column, a CHECK constraint)
+    fail where Spark, with ANSI mode on (Spark 4's default), fails it: integer overflow,
+    division by zero, a cast the value does not fit.  Nothing was written."""
+
+
 class CoordinationMismatchError(DeltaCommitError):
     """The writer's commit mechanism differs from the one the table was created with.
 

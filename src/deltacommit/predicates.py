@@ -42,6 +42,12 @@ import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.partitions import format_timestamp_us, parse_partition_value, parse_timestamp_us
+from deltacommit.sql_semantics import (
+    MAX_DECIMAL_PRECISION,
+    LiteralError,
+    float_order_key,
+    parse_number,
+)
 
 Truth: TypeAlias = bool | None  # None: SQL's unknown
 Values: TypeAlias = Mapping[str, str | None]
@@ -88,10 +94,13 @@ class Literal:
             return "NULL"
         if k == "bool":
             return "TRUE" if v else "FALSE"
-        if k == "int":
-            return str(v)
-        if k == "decimal":
-            return format(v, "f")
+        if k in ("int", "decimal"):
+            text = str(v) if k == "int" else format(v, "f")
+            if sum(c.isdigit() for c in text) <= MAX_DECIMAL_PRECISION:
+                return text
+            # Beyond a DECIMAL literal (which Spark's parser refuses): a DOUBLE literal, as
+            # the value of a float from partition filters (1e300) was before it.
+            return format(Decimal(v).normalize(), "E")
         if k == "string":
             return "'" + str(v).replace("'", "''") + "'"
         if k == "date":
@@ -175,13 +184,9 @@ def _kind_of(t: pa.DataType) -> str:
     return ""
 
 
-_NAN_KEY = (1, 0.0)
-
-
 def _float_key(v: float | Decimal | int) -> tuple[int, Any]:
-    if isinstance(v, float) and v != v:
-        return _NAN_KEY
-    return (0, v)
+    """Spark's order of DOUBLE values (NaN equal to NaN, above everything else)."""
+    return float_order_key(v)
 
 
 class _Incomparable(Exception):
@@ -671,13 +676,14 @@ _TOKEN_RE = re.compile(r"""
 """, re.VERBOSE)
 
 
-def _syntax_error(text: str, pos: int, message: str) -> InvalidArgumentError:
+def _syntax_error(text: str, pos: int, message: str, what: str = "predicate"
+                  ) -> InvalidArgumentError:
     if len(text) <= 200:
         caret = text[:pos] + " >>> " + text[pos:]
         return InvalidArgumentError(
-            f"invalid predicate {text!r}: {message} at position {pos}: {caret!r}")
+            f"invalid {what} {text!r}: {message} at position {pos}: {caret!r}")
     around = text[max(0, pos - 40):pos] + " >>> " + text[pos:pos + 40]
-    return InvalidArgumentError(f"invalid predicate of {len(text)} characters: {message} at "
+    return InvalidArgumentError(f"invalid {what} of {len(text)} characters: {message} at "
                                 f"position {pos}: ...{around!r}...")
 
 
@@ -688,9 +694,10 @@ def tokenize(text: str) -> list[_Token]:
     return _tokenize(text)
 
 
-def syntax_error(text: str, pos: int, message: str) -> InvalidArgumentError:
-    """The error for a SQL text that does not parse, pointing at ``pos``."""
-    return _syntax_error(text, pos, message)
+def syntax_error(text: str, pos: int, message: str, what: str = "predicate"
+                 ) -> InvalidArgumentError:
+    """The error for a SQL text (a ``what``) that does not parse, pointing at ``pos``."""
+    return _syntax_error(text, pos, message, what)
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -718,6 +725,10 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(_Token("string" if c == "'" else "ident", value, i))
             i = k + 1
             continue
+        if text.startswith("--", i) or text.startswith("/*", i):
+            # Spark reads the rest of the line, or up to */, as a comment: reading it as
+            # operators instead (x --5 as x - -5) would compute another value.
+            raise _syntax_error(text, i, "SQL comments are not supported")
         m = _TOKEN_RE.match(text, i)
         if not m:
             raise _syntax_error(text, i, f"unexpected character {c!r}")
@@ -933,8 +944,19 @@ class _Parser:
         raise AssertionError  # unreachable
 
     def _number(self, text: str, tok: _Token) -> Literal:
+        """A number literal: refused where Spark's parser refuses it (a DECIMAL beyond 38
+        digits, a DOUBLE beyond its range), kept exact as written otherwise (a DOUBLE as the
+        shortest text of its value, which is what was written unless it had more digits than a
+        DOUBLE holds)."""
+        negative = text.startswith("-")
         try:
-            return _number_literal(Decimal(text))
+            typed = parse_number(text.lstrip("+-"))
+        except LiteralError as e:
+            self.fail(str(e), tok)
+            raise AssertionError from None  # unreachable
+        exact = (Decimal(repr(typed.value)) if isinstance(typed.value, float) else typed.exact)
+        try:
+            return _number_literal(-exact if negative else exact)
         except (InvalidOperation, InvalidArgumentError):
             self.fail("invalid number", tok)
             raise AssertionError from None  # unreachable
@@ -961,7 +983,10 @@ def parse_predicate(text: str) -> Predicate:
     if len(text) > MAX_PREDICATE_CHARS:
         raise InvalidArgumentError(f"predicate is {len(text)} characters long; at most "
                                    f"{MAX_PREDICATE_CHARS} are accepted")
-    return _Parser(text).parse()
+    try:
+        return _Parser(text).parse()
+    except RecursionError:  # only from a caller already deep in its stack: the depth is bounded
+        raise _syntax_error(text, 0, "the predicate nests too deeply to parse") from None
 
 
 # --------------------------------------------------------------------------- partition filters

@@ -4,6 +4,12 @@ Two callers decide row by row with the same parsed predicates: a row-level DELET
 where the predicate is TRUE are deleted; NULL deletes nothing) and constraint checks (a row
 passes only where the expression is TRUE).  Both get their answer from one translation, so a
 comparison, an IN list or a NULL means the same to both.
+
+Comparisons are Spark's (``sql_semantics``): NaN equals NaN and is above every other value,
+-0.0 equals 0.0; a FLOAT column compares as a DOUBLE; an integer or decimal column compares
+exactly with a literal it cannot hold (``i < 2.5``, ``i < 99999999999999999999``), as Spark
+does by widening both to a DECIMAL, instead of converting the literal (which would overflow
+on every later write of a table whose CHECK constraint holds it).
 """
 
 from __future__ import annotations
@@ -27,9 +33,15 @@ from deltacommit.predicates import (
     Or,
     Predicate,
 )
+from deltacommit.sql_semantics import (
+    MAX_DECIMAL_PRECISION,
+    compare,
+    exact_comparison,
+    exact_range,
+    is_floating,
+    normalize_zero,
+)
 
-_ARROW_OPS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
-              ">": "greater", ">=": "greater_equal"}
 _NULL_BOOL = pa.scalar(None, pa.bool_())
 _pc: Any = pc  # pyarrow.compute's stubs do not cover functions applied to expressions
 
@@ -86,9 +98,85 @@ def _literal(literal: Literal, t: pa.DataType, where: str) -> pa.Scalar[Any] | N
         out: pa.Scalar[Any] = pa.scalar(value).cast(t)
         return out
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError,
-            TypeError) as e:
+            TypeError, ArithmeticError) as e:
         raise InvalidArgumentError(f"{where}: cannot compare a {t} column with "
                                    f"{literal.to_sql()}: {e}") from None
+
+
+def _as_compared(ref: Any, t: pa.DataType) -> tuple[Any, pa.DataType]:
+    """The column as Spark compares it with a literal: a FLOAT as a DOUBLE (ANSI mode widens
+    FLOAT beside any number other than a FLOAT, and SQL has no FLOAT literal)."""
+    if t == pa.float32():
+        return _pc.cast(ref, pa.float64()), pa.float64()
+    return ref, t
+
+
+def _exact_number(literal: Literal) -> Decimal | None:
+    """An integer or decimal literal's exact value (None for other kinds)."""
+    if literal.kind in ("int", "decimal") and not isinstance(literal.value, bool):
+        return Decimal(literal.value)
+    return None
+
+
+def _non_null(ref: Any, value: bool) -> Any:
+    """``value`` where the column is not NULL, NULL where it is."""
+    return _pc.if_else(_pc.is_valid(ref), _pc.scalar(value), _pc.scalar(_NULL_BOOL))
+
+
+def _comparison(ref: Any, t: pa.DataType, op: str, literal: Literal, where: str) -> Any:
+    """``column op literal`` with Spark's semantics: exact for integer and decimal columns
+    (``sql_semantics.exact_comparison``), Spark's NaN order for floating ones."""
+    bounds = exact_range(t)
+    number = _exact_number(literal)
+    if bounds is not None and number is not None:
+        scale, low, high = bounds
+        plan = exact_comparison(op, number, scale, low, high)
+        if plan.constant is not None:
+            return _non_null(ref, plan.constant)
+        assert plan.op is not None and plan.value is not None
+        value = pa.scalar(plan.value).cast(pa.decimal128(MAX_DECIMAL_PRECISION, scale)).cast(t) \
+            if pa.types.is_decimal(t) else pa.scalar(int(plan.value), t)
+        return compare(plan.op, ref, _pc.scalar(value), False)
+    ref, t = _as_compared(ref, t)
+    scalar = _literal(literal, t, where)
+    if scalar is None:
+        return _pc.scalar(_NULL_BOOL)
+    return compare(op, ref, _pc.scalar(scalar), is_floating(t))
+
+
+def _member(ref: Any, t: pa.DataType, literals: tuple[Literal, ...], where: str) -> Any:
+    """``column IN (literals)``: NULL when the column is NULL, or when no literal is equal and
+    one is NULL; a literal the column cannot equal (2.5 beside integers) is never equal."""
+    bounds = exact_range(t)
+    present: list[Any] = []
+    has_null = False
+    for literal in literals:
+        if literal.kind == "null":
+            has_null = True
+            continue
+        number = _exact_number(literal)
+        if bounds is not None and number is not None:
+            scale, low, high = bounds
+            plan = exact_comparison("=", number, scale, low, high)
+            if plan.value is not None:
+                present.append(number)
+            continue
+        present.append(_literal(literal, _as_compared(ref, t)[1], where))
+    compared, ct = (ref, t) if bounds is not None else _as_compared(ref, t)
+    array: Any = pa.array  # the stubs type the values by the first overload
+    if bounds is not None and pa.types.is_decimal(t):
+        value_set = array(present, pa.decimal128(MAX_DECIMAL_PRECISION, bounds[0])).cast(t)
+    elif bounds is not None:
+        value_set = array([int(v) for v in present], t)
+    else:
+        value_set = array(present, ct)
+    if is_floating(ct):
+        # Hashing tells -0.0 from 0.0, Spark's equality does not; NaN matches NaN either way.
+        compared, value_set = normalize_zero(compared), normalize_zero(value_set)
+    member: Any = _pc.is_in(compared, value_set=value_set)
+    found = _pc.if_else(member, _pc.scalar(True), _pc.scalar(
+        _NULL_BOOL if has_null else False))
+    return _pc.if_else(_pc.is_valid(ref), found, _pc.scalar(_NULL_BOOL))
 
 
 def _expression(p: Predicate, schema: pa.Schema, where: str) -> Any:
@@ -96,21 +184,10 @@ def _expression(p: Predicate, schema: pa.Schema, where: str) -> Any:
         return _pc.scalar(bool(p.value))
     if isinstance(p, Comparison):
         ref, t = _column(schema, p.column, where)
-        value = _literal(p.literal, t, where)
-        if value is None:
-            return _pc.scalar(_NULL_BOOL)
-        fn: Any = getattr(pc, _ARROW_OPS[p.op])
-        out: pc.Expression = fn(ref, _pc.scalar(value))
-        return out
+        return _comparison(ref, t, p.op, p.literal, where)
     if isinstance(p, InList):
         ref, t = _column(schema, p.column, where)
-        values = [_literal(x, t, where) for x in p.literals]
-        present = [v for v in values if v is not None]
-        member: Any = _pc.is_in(ref, value_set=pa.array(present, t))
-        # x IN (...) is NULL when x is NULL, or when x is not found and the list holds a NULL.
-        found = _pc.if_else(member, _pc.scalar(True), _pc.scalar(
-            _NULL_BOOL if len(present) < len(values) else False))
-        found = _pc.if_else(_pc.is_valid(ref), found, _pc.scalar(_NULL_BOOL))
+        found = _member(ref, t, p.literals, where)
         return _pc.invert(found) if p.negated else found
     if isinstance(p, IsNull):
         ref, _ = _column(schema, p.column, where)

@@ -613,16 +613,10 @@ def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:
 def _check_generated_and_identity(schema: pa.Schema, uri: str) -> None:
     """Refuse, at creation, generated columns this writer could never write and malformed
     identity columns, rather than a table every later write refuses."""
-    from deltacommit.generated import generated_columns, parse_expression
+    from deltacommit.generated import check_expressions
     from deltacommit.identity import identity_columns
 
-    for g in generated_columns(schema):
-        try:
-            parse_expression(g.expression)
-        except InvalidArgumentError as e:
-            raise InvalidArgumentError(
-                f"table {uri}: generated column {g.name!r} has expression {g.expression!r}, "
-                f"which deltacommit cannot evaluate: {e}") from None
+    check_expressions(schema, uri)
     identity_columns(schema, uri)
 
 
