@@ -18,7 +18,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", (
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
         "nested", "row_filters", "constraints", "generated", "identity", "journal",
-        "zorder", "column_mapping", "type_widening", "schema_walk", "threads")),
+        "zorder", "column_mapping", "type_widening", "schema_walk", "threads",
+        "sql_semantics")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
     ("engine", (
