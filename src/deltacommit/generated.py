@@ -197,8 +197,10 @@ _RESERVED = frozenset({"AND", "OR", "NOT", "IS", "IN", "BETWEEN", "AS"})
 #: The plain date and timestamp texts read (the forms Spark's ``stringToDate`` and
 #: ``stringToTimestamp`` read the same way); other forms are refused.
 _DATE_TEXT = r"\d{4}-\d{2}-\d{2}"
-_TIMESTAMP_TEXT = _DATE_TEXT + r"(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?"
-_ZONE_TEXT = r"(?:Z|[+-]\d{2}:\d{2})?"
+_TIME_TEXT = r"[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+_ZONE_TEXT = r"(?:Z|[+-]\d{2}:\d{2})"
+_TIMESTAMP_TEXT = _DATE_TEXT + f"(?:{_TIME_TEXT})?"
+_ZONED_TIMESTAMP_TEXT = _DATE_TEXT + f"(?:{_TIME_TEXT}{_ZONE_TEXT}?)?"
 
 
 # --------------------------------------------------------------------------- parser
@@ -394,7 +396,7 @@ class _Parser:
 
     def _typed_literal(self, kind: str, tok: Token) -> Const:
         text = tok.text.strip()
-        pattern = _DATE_TEXT if kind == "DATE" else _TIMESTAMP_TEXT + _ZONE_TEXT
+        pattern = _DATE_TEXT if kind == "DATE" else _ZONED_TIMESTAMP_TEXT
         if not re.fullmatch(pattern, text):
             form = "YYYY-MM-DD" if kind == "DATE" else "YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][Z|+HH:MM]"
             raise syntax_error(self.text, tok.pos, f"invalid {kind.lower()} literal {text!r}: "
@@ -765,7 +767,8 @@ def _remainder(a: Value, b: Value, t: pa.DataType) -> Value:
             return pa.scalar(None, t)
         if _is_int(t):
             return pa.scalar(abs(x) % abs(y) * (1 if x >= 0 else -1), t)
-        return pa.scalar(math.fmod(x, y), t)  # exact, so a FLOAT's stays a FLOAT
+        with np.errstate(all="ignore"):  # fmod is exact, so a FLOAT's stays a FLOAT
+            return pa.scalar(float(np.fmod(np.float64(x), np.float64(y))), t)
     arr_a = a if not _is_scalar(a) else pa.array([a.as_py()] * n, t)
     arr_b = b if not _is_scalar(b) else pa.array([b.as_py()] * n, t)
     valid = _pc.and_(_pc.is_valid(arr_a), _pc.is_valid(arr_b))
@@ -857,7 +860,7 @@ def _ansi_cast(v: Value, to: pa.DataType) -> Value:
             return _utc(v).cast(to)  # the same instant, in UTC
         if _is_string(t):
             zoned = getattr(to, "tz", None) is not None
-            return _parse_text(v, _TIMESTAMP_TEXT + (_ZONE_TEXT if zoned else ""), to,
+            return _parse_text(v, _ZONED_TIMESTAMP_TEXT if zoned else _TIMESTAMP_TEXT, to,
                                _sql_type(to), "YYYY-MM-DD[ HH:MM[:SS[.ffffff]]]"
                                + ("[Z|+HH:MM]" if zoned else ""))
         raise _Unsupported(f"CAST of {_sql_type(t)} to {_sql_type(to)}")
@@ -952,11 +955,21 @@ def _parse_text(v: Value, pattern: str, to: pa.DataType, name: str, form: str) -
         "on text that is not one, and reads some other forms deltacommit does not)"),
         refused=True)
     try:
-        return trimmed.cast(to)
+        if getattr(to, "tz", None) is None:
+            return trimmed.cast(to)
+        # Arrow reads a zone-less text only as a zone-less timestamp, and a zoned one only as
+        # a zoned one: each kind of row is read as its kind (a zone-less text is UTC, the
+        # session time zone).
+        zoned = _pc.match_substring_regex(trimmed, pattern=_ZONE_TEXT + "$")
+        null = pa.scalar(None, pa.string())
+        with_zone = _pc.if_else(zoned, trimmed, null).cast(to)
+        without = _pc.if_else(zoned, null, trimmed).cast(_TIMESTAMP_NTZ).cast(to)
+        return _pc.if_else(zoned, with_zone, without)
     except pa.ArrowInvalid:
         def check(s: str, i: int | None) -> None:
+            zoned = re.search(_ZONE_TEXT + "$", s) is not None
             try:
-                pa.scalar(s).cast(to)
+                pa.scalar(s).cast(to if zoned or to == pa.date32() else _TIMESTAMP_NTZ)
             except pa.ArrowInvalid:
                 raise _RowFailure(f"CAST of {s!r} to {name}: not a valid {name}", i) from None
         _python_map(trimmed, check, pa.null())
@@ -1370,23 +1383,64 @@ def _column(data: pa.Table, name: str) -> Value:
     raise _Unsupported(f"column {name!r}, which is not among the columns {data.column_names}")
 
 
-#: Operators whose later operands Spark evaluates only for the rows the earlier ones leave
-#: undecided: AND (a FALSE decides), OR (a TRUE decides), coalesce (a value decides).
-_SHORT_CIRCUIT = frozenset({"and", "or", "coalesce"})
+#: Operators Spark evaluates the second operand of only where the first is not NULL
+#: (``BinaryExpression.nullSafeEval`` and its generated code).
+_NULL_INTOLERANT = frozenset({"+", "-", "*", "=", "!=", "<", "<=", ">", ">=", "date_trunc",
+                              "trunc", "date_format"})
+#: Operators Spark evaluates the divisor of first, and the dividend only where the divisor is
+#: not NULL (``DivModLike``).
+_DIVISOR_FIRST = frozenset({"/", "%"})
 
 
-def _still_open(name: str, done: list[Value]) -> Value | None:
-    """Rows whose result the operands in ``done`` have not decided (None: every row, for an
-    operand that is not a condition, which the operation refuses)."""
-    last = done[-1]
-    if name in ("and", "or") and not (pa.types.is_boolean(_type(last))
-                                      or pa.types.is_null(_type(last))):
+def _order(node: Call | Cast) -> tuple[int, ...]:
+    """The order Spark evaluates the operands of ``node`` in."""
+    if isinstance(node, Cast):
+        return (0,)
+    if node.name in _DIVISOR_FIRST:
+        return (1, 0)
+    return tuple(range(len(node.args)))
+
+
+def _open(mask: Value) -> Value | None:
+    """``mask`` as the rows still to evaluate, None when that is every row (of at least one:
+    over no rows, a constant operand is not evaluated either)."""
+    if not _is_scalar(mask) and len(mask) == 0:
+        return mask
+    if _first_true(_pc.invert(_pc.fill_null(mask, False))) is None:
         return None
-    if name == "and":
-        return _pc.fill_null(_pc.not_equal(last, pa.scalar(False)), True)
-    if name == "or":
-        return _pc.fill_null(_pc.not_equal(last, pa.scalar(True)), True)
-    return _pc.is_null(last)
+    return _pc.fill_null(mask, False)
+
+
+def _gate(node: Call, done: list[Value]) -> Value | None:
+    """The rows Spark evaluates ``node``'s next operand for, given the operands ``done`` (in
+    evaluation order), as a mask; None for every row.  Spark evaluates row by row, and an
+    operand it does not evaluate for a row cannot fail on it: AND stops at FALSE, OR at TRUE,
+    coalesce at a value, IN at an equal item, an arithmetic operation or a comparison at a NULL
+    operand, a division at a NULL divisor."""
+    name, first = node.name, done[0]
+    if name in _NULL_INTOLERANT or name in _DIVISOR_FIRST:
+        return _open(_pc.is_valid(first))
+    last = done[-1]
+    if name in ("and", "or"):
+        if not (pa.types.is_boolean(_type(last)) or pa.types.is_null(_type(last))):
+            return None  # not a condition: the operation refuses it
+        decided = pa.scalar(name == "or")
+        return _open(_pc.fill_null(_pc.not_equal(last, decided), True))
+    if name == "coalesce":
+        return _open(_pc.is_null(last))
+    if name == "in":
+        found: Value = pa.scalar(False)
+        for k in range(1, len(done)):
+            found = _pc.or_kleene(found, _compare("=", first, done[k],
+                                                  (node.args[0], node.args[k])))
+        return _open(_pc.and_(_pc.is_valid(first),
+                              _pc.invert(_pc.fill_null(found, False))))
+    if name == "between":
+        if len(done) == 1:
+            return _open(_pc.is_valid(first))
+        low = _compare(">=", first, done[1], (node.args[0], node.args[1]))
+        return _open(_pc.fill_null(_pc.not_equal(low, pa.scalar(False)), True))
+    return None
 
 
 def _only(active: Value | None, v: Value) -> Value:
@@ -1399,9 +1453,10 @@ def _only(active: Value | None, v: Value) -> Value:
 
 def _evaluate(root: Node, data: pa.Table) -> Value:
     """The value of ``root`` for every row of ``data``, evaluated without recursion (an
-    operator chain thousands of terms long is a deep tree)."""
-    # A frame: the node, the values of its operands so far, and the rows it is evaluated for
-    # (None: all of them).
+    operator chain thousands of terms long is a deep tree), operand by operand in Spark's
+    order, each for the rows Spark evaluates it for (``_gate``)."""
+    # A frame: the node, the values of its operands so far (in evaluation order), and the rows
+    # it is evaluated for (None: all of them).
     stack: list[tuple[Node, list[Value], Value | None]] = [(root, [], None)]
     result: Value = None
     while stack:
@@ -1413,17 +1468,20 @@ def _evaluate(root: Node, data: pa.Table) -> Value:
             stack.pop()
             result = pa.scalar(node.value, node.type)
         else:
-            children: tuple[Node, ...] = (node.child,) if isinstance(node, Cast) else node.args
-            if len(done) < len(children):
+            order = _order(node)
+            if len(done) < len(order):
                 child_active = active
-                if done and isinstance(node, Call) and node.name in _SHORT_CIRCUIT:
-                    still = _still_open(node.name, done)
-                    if still is not None:
-                        child_active = still if active is None else _pc.and_(active, still)
-                stack.append((children[len(done)], [], child_active))
+                if done and isinstance(node, Call):
+                    gate = _gate(node, done)
+                    if gate is not None:
+                        child_active = gate if active is None else _pc.and_(active, gate)
+                child = node.child if isinstance(node, Cast) else node.args[order[len(done)]]
+                stack.append((child, [], child_active))
                 continue
             stack.pop()
-            operands = done if active is None else [_only(active, v) for v in done]
+            operands = [done[order.index(k)] for k in range(len(order))]
+            if active is not None:
+                operands = [_only(active, v) for v in operands]
             result = (_ansi_cast(operands[0], node.to) if isinstance(node, Cast)
                       else _call(node, operands))
         if stack:
@@ -1554,6 +1612,15 @@ def evaluate_condition(expression: str, data: pa.Table) -> pa.ChunkedArray[Any]:
     return values
 
 
+def expression_type(expression: str, schema: pa.Schema) -> pa.DataType:
+    """The type of an expression's values over columns of ``schema`` (Spark's type, which a
+    generated column must have); InvalidArgumentError if it cannot be evaluated."""
+    try:
+        return _values(expression, schema.empty_table(), None).type
+    except _Failed as e:
+        raise InvalidArgumentError(f"{expression!r} cannot be evaluated: {e.message}") from None
+
+
 def check_expressions(schema: pa.Schema, table: str) -> None:
     """Refuse, when a table is created, generation expressions this module cannot evaluate
     for the schema's types (InvalidArgumentError naming the column), rather than a table every
@@ -1599,5 +1666,6 @@ def check_generated(data: pa.Table, columns: Sequence[GeneratedColumn], table: s
 
 
 __all__ = ["GENERATION_KEY", "ConditionFailed", "GeneratedColumn", "check_expressions",
-           "check_generated", "evaluate", "evaluate_condition", "failure_error",
+           "check_generated", "evaluate", "evaluate_condition", "expression_type",
+           "failure_error",
            "fill_generated", "generated_columns", "parse_expression"]

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 import operator
 import re
+import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
@@ -184,6 +186,18 @@ def _kind_of(t: pa.DataType) -> str:
     return ""
 
 
+def _in_type(v: float, t: pa.DataType) -> float:
+    """``v`` as a value of the floating type ``t``: rounded to the nearest FLOAT for a FLOAT
+    (infinity beyond its range)."""
+    if t != pa.float32() or v != v:
+        return v
+    try:
+        rounded: float = struct.unpack("<f", struct.pack("<f", v))[0]
+        return rounded
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
 def _float_key(v: float | Decimal | int) -> tuple[int, Any]:
     """Spark's order of DOUBLE values (NaN equal to NaN, above everything else)."""
     return float_order_key(v)
@@ -222,9 +236,11 @@ def _literal_key(literal: Literal, kind: str, t: pa.DataType) -> tuple[Any, bool
                 return (int(d) if d == d.to_integral_value() else d), False
         elif kind == "float":
             if k in ("int", "decimal"):
-                return (0, float(v)), False  # as Spark: a double column compares as double
+                # As Spark: a number meets a FLOAT or DOUBLE column as a DOUBLE.
+                return (0, float(v)), False
             if k == "string":
-                return _float_key(float(v)), False
+                # A string literal takes the column's type: a FLOAT's is rounded to one.
+                return _float_key(_in_type(float(v), t)), False
         elif kind == "decimal":
             if k in ("int", "decimal"):
                 return Decimal(v), False
@@ -268,7 +284,9 @@ def _value_parser(kind: str, t: pa.DataType, column: str) -> Callable[[str], Any
     if kind == "int":
         return int
     if kind == "float":
-        return lambda s: _float_key(float(s))
+        # A FLOAT partition value is written as the shortest text that reads back as the
+        # same FLOAT; its value, which Spark compares, is that FLOAT, not the DOUBLE of the text.
+        return lambda s: _float_key(_in_type(float(s), t))
     if kind == "decimal":
         return Decimal
     if kind == "bool":

@@ -39,7 +39,6 @@ from deltacommit.sql_semantics import (
     exact_comparison,
     exact_range,
     is_floating,
-    normalize_zero,
 )
 
 _NULL_BOOL = pa.scalar(None, pa.bool_())
@@ -103,11 +102,12 @@ def _literal(literal: Literal, t: pa.DataType, where: str) -> pa.Scalar[Any] | N
                                    f"{literal.to_sql()}: {e}") from None
 
 
-def _as_compared(ref: Any, t: pa.DataType) -> tuple[Any, pa.DataType]:
-    """The column as Spark compares it with a literal: a FLOAT as a DOUBLE (ANSI mode widens
-    FLOAT beside any number other than a FLOAT, and SQL has no FLOAT literal)."""
-    if t == pa.float32():
-        return _pc.cast(ref, pa.float64()), pa.float64()
+def _as_compared(ref: Any, t: pa.DataType, literal: Literal) -> tuple[Any, pa.DataType]:
+    """The column as Spark compares it with ``literal``: a FLOAT beside a number as a DOUBLE
+    (ANSI mode widens FLOAT beside any number other than a FLOAT, and SQL has no FLOAT
+    literal); beside a string, which takes the column's type, as itself."""
+    if t == pa.float32() and literal.kind in ("int", "decimal"):
+        return ref.cast(pa.float64()), pa.float64()
     return ref, t
 
 
@@ -137,7 +137,7 @@ def _comparison(ref: Any, t: pa.DataType, op: str, literal: Literal, where: str)
         value = pa.scalar(plan.value).cast(pa.decimal128(MAX_DECIMAL_PRECISION, scale)).cast(t) \
             if pa.types.is_decimal(t) else pa.scalar(int(plan.value), t)
         return compare(plan.op, ref, _pc.scalar(value), False)
-    ref, t = _as_compared(ref, t)
+    ref, t = _as_compared(ref, t, literal)
     scalar = _literal(literal, t, where)
     if scalar is None:
         return _pc.scalar(_NULL_BOOL)
@@ -147,6 +147,13 @@ def _comparison(ref: Any, t: pa.DataType, op: str, literal: Literal, where: str)
 def _member(ref: Any, t: pa.DataType, literals: tuple[Literal, ...], where: str) -> Any:
     """``column IN (literals)``: NULL when the column is NULL, or when no literal is equal and
     one is NULL; a literal the column cannot equal (2.5 beside integers) is never equal."""
+    if is_floating(t):
+        # Each literal meets the column as it would in ``=`` (NaN equal to NaN, -0.0 to 0.0,
+        # a number as a DOUBLE); a hash set would tell -0.0 from 0.0.
+        found: Any = _pc.scalar(False)
+        for literal in literals:
+            found = _pc.or_kleene(found, _comparison(ref, t, "=", literal, where))
+        return _pc.if_else(_pc.is_valid(ref), found, _pc.scalar(_NULL_BOOL))
     bounds = exact_range(t)
     present: list[Any] = []
     has_null = False
@@ -157,23 +164,18 @@ def _member(ref: Any, t: pa.DataType, literals: tuple[Literal, ...], where: str)
         number = _exact_number(literal)
         if bounds is not None and number is not None:
             scale, low, high = bounds
-            plan = exact_comparison("=", number, scale, low, high)
-            if plan.value is not None:
+            if exact_comparison("=", number, scale, low, high).value is not None:
                 present.append(number)
             continue
-        present.append(_literal(literal, _as_compared(ref, t)[1], where))
-    compared, ct = (ref, t) if bounds is not None else _as_compared(ref, t)
+        present.append(_literal(literal, t, where))
     array: Any = pa.array  # the stubs type the values by the first overload
     if bounds is not None and pa.types.is_decimal(t):
         value_set = array(present, pa.decimal128(MAX_DECIMAL_PRECISION, bounds[0])).cast(t)
     elif bounds is not None:
         value_set = array([int(v) for v in present], t)
     else:
-        value_set = array(present, ct)
-    if is_floating(ct):
-        # Hashing tells -0.0 from 0.0, Spark's equality does not; NaN matches NaN either way.
-        compared, value_set = normalize_zero(compared), normalize_zero(value_set)
-    member: Any = _pc.is_in(compared, value_set=value_set)
+        value_set = array(present, t)
+    member: Any = _pc.is_in(ref, value_set=value_set)
     found = _pc.if_else(member, _pc.scalar(True), _pc.scalar(
         _NULL_BOOL if has_null else False))
     return _pc.if_else(_pc.is_valid(ref), found, _pc.scalar(_NULL_BOOL))

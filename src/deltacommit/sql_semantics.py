@@ -156,12 +156,6 @@ def null_safe_equal(a: Any, b: Any, floating: bool) -> Any:
     return _pc.or_kleene(both_null, _pc.fill_null(compare("=", a, b, floating), False))
 
 
-def normalize_zero(a: Any) -> Any:
-    """Floating values with -0.0 made 0.0, so hash-based membership (``is_in``), which tells
-    the two apart, agrees with Spark's equality; NaN stays NaN (``is_in`` matches NaN)."""
-    return _pc.add(a, 0.0)
-
-
 # --------------------------------------------------------------------------- exact comparison
 
 
@@ -225,5 +219,4 @@ def exact_range(t: pa.DataType) -> tuple[int, Decimal, Decimal] | None:
 
 __all__ = ["INTEGER_RANGES", "MAX_DECIMAL_PRECISION", "ExactComparison", "LiteralError",
            "NumberLiteral", "compare", "decimal_type_of_integer", "exact_comparison",
-           "exact_range", "float_order_key", "is_floating", "normalize_zero",
-           "null_safe_equal", "parse_number"]
+           "exact_range", "float_order_key", "is_floating", "null_safe_equal", "parse_number"]
