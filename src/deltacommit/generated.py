@@ -1616,7 +1616,8 @@ def expression_type(expression: str, schema: pa.Schema) -> pa.DataType:
     """The type of an expression's values over columns of ``schema`` (Spark's type, which a
     generated column must have); InvalidArgumentError if it cannot be evaluated."""
     try:
-        return _values(expression, schema.empty_table(), None).type
+        found: pa.DataType = _values(expression, schema.empty_table(), None).type
+        return found
     except _Failed as e:
         raise InvalidArgumentError(f"{expression!r} cannot be evaluated: {e.message}") from None
 
