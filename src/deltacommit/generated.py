@@ -988,6 +988,89 @@ def _only_checked_decimal(v: Value, t: pa.DataType, to: pa.DataType) -> Value:
     return _cast_plain(_cast_plain(whole, wide), to)
 
 
+#: DECIMAL values up to this precision have unscaled values that fit an int64, which the
+#: vectorized conversions below compute with.
+_FAST_PRECISION = 18
+
+
+def _decimal_from_units(units: Any, valid: Any, to: pa.DataType) -> pa.Array[Any]:
+    """A DECIMAL array of type ``to`` from unscaled int64 values (``valid``: not NULL)."""
+    n = len(units)
+    words = np.empty((n, 2), dtype=np.int64)
+    words[:, 0] = units
+    words[:, 1] = np.where(units < 0, -1, 0)  # two's complement, 128 bits little-endian
+    validity = pa.array(valid, pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(to, n, [validity, pa.py_buffer(words.tobytes())],
+                                 null_count=int(n - np.count_nonzero(valid)))
+
+
+def _units(v: pa.Array[Any]) -> Any:
+    """The unscaled values of a DECIMAL array of at most 18 digits, as int64."""
+    if v.offset:
+        v = pa.concat_arrays([v])
+    data: Any = v.buffers()[1]
+    words = np.frombuffer(memoryview(data), dtype=np.int64, count=2 * len(v)).reshape(-1, 2)
+    return words[:, 0].copy()
+
+
+def _overflow_row(units: Any, valid: Any, precision: int) -> int | None:
+    bad = np.nonzero(valid & (np.abs(units) >= 10 ** precision))[0]
+    return int(bad[0]) if len(bad) else None
+
+
+def _rescaled(v: Value, to: pa.DataType) -> Value | None:
+    """A DECIMAL of at most 18 digits as another, rounded HALF_UP, vectorized; None where
+    the general path must do it."""
+    (p0, s0), (precision, scale) = _precision_scale(_type(v)), _precision_scale(to)
+    if _is_scalar(v) or p0 > _FAST_PRECISION or precision > _FAST_PRECISION:
+        return None
+    units = _units(v)
+    valid = _pc.is_valid(v).to_numpy(zero_copy_only=False)
+    if scale < s0:
+        step = 10 ** (s0 - scale)
+        q, r = np.divmod(np.abs(units), step)
+        units = np.sign(units) * (q + (2 * r >= step))  # HALF_UP: away from zero
+    elif scale - s0 + p0 > _FAST_PRECISION:
+        return None
+    else:
+        units = units * 10 ** (scale - s0)
+    row = _overflow_row(units, valid, precision)
+    if row is not None:
+        raise _RowFailure(f"CAST of {_at(v, row)} to {_sql_type(to)} overflows: it needs more "
+                          f"than {precision} digits", row)
+    return _decimal_from_units(units, valid, to)
+
+
+def _doubles_to_decimal(v: Value, to: pa.DataType,
+                        exact: Callable[[float, int | None], Decimal | None]) -> Value | None:
+    """FLOAT/DOUBLE values as a DECIMAL of at most 18 digits, vectorized: a value's shortest
+    decimal text rounds HALF_UP as the value itself rounds to nearest unless the value lies
+    within a few units of its last place of a midpoint; those values (and huge ones) go
+    through ``exact``, Spark's rule written out.  None where the general path must do it."""
+    precision, scale = _precision_scale(to)
+    if _is_scalar(v) or precision > _FAST_PRECISION or scale > 15:
+        return None
+    x = _pc.fill_null(v.cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+    valid = _pc.is_valid(v).to_numpy(zero_copy_only=False) & np.isfinite(x)
+    with np.errstate(all="ignore"):
+        y = np.abs(np.where(valid, x, 0.0)) * 10.0 ** scale  # within y * 2**-53 of exact
+        whole = np.floor(y)
+        fraction = y - whole
+        # Within y * 2**-49 of a midpoint the text and the value may round apart; at 2**52
+        # and beyond a DOUBLE holds no fraction digit to round.
+        unsure = valid & ((np.abs(fraction - 0.5) <= y * 2.0 ** -49) | (y >= 2.0 ** 52))
+        units = np.where(unsure, 0, np.sign(x) * (whole + (fraction > 0.5))).astype(np.int64)
+    for i in np.nonzero(unsure)[0]:
+        d = exact(float(x[i]), int(i))
+        assert d is not None
+        units[i] = int(d.scaleb(scale))
+    row = _overflow_row(units, valid, precision)
+    if row is not None:
+        raise _RowFailure(f"CAST of {float(x[row])!r} to {_sql_type(to)} overflows: it needs "
+                          f"more than {precision} digits", row)
+    return _decimal_from_units(units, valid, to)
+
+
 def _half_up(d: Decimal, scale: int) -> Decimal:
     with localcontext() as ctx:
         ctx.prec = 100
@@ -1000,7 +1083,9 @@ def _to_decimal(v: Value, to: pa.DataType) -> Value:
     limit = Decimal(10) ** (precision - scale)
 
     def check(d: Decimal, i: int | None, source: Any) -> Decimal:
-        rounded = _half_up(d, scale)
+        # At least 10**(p - s) before rounding overflows however it rounds (and 1e300 would
+        # need 300 digits to round).
+        rounded = d if d and d.adjusted() >= precision - scale else _half_up(d, scale)
         if abs(rounded) >= limit:
             raise _RowFailure(f"CAST of {source!r} to {_sql_type(to)} overflows: it needs "
                               f"more than {precision} digits", i)
@@ -1019,12 +1104,18 @@ def _to_decimal(v: Value, to: pa.DataType) -> Value:
                 f"{precision} digits"))
         return _only_checked_decimal(v, t, to)
     if pa.types.is_decimal(t):
+        fast = _rescaled(v, to)
+        if fast is not None:
+            return fast
         return _python_map(v, lambda d, i: check(d, i, d), to)
     if pa.types.is_floating(t):
         def from_double(x: float, i: int | None) -> Decimal | None:
             if math.isnan(x) or math.isinf(x):
                 return None  # Decimal(NaN) throws NumberFormatException: NULL, even in ANSI
             return check(Decimal(repr(float(x))), i, x)
+        fast = _doubles_to_decimal(v, to, from_double)
+        if fast is not None:
+            return fast
         return _python_map(v, from_double, to)
     if _is_string(t):
         def from_text(s: str, i: int | None) -> Decimal:
@@ -1224,7 +1315,14 @@ def _case_map(v: Value, upper: bool) -> Value:
                         "Unicode (ICU, which Spark uses) may map it", i, refused=True)
         return text.upper() if upper else text.lower()
 
-    return _python_map(s, convert, pa.string())
+    if _is_scalar(s):
+        return _python_map(s, convert, pa.string())
+    mapped = _pc.ascii_upper(s) if upper else _pc.ascii_lower(s)
+    other = _pc.fill_null(_pc.invert(ascii_text), False)
+    rows = np.nonzero(other.to_numpy(zero_copy_only=False))[0]
+    texts = s.take(pa.array(rows, pa.int64())).to_pylist()
+    return _pc.replace_with_mask(mapped, other, pa.array(
+        [convert(text, int(i)) for text, i in zip(texts, rows, strict=True)], pa.string()))
 
 
 def _concat(values: list[Value]) -> Value:
@@ -1438,8 +1536,10 @@ def _gate(node: Call, done: list[Value]) -> Value | None:
     if name == "between":
         if len(done) == 1:
             return _open(_pc.is_valid(first))
+        # x <= hi is evaluated where x >= lo is not FALSE, and it too stops at a NULL x.
         low = _compare(">=", first, done[1], (node.args[0], node.args[1]))
-        return _open(_pc.fill_null(_pc.not_equal(low, pa.scalar(False)), True))
+        return _open(_pc.and_(_pc.is_valid(first),
+                              _pc.fill_null(_pc.not_equal(low, pa.scalar(False)), True)))
     return None
 
 
@@ -1539,6 +1639,9 @@ def _values(expression: str, data: pa.Table, to: pa.DataType | None) -> pa.Chunk
     except (_Unsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError,
             pa.ArrowTypeError) as e:
         raise _Failed(str(e)) from None
+    except (ArithmeticError, ValueError, TypeError, LookupError) as e:
+        # A case no rule above foresaw: refused, never a raw exception or a guessed value.
+        raise _Failed(f"{type(e).__name__}: {e}") from None
     if isinstance(value, pa.Array):
         value = pa.chunked_array([value])
     out: pa.ChunkedArray[Any] = value

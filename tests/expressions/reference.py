@@ -164,6 +164,7 @@ def literal(text: str) -> tuple[Any, T]:
 
 
 def _integer_decimal(e: tuple[Any, ...], t: T) -> T:
+    e = signed(e)
     if e[0] == "lit" and is_int(t):
         return decimal(max(len(str(abs(int(e[1])))), 1), 0)
     return {TINYINT: decimal(3, 0), SMALLINT: decimal(5, 0), INT: decimal(10, 0),
@@ -234,8 +235,18 @@ def to_string_ok(t: T) -> bool:
         or t.name == "decimal"
 
 
+def signed(e: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``e``, with a minus right before a number made part of the literal, as Spark's grammar
+    reads it (``number: MINUS? INTEGER_VALUE``): ``- 2147483648`` is the INT -2147483648."""
+    if e[0] == "neg" and e[1][0] == "lit" and re.fullmatch(r"[\d.eE+-]+", e[1][1]) \
+            and e[1][1][0].isdigit():
+        return ("lit", "-" + e[1][1])
+    return e
+
+
 def type_of(e: tuple[Any, ...], schema: dict[str, T]) -> T:
     """The type of ``e``; Refused for what deltacommit does not evaluate."""
+    e = signed(e)
     kind = e[0]
     if kind == "col":
         return schema[e[1]]
@@ -445,7 +456,8 @@ def _cast(v: Any, source: T, to: T) -> Any:
         if is_int(source):
             return _check_int(v, to)
         if source in (FLOAT, DOUBLE):
-            if math.isnan(v) or not (math.floor(v) <= float(high) and math.ceil(v) >= float(low)):
+            if math.isnan(v) or math.isinf(v) or not (math.floor(v) <= float(high)
+                                                       and math.ceil(v) >= float(low)):
                 raise SparkError(f"CAST of {v} overflows {to.sql()}")
             return min(int(v), high)  # Java's conversion saturates at 2^63
         if source.name == "decimal":
@@ -561,6 +573,7 @@ class Evaluator:
 
     def value(self, e: tuple[Any, ...], row: dict[str, Any]) -> Any:
         """The value of ``e`` for ``row``; SparkError or RefusedRow where the row fails."""
+        e = signed(e)
         kind = e[0]
         if kind == "col":
             return row[e[1]]
