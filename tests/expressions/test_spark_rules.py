@@ -398,3 +398,27 @@ def test_timestamps_in_text_are_read_in_utc_with_or_without_a_zone() -> None:
         _values("CAST(x AS TIMESTAMP)", pa.array(["2024-02-30"]), pa.timestamp("us", tz="UTC"))
     with pytest.raises(dc.UnsupportedProtocolError, match="deltacommit reads"):
         _values("CAST(x AS DATE)", pa.array(["2024-1-5"]), pa.date32())
+
+
+def test_dates_and_times_are_read_in_utc_whatever_the_process_time_zone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator reads a TIMESTAMP in UTC, the session time zone it follows, also in a
+    process whose local zone changes its clocks that day (US daylight saving, 2024-03-10)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        ts = pa.array([dt.datetime(2024, 3, 10, 6, 30, tzinfo=dt.UTC),
+                       dt.datetime(2024, 3, 10, 23, 59, tzinfo=dt.UTC)],
+                      pa.timestamp("us", tz="UTC"))
+        assert _values("CAST(x AS DATE)", ts, pa.date32()) == [dt.date(2024, 3, 10)] * 2
+        assert _values("hour(x)", ts, pa.int32()) == [6, 23]
+        assert _values("date_trunc('DAY', x)", ts, pa.timestamp("us", tz="UTC")) == \
+            [dt.datetime(2024, 3, 10, tzinfo=dt.UTC)] * 2
+        assert _values("x < TIMESTAMP '2024-03-10 07:00:00'", ts, pa.bool_()) == [True, False]
+        assert _values("date_format(x, 'yyyy-MM-dd HH:mm')", ts, pa.string()) == \
+            ["2024-03-10 06:30", "2024-03-10 23:59"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
