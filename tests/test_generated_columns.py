@@ -311,17 +311,29 @@ class _Overflow(Exception):
     pass
 
 
+def _bits(expr: Any) -> int:
+    if isinstance(expr, str):
+        return 64
+    if isinstance(expr, int):
+        return 32
+    return max(_bits(expr[1]), _bits(expr[2]))
+
+
 def _py_value(expr: Any, row: dict[str, int | None]) -> tuple[int | None, int]:
     """Spark's integer arithmetic (ANSI) and its type: a literal is an INT, a column a
-    BIGINT, an operation the wider of its operands; NULL propagates, overflow fails."""
+    BIGINT, an operation the wider of its operands; NULL propagates (the right operand is not
+    evaluated after a NULL left one, so cannot overflow), overflow fails."""
     if isinstance(expr, str):
         return row[expr], 64
     if isinstance(expr, int):
         return expr, 32
     op, left, right = expr
-    (a, bits_a), (b, bits_b) = _py_value(left, row), _py_value(right, row)
-    bits = max(bits_a, bits_b)
-    if a is None or b is None:
+    bits = _bits(expr)
+    a = _py_value(left, row)[0]
+    if a is None:
+        return None, bits
+    b = _py_value(right, row)[0]
+    if b is None:
         return None, bits
     value = {"+": a + b, "-": a - b, "*": a * b}[op]
     if not -2**(bits - 1) <= value < 2**(bits - 1):

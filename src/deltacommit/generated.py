@@ -116,7 +116,9 @@ from deltacommit.sql_semantics import (
     compare,
     decimal_type_of_integer,
     null_safe_equal,
+    parse_date_literal,
     parse_number,
+    parse_timestamp_literal,
 )
 
 GENERATION_KEY = b"delta.generationExpression"
@@ -395,22 +397,16 @@ class _Parser:
         return Ref(tok.text)
 
     def _typed_literal(self, kind: str, tok: Token) -> Const:
-        text = tok.text.strip()
-        pattern = _DATE_TEXT if kind == "DATE" else _ZONED_TIMESTAMP_TEXT
-        if not re.fullmatch(pattern, text):
-            form = "YYYY-MM-DD" if kind == "DATE" else "YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][Z|+HH:MM]"
-            raise syntax_error(self.text, tok.pos, f"invalid {kind.lower()} literal {text!r}: "
-                               f"deltacommit reads the form {form}", what="expression")
         try:
             if kind == "DATE":
-                return Const(dt.date.fromisoformat(text), pa.date32())
-            value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError as e:
+                return Const(parse_date_literal(tok.text), pa.date32())
+            value = parse_timestamp_literal(tok.text)
+        except LiteralError as e:
             raise syntax_error(self.text, tok.pos, f"invalid {kind.lower()} literal: {e}",
                                what="expression") from None
         if value.tzinfo is None:  # Spark: in the session time zone, UTC here
             value = value.replace(tzinfo=dt.UTC)
-        return Const(value.astimezone(dt.UTC), _TIMESTAMP_LTZ)
+        return Const(value, _TIMESTAMP_LTZ)
 
     def _cast(self) -> Cast:
         child = self.disjunction()

@@ -48,7 +48,9 @@ from deltacommit.sql_semantics import (
     MAX_DECIMAL_PRECISION,
     LiteralError,
     float_order_key,
+    parse_date_literal,
     parse_number,
+    parse_timestamp_literal,
 )
 
 Truth: TypeAlias = bool | None  # None: SQL's unknown
@@ -982,16 +984,10 @@ class _Parser:
     def _typed(self, kind: str, tok: _Token) -> Literal:
         try:
             if kind == "DATE":
-                return Literal("date", dt.date.fromisoformat(tok.text.strip()))
-            us, zoned = parse_timestamp_us(tok.text)
-        except (ValueError, InvalidArgumentError) as e:
+                return Literal("date", parse_date_literal(tok.text))
+            return Literal("timestamp", parse_timestamp_literal(tok.text))
+        except LiteralError as e:
             raise _syntax_error(self.text, tok.pos, f"invalid {kind.lower()} literal: {e}") from None
-        try:
-            if zoned:
-                return Literal("timestamp", _EPOCH_UTC + dt.timedelta(microseconds=us))
-            return Literal("timestamp", _EPOCH + dt.timedelta(microseconds=us))
-        except OverflowError:
-            raise _syntax_error(self.text, tok.pos, "timestamp out of range") from None
 
 
 def parse_predicate(text: str) -> Predicate:

@@ -6,6 +6,8 @@ DELETE and CHECK constraints) and value expressions (``generated``: generated co
 CHECK constraints beyond a predicate).  Where they must agree with Spark, and so with each
 other, the rule is written here once:
 
+- **Literals** are read once: DATE and TIMESTAMP texts (``parse_date_literal``,
+  ``parse_timestamp_literal``) in the forms Spark reads the same way.
 - **Number literals** are typed as Spark's parser types them (``parse_number``): an integer is
   an INT when it fits, a BIGINT when it fits that, else a DECIMAL(p, 0); a literal with a
   fraction is a DECIMAL of its own digits; one with an exponent is a DOUBLE.  A DECIMAL beyond
@@ -23,6 +25,7 @@ other, the rule is written here once:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass
@@ -31,6 +34,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.partitions import parse_timestamp_us
 
 _pc: Any = pc  # pyarrow.compute's stubs do not cover every function applied to expressions
 
@@ -104,6 +110,35 @@ def parse_number(text: str) -> NumberLiteral:
         raise LiteralError(f"the decimal {text} has {precision} digits; Spark's DECIMAL holds "
                            f"at most {MAX_DECIMAL_PRECISION}")
     return NumberLiteral(exact, pa.decimal128(precision, scale), exact)
+
+
+_DATE_LITERAL = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def parse_date_literal(text: str) -> dt.date:
+    """The value of ``DATE 'text'``: ``yyyy-[m]m-[d]d``, a form Spark's ``stringToDate`` reads
+    the same way (Python's ``date.fromisoformat`` also reads ``20240105`` and ISO week dates,
+    which Spark does not); LiteralError otherwise."""
+    m = _DATE_LITERAL.fullmatch(text.strip())
+    if not m:
+        raise LiteralError(f"{text!r} is not a date of the form YYYY-MM-DD")
+    try:
+        return dt.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError as e:
+        raise LiteralError(f"{text!r} is not a valid date: {e}") from None
+
+
+def parse_timestamp_literal(text: str) -> dt.datetime:
+    """The value of ``TIMESTAMP 'text'`` (``YYYY-MM-DD[ HH:MM[:SS[.fraction]]][zone]``):
+    aware, in UTC, when the text has a zone; naive (in the session time zone) otherwise.
+    Digits beyond microseconds are dropped, as Spark drops them; LiteralError otherwise."""
+    try:
+        us, zoned = parse_timestamp_us(text)
+        return (_EPOCH_UTC if zoned else _EPOCH) + dt.timedelta(microseconds=us)
+    except (InvalidArgumentError, OverflowError) as e:
+        raise LiteralError(f"{text!r} is not a timestamp: {e}") from None
 
 
 def decimal_type_of_integer(value: int) -> pa.DataType:
@@ -219,4 +254,5 @@ def exact_range(t: pa.DataType) -> tuple[int, Decimal, Decimal] | None:
 
 __all__ = ["INTEGER_RANGES", "MAX_DECIMAL_PRECISION", "ExactComparison", "LiteralError",
            "NumberLiteral", "compare", "decimal_type_of_integer", "exact_comparison",
-           "exact_range", "float_order_key", "is_floating", "null_safe_equal", "parse_number"]
+           "exact_range", "float_order_key", "is_floating", "null_safe_equal",
+           "parse_date_literal", "parse_number", "parse_timestamp_literal"]

@@ -422,3 +422,17 @@ def test_dates_and_times_are_read_in_utc_whatever_the_process_time_zone(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+@pytest.mark.parametrize("parse", [parse_expression, parse_predicate])
+def test_date_and_timestamp_literals_are_read_once_in_spark_s_forms(parse: Any) -> None:
+    """Both parsers read DATE and TIMESTAMP literals with one function: yyyy-[m]m-[d]d as
+    Spark does, and not the forms Python's fromisoformat adds (20240105, 2024-W01-1)."""
+    parse("d = DATE '2024-1-5' AND t = TIMESTAMP '2024-01-05 10:00:00.1234567+01:00'")
+    for text in ("20240105", "2024-W01-1", "2024-02-30"):
+        with pytest.raises(dc.InvalidArgumentError, match="invalid date literal"):
+            parse(f"d = DATE '{text}'")
+    with pytest.raises(dc.InvalidArgumentError, match="invalid timestamp literal"):
+        parse("t = TIMESTAMP '20240105T1000'")
+    assert parse_predicate("d = DATE '2024-1-5'").evaluate({"d": "2024-01-05"},
+                                                           {"d": pa.date32()})
