@@ -637,17 +637,16 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
                 raise InvalidArgumentError(f"table {uri}: CHECK constraint {key!r} has no name")
             try:
                 parse_predicate(value)
-            except InvalidArgumentError as e:
+            except InvalidArgumentError:
                 from deltacommit.generated import parse_expression
 
                 try:  # arithmetic, functions, two columns: evaluated as an expression
                     parse_expression(value)
                     continue
-                except InvalidArgumentError:
-                    pass
-                raise InvalidArgumentError(
-                    f"table {uri}: CHECK constraint {key!r} cannot be enforced by deltacommit: "
-                    f"{e}") from None
+                except InvalidArgumentError as e:  # the wider grammar's error says more
+                    raise InvalidArgumentError(
+                        f"table {uri}: CHECK constraint {key!r} cannot be enforced by "
+                        f"deltacommit: {e}") from None
             continue
         if key == "delta.autoOptimize.autoCompact" and value.lower() not in (
                 "true", "false", "auto", "legacy"):
