@@ -108,7 +108,7 @@ from deltacommit.errors import (
     InvalidArgumentError,
     UnsupportedProtocolError,
 )
-from deltacommit.predicates import Token, syntax_error, tokenize
+from deltacommit.predicates import Token, syntax_error, token_text, tokenize
 from deltacommit.sql_semantics import (
     INTEGER_RANGES,
     MAX_DECIMAL_PRECISION,
@@ -233,7 +233,7 @@ class _Parser:
 
     def fail(self, message: str, tok: Token | None = None) -> InvalidArgumentError:
         tok = tok or self.peek()
-        found = "end of input" if tok.kind == "end" else repr(tok.text)
+        found = "end of input" if tok.kind == "end" else token_text(tok)
         return syntax_error(self.text, tok.pos, f"{message}, found {found}", what="expression")
 
     def expect_op(self, op: str) -> None:

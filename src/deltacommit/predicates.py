@@ -714,6 +714,13 @@ def tokenize(text: str) -> list[_Token]:
     return _tokenize(text)
 
 
+def token_text(tok: _Token) -> str:
+    """A token as an error message quotes it (its ends only, when it is long)."""
+    if len(tok.text) <= 60:
+        return repr(tok.text)
+    return f"{tok.text[:25]!r}...{tok.text[-25:]!r} ({len(tok.text)} characters)"
+
+
 def syntax_error(text: str, pos: int, message: str, what: str = "predicate"
                  ) -> InvalidArgumentError:
     """The error for a SQL text (a ``what``) that does not parse, pointing at ``pos``."""
@@ -814,7 +821,7 @@ class _Parser:
 
     def fail(self, message: str, tok: _Token | None = None) -> None:
         tok = tok or self.peek()
-        found = "end of input" if tok.kind == "end" else repr(tok.text)
+        found = "end of input" if tok.kind == "end" else token_text(tok)
         raise _syntax_error(self.text, tok.pos, f"{message}, found {found}")
 
     # ---- grammar

@@ -29,7 +29,7 @@ import datetime as dt
 import math
 import re
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, localcontext
 from typing import Any
 
 import pyarrow as pa
@@ -76,39 +76,51 @@ class NumberLiteral:
 _NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+def _shown(text: str) -> str:
+    """A literal as an error message shows it: whole when short, else its ends and length."""
+    return text if len(text) <= 60 else f"{text[:25]}...{text[-25:]} ({len(text)} characters)"
+
+
 def parse_number(text: str) -> NumberLiteral:
     """The literal ``text`` (unsigned digits, an optional fraction and exponent; a sign is an
     operator, and ``-`` of a literal is folded by the parsers), typed as Spark types it;
     LiteralError for what Spark refuses."""
     if not _NUMBER.fullmatch(text):
-        raise LiteralError(f"{text!r} is not a number")
-    try:
-        exact = Decimal(text)
-    except InvalidOperation:  # pragma: no cover - the pattern admits only valid numbers
-        raise LiteralError(f"{text!r} is not a number") from None
+        raise LiteralError(f"{_shown(text)!r} is not a number")
+    mantissa = re.split("[eE]", text)[0]
     if "e" in text or "E" in text:
         # Spark: a literal with an exponent is a DOUBLE; one beyond its range is an error.
-        if abs(exact) > _DOUBLE_MAX:
-            raise LiteralError(f"{text} is beyond the range of a DOUBLE")
+        try:
+            exact = _EXACT.create_decimal(text)
+            beyond = abs(exact) > _DOUBLE_MAX
+        except ArithmeticError:  # an exponent beyond any context (Overflow, InvalidOperation)
+            beyond = True
+        if beyond or len(mantissa) > 1000:
+            raise LiteralError(f"{_shown(text)} is beyond the range of a DOUBLE")
         return NumberLiteral(float(exact), pa.float64(), exact)
     if "." not in text:
+        digits = len(text.lstrip("0")) or 1
+        if digits > MAX_DECIMAL_PRECISION:  # counted before int(), which refuses 4300 digits
+            raise LiteralError(f"the integer {_shown(text)} has {digits} digits; Spark's "
+                               f"DECIMAL holds at most {MAX_DECIMAL_PRECISION}")
         value = int(text)
+        exact = Decimal(value)
         if value < 2**31:
             return NumberLiteral(value, pa.int32(), exact)
         if value < 2**63:
             return NumberLiteral(value, pa.int64(), exact)
-        digits = len(str(value))
-        if digits > MAX_DECIMAL_PRECISION:
-            raise LiteralError(f"the integer {text} has {digits} digits; Spark's DECIMAL holds "
-                               f"at most {MAX_DECIMAL_PRECISION}")
         return NumberLiteral(value, pa.decimal128(digits, 0), exact)
+    if len(text) > 1000:
+        raise LiteralError(f"the decimal {_shown(text)} has more than {MAX_DECIMAL_PRECISION} "
+                           "digits; Spark's DECIMAL holds at most 38")
+    exact = Decimal(text)
     _, digit_tuple, exponent = exact.as_tuple()
     assert isinstance(exponent, int)
     scale = max(-exponent, 0)
     precision = max(len(digit_tuple), scale, 1)
     if precision > MAX_DECIMAL_PRECISION:
-        raise LiteralError(f"the decimal {text} has {precision} digits; Spark's DECIMAL holds "
-                           f"at most {MAX_DECIMAL_PRECISION}")
+        raise LiteralError(f"the decimal {_shown(text)} has {precision} digits; Spark's "
+                           f"DECIMAL holds at most {MAX_DECIMAL_PRECISION}")
     return NumberLiteral(exact, pa.decimal128(precision, scale), exact)
 
 

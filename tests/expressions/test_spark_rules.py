@@ -348,6 +348,19 @@ def test_a_decimal_literal_beyond_38_digits_is_refused_where_it_is_written(
     assert dc.DeltaTable(uri).to_arrow().column("x").to_pylist() == [1]
 
 
+@pytest.mark.parametrize("literal", ["1" + "0" * 5000, "0." + "0" * 5000 + "1",
+                                     "1e" + "9" * 5000, "9" * 5000 + ".5"])
+@pytest.mark.parametrize("parse", [parse_expression, parse_predicate])
+def test_a_literal_of_thousands_of_digits_is_a_short_clear_error(literal: str,
+                                                                  parse: Any) -> None:
+    """int() refuses more than 4,300 digits with a raw ValueError; the literal is refused
+    first, and the message quotes only its ends."""
+    with pytest.raises(dc.InvalidArgumentError, match=r"DECIMAL holds at most 38|range of a DOUBLE"
+                       ) as e:
+        parse(f"x < {literal}")
+    assert len(str(e.value)) < 600
+
+
 # --------------------------------------------------------------------------- nesting
 
 
