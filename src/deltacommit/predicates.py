@@ -143,6 +143,10 @@ def lit(value: object) -> Literal:
     if isinstance(value, bool):
         return Literal("bool", value)
     if isinstance(value, int):
+        if value.bit_length() > 3 * _MAX_EXPONENT:  # str() of it fails past 4,300 digits
+            raise InvalidArgumentError(
+                f"integer of {value.bit_length()} bits is out of range (exponent beyond "
+                f"+-{_MAX_EXPONENT})")
         return Literal("int", value)
     if isinstance(value, float):
         if value != value:

@@ -361,6 +361,14 @@ def test_a_literal_of_thousands_of_digits_is_a_short_clear_error(literal: str,
     assert len(str(e.value)) < 600
 
 
+def test_a_partition_filter_of_a_huge_integer_is_a_clear_error() -> None:
+    from deltacommit.predicates import from_partition_filters
+
+    with pytest.raises(dc.InvalidArgumentError, match="out of range"):
+        from_partition_filters([("x", "<", 10**5000)])
+    assert "1E+900" in from_partition_filters([("x", "<", 10**900)]).to_sql()
+
+
 # --------------------------------------------------------------------------- nesting
 
 
