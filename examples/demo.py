@@ -220,8 +220,6 @@ def run_streaming(spark: Any, workdir: Path, *, batches: int = 4, rows: int = 10
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltacommit.spark.streaming import stream_app_id
-
     inbox, uri, checkpoint = workdir / "inbox", str(workdir / "stream"), workdir / "checkpoint"
     inbox.mkdir(parents=True)
 
@@ -256,7 +254,7 @@ def run_streaming(spark: Any, workdir: Path, *, batches: int = 4, rows: int = 10
     second = run()
     ran = [p["batchId"] for p in second.recentProgress]
     table = dc.DeltaTable(uri)
-    committed = table.app_version(stream_app_id(str(checkpoint)))
+    committed = table.app_version(second.id)  # batches carry the query's id
     ids = Counter(r["event_id"] for r in
                   dcs.read(spark, uri, columns=["event_id"]).collect())
     want = Counter(range((batches + 1) * rows))

@@ -26,21 +26,30 @@ from types import TracebackType
 EXECUTOR_PACKAGES = ("pyarrow", "numpy", "pandas", "dateutil", "pytz", "tzdata", "six",
                      "pyspark", "py4j")
 
+#: What a Spark Connect server's own Python has besides: the Connect client, which the
+#: server-side worker running a streaming query's ``foreachBatch`` function talks through.
+CONNECT_PACKAGES = ("grpc", "grpc_status", "google", "zstandard", "typing_extensions")
 
-def executor_python(root: Path) -> Path:
-    """A Python interpreter whose environment lacks deltacommit (and boto3)."""
-    env = root / "executor-env"
+
+def executor_python(root: Path, extra: tuple[str, ...] = (), name: str = "executor-env") -> Path:
+    """A Python interpreter whose environment lacks deltacommit (and boto3); ``extra`` names
+    more packages it has (``CONNECT_PACKAGES`` for a Connect server's driver-side workers)."""
+    env = root / name
     if not (env / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
         deps = env / "deps"
         deps.mkdir()
-        for name in EXECUTOR_PACKAGES:
-            spec = importlib.util.find_spec(name)
-            assert spec is not None and spec.origin is not None, f"{name} is not installed"
-            origin = Path(spec.origin)
+        for package in EXECUTOR_PACKAGES + extra:
+            spec = importlib.util.find_spec(package)
+            assert spec is not None, f"{package} is not installed"
+            if spec.origin is None:  # a namespace package (google): its one folder
+                [folder] = list(spec.submodule_search_locations or [])
+                origin = Path(folder) / "__init__.py"
+            else:
+                origin = Path(spec.origin)
             target = origin.parent if origin.name == "__init__.py" else origin
             (deps / target.name).symlink_to(target)
-            libs = target.parent / f"{name}.libs"  # manylinux wheels' bundled shared libraries
+            libs = target.parent / f"{package}.libs"  # manylinux wheels' bundled shared libraries
             if libs.is_dir():
                 (deps / libs.name).symlink_to(libs)
         [site] = list((env / "lib").glob("python3*/site-packages"))
@@ -61,7 +70,9 @@ def free_port() -> int:
 
 
 class ConnectServer:
-    """A local Spark Connect server whose Python workers run ``worker_python``."""
+    """A local Spark Connect server whose Python workers run ``worker_python`` (its executors'
+    and the driver-side worker that runs a streaming query's ``foreachBatch`` function), with
+    ``workdir`` as its working folder."""
 
     def __init__(self, worker_python: Path, workdir: Path) -> None:
         self.worker_python = worker_python
@@ -91,8 +102,10 @@ class ConnectServer:
         for k, v in conf.items():
             args += ["--conf", f"{k}={v}"]
         log = open(self.workdir / "server.log", "wb")
+        # The server's working folder is ``workdir``: relative paths (a streaming query's
+        # checkpoint) are resolved there, not where the clients run.
         self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     cwd=self.workdir, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -4,7 +4,9 @@ Run as its own process (a SparkContext per process): ``--master`` for a classic 
 tests use ``local-cluster``: executors are separate JVMs whose Python workers run
 ``PYSPARK_PYTHON``) or ``--remote`` for a Spark Connect server.  It appends, re-runs the same
 stage (which must be skipped), overwrites one partition, reads the table back through Spark, and
-prints one JSON line with what happened.
+prints one JSON line with what happened.  With ``--stream SOURCE --checkpoint CHECKPOINT`` it
+instead streams the folder SOURCE into the table (``dcs.write_stream``, one micro-batch per
+file, ``availableNow``) and prints the query's id and the batch ids it ran.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ def main() -> int:
     ap.add_argument("--remote")
     ap.add_argument("--no-ship", action="store_true",
                     help="turn shipping off and print the error the write meets")
+    ap.add_argument("--stream", help="a folder of Parquet files (id long, day int) to stream")
+    ap.add_argument("--checkpoint", help="the streaming query's checkpoint location")
     args = ap.parse_args()
     opts = json.loads(os.environ.get("DC_STORAGE_OPTIONS", "{}"))
 
@@ -36,6 +40,18 @@ def main() -> int:
             "spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "2",
         }, quick_start=True)
     out: dict[str, object] = {}
+    if args.stream:
+        stream = (spark.readStream.schema("id long, day int").option("maxFilesPerTrigger", 1)
+                  .parquet(args.stream))
+        query = dcs.write_stream(stream, args.uri, checkpoint_location=args.checkpoint,
+                                 trigger={"availableNow": True}, storage_options=opts)
+        query.awaitTermination()
+        failure = query.exception()
+        print(json.dumps({"query_id": str(query.id),
+                          "batches": [p["batchId"] for p in query.recentProgress],
+                          "error": str(failure) if failure is not None else None}), flush=True)
+        spark.stop()
+        return 0
     if args.no_ship:
         from deltacommit.errors import DeltaCommitError
 

@@ -2,23 +2,33 @@
 (``local-cluster``: executor JVMs of their own whose Python workers run another interpreter)
 and to a Spark Connect server, and the pipeline runs there as it does locally: an append, the
 same stage re-run and skipped, one partition overwritten, the table read back through Spark;
-deltalake 1.6.0 reads the same rows."""
+deltalake 1.6.0 reads the same rows.  Meanwhile another local user has planted deltacommit zips
+at every name of the shared temp folder they could predict: the executors run our code.
+
+A streaming query over Spark Connect commits each micro-batch from the server's foreachBatch
+worker (which lacks deltacommit too), exactly once, under the query's id."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from deltacommit.testing import S3Bucket
 
-from .executors import ConnectServer, executor_python
+from .executors import CONNECT_PACKAGES, ConnectServer, executor_python
+from .second_user import plant_zips, predictable_zip_paths, shared_temp_folder
 
 APP = Path(__file__).with_name("shipped_app.py")
 
@@ -27,21 +37,42 @@ EXPECTED = sorted([[i, i % 3] for i in range(30) if i % 3] + [[1000 + i, 0] for 
 
 @pytest.fixture(scope="module")
 def worker_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return executor_python(tmp_path_factory.mktemp("executors"))
+    # With the Connect client's packages, which a Connect server's foreachBatch worker needs;
+    # without deltacommit and boto3.
+    return executor_python(tmp_path_factory.mktemp("executors"), CONNECT_PACKAGES)
 
 
 @pytest.fixture(scope="module")
-def connect_url(worker_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def connect_server(worker_python: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     with ConnectServer(worker_python, tmp_path_factory.mktemp("connect")) as server:
-        yield server.url
+        yield server
 
 
-def _run(args: list[str], worker_python: Path,
-         options: dict[str, str] | None = None) -> dict[str, object]:
+@pytest.fixture(scope="module")
+def connect_url(connect_server: ConnectServer) -> str:
+    return connect_server.url
+
+
+@pytest.fixture
+def shared_tmp(tmp_path: Path) -> Iterator[Path]:
+    """The applications' temp folder: shared like /tmp, with deltacommit zips planted by another
+    user at every name they could predict; none of them may ever be imported."""
+    marker = tmp_path / "planted-ran"
+    with shared_temp_folder() as folder:
+        plant_zips(predictable_zip_paths(folder), marker)
+        yield folder
+        assert not marker.exists(), marker.read_text()
+
+
+def _run(args: list[str], worker_python: Path, options: dict[str, str] | None = None, *,
+         tmpdir: Path | None = None, cwd: Path | None = None) -> dict[str, object]:
     env = {**os.environ, "PYSPARK_PYTHON": str(worker_python),
            "PYSPARK_DRIVER_PYTHON": sys.executable, "DC_STORAGE_OPTIONS": json.dumps(options or {})}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     proc = subprocess.run([sys.executable, str(APP), *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, cwd=cwd)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
     result: dict[str, object] = json.loads(lines[-1])
@@ -59,10 +90,11 @@ def _check_pipeline(result: dict[str, object], uri: str, worker_python: Path,
     assert sorted([r["id"], r["day"]] for r in peer.to_pylist()) == EXPECTED
 
 
-def test_classic_cluster_whose_executors_lack_the_package(worker_python: Path,
-                                                          tmp_path: Path) -> None:
+def test_classic_cluster_whose_executors_lack_the_package(worker_python: Path, tmp_path: Path,
+                                                          shared_tmp: Path) -> None:
     uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]"], worker_python)
+    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]"], worker_python,
+                  tmpdir=shared_tmp)
     _check_pipeline(result, uri, worker_python)
 
 
@@ -77,9 +109,9 @@ def test_classic_cluster_on_s3_whose_executors_lack_boto3(worker_python: Path,
 
 
 def test_spark_connect_whose_workers_lack_the_package(worker_python: Path, connect_url: str,
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, shared_tmp: Path) -> None:
     uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--remote", connect_url], worker_python)
+    result = _run(["--uri", uri, "--remote", connect_url], worker_python, tmpdir=shared_tmp)
     _check_pipeline(result, uri, worker_python)
 
 
@@ -93,3 +125,62 @@ def test_without_shipping_the_error_names_the_module_and_the_fix(worker_python: 
     assert "spark.deltacommit.shipPackage" in error
     # Nothing was committed beyond the table's creation.
     assert deltalake.DeltaTable(uri).to_pyarrow_table().num_rows == 0
+
+
+def _files(folder: Path, first: int, count: int) -> None:
+    """``count`` input files of 5 rows each (ids from ``first``), each renamed in whole."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(first, first + count):
+        tmp = folder / f".{n}.tmp"
+        pq.write_table(pa.table({"id": pa.array(range(n * 5, n * 5 + 5), pa.int64()),
+                                 "day": pa.array([n] * 5, pa.int32())}), tmp)
+        tmp.rename(folder / f"part-{n:04d}.parquet")
+
+
+def _txn_versions(uri: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in sorted((Path(uri) / "_delta_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            txn = json.loads(line).get("txn")
+            if txn:
+                out.setdefault(txn["appId"], []).append(int(txn["version"]))
+    return out
+
+
+def test_spark_connect_streams_each_batch_once_under_the_query_id(
+        worker_python: Path, connect_server: ConnectServer, tmp_path: Path,
+        shared_tmp: Path) -> None:
+    # The checkpoint is relative: the server resolves it in its own working folder, the client
+    # runs in another.  Then the query crashes after a Delta commit, and later its checkpoint
+    # is deleted to start again from scratch on a new source.
+    client = tmp_path / "client"
+    client.mkdir()
+    relative = f"ckpt-{uuid.uuid4().hex[:8]}"
+    checkpoint = connect_server.workdir / relative
+    uri, source_a, source_b = str(tmp_path / "t"), tmp_path / "in-a", tmp_path / "in-b"
+
+    def stream(source: Path) -> dict[str, object]:
+        result = _run(["--uri", uri, "--remote", connect_server.url, "--stream", str(source),
+                       "--checkpoint", relative], worker_python, tmpdir=shared_tmp, cwd=client)
+        assert result["error"] is None, result["error"]
+        return result
+
+    _files(source_a, 0, 2)
+    first = stream(source_a)
+    assert first["batches"] == [0, 1] and not (client / relative).exists()
+    assert json.loads((checkpoint / "metadata").read_text())["id"] == first["query_id"]
+    commits = checkpoint / "commits"
+    (commits / "1").unlink()  # the crash: batch 1 is in the table, not in Spark's commit log
+    (commits / ".1.crc").unlink(missing_ok=True)
+    _files(source_a, 2, 1)
+    restarted = stream(source_a)
+    assert restarted["query_id"] == first["query_id"] and restarted["batches"] == [1, 2]
+    shutil.rmtree(checkpoint)
+    _files(source_b, 10, 1)
+    fresh = stream(source_b)
+    assert fresh["query_id"] != first["query_id"] and fresh["batches"] == [0]
+
+    rows = deltalake.DeltaTable(uri).to_pyarrow_table().column("id").to_pylist()
+    assert Counter(rows) == Counter([*range(15), *range(50, 55)])
+    assert _txn_versions(uri) == {str(first["query_id"]): [0, 1, 2],
+                                  str(fresh["query_id"]): [0]}

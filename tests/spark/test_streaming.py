@@ -3,6 +3,9 @@ Spark replays a batch after a crash between the Delta commit and its own commit 
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,6 @@ import pytest
 import deltacommit as dc
 from deltacommit import spark as dcs
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.spark.streaming import stream_app_id
 
 pytestmark = pytest.mark.spark
 
@@ -41,6 +43,11 @@ def _run(spark: Any, source: Path, uri: str, checkpoint: Path, **kw: Any) -> Any
     return query
 
 
+def query_id(checkpoint: Path) -> str:
+    """The id Spark gave the query checkpointed in ``checkpoint``."""
+    return str(json.loads((checkpoint / "metadata").read_text())["id"])
+
+
 def _ids(uri: str) -> Counter[tuple[str, int]]:
     rows = dc.DeltaTable(uri).to_arrow().to_pylist()
     return Counter((r["source"], r["id"]) for r in rows)
@@ -62,8 +69,6 @@ def _batch_versions(uri: str, app_id: str) -> list[int]:
     """The batch ids committed for ``app_id``, one per commit that carries its txn action."""
     out: list[int] = []
     log = Path(uri) / "_delta_log"
-    import json
-
     for f in sorted(log.glob("*.json")):
         for line in f.read_text().splitlines():
             txn = json.loads(line).get("txn")
@@ -81,12 +86,14 @@ def test_a_replayed_batch_is_skipped(spark: Any, tmp_path: Path) -> None:
 
     replayed = _forget_last_batch(ckpt)
     _drop_file(source, "a", 30, 10)
+    first_id = query_id(ckpt)
     query = _run(spark, source, uri, ckpt, partition_by=["source"])
+    assert query.id == first_id  # the same query, restarted from its checkpoint
     # Spark did run the forgotten batch again, then the new one.
     assert [p["batchId"] for p in query.recentProgress][:2] == [replayed, replayed + 1]
     assert _ids(uri) == Counter({("a", i): 1 for i in range(40)})
     # Batch ids 0..3 each committed once; the replay of ``replayed`` committed nothing.
-    assert _batch_versions(uri, stream_app_id(str(ckpt))) == [0, 1, 2, 3]
+    assert _batch_versions(uri, query.id) == [0, 1, 2, 3]
     assert replayed == 2
     peer = deltalake.DeltaTable(uri).to_pyarrow_table()
     assert peer.num_rows == 40
@@ -116,9 +123,10 @@ def test_two_queries_into_one_table_then_a_restart(spark: Any, tmp_path: Path) -
     expected = Counter({("a", i): 1 for i in range(20)} | {("b", i): 1 for i in range(15)})
     got = _ids(uri)
     assert got == expected, {"duplicated": +(got - expected), "missing": +(expected - got)}
-    assert stream_app_id(str(ckpts["a"])) != stream_app_id(str(ckpts["b"]))
-    assert _batch_versions(uri, stream_app_id(str(ckpts["a"]))) == [0, 1, 2, 3]
-    assert _batch_versions(uri, stream_app_id(str(ckpts["b"]))) == [0, 1, 2]
+    ids = {s: query_id(ckpts[s]) for s in ("a", "b")}
+    assert ids["a"] != ids["b"] and ids["a"] == queries[0].id
+    assert _batch_versions(uri, ids["a"]) == [0, 1, 2, 3]
+    assert _batch_versions(uri, ids["b"]) == [0, 1, 2]
 
 
 def test_foreach_batch_for_users_own_streams(spark: Any, tmp_path: Path) -> None:
@@ -136,6 +144,115 @@ def test_foreach_batch_for_users_own_streams(spark: Any, tmp_path: Path) -> None
     q.awaitTermination()
     assert _ids(uri) == Counter({("a", i): 1 for i in range(8)})
     assert _batch_versions(uri, "my-query") == [0, 1]
+
+
+def _foreach_batch_run(spark: Any, source: Path, checkpoint: Path, sink: Any) -> Any:
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    query = (stream.writeStream.option("checkpointLocation", str(checkpoint)).foreachBatch(sink)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def test_a_stream_started_again_from_an_emptied_checkpoint_commits_its_batches(
+        spark: Any, tmp_path: Path) -> None:
+    # The operator deletes the checkpoint to start the stream from scratch (on a new source):
+    # Spark gives the query a new id and numbers its batches from 0 again.  They are new work.
+    uri, ckpt = str(tmp_path / "t"), tmp_path / "ckpt"
+    for i in range(3):
+        _drop_file(tmp_path / "in-a", "a", i * 10, 10)
+    first = _run(spark, tmp_path / "in-a", uri, ckpt)
+    shutil.rmtree(ckpt)
+    for i in range(2):
+        _drop_file(tmp_path / "in-b", "b", i * 10, 10)
+    second = _run(spark, tmp_path / "in-b", uri, ckpt)
+    assert second.id != first.id
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(30)} | {("b", i): 1 for i in range(20)})
+    assert _batch_versions(uri, first.id) == [0, 1, 2]
+    assert _batch_versions(uri, second.id) == [0, 1]
+
+
+def test_foreach_batch_names_the_query_by_its_id(spark: Any, tmp_path: Path) -> None:
+    uri, ckpt = str(tmp_path / "t"), tmp_path / "ckpt"
+    sink = dcs.foreach_batch(uri)  # one function for every run below
+    for i in range(2):
+        _drop_file(tmp_path / "in-a", "a", i * 4, 4)
+    first = _foreach_batch_run(spark, tmp_path / "in-a", ckpt, sink)
+    _forget_last_batch(ckpt)  # the crash after the Delta commit: batch 1 is replayed
+    _foreach_batch_run(spark, tmp_path / "in-a", ckpt, sink)
+    shutil.rmtree(ckpt)  # then a start from scratch on a new source
+    _drop_file(tmp_path / "in-b", "b", 0, 4)
+    second = _foreach_batch_run(spark, tmp_path / "in-b", ckpt, sink)
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(8)} | {("b", i): 1 for i in range(4)})
+    assert _batch_versions(uri, first.id) == [0, 1]
+    assert _batch_versions(uri, second.id) == [0]
+
+
+def test_two_queries_whose_relative_checkpoints_python_would_resolve_alike(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Spark resolves a relative checkpoint against its driver's working folder, which is fixed
+    # when the JVM starts; Python's moves with os.chdir.  Query B's relative checkpoint is a
+    # folder of its own for Spark, but the same folder as query A's for Python.
+    from deltacommit.spark.streaming import _legacy_stream_app_id
+
+    jvm_cwd = spark.sparkContext._jvm.System.getProperty("user.dir")
+    spark_side = tmp_path / "spark-side" / "ckpt"
+    relative = os.path.relpath(spark_side, jvm_cwd)
+    ups = Path(relative).parts.count("..")
+    python_cwd = tmp_path.joinpath(*(["d"] * ups))
+    python_cwd.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(python_cwd)
+    python_side = Path(os.path.abspath(relative))
+    assert python_side != spark_side and tmp_path in python_side.parents
+    # A location-derived id would call the two queries one.
+    assert _legacy_stream_app_id(str(python_side)) == _legacy_stream_app_id(relative)
+
+    uri = str(tmp_path / "t")
+    for i in range(2):
+        _drop_file(tmp_path / "in-a", "a", i * 5, 5)
+        _drop_file(tmp_path / "in-b", "b", i * 5, 5)
+    a = _run(spark, tmp_path / "in-a", uri, python_side)
+    stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+              .parquet(str(tmp_path / "in-b")))
+    b = dcs.write_stream(stream, uri, checkpoint_location=relative,
+                         trigger={"availableNow": True})
+    b.awaitTermination()
+    assert b.exception() is None
+    assert query_id(spark_side) == b.id and query_id(python_side) == a.id != b.id
+    assert _ids(uri) == Counter({(s, i): 1 for s in "ab" for i in range(10)})
+    assert _batch_versions(uri, a.id) == [0, 1] and _batch_versions(uri, b.id) == [0, 1]
+
+
+def test_a_batch_an_earlier_release_committed_just_before_a_crash_is_skipped(
+        spark: Any, tmp_path: Path) -> None:
+    # Earlier releases named a write_stream query by a digest of its checkpoint's location.
+    from deltacommit.spark.streaming import _legacy_stream_app_id
+
+    uri, ckpt = str(tmp_path / "t"), tmp_path / "ckpt"
+    legacy = _legacy_stream_app_id(str(ckpt))
+    for i in range(3):
+        _drop_file(tmp_path / "in", "a", i * 5, 5)
+    _foreach_batch_run(spark, tmp_path / "in", ckpt, dcs.foreach_batch(uri, app_id=legacy))
+    _forget_last_batch(ckpt)  # the crash: batch 2 is in the table, not in Spark's commit log
+    _drop_file(tmp_path / "in", "a", 15, 5)
+    restarted = _run(spark, tmp_path / "in", uri, ckpt)  # this release
+    assert [p["batchId"] for p in restarted.recentProgress][:2] == [2, 3]
+    assert _ids(uri) == Counter({("a", i): 1 for i in range(20)})
+    assert _batch_versions(uri, legacy) == [0, 1, 2]
+    assert _batch_versions(uri, restarted.id) == [3]
+
+    # A first batch 0 is always new work: here the earlier release's run committed batch 0
+    # only, and the checkpoint was then deleted to start again on a new source.
+    uri2, ckpt2 = str(tmp_path / "t2"), tmp_path / "ckpt2"
+    legacy2 = _legacy_stream_app_id(str(ckpt2))
+    _drop_file(tmp_path / "in2", "a", 0, 5)
+    _foreach_batch_run(spark, tmp_path / "in2", ckpt2, dcs.foreach_batch(uri2, app_id=legacy2))
+    shutil.rmtree(ckpt2)
+    _drop_file(tmp_path / "in3", "b", 0, 5)
+    again = _run(spark, tmp_path / "in3", uri2, ckpt2)
+    assert _ids(uri2) == Counter({(s, i): 1 for s in "ab" for i in range(5)})
+    assert _batch_versions(uri2, again.id) == [0]
 
 
 def test_refusals_name_the_table_and_the_way_out(spark: Any, tmp_path: Path) -> None:
@@ -178,14 +295,3 @@ def test_a_replayed_batch_is_skipped_on_s3(spark: Any, moto_server: Any, s3_buck
     txns = [h for h in dc.DeltaTable(uri, storage_options=options).history()
             if h.get("operation") == "WRITE"]
     assert len(txns) == 3  # batches 0, 1, 2; the replay of batch 1 committed nothing
-
-
-def test_one_query_id_for_every_spelling_of_its_checkpoint(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    local = {stream_app_id(s) for s in ("ckpt", "ckpt/", str(tmp_path / "ckpt"),
-                                        f"file:{tmp_path}/ckpt", f"file://{tmp_path}/ckpt/")}
-    assert len(local) == 1
-    assert stream_app_id("s3a://bucket/ckpt/q") == stream_app_id("s3://bucket/ckpt/q/")
-    assert stream_app_id("s3://bucket/ckpt/q1") != stream_app_id("s3://bucket/ckpt/q2")
-    assert stream_app_id("s3://bucket/ckpt/q") not in local
