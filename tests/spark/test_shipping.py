@@ -205,3 +205,18 @@ def test_two_users_run_jobs_one_after_the_other(spark: Any, shared_tmp: Path,
     shipping._shipped.clear()
     assert dcs.write(spark.range(3), str(tmp_path / "ours")).version == 2
     _is_ours(package_zip())
+
+
+def test_a_forked_child_leaves_the_parents_copy_alone(shared_tmp: Path) -> None:
+    script = ("import os, sys\n"
+              "from deltacommit.spark.shipping import package_zip\n"
+              "first = package_zip()\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    sys.exit(0)  # a normal exit: the child's exit handlers run\n"
+              "os.waitpid(pid, 0)\n"
+              "print(first.exists() and package_zip() == first)\n")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "TMPDIR": str(shared_tmp)})
+    assert out.stdout.strip() == "True"
+    assert not list(shared_tmp.glob("deltacommit-ship-*"))  # and the parent's went at its exit

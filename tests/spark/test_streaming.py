@@ -17,7 +17,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
-from deltacommit.errors import InvalidArgumentError
+from deltacommit.errors import DeltaCommitError, InvalidArgumentError
 
 pytestmark = pytest.mark.spark
 
@@ -194,7 +194,7 @@ def test_two_queries_whose_relative_checkpoints_python_would_resolve_alike(
     # Spark resolves a relative checkpoint against its driver's working folder, which is fixed
     # when the JVM starts; Python's moves with os.chdir.  Query B's relative checkpoint is a
     # folder of its own for Spark, but the same folder as query A's for Python.
-    from deltacommit.spark.streaming import _legacy_stream_app_id
+    from deltacommit.spark.streaming import _legacy_stream_app_id, read_query_id
 
     jvm_cwd = spark.sparkContext._jvm.System.getProperty("user.dir")
     spark_side = tmp_path / "spark-side" / "ckpt"
@@ -220,8 +220,23 @@ def test_two_queries_whose_relative_checkpoints_python_would_resolve_alike(
     b.awaitTermination()
     assert b.exception() is None
     assert query_id(spark_side) == b.id and query_id(python_side) == a.id != b.id
+    # Where the id has to be read from the checkpoint (Spark Connect), Spark resolves it too.
+    assert read_query_id(spark, relative, uri) == b.id
     assert _ids(uri) == Counter({(s, i): 1 for s in "ab" for i in range(10)})
     assert _batch_versions(uri, a.id) == [0, 1] and _batch_versions(uri, b.id) == [0, 1]
+
+
+def test_the_query_id_is_read_from_the_checkpoint_named_not_a_glob_of_it(
+        spark: Any, tmp_path: Path) -> None:
+    from deltacommit.spark.streaming import read_query_id
+
+    uri = str(tmp_path / "t")
+    _drop_file(tmp_path / "in", "a", 0, 1)
+    named = _run(spark, tmp_path / "in", uri, tmp_path / "ckpt[12]")
+    _run(spark, tmp_path / "in", uri, tmp_path / "ckpt1")  # what the glob would match
+    assert read_query_id(spark, str(tmp_path / "ckpt[12]"), uri) == named.id
+    with pytest.raises(DeltaCommitError, match="cannot read the streaming query's id"):
+        read_query_id(spark, str(tmp_path / "ckpt*"), uri)
 
 
 def test_a_batch_an_earlier_release_committed_just_before_a_crash_is_skipped(
@@ -265,6 +280,26 @@ def test_refusals_name_the_table_and_the_way_out(spark: Any, tmp_path: Path) -> 
         dcs.write_stream(spark.range(1), uri, checkpoint_location=str(tmp_path / "c"))
     with pytest.raises(InvalidArgumentError, match="app_id"):
         dcs.foreach_batch(uri, app_id="")
+    assert not Path(uri).exists()
+
+
+class _ConnectSession:
+    """Stands for a Spark Connect session (recognised by its module)."""
+
+    __module__ = "pyspark.sql.connect.session"
+
+
+class _ConnectBatch:
+    sparkSession = _ConnectSession()
+
+
+def test_over_connect_foreach_batch_needs_the_checkpoint_to_name_the_query(
+        tmp_path: Path) -> None:
+    # The server's foreachBatch worker is told the batch id only: without the checkpoint (or an
+    # app_id) the batch fails clearly, before anything is written.
+    uri = str(tmp_path / "t")
+    with pytest.raises(InvalidArgumentError, match=f"table {uri}.*Spark Connect.*checkpoint_loc"):
+        dcs.foreach_batch(uri)(_ConnectBatch(), 0)  # type: ignore[arg-type]
     assert not Path(uri).exists()
 
 

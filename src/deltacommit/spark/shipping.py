@@ -75,6 +75,8 @@ class _Folder:
     path: str
     device: int
     inode: int
+    #: The process that made it (a forked child exiting leaves it to its parent).
+    pid: int
 
 
 _lock = threading.RLock()
@@ -204,7 +206,7 @@ def _new_copy(pkg: PackageZip) -> _Folder:
     dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         st = os.fstat(dir_fd)
-        folder = _Folder(path, st.st_dev, st.st_ino)
+        folder = _Folder(path, st.st_dev, st.st_ino, os.getpid())
         fd = os.open(pkg.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                      dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as f:
@@ -217,6 +219,8 @@ def _new_copy(pkg: PackageZip) -> _Folder:
 
 def _remove_copy(folder: _Folder, name: str) -> None:
     """Remove the zip and its folder, if the folder is still the one this process made."""
+    if os.getpid() != folder.pid:
+        return
     try:
         dir_fd = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:

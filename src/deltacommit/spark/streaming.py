@@ -185,7 +185,13 @@ def _sink_loader() -> Callable[..., Any]:
                 raise RuntimeError("the deltacommit package carried by the foreachBatch "
                                    "function does not match its digest")
             folder = tempfile.mkdtemp(prefix="deltacommit-sink-")
-            atexit.register(shutil.rmtree, folder, True)
+            maker = os.getpid()
+
+            def remove() -> None:  # by this process only, not by a forked child
+                if os.getpid() == maker:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+            atexit.register(remove)
             path = os.path.join(folder, f"deltacommit-{digest[:16]}.zip")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as f:
