@@ -72,13 +72,18 @@ def free_port() -> int:
 class ConnectServer:
     """A local Spark Connect server whose Python workers run ``worker_python`` (its executors'
     and the driver-side worker that runs a streaming query's ``foreachBatch`` function), with
-    ``workdir`` as its working folder."""
+    ``workdir`` as its working folder and ``workdir/tmp`` as its Python workers' temp folder."""
 
     def __init__(self, worker_python: Path, workdir: Path) -> None:
         self.worker_python = worker_python
         self.workdir = workdir
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def tmpdir(self) -> Path:
+        """The temp folder of the server's Python workers."""
+        return self.workdir / "tmp"
 
     @property
     def url(self) -> str:
@@ -89,8 +94,10 @@ class ConnectServer:
 
         home = Path(pyspark.__file__).parent
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tmpdir.mkdir(exist_ok=True)
         env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": str(self.worker_python),
-               "SPARK_LOG_DIR": str(self.workdir), "SPARK_PID_DIR": str(self.workdir)}
+               "SPARK_LOG_DIR": str(self.workdir), "SPARK_PID_DIR": str(self.workdir),
+               "TMPDIR": str(self.tmpdir)}
         env.pop("PYSPARK_DRIVER_PYTHON", None)
         conf = {"spark.connect.grpc.binding.port": str(self.port),
                 "spark.connect.grpc.binding.address": "127.0.0.1",

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -184,3 +185,14 @@ def test_spark_connect_streams_each_batch_once_under_the_query_id(
     assert Counter(rows) == Counter([*range(15), *range(50, 55)])
     assert _txn_versions(uri) == {str(first["query_id"]): [0, 1, 2],
                                   str(fresh["query_id"]): [0]}
+    # The server ends each query's foreachBatch worker; its private folders (the zip it was
+    # carried, the zip it sent to the executors) go with it.
+    deadline = time.monotonic() + 60
+    while _private_folders(connect_server.tmpdir) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the server stops workers on its own schedule; nothing to wait on
+    assert not _private_folders(connect_server.tmpdir)
+
+
+def _private_folders(tmpdir: Path) -> list[str]:
+    return [p.name for p in tmpdir.iterdir()
+            if p.name.startswith(("deltacommit-ship-", "deltacommit-sink-"))]

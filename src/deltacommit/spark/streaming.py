@@ -169,7 +169,8 @@ def _sink_loader() -> Callable[..., Any]:
     It is made inside this function so that cloudpickle pickles it by value, and it refers to
     nothing but the standard library: the zip it is given (checked against its SHA-256) is
     written with an exclusive create into a new folder of mode 0700 and put first on
-    ``sys.path``, unless deltacommit is already imported in that process."""
+    ``sys.path``, unless deltacommit is already imported in that process.  The folder is
+    removed when the process exits, also when a Connect server ends it with SIGTERM."""
 
     def load_batch_sink(config: dict[str, Any], package: bytes | None,
                         digest: str | None) -> Any:
@@ -177,9 +178,22 @@ def _sink_loader() -> Callable[..., Any]:
         import hashlib
         import os
         import shutil
+        import signal
         import sys
         import tempfile
+        import threading
 
+        if ("SPARK_CONNECT_LOCAL_URL" in os.environ
+                and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+            # A Connect server's foreachBatch worker, which the server ends with SIGTERM when
+            # the query stops: exit through SystemExit, so that the exit handlers remove this
+            # process's private folders (the carried zip, the one shipped to executors).
+            def stop(signum: int, frame: Any) -> None:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one while exiting
+                raise SystemExit(128 + signum)
+
+            signal.signal(signal.SIGTERM, stop)
         if package is not None and digest is not None and "deltacommit" not in sys.modules:
             if hashlib.sha256(package).hexdigest() != digest:
                 raise RuntimeError("the deltacommit package carried by the foreachBatch "
