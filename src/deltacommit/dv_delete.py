@@ -7,6 +7,12 @@ predicate references data columns.  Each file with matching rows keeps its Parqu
 new DVs in one ``deletion_vector_<uuid>.bin`` at the table root (as Spark writes them); a file
 left with no row is removed outright.  Rows are deleted where the predicate is TRUE (SQL logic:
 NULL deletes nothing).
+
+Before it commits, the delete proves its output (``check_output``): each touched file's rows
+as the new deletion vector, read back from the file just written, leaves them must be exactly
+the rows its old deletion vector left less those the predicate matches among them, computed
+again from the live rows.  Otherwise the new deletion-vector file is deleted and
+``RewriteCheckError`` says so; nothing is committed.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit_info import json_text
-from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.errors import RewriteCheckError, UnsupportedProtocolError
+from deltacommit.fingerprint import row_differences
 from deltacommit.log.actions import Add
 from deltacommit.log.deletion_vectors import (
     encode_bitmap_array,
@@ -80,7 +87,7 @@ def deletes_write_dvs(table: DeletingTable) -> bool:
 
 
 def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
-    from deltacommit.deletion_vector_io import deleted_rows
+    from deltacommit.deletion_vector_io import deleted_rows, keep_mask
 
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
     if change_data_feed_enabled(table.protocol, table.configuration):
@@ -95,6 +102,8 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
         scan = replace(table.file_scan(table.schema), physical_rows=True)
         removes: list[Add] = []
         kept: list[tuple[Add, bytes, int]] = []
+        #: Each touched file's physical rows and the rows that should survive the delete.
+        proofs: list[tuple[Add, pa.Table, pa.Table]] = []
         deleted_now = 0
         for add in files:
             data = scan.read(add)
@@ -111,13 +120,17 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
                 continue
             deleted_now += len(rows) - len(old)
             removes.append(add)
+            live = data.filter(keep_mask(old, n, f"{where}: {add.path}")) if len(old) else data
+            proofs.append((add, data, _without_matches(live, expression)))
             if len(rows) < n:
                 kept.append((add, encode_bitmap_array(rows), len(rows)))
         adds: list[Add] = []
+        dv_file: str | None = None
         if kept:
             content, offsets = encode_file([b for _, b, _ in kept])
             uid = uuid.uuid4()
-            table.log_store.store.put(f"deletion_vector_{uid}.bin", content)
+            dv_file = f"deletion_vector_{uid}.bin"
+            table.log_store.store.put(dv_file, content)
             key = relative_dv_path_or_inline("", uid)
             adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
                         stats=a.stats, tags=a.tags,
@@ -128,6 +141,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
                                          "offset": off, "sizeInBytes": len(blob),
                                          "cardinality": card})
                     for (a, blob, card), off in zip(kept, offsets, strict=True)]
+        check_output(table, proofs, adds, dv_file, where)
         txn.remove(removes)
         txn.add(adds)
         txn.operation_metrics["numRemovedFiles"] = str(len(removes) - len(adds))
@@ -139,4 +153,51 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
     return txn.result
 
 
-__all__ = ["DeletingTable", "delete_with_deletion_vectors", "deletes_write_dvs"]
+def _without_matches(live: pa.Table, expression: Any) -> pa.Table:
+    """The rows of ``live`` for which the delete's predicate is not TRUE."""
+    n = live.num_rows
+    matched = (live.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+               .filter(expression).column("__row").to_numpy())
+    keep = np.ones(n, dtype=bool)
+    keep[matched] = False
+    return live.filter(pa.array(keep))
+
+
+def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],
+                 adds: list[Add], dv_file: str | None, where: str) -> None:
+    """RewriteCheckError, after deleting ``dv_file``, unless every touched file's rows as
+    its new deletion vector (read back from storage) leaves them are the rows expected: a
+    file without a new ``add`` must keep none."""
+    from deltacommit.deletion_vector_io import kept_rows
+
+    store = table.log_store.store
+    root = parse_location(table.uri)
+    by_path = {a.path: a for a in adds}
+    for old, data, expected in proofs:
+        new = by_path.get(old.path)
+        try:
+            if new is None:
+                found = data.slice(0, 0)
+            else:
+                assert new.deletion_vector is not None
+                found = data.filter(kept_rows(
+                    store, root, table.uri, new.deletion_vector, data_file=new.path,
+                    num_rows=data.num_rows, storage_options=table.storage_options,
+                    allow_external=table.allow_external_paths))
+            problems = row_differences(expected, found)
+        except Exception as e:
+            if dv_file is not None:
+                store.delete(dv_file)
+            raise RewriteCheckError(f"{where}: the deletion vector written for {old.path} "
+                                    f"cannot be read back ({e}); it was deleted and nothing "
+                                    "was committed") from None
+        if problems:
+            if dv_file is not None:
+                store.delete(dv_file)
+            raise RewriteCheckError(
+                f"{where}: the new deletion vector of {old.path} leaves {'; '.join(problems)}, "
+                "not its live rows less those the predicate matches; the deletion-vector file "
+                "was deleted and nothing was committed")
+
+
+__all__ = ["DeletingTable", "check_output", "delete_with_deletion_vectors", "deletes_write_dvs"]

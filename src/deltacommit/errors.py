@@ -116,6 +116,16 @@ class ExpressionValueError(InvalidArgumentError):
     division by zero, a cast the value does not fit.  Nothing was written."""
 
 
+class RewriteCheckError(DeltaCommitError):
+    """A rewrite (compaction, Z-order, a row-level delete) wrote files that do not hold exactly
+    the rows it should have: the files were deleted and nothing was committed."""
+
+
+class StagedFilesExpiredError(DeltaCommitError):
+    """Files a writer wrote are too old to commit safely: a concurrent VACUUM may have deleted
+    them (``staged_files``).  They were deleted and nothing was committed; write again."""
+
+
 class CoordinationMismatchError(DeltaCommitError):
     """The writer's commit mechanism differs from the one the table was created with.
 

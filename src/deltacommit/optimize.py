@@ -17,6 +17,14 @@ file without a deletion vector is left alone.  ``min_commit_interval`` commits t
 so far whenever that many seconds have passed, so a long compaction publishes progress and a
 concurrent delete costs at most the bins of one interval.  The metrics are deltalake's.
 
+Each bin proves its output before it is committed (``rewrite_check``): the files written are
+read back and must hold exactly the rows read from the bin's files, deletion vectors applied,
+or they are deleted and ``RewriteCheckError`` stops the compaction (bins committed before it
+stay: each was proven).  A bin is committed only within ``staged_files.COMMIT_WINDOW_MS`` of
+the start of its rewrite, so that a VACUUM with a short retention cannot have deleted what it
+commits; the bins done are committed before the oldest is half that old, and a bin too old
+(a rewriter stopped for that long) has its files deleted and is left for the next run.
+
 On a table with row tracking enabled, rewritten rows get fresh ids like any new file, and keep
 their stable row ids and row commit versions in the table's hidden materialized columns
 (``delta.rowTracking.materialized*ColumnName``), as Spark's OPTIMIZE writes them.
@@ -34,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from deltacommit.clock import Clock, RandomSource
+from deltacommit.clock import Clock, RandomSource, now_ms
 from deltacommit.datafiles import WriteTarget, delete_files, write_rows
 from deltacommit.errors import (
     ConcurrentDeleteDeleteException,
@@ -47,9 +55,11 @@ from deltacommit.log.actions import Add
 from deltacommit.log.json_values import loads
 from deltacommit.log.replay import file_key
 from deltacommit.predicates import TRUE, Predicate, from_partition_filters, parse_predicate
+from deltacommit.rewrite_check import check_rewritten
 from deltacommit.scan import select_files
+from deltacommit.staged_files import COMMIT_WINDOW_MS, may_commit
 from deltacommit.threads import CallThreads
-from deltacommit.zorder import MAX_COLUMNS, z_sorted
+from deltacommit.zorder import MAX_COLUMNS, unorderable_reason, z_sorted
 
 if TYPE_CHECKING:
     from deltacommit.scan import FileScan
@@ -124,6 +134,18 @@ class CompactionBin:
     partition: tuple[tuple[str, str | None], ...]
     files: list[Add]
     added: list[Add] = field(default_factory=list)
+    #: Whether the rewriter read ``added`` back and found exactly the rows of ``files``
+    #: (``rewrite_check``); a bin not checked is checked before it is committed.
+    checked: bool = False
+    #: The rewriter's clock (ms) before it began writing ``added``: the bin is committed only
+    #: within ``staged_files.COMMIT_WINDOW_MS`` of it, so that no VACUUM can have deleted them.
+    started_ms: int | None = None
+
+    def describe(self, uri: str) -> str:
+        """The bin in an error message."""
+        where = ", ".join(f"{k}={v}" for k, v in self.partition) or "the table"
+        return (f"compaction of table {uri}: the bin of {len(self.files)} files of {where} "
+                f"(first {self.files[0].path if self.files else None})")
 
     @property
     def size(self) -> int:
@@ -274,8 +296,9 @@ class TableOptimizer:
                 "rewriter keeps (t.optimize.compact); Spark tasks would give rows new ids")
         rewrite = rewriter or self._thread_rewriter(snap, max_concurrent_tasks, hidden=hidden)
         return self._execute(bins, considered, skipped, size, pred, WriteTarget.of(uri, snap),
-                             rewrite, progress=progress, min_commit_interval=min_commit_interval,
-                             auto=auto, z_order_by=(), measure_first=True)
+                             rewrite, table.file_scan(snap.schema), progress=progress,
+                             min_commit_interval=min_commit_interval, auto=auto, z_order_by=(),
+                             measure_first=True)
 
     def z_order(self, columns: Iterable[str], partition_filters: Sequence[Any] | None = None,
                 target_size: int | None = None, max_concurrent_tasks: int | None = None,
@@ -304,6 +327,11 @@ class TableOptimizer:
             raise InvalidArgumentError(
                 f"Z-order of table {uri}: {partitioned} are partition columns, which are "
                 "constant within a file; Z-order by data columns")
+        for c in names:
+            reason = unorderable_reason(snap.schema.field(c).type)
+            if reason is not None:
+                raise InvalidArgumentError(f"Z-order of table {uri}: column {c!r} cannot be "
+                                           f"Z-ordered: {reason}")
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
         bins: dict[tuple[tuple[str, str | None], ...], CompactionBin] = {}
@@ -316,7 +344,8 @@ class TableOptimizer:
                                         target_size=size,
                                         hidden=_materialized_columns(snap, uri))
         return self._execute(list(bins.values()), considered, 0, size, pred,
-                             WriteTarget.of(uri, snap), rewrite, progress=progress,
+                             WriteTarget.of(uri, snap), rewrite, table.file_scan(snap.schema),
+                             progress=progress,
                              min_commit_interval=min_commit_interval, auto=False,
                              z_order_by=tuple(names), measure_first=False)
 
@@ -338,44 +367,63 @@ class TableOptimizer:
                                        f"number of seconds >= 0, got {min_commit_interval!r}")
 
     def _execute(self, bins: list[CompactionBin], considered: int, skipped: int, size: int,
-                 pred: Predicate, target: WriteTarget, rewrite: BinRewriter, *,
+                 pred: Predicate, target: WriteTarget, rewrite: BinRewriter, scan: FileScan, *,
                  progress: Callable[[int, int], None] | None, min_commit_interval: float | None,
                  auto: bool, z_order_by: tuple[str, ...], measure_first: bool) -> dict[str, Any]:
-        """Rewrite the bins and commit them in rounds; the metrics."""
+        """Rewrite the bins and commit them in rounds; the metrics.
+
+        Whatever stops the compaction (a bin whose output fails its check, a rewriter's
+        error) leaves no file of an uncommitted bin behind; bins committed before it stay."""
         table = self.table
         versions: list[int] = []
         done: list[CompactionBin] = []
         lost: list[CompactionBin] = []
+        expired: list[CompactionBin] = []
         pending: list[CompactionBin] = []
         started = time.monotonic()
         ready: list[CompactionBin] = []
-        params = (pred, size, versions, done, lost, auto, z_order_by)
-        if measure_first and len(bins) > 1:
-            # Many tiny files are mostly Parquet overhead, so a bin of target_size bytes of
-            # them rewrites into a far smaller file.  The first bin measures how much the
-            # rewrite shrinks the input; the rest are binned to that ratio, so the files
-            # written come out near target_size instead of a fraction of it.
-            [first] = list(rewrite(bins[:1], target))
-            out = sum(a.size for a in first.added)
-            ratio = min(1.0, max(out / max(first.size, 1), 1 / 1024))
-            more, _, lone = plan_bins([a for b in bins[1:] for a in b.files],
-                                      max(size, int(size / ratio)))
-            bins = [first, *more]
-            ready = [first]
-            skipped += lone
-        rest = bins[len(ready):]
-        for n, b in enumerate(itertools.chain(ready, rewrite(rest, target) if rest else ()), 1):
-            pending.append(b)
-            if progress is not None:
-                progress(n, len(bins))
-            if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
-                    min_commit_interval is not None
-                    and time.monotonic() - started >= min_commit_interval):
-                self._commit(pending, *params)
+        params = (pred, size, versions, done, lost, expired, auto, z_order_by)
+        stream: Iterator[CompactionBin] | None = None
+        try:
+            if measure_first and len(bins) > 1:
+                # Many tiny files are mostly Parquet overhead, so a bin of target_size bytes
+                # of them rewrites into a far smaller file.  The first bin measures how much
+                # the rewrite shrinks the input; the rest are binned to that ratio, so the
+                # files written come out near target_size instead of a fraction of it.
+                first = list(self._proven(rewrite, bins[:1], target, scan))
+                pending.extend(first)  # (its files are deleted if anything below fails)
+                [one] = first
+                out = sum(a.size for a in one.added)
+                ratio = min(1.0, max(out / max(one.size, 1), 1 / 1024))
+                more, _, lone = plan_bins([a for b in bins[1:] for a in b.files],
+                                          max(size, int(size / ratio)))
+                bins = [one, *more]
+                ready = [one]
                 pending = []
-                started = time.monotonic()
-        if pending:
-            self._commit(pending, *params)
+                skipped += lone
+            rest = bins[len(ready):]
+            stream = self._proven(rewrite, rest, target, scan) if rest else iter(())
+            for n, b in enumerate(itertools.chain(ready, stream), 1):
+                pending.append(b)
+                if progress is not None:
+                    progress(n, len(bins))
+                oldest = min(x.started_ms or 0 for x in pending)
+                if sum(len(x.files) for x in pending) >= MAX_FILES_PER_COMMIT or (
+                        min_commit_interval is not None
+                        and time.monotonic() - started >= min_commit_interval) or (
+                        now_ms(table.clock) - oldest >= COMMIT_WINDOW_MS // 2):
+                    batch, pending = pending, []
+                    self._commit(batch, *params)
+                    started = time.monotonic()
+            if pending:
+                batch, pending = pending, []
+                self._commit(batch, *params)
+        except BaseException:
+            if stream is not None and hasattr(stream, "close"):
+                stream.close()  # the rewriter's bins in flight: finished and their files deleted
+            for b in pending:  # rewritten, never committed
+                delete_files(table.store, b.added)
+            raise
         removed = [a.size for b in done for a in b.files]
         added = [a.size for b in done for a in b.added]
         return {
@@ -386,22 +434,47 @@ class TableOptimizer:
             "partitionsOptimized": len({b.partition for b in done}),
             "numBatches": len(bins),
             "totalConsideredFiles": considered,
-            "totalFilesSkipped": skipped + sum(len(b.files) for b in lost),
+            "totalFilesSkipped": skipped + sum(len(b.files) for b in lost + expired),
             "preserveInsertionOrder": True,
             "binsLostToConcurrentRemoves": len(lost),
+            "binsExpiredBeforeCommit": len(expired),
             "commitAttempts": self.attempts,
             "versions": versions,
             "version": versions[-1] if versions else table.version,
         }
 
+    def _proven(self, rewrite: BinRewriter, bins: Sequence[CompactionBin],
+                target: WriteTarget, scan: FileScan) -> Iterator[CompactionBin]:
+        """``rewrite``'s bins, each with a start time and its output proven: a rewriter that
+        did not check its bins (``CompactionBin.checked``) has them checked here, reading
+        both sides again; one that gave no start time gets the time before it was called."""
+        table = self.table
+        before = now_ms(table.clock)
+        stream = rewrite(bins, target)
+        try:
+            for b in stream:
+                if b.started_ms is None:
+                    b.started_ms = before
+                if not b.checked:
+                    check_rewritten(scan, table.store, scan.read_many(b.files), b.added,
+                                    what=b.describe(table.uri))
+                    b.checked = True
+                yield b
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
     def _thread_rewriter(self, snap: Snapshot, max_concurrent_tasks: int | None, *,
                          order_by: Sequence[str] = (), target_size: int | None = None,
                          hidden: tuple[str, str] | None = None) -> BinRewriter:
         """Bins rewritten by threads of this process (in Z-order over ``order_by``, split
-        into files of about ``target_size`` bytes, when given)."""
+        into files of about ``target_size`` bytes, when given), each checked against its
+        input before it is handed on."""
         table = self.table
         scan = table.file_scan(snap.schema)
         read: Callable[[Add], pa.Table] = scan.read
+        read_back: Callable[[Sequence[Add]], pa.Table] | None = None
         if hidden is not None:
             # Physical rows with their stable ids and row commit versions, which the new
             # files keep in the table's hidden materialized columns (fresh ids change).
@@ -412,10 +485,15 @@ class TableOptimizer:
 
             def read(a: Add) -> pa.Table:
                 return _with_stable_ids(id_scan, a, names)
+
+            def read_back(adds: Sequence[Add]) -> pa.Table:
+                # New files hold every id in the hidden columns, and no deletion vector.
+                return pa.concat_tables([id_scan.read(a) for a in adds])
         workers = max_concurrent_tasks or (1 if table.store.local_path("") else 8)
 
         def rewrite_one(b: CompactionBin, target: WriteTarget,
                         readers: CallThreads) -> CompactionBin:
+            b.started_ms = now_ms(table.clock)
             # Reading many small files waits on opening each; pyarrow releases the GIL, so
             # they are read a few at a time even on local disk.
             if hidden is None:
@@ -429,9 +507,13 @@ class TableOptimizer:
                 rows = z_sorted(rows, order_by)
                 per_byte = rows.num_rows / max(b.size, 1)
                 file_rows = max(1, int(per_byte * (target_size or DEFAULT_TARGET_SIZE)))
+            written = write_rows(table.store, target, rows, clock=table.clock,
+                                 random=table.random, target_file_rows=file_rows)
+            check_rewritten(scan, table.store, rows, written, what=b.describe(table.uri),
+                            read_back=read_back)
             b.added = [replace(a, data_change=False, stats=_without_columns(a.stats, hidden or ()))
-                       for a in write_rows(table.store, target, rows, clock=table.clock,
-                                           random=table.random, target_file_rows=file_rows)]
+                       for a in written]
+            b.checked = True
             return b
 
         def rewrite(bins: Sequence[CompactionBin], target: WriteTarget
@@ -439,8 +521,22 @@ class TableOptimizer:
             with CallThreads(max_workers=8) as readers, \
                     CallThreads(max_workers=workers) as pool:
                 futures = [pool.submit(rewrite_one, b, target, readers) for b in bins]
-                for f in futures:
-                    yield f.result()
+                handed = 0
+                try:
+                    for f in futures:
+                        yield f.result()
+                        handed += 1
+                finally:
+                    # Stopped early (a bin failed its check, the caller gave up): the bins
+                    # not handed on are never committed, so their files go.
+                    for f in futures[handed:]:
+                        if f.cancel():
+                            continue
+                        try:
+                            left = f.result()
+                        except Exception:  # its own failure: nothing of it to undo
+                            continue
+                        delete_files(table.store, left.added)
 
         return rewrite
 
@@ -466,13 +562,22 @@ class TableOptimizer:
         return pred
 
     def _commit(self, bins: list[CompactionBin], pred: Predicate, size: int, versions: list[int],
-                done: list[CompactionBin], lost: list[CompactionBin], auto: bool = False,
+                done: list[CompactionBin], lost: list[CompactionBin],
+                expired: list[CompactionBin], auto: bool = False,
                 z_order_by: tuple[str, ...] = ()) -> None:
         """Commit ``bins``; after a concurrent remove of some of their files, again with the
-        bins left intact (the others' new files deleted)."""
+        bins left intact (the others' new files deleted).  Each attempt takes only bins still
+        within the commit window (``staged_files``); older ones are deleted and left."""
         table = self.table
         live = list(bins)
         for _ in range(_MAX_ROUNDS):
+            now = now_ms(table.clock)
+            fresh = [b for b in live if b.started_ms is None or may_commit(b.started_ms, now)]
+            for b in live:
+                if b not in fresh:
+                    delete_files(table.store, b.added)
+                    expired.append(b)
+            live = fresh
             if not live:
                 return
             txn = table.transaction("OPTIMIZE", {

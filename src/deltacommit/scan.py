@@ -178,14 +178,15 @@ class FileScan:
         """The rows of several files of one partition, in order.
 
         Local files without deletion vectors (compaction's usual input: many small files
-        of one partition) are read as one pyarrow dataset, whose threads open and decode
-        them together; opening file by file costs more than the bytes in each.  Anything
-        else, or files the dataset cannot read as one (types that differ between files),
-        is read file by file (through ``pool_map``, a thread pool's ``map``, when given),
-        with the same result and the same errors."""
+        of one partition) are read by a lean loop (``_read_local``); going through ``read``
+        for each costs more than the bytes in a small file.  Each file is read in its own
+        Parquet schema, and every run of files with one schema is conformed to the table's
+        schema as ``read`` conforms a file alone: a file written before a type widening or
+        before a nested field was added reads widened, and one written after it is never
+        narrowed to an older file's types.  Anything else, or files the loop cannot read, is
+        read file by file (through ``pool_map``, a thread pool's ``map``, when given), with
+        the same result and the same errors."""
         if self._one_dataset(adds):
-            import pyarrow.dataset as pds
-
             root = parse_location(self.table_uri)
             paths: list[str] = []
             for a in adds:
@@ -198,25 +199,36 @@ class FileScan:
                     break
                 paths.append(local)
             if paths:
-                pset = set(self.partition_columns)
-                pcols = [c for c in self.partition_columns if c in self.out_schema.names]
                 try:
-                    first = pq.read_schema(paths[0])
-                    sources = self._sources(first, pset)
-                    if len(sources) < len([f for f in self.out_schema if f.name not in pset]):
-                        # The first file lacks a column (it predates the column): another
-                        # file's values of it must not be read as the first file's nulls.
-                        raise pa.ArrowInvalid("files of differing columns")
-                    data = pds.dataset(paths, format="parquet", schema=first).to_table(
-                        columns=list(dict.fromkeys(sources.values())))
-                    return self._conformed(data, data.num_rows, sources, pcols,
-                                           adds[0].partition_values)
+                    return self._read_local(paths, adds[0].partition_values)
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                         OSError):
                     pass  # read file by file below, which names the file at fault
         if not adds:
             return self.out_schema.empty_table()
         return pa.concat_tables(list((pool_map or map)(self.read, adds)))
+
+    def _read_local(self, paths: Sequence[str], partition_values: Mapping[str, str | None]
+                    ) -> pa.Table:
+        """The rows of local files of one partition, without deletion vectors, in order:
+        one after the other (pyarrow's own threads cost more than they save on small
+        files), each in its own schema, conformed per run of files sharing a schema."""
+        pset = set(self.partition_columns)
+        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+        runs: list[tuple[pa.Schema, dict[str, str], list[pa.Table]]] = []
+        for path in paths:
+            pf = pq.ParquetFile(path, memory_map=True)
+            schema = pf.schema_arrow
+            if not runs or not runs[-1][0].equals(schema):
+                runs.append((schema, self._sources(schema, pset), []))
+            _, sources, parts = runs[-1]
+            parts.append(pf.read(columns=list(dict.fromkeys(sources.values())),
+                                 use_threads=False))
+        out = []
+        for _, sources, parts in runs:
+            data = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+            out.append(self._conformed(data, data.num_rows, sources, pcols, partition_values))
+        return out[0] if len(out) == 1 else pa.concat_tables(out)
 
     def _one_dataset(self, adds: Sequence[Add]) -> bool:
         return (len(adds) > 1 and self.column_mapping == "none" and not self.physical_rows

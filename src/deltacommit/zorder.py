@@ -18,6 +18,30 @@ import pyarrow.compute as pc
 
 MAX_COLUMNS = 64
 
+#: What ``unorderable_reason`` tells a user Z-order accepts.
+ORDERABLE = ("numbers (integers, floats, decimals), booleans, strings, binaries, dates, "
+             "timestamps, times and durations")
+
+
+def unorderable_reason(t: pa.DataType) -> str | None:
+    """Why a column of type ``t`` cannot be Z-ordered (None when it can): only values with one
+    total order get a rank; structs, lists and maps have none Delta defines."""
+    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_temporal(t)
+            or pa.types.is_null(t)):
+        return None
+    if pa.types.is_struct(t):
+        kind = "a struct"
+    elif pa.types.is_map(t):
+        kind = "a map"
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        kind = "a list"
+    else:
+        kind = "a type without an order"
+    return f"it is {kind} ({t}); Z-order ranks {ORDERABLE}"
+
 
 def z_values(data: pa.Table, columns: Sequence[str]) -> np.ndarray[Any, np.dtype[np.uint64]]:
     """The Z-order code of each row over ``columns`` (nulls first in each column)."""

@@ -19,11 +19,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
         "nested", "row_filters", "constraints", "generated", "identity", "journal",
         "zorder", "column_mapping", "type_widening", "schema_walk", "threads",
-        "sql_semantics")),
+        "sql_semantics", "fingerprint", "staged_files")),
     ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
     ("logstore", ("logstore",)),
     ("engine", (
-        "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan")),
+        "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan",
+        "rewrite_check")),
     ("table", (
         "transaction", "group_host", "coalesce", "table", "writer", "appender", "maintenance",
         "auto_compact", "dv_delete", "optimize", "coordination", "verify", "properties",
