@@ -12,7 +12,6 @@ import os
 import stat
 from collections.abc import Mapping
 from typing import Any, cast
-from urllib.parse import quote
 
 import numpy as np
 import numpy.typing as npt
@@ -27,16 +26,14 @@ from deltacommit.log.deletion_vectors import (
     extract_from_file,
     extract_segment,
 )
-from deltacommit.log.paths import Location, locate_data_file
+from deltacommit.log.paths import Location, deletion_vector_path, locate_data_file
 from deltacommit.storage.base import ObjectStore
 
 
 def dv_file_path(dv: DeletionVectorDescriptor) -> str | None:
-    """The DV file of ``dv`` as an ``add.path``-style reference (None for inline DVs)."""
-    rel = dv.relative_path()
-    if rel is not None:
-        return quote(rel, safe="/")
-    return dv.absolute_path()
+    """The DV file of ``dv`` as an ``add.path``-style reference (None for inline DVs): the
+    one spelling VACUUM resolves too (``log.paths.deletion_vector_path``)."""
+    return deletion_vector_path(dv.to_json())
 
 
 def deleted_rows(store: ObjectStore, root: Location, table: str, descriptor: Mapping[str, Any],

@@ -9,6 +9,11 @@ checkpoint would lose the table.  Time comes from the caller's injectable clock.
 
 Sidecar files of V2 checkpoints are deleted only when old and named by no remaining checkpoint.
 
+Nothing outside the table is deleted: the log is listed for cleanup and deleted from through
+``ObjectStore.list_contained``/``delete_contained``, which on a local file system never pass
+through a symbolic link (a ``_delta_log/.tmp`` or ``_sidecars`` linked elsewhere is left
+alone, and a warning says so).
+
 Runs as a post-commit hook after each checkpoint (``checkpoint.after_commit``) and on request
 (``maintenance.cleanup_log``); it takes the log store, the table's configuration and a clock,
 so it sits below the table layer.
@@ -119,7 +124,7 @@ def _expired_prefix(log_store: LogStore, cutoff_ms: int) -> list[LogFile]:
         return []
     out: list[LogFile] = []
     prev = -1
-    for meta in log_store.store.list(f"{LOG_DIR}/"):
+    for meta in log_store.store.list_contained(f"{LOG_DIR}/"):
         name = meta.path[len(LOG_DIR) + 1:]
         if "/" in name:
             continue
@@ -196,8 +201,8 @@ def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | N
     store = log_store.store
     # The log files and temp files first, then the sidecars only they may have named; each a
     # batch (one DeleteObjects request per 1,000 objects on S3).
-    store.delete_many([f.path for f in doomed] + temps)
-    store.delete_many(sidecars)
+    store.delete_contained([f.path for f in doomed] + temps)
+    store.delete_contained(sidecars)
     logger.info("log cleanup of %s deleted %d files before checkpoint %d, %d temporary files "
                 "and %d unreferenced sidecars", uri, len(doomed), keep_from, len(temps),
                 len(sidecars))
@@ -223,7 +228,7 @@ def _unreferenced_sidecars(log_store: LogStore, doomed: set[str], before_ms: int
     """
     store = log_store.store
     prefix = f"{SIDECAR_DIR}/"
-    old = [m.path for m in store.list(prefix)
+    old = [m.path for m in store.list_contained(prefix)
            if _is_sidecar_name(m.path[len(prefix):]) and m.last_modified_ms < before_ms]
     if not old:
         return []
@@ -305,7 +310,7 @@ def _expired_temp_files(log_store: LogStore, before_ms: int) -> list[str]:
     """
     out: list[str] = []
     for prefix in _TEMP_PREFIXES:
-        for meta in log_store.store.list(prefix):
+        for meta in log_store.store.list_contained(prefix):
             if meta.last_modified_ms < before_ms and meta.path != DYNAMODB_MARKER:
                 out.append(meta.path)
     return out

@@ -12,6 +12,14 @@ too (a reader of a slightly older snapshot may still open them), and the age tes
 protects data that a writer has written but not yet committed.  ``_delta_log`` and every hidden
 path (``_``/``.``-prefixed, except partition directories of ``_``-prefixed columns) are never
 touched.
+
+Whatever the retention, a file no version names (a writer's, not yet committed) is kept until
+it is an hour old (``staged_files``: writers commit within the window that makes this safe),
+unless the caller says no writer is running (``protect_uncommitted=False``).  Each path the
+log names keeps every key a reader could take it to name (``log.paths.vacuum_keys``: data
+files and deletion vectors alike, decoded once, not at all or twice).  The table's folder is
+listed and deleted from without passing through a symbolic link (``list_contained``): a
+partition folder or file linked from elsewhere is neither followed nor unlinked.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from deltacommit.log.paths import (
     is_plain_relative,
     normalise_segments,
     parse_location,
-    resolve,
+    vacuum_keys,
 )
 from deltacommit.log_cleanup import (  # re-exported: the pure rules of log cleanup
     DAY_MS,
@@ -40,6 +48,7 @@ from deltacommit.log_cleanup import (  # re-exported: the pure rules of log clea
     cutoff_commit,
     files_before_checkpoint,
 )
+from deltacommit.staged_files import UNCOMMITTED_FLOOR_MS, untracked_deletable
 from deltacommit.storage.base import DELETE_BATCH
 from deltacommit.threads import CallThreads
 
@@ -87,7 +96,8 @@ def is_hidden(path: str, partition_columns: list[str]) -> bool:
 def live_relative_paths(uri: str, paths: Iterable[tuple[str, dict[str, object] | None]]
                         ) -> set[str]:
     """The store keys, inside the table, of every data file and deletion-vector file that
-    ``paths`` (log path, deletion vector descriptor) reference, by the one path rule.
+    ``paths`` (log path, deletion vector descriptor) reference: by the one path rule, and by
+    every other reading a peer could make of the same spelling (``vacuum_keys``).
 
     A path that cannot be resolved makes the whole set unknowable, so it raises: a vacuum that
     guessed would delete a live file.
@@ -95,17 +105,21 @@ def live_relative_paths(uri: str, paths: Iterable[tuple[str, dict[str, object] |
     root = parse_location(uri)
     out: set[str] = set()
     for path, dv in paths:
-        for p in (path, deletion_vector_path(dv, table=uri) if dv else None):
+        try:
+            dv_path = deletion_vector_path(dv, table=uri) if dv else None
+        except CorruptLogError as e:
+            raise CorruptLogError(
+                f"vacuum of {uri}: cannot tell which file the deletion vector {dv!r} of "
+                f"{path!r} names ({e}); nothing was deleted") from None
+        for p in (path, dv_path):
             if p is None:
                 continue
             try:
-                resolved = resolve(root, p, table=uri)
+                out |= vacuum_keys(root, p, table=uri)
             except CorruptLogError as e:
                 raise CorruptLogError(
                     f"vacuum of {uri}: cannot tell which file the log path {p!r} names ({e}); "
                     "nothing was deleted") from None
-            if resolved.relative is not None:
-                out.add(resolved.relative)
     return out
 
 
@@ -116,18 +130,24 @@ def _listed_key(path: str) -> str:
 
 
 def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = True,
-           enforce_retention_duration: bool = True) -> list[str]:
+           enforce_retention_duration: bool = True, protect_uncommitted: bool = True
+           ) -> list[str]:
     """Data files no longer referenced and older than the retention; deleted unless ``dry_run``.
 
     ``retention_hours`` defaults to ``delta.deletedFileRetentionDuration`` (one week); a shorter
     one is refused while ``enforce_retention_duration`` is on, because it can delete files a
-    reader of a recent snapshot, or a writer about to commit, still needs.
+    reader of a recent snapshot, or a writer about to commit, still needs.  Files no version
+    names are kept until an hour old whatever the retention (a writer may be about to commit
+    them) unless ``protect_uncommitted`` is off.
     """
     uri = log.uri
     if log.pinned:
         raise InvalidArgumentError(
             f"table {uri} was opened at version {log.version}; vacuum works on the latest "
             "version, so open the table without a version")
+    # The clock before the snapshot: a commit landing after this read is in the snapshot or
+    # names files younger than the floor (``staged_files``).
+    started = now_ms(log.clock)
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
@@ -149,16 +169,20 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
                 "readers of recent versions or writers about to commit still need could be "
                 "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
                 "if no such reader or writer exists")
-    cutoff = now_ms(log.clock) - retention_ms
+    cutoff = started - retention_ms
     referenced: list[tuple[str, dict[str, object] | None]] = [
         (a.path, a.deletion_vector) for a in snap.iter_files()]
-    referenced += [(r.path, r.deletion_vector) for r in snap.state.tombstones.values()
+    tombstones = list(snap.state.tombstones.values())
+    referenced += [(r.path, r.deletion_vector) for r in tombstones
                    if r.deletion_timestamp is None or r.deletion_timestamp > cutoff]
     valid = live_relative_paths(uri, referenced)
+    # Files some version named: no writer is about to commit them.
+    tracked = live_relative_paths(uri, [(r.path, r.deletion_vector) for r in tombstones])
     pcols = snap.partition_columns
     store = log.log_store.store
     doomed: list[str] = []
-    for meta in store.list(""):
+    young = 0
+    for meta in store.list_contained(""):
         path = meta.path
         if path.startswith(LOG_DIR + "/") or is_hidden(path, pcols):
             continue
@@ -168,16 +192,25 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
             # A key spelled with empty or dot segments ("a//b", "./b") that the log names in
             # its canonical form: when in doubt, keep it.
             continue
+        if (protect_uncommitted and path not in tracked
+                and not untracked_deletable(meta.last_modified_ms, started)):
+            young += 1
+            continue
         doomed.append(path)
+    if young:
+        logger.info("vacuum of %s keeps %d files no version names that are younger than %d "
+                    "minutes: a writer may be about to commit them (protect_uncommitted=False "
+                    "deletes them when no writer is running)", uri, young,
+                    UNCOMMITTED_FLOOR_MS // 60_000)
     doomed.sort()
     if dry_run or not doomed:
         return doomed
     # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
     batches = [doomed[i:i + DELETE_BATCH] for i in range(0, len(doomed), DELETE_BATCH)]
     if len(batches) == 1 or store.local_path("") is not None:
-        store.delete_many(doomed)
+        store.delete_contained(doomed)
     else:
         with CallThreads(max_workers=min(16, len(batches))) as pool:
-            list(pool.map(store.delete_many, batches))
+            list(pool.map(store.delete_contained, batches))
     logger.info("vacuum of %s deleted %d files", uri, len(doomed))
     return doomed

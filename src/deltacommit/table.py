@@ -314,11 +314,17 @@ class DeltaTable:
         return cleanup_log(self.log, dry_run=dry_run)
 
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
-               enforce_retention_duration: bool = True) -> list[str]:
-        """Unreferenced data files older than the retention (deleted unless ``dry_run``)."""
+               enforce_retention_duration: bool = True, *,
+               protect_uncommitted: bool = True) -> list[str]:
+        """Unreferenced data files older than the retention (deleted unless ``dry_run``).
+
+        Files no version names are kept until an hour old whatever the retention (a writer
+        may be about to commit them); ``protect_uncommitted=False`` deletes them too, when
+        no writer can be running."""
         from deltacommit.maintenance import vacuum
 
-        return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration)
+        return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration,
+                      protect_uncommitted)
 
     # ------------------------------------------------------------------ files and data
 

@@ -12,14 +12,22 @@ The rule, in order: percent-decode; resolve a relative path against the root, an
 as it stands (the file-system schemes folded into one, the S3 schemes into ``s3``); collapse
 empty and ``.`` segments and resolve ``..`` (also when it came from ``%2E%2E`` or ``%2F``);
 then the file is inside when its canonical form lies strictly below the root's.
+
+A deletion vector stored by id (``u``) names its file by a prefix and a UUID, not by a path:
+``deletion_vector_path`` spells it as a relative log path (the prefix taken literally, as
+Spark's ``Path`` takes it, then percent-encoded), so reader and vacuum resolve it with the
+same rule as a data file.  Peers differ in how many times they decode a path (delta-kernel-rs
+joins a DV prefix into a URL, decoding it once more than Spark), so VACUUM keeps every key
+any of them could read (``vacuum_keys``), and deletes nothing a live spelling may name.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from deltacommit.errors import CorruptLogError
 from deltacommit.log.deletion_vectors import z85_decode
@@ -221,13 +229,16 @@ def file_key(path: str, deletion_vector: dict[str, object] | None = None) -> str
     return key
 
 
-def deletion_vector_path(dv: dict[str, object], *, table: str = "") -> str | None:
+def deletion_vector_path(dv: Mapping[str, object], *, table: str = "") -> str | None:
     """The log path of the file a deletion vector descriptor stores its bitmap in (relative
-    for ``u``, absolute for ``p``), or None for an inline (``i``) one.
+    for ``u``, absolute for ``p``), or None for an inline (``i``) one: the one spelling every
+    reader and VACUUM resolve (with ``resolve``).
 
     ``u``: ``<random prefix><20 Z85 characters of a UUID>`` names
     ``<random prefix>/deletion_vector_<uuid>.bin`` below the table root (PROTOCOL.md,
-    "Deletion Vector Descriptor Schema").
+    "Deletion Vector Descriptor Schema").  The prefix is a folder name, not a path: ``%41``
+    or ``a:b`` in it are those characters (as Spark reads them), so it is percent-encoded
+    here, where a ``:`` would otherwise read as a scheme and ``%41`` as ``A``.
     """
     storage = dv.get("storageType")
     value = dv.get("pathOrInlineDv")
@@ -249,6 +260,33 @@ def deletion_vector_path(dv: dict[str, object], *, table: str = "") -> str | Non
         h = raw.hex()
         uuid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
         name = f"deletion_vector_{uuid}.bin"
-        return f"{prefix}/{name}" if prefix else name
+        return f"{quote(prefix, safe='/')}/{name}" if prefix else name
     raise CorruptLogError(f"table {table}: deletion vector {dv!r} has unknown storageType "
                           f"{storage!r}; expected 'u', 'i' or 'p'")
+
+
+def _joined(root: Location, text: str) -> str | None:
+    """The key inside the table of ``text`` read as a relative path without decoding and
+    without looking for a scheme, or None when it is not inside."""
+    if not text or text.startswith("/") or "\x00" in text:
+        return None
+    loc = Location(root.scheme, root.authority,
+                   normalise_segments(root.path.rstrip("/") + "/" + text))
+    return root.child_path(loc)
+
+
+def vacuum_keys(root: Location, path: str, *, table: str = "") -> set[str]:
+    """Every store key inside the table a reader might open for the log path ``path``, for
+    VACUUM to keep: ``resolve``'s (the rule this library reads by; CorruptLogError when it
+    cannot resolve ``path``), the key of the path taken literally (a reader that does not
+    decode) and of the path decoded twice (one that decodes again, as a URL join of a
+    deletion vector's prefix does).  The rule's key is always among them."""
+    resolved = resolve(root, path, table=table)
+    keys = {resolved.relative} if resolved.relative is not None else set()
+    if "%" in path and not _SCHEME.match(path):
+        for text in (path, unquote(unquote(path, errors="surrogateescape"),
+                                   errors="surrogateescape")):
+            key = _joined(root, text)
+            if key is not None:
+                keys.add(key)
+    return keys

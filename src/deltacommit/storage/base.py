@@ -107,6 +107,18 @@ class ObjectStore(ABC):
         for path in paths:
             self.delete(path)
 
+    def list_contained(self, prefix: str) -> Iterator[ObjectMeta]:
+        """``list`` for callers about to delete what it returns (VACUUM, log cleanup): only
+        objects stored inside the store's folder itself.  A store with symbolic links (the
+        local file system) never descends into a linked folder nor returns a link, since
+        deleting through one deletes files outside the table; object stores have none."""
+        return self.list(prefix)
+
+    def delete_contained(self, paths: Sequence[str]) -> None:
+        """``delete_many`` that never deletes through or a symbolic link, nor a path with an
+        empty, ``.`` or ``..`` segment: what is deleted lies inside the store's folder."""
+        self.delete_many(paths)
+
     def put_soon(self, path: str, data: bytes) -> None:
         """Start a plain put on the process's background threads and return at once.
 

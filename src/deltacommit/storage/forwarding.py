@@ -50,6 +50,13 @@ class ForwardingStore(ObjectStore):
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectMeta]:
         return self.around("list", prefix, lambda: self.inner.list(prefix, start_after))
 
+    def list_contained(self, prefix: str) -> Iterator[ObjectMeta]:
+        return self.around("list", prefix, lambda: self.inner.list_contained(prefix))
+
+    def delete_contained(self, paths: Sequence[str]) -> None:
+        for path in paths:  # one ``delete`` each, as ``delete_many`` passes them through
+            self.around("delete", path, lambda p=path: self.inner.delete_contained([p]))  # type: ignore[misc]
+
     def copy(self, src: str, dst: str) -> ObjectMeta:
         return self.around("copy", dst, lambda: self.inner.copy(src, dst))
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -29,6 +30,14 @@ from deltacommit.log.paths import is_plain_relative
 from deltacommit.storage.base import ObjectMeta, ObjectStore, PutMode
 
 TMP_PREFIX = ".dc-tmp-"
+
+logger = logging.getLogger(__name__)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _LinkInPath(Exception):
+    """A folder on the way to a path is a symbolic link (or not a folder)."""
 
 
 def local_root(uri: str) -> Path:
@@ -257,10 +266,114 @@ class LocalStore(ObjectStore):
                         continue
                     if start_after is not None and rel_path <= start_after:
                         continue
-                    if not rel_path.startswith(prefix):
-                        continue
+                    if not rel_path.startswith(prefix) or not e.is_file():
+                        continue  # (a link to a folder is no object)
                     results.append(_meta(rel_path, e.stat()))
                 except FileNotFoundError:
                     continue
         results.sort(key=lambda m: m.path)
         return iter(results)
+
+    # ----------------------------------------------------------------- deleting safely
+
+    def _open_folder(self, folder: str) -> int:
+        """A descriptor of ``folder`` (relative, "" for the root), opened one component at a
+        time without following a link: _LinkInPath if one is a link or not a folder,
+        FileNotFoundError if one is missing."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in folder.split("/") if folder else ():
+                if part in ("", ".", ".."):
+                    raise _LinkInPath(f"{folder!r} has an empty, '.' or '..' segment")
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise _LinkInPath(f"{part!r} is a symbolic link or not a folder") from None
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def list_contained(self, prefix: str) -> Iterator[ObjectMeta]:
+        directory = prefix.rpartition("/")[0]
+        results: list[ObjectMeta] = []
+        folders = [directory]
+        while folders:
+            folder = folders.pop()
+            rel = f"{folder}/" if folder else ""
+            try:
+                fd = self._open_folder(folder)
+            except _LinkInPath as problem:
+                logger.warning("%s/%s: not listed for deletion: %s; nothing is deleted "
+                               "through a symbolic link", self._root_text, folder, problem)
+                continue
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as e:
+                raise self._fail("list", folder, e) from None
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+                for entry in entries:
+                    rel_path = rel + entry.name
+                    if not rel_path.startswith(prefix) and not prefix.startswith(rel_path + "/"):
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISLNK(st.st_mode):
+                        logger.warning("%s/%s is a symbolic link inside the table's folder: "
+                                       "neither it nor what it points to is deleted, nor "
+                                       "descended into", self._root_text, rel_path)
+                    elif stat.S_ISDIR(st.st_mode):
+                        folders.append(rel_path)
+                    elif stat.S_ISREG(st.st_mode) and rel_path.startswith(prefix):
+                        results.append(_meta(rel_path, st))
+            finally:
+                os.close(fd)
+        results.sort(key=lambda m: m.path)
+        return iter(results)
+
+    def delete_contained(self, paths: Sequence[str]) -> None:
+        by_folder: dict[str, list[str]] = {}
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            if path.startswith("/") or name in ("", ".", ".."):
+                logger.warning("%s: not deleted: %r is not a file's path inside the table",
+                               self._root_text, path)
+                continue
+            by_folder.setdefault(folder, []).append(name)
+        for folder, names in by_folder.items():
+            try:
+                fd = self._open_folder(folder)
+            except _LinkInPath as problem:
+                logger.warning("%s/%s: %d files not deleted: %s", self._root_text, folder,
+                               len(names), problem)
+                continue
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as e:
+                raise self._fail("delete", folder, e) from None
+            try:
+                for name in names:
+                    where = f"{folder}/{name}" if folder else name
+                    try:
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if not stat.S_ISREG(st.st_mode):
+                            logger.warning("%s/%s: not deleted: not a regular file (a symbolic "
+                                           "link or folder)", self._root_text, where)
+                            continue
+                        # Were it swapped for a link since, unlink removes the link itself,
+                        # never what it points to.
+                        os.unlink(name, dir_fd=fd)
+                    except FileNotFoundError:
+                        continue
+                    except OSError as e:
+                        raise self._fail("delete", where, e) from None
+            finally:
+                os.close(fd)
