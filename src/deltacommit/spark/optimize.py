@@ -60,6 +60,7 @@ class SparkBinRewriter:
                                       if len(failures) > 1 else ""))
         for i, b in enumerate(bins):
             b.added = added[i]
+            b.checked = True  # by its task (``CompactTask``), before it reported the files
             yield b
 
 

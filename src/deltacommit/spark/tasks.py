@@ -281,13 +281,18 @@ class CompactTask:
         from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
         from deltacommit.datafiles import write_rows
         from deltacommit.errors import DeltaCommitError
+        from deltacommit.rewrite_check import check_rewritten
         from deltacommit.storage import open_store
 
         try:
             parts = [self.scan.read_file(path, values, dv) for path, values, dv in files]
             store = open_store(self.target.uri, self.storage_options)
-            adds = write_rows(store, self.target, pa.concat_tables(parts), clock=SYSTEM_CLOCK,
+            rows = pa.concat_tables(parts)
+            adds = write_rows(store, self.target, rows, clock=SYSTEM_CLOCK,
                               random=DEFAULT_RANDOM)
+            # The bin's output, read back, must hold exactly its input's rows.
+            check_rewritten(self.scan, store, rows, adds,
+                            what=f"compaction of table {self.target.uri}: bin {index}")
         except DeltaCommitError as e:
             return [json.dumps({"bin": index, "error": {"type": type(e).__name__,
                                                         "message": str(e)}})]
