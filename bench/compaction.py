@@ -12,6 +12,7 @@ ratio deltacommit / deltalake).
 
     .venv/bin/python bench/compaction.py                     # about 3 minutes
     .venv/bin/python bench/compaction.py --seconds 120 --backends local,s3
+    .venv/bin/python bench/compaction.py --backends ""       # compaction throughput only
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def main() -> int:
     env["AWS_ALLOW_HTTP"] = "true"
     with MotoServer() as moto, tempfile.TemporaryDirectory(prefix="dc-compaction-") as tmpdir:
         tmp = Path(tmpdir)
-        for backend in args.backends.split(","):
+        for backend in [b for b in args.backends.split(",") if b]:  # "" : throughput only
             for lib in args.libraries.split(","):
                 if backend == "local":
                     uri, options = str(tmp / f"{lib}-{backend}"), {}

@@ -279,3 +279,36 @@ def test_a_bin_too_old_to_commit_safely_is_deleted_and_left(tmp_path: Path) -> N
     clock.advance(2)
     assert "part-staged.parquet" in t.vacuum(retention_hours=0,
                                              enforce_retention_duration=False)
+
+
+def test_a_write_whose_files_vanished_before_its_late_commit_fails_cleanly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltacommit import writer
+    from deltacommit.errors import StagedFilesExpiredError
+    from deltacommit.logstore.conditional import ConditionalPutLogStore
+
+    clock = ManualClock(1_800_000_000.0)
+    name = f"late-{tmp_path.name}"
+    store = MemoryStore(name, clock=clock)
+    t = dc.DeltaTable.create(f"memory://{name}", pa.schema([("id", pa.int64()), ("p", pa.string())]),
+                             partition_by=["p"], log_store=ConditionalPutLogStore(store),
+                             clock=clock)
+    vacuumed: list[bool] = []
+
+    def slow(*args: Any, **kw: Any) -> Any:  # the write stalls past the window
+        adds = write_rows(*args, **kw)
+        clock.advance(COMMIT_WINDOW_MS / 1000 + 1)
+        if vacuumed:
+            store.await_puts([a.path for a in adds])
+            store.delete(adds[0].path)  # as a VACUUM of the uncommitted file would
+        return adds
+
+    monkeypatch.setattr(writer, "write_rows", slow)
+    rows = pa.table({"id": [1, 2], "p": ["a", "b"]})
+    assert dc.write(t, rows).version == 1  # late, but whole: committed
+    vacuumed.append(True)
+    with pytest.raises(StagedFilesExpiredError, match="1 of the 2 files it wrote"):
+        dc.write(t, rows)
+    assert t.update() == 1 and sorted(t.to_arrow().column("id").to_pylist()) == [1, 2]
+    assert sorted(m.path for m in store.list("") if m.path.endswith(".parquet")) == \
+        sorted(a.path for a in t.files())  # the other file of the failed write is gone too

@@ -54,6 +54,7 @@ from deltacommit.threads import CallThreads
 
 if TYPE_CHECKING:
     from deltacommit.engine.table_log import TableLog
+    from deltacommit.log.actions import Remove
 
 __all__ = ["DAY_MS", "cleanup_log", "create_checkpoint", "cutoff_commit",
            "files_before_checkpoint", "is_hidden", "live_relative_paths", "vacuum"]
@@ -123,6 +124,18 @@ def live_relative_paths(uri: str, paths: Iterable[tuple[str, dict[str, object] |
     return out
 
 
+def _tombstoned(uri: str, tombstones: Iterable[Remove]) -> set[str]:
+    """The keys of the files ``tombstones`` name; one whose path cannot be resolved names
+    none (its file then counts as one no version named, which is kept longer)."""
+    out: set[str] = set()
+    for r in tombstones:
+        try:
+            out |= live_relative_paths(uri, [(r.path, r.deletion_vector)])
+        except CorruptLogError:
+            continue
+    return out
+
+
 def _listed_key(path: str) -> str:
     """A listed store key in canonical form: keys are literal (never percent-decoded), so
     only empty and dot segments are folded."""
@@ -176,12 +189,10 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     referenced += [(r.path, r.deletion_vector) for r in tombstones
                    if r.deletion_timestamp is None or r.deletion_timestamp > cutoff]
     valid = live_relative_paths(uri, referenced)
-    # Files some version named: no writer is about to commit them.
-    tracked = live_relative_paths(uri, [(r.path, r.deletion_vector) for r in tombstones])
     pcols = snap.partition_columns
     store = log.log_store.store
     doomed: list[str] = []
-    young = 0
+    recent: list[str] = []
     for meta in store.list_contained(""):
         path = meta.path
         if path.startswith(LOG_DIR + "/") or is_hidden(path, pcols):
@@ -192,11 +203,16 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
             # A key spelled with empty or dot segments ("a//b", "./b") that the log names in
             # its canonical form: when in doubt, keep it.
             continue
-        if (protect_uncommitted and path not in tracked
-                and not untracked_deletable(meta.last_modified_ms, started)):
-            young += 1
+        if protect_uncommitted and not untracked_deletable(meta.last_modified_ms, started):
+            recent.append(path)  # kept unless a version named it (below)
             continue
         doomed.append(path)
+    young = 0
+    if recent:
+        # Files some version named (removed since): no writer is about to commit them.
+        tracked = _tombstoned(uri, tombstones)
+        doomed += [p for p in recent if p in tracked]
+        young = len(recent) - sum(1 for p in recent if p in tracked)
     if young:
         logger.info("vacuum of %s keeps %d files no version names that are younger than %d "
                     "minutes: a writer may be about to commit them (protect_uncommitted=False "

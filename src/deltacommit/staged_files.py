@@ -12,8 +12,11 @@ not exist.  Two rules, kept by both sides, exclude that without any lock between
   writer is running (``protect_uncommitted=False``).  It reads its clock *before* it reads
   the snapshot, and lists the files after.
 * **A writer** starts a commit attempt for files only within ``COMMIT_WINDOW_MS`` (25
-  minutes) of reading its clock before it began writing them (``may_commit``); past that it
-  deletes them and fails cleanly, or (compaction) leaves their bin for the next run.
+  minutes) of reading its clock before it began writing them (``may_commit``).  Compaction
+  deletes an older bin's files and leaves the bin for the next run.  A plain write, whose
+  work cannot be redone silently, checks past the window that every file it wrote still
+  exists, and deletes them and fails cleanly if one is gone; a whole one still commits, which
+  only a VACUUM whose retention the operator set below the write's duration can race.
 
 Why no file can be lost: let two clocks (the writer's, vacuum's, the store's modification
 times) differ by at most e = ``MAX_CLOCK_SKEW_MS``; F is the floor, W = F/2 - e the window.

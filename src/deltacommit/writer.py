@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltacommit.clock import now_ms
 from deltacommit.datafiles import WriteTarget, conform_rows, delete_files, write_rows
 from deltacommit.engine.table_log import TableLog
 from deltacommit.errors import (
@@ -35,6 +36,7 @@ from deltacommit.errors import (
     DeltaCommitError,
     InvalidArgumentError,
     MetadataChangedException,
+    StagedFilesExpiredError,
     TableExistsError,
     TableNotFoundError,
     TableReplacedError,
@@ -47,6 +49,7 @@ from deltacommit.identity import (
 )
 from deltacommit.log.actions import MAX_LONG, Add
 from deltacommit.partitions import decode_add_path
+from deltacommit.staged_files import may_commit
 from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
@@ -199,6 +202,28 @@ def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
                        txn_id=result.txn_id, digest=result.digest)
 
 
+def check_staged(table: DeltaTable, adds: Sequence[Add], started_ms: int) -> None:
+    """Before committing files whose writing began at ``started_ms``: when that is longer ago
+    than the window in which no VACUUM can have deleted them (``staged_files``), each must
+    still exist; if one is gone, the rest are deleted too and StagedFilesExpiredError says
+    so (nothing was committed).  A write cannot be redone silently as a compaction bin can,
+    so an old one that is whole still commits: only a VACUUM whose retention the operator
+    set below the write's duration can race it."""
+    if may_commit(started_ms, now_ms(table.clock)):
+        return
+    store = table.log_store.store
+    paths = [decode_add_path(a.path) for a in adds]
+    store.await_puts(paths)
+    missing = [p for p in paths if not store.exists(p)]
+    if missing:
+        delete_files(store, adds)
+        raise StagedFilesExpiredError(
+            f"write to table {table.uri}: {len(missing)} of the {len(paths)} files it wrote "
+            f"(first {missing[0]}) were deleted before it could commit them, after "
+            f"{(now_ms(table.clock) - started_ms) / 60_000:.0f} minutes (a VACUUM with a "
+            "short retention?); the others were deleted too and nothing was committed")
+
+
 def recorded_concurrently(log: TableLog, app_id: str | None, app_version: int | None) -> bool:
     """After a ConcurrentTransactionException: did the winner record this app version?"""
     if app_id is None or app_version is None:
@@ -266,9 +291,11 @@ def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
                 txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
             # Written unsynced: the commit loop makes them durable just before the version
             # that names them (with the files of the rest of its group, on a group-commit table).
+            started = now_ms(table.clock)
             adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
                               random=table.random, target_file_rows=target_file_rows,
                               durable=False)
+            check_staged(table, adds, started)
             return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
                                 app_id=app_id, app_version=app_version, num_rows=rows.num_rows,
                                 durable=False)
