@@ -15,11 +15,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from deltacommit import fingerprint as fp_module
 from deltacommit.fingerprint import Fingerprint, fingerprint, row_differences, value_hashes
 from tests.arrow_strategies import same_value, tables, values
 
 #: ``DELTACOMMIT_HYPOTHESIS_EXAMPLES=2000`` for a long run; the suite's default stays quick.
-EXAMPLES = int(os.environ.get("DELTACOMMIT_HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("DELTACOMMIT_HYPOTHESIS_EXAMPLES", "40"))
 
 
 def _parquet_round_trip(t: pa.Table) -> pa.Table:
@@ -132,12 +133,17 @@ def test_layouts_of_one_value_hash_alike() -> None:
     assert (value_hashes(pa.array(strings, pa.string_view())) == plain).all()
 
 
-def test_big_columns_hash_in_steps() -> None:
-    n = 1_200_000
-    t = pa.table({"id": pa.array(np.arange(n)), "s": pa.array(np.arange(n).astype(str))})
-    fp = fingerprint(t)
-    assert fp.rows == n
-    assert fingerprint(t.slice(0, 600_000)) + fingerprint(t.slice(600_000)) == fp
+def test_big_columns_hash_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows and string bytes are hashed a bounded number at a time; the pieces add up."""
+    n = 20_000
+    t = pa.table({"id": pa.array(np.arange(n)), "s": pa.array(np.arange(n).astype(str)),
+                  "l": pa.array([[i, i + 1] for i in range(n)])})
+    whole = fingerprint(t)
+    monkeypatch.setattr(fp_module, "_ROWS_PER_STEP", 3_000)
+    monkeypatch.setattr(fp_module, "_BYTES_PER_STEP", 1_000)
+    assert fingerprint(t) == whole
+    assert fingerprint(t.slice(0, 7_000)) + fingerprint(t.slice(7_000)) == whole
+    assert fingerprint(t).rows == n
 
 
 def test_fingerprints_of_other_columns_do_not_add() -> None:
