@@ -266,7 +266,7 @@ class LocalStore(ObjectStore):
                         continue
                     if start_after is not None and rel_path <= start_after:
                         continue
-                    if not rel_path.startswith(prefix) or not e.is_file():
+                    if not rel_path.startswith(prefix) or e.is_dir():
                         continue  # (a link to a folder is no object)
                     results.append(_meta(rel_path, e.stat()))
                 except FileNotFoundError:
