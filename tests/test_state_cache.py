@@ -194,3 +194,59 @@ def test_a_blind_append_after_another_process_changed_the_metadata_commits(tmp_p
     assert r.version == t.version == 4 and t.configuration.get("owner") == "someone"
     assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
     assert _unreferenced_data_files(t) == set()
+
+
+# --------------------------------------------------------------------------- rolled back
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    if request.param == "local":
+        return str(tmp_path / "t"), {}
+    bucket: S3Bucket = request.getfixturevalue("s3_bucket")
+    return f"{bucket.uri}/t", dict(bucket.storage_options)
+
+
+def _ids(uri: str, options: dict[str, str]) -> list[int]:
+    state_cache.clear()
+    return sorted(dc.DeltaTable(uri, storage_options=options).to_arrow().column("id").to_pylist())
+
+
+def test_a_rolled_back_newest_commit_is_not_served_from_the_cache(
+        where: tuple[str, dict[str, str]]) -> None:
+    """A live service writing by URI has version 3 cached; an operator deletes 3.json."""
+    uri, options = where
+    for i in range(4):
+        dc.write(uri, pa.table({"id": [i]}), storage_options=options)
+    _in_another_process(
+        "dc.DeltaTable(uri, storage_options=options).log_store.store.delete("
+        "'_delta_log/' + '0' * 19 + '3.json')\n", uri, options)
+    # A blind append by URI (which skips the update) lands at 3, not after a gap.
+    assert dc.write(uri, pa.table({"id": [7]}), storage_options=options).version == 3
+    assert _ids(uri, options) == [0, 1, 2, 7]
+    versions = [f.version for f in dc.DeltaTable(uri, storage_options=options).log_store
+                .list_log() if f.kind == "commit"]
+    assert versions == [0, 1, 2, 3]
+
+
+def test_a_delete_committed_elsewhere_after_a_rollback_is_not_missed_by_the_cache(
+        where: tuple[str, dict[str, str]]) -> None:
+    uri, options = where
+    for i in range(4):
+        dc.write(uri, pa.table({"id": [i]}), storage_options=options)
+    _in_another_process(
+        "t = dc.DeltaTable(uri, storage_options=options)\n"
+        "t.log_store.store.delete('_delta_log/' + '0' * 19 + '3.json')\n"
+        "t = dc.DeltaTable(uri, storage_options=options, "
+        "policy=dc.CommitPolicy(host_turns=False))\n"
+        "assert t.version == 2 and t.delete('id = 0').version == 3\n", uri, options)
+    # Version 3 is another commit now: the cached state (which has id 3 at version 3) is
+    # proven stale and the table read again, by every kind of call by URI.
+    assert sorted(dc.DeltaTable(uri, storage_options=options).to_arrow()
+                  .column("id").to_pylist()) == [1, 2]
+    assert dc.write(uri, pa.table({"id": [8]}), storage_options=options).version == 4
+    assert dc.write(uri, pa.table({"id": [9]}), storage_options=options,
+                    mode="overwrite").version == 5
+    assert _ids(uri, options) == [9]
+    history = [h.get("operation") for h in dc.DeltaTable(uri, storage_options=options).history()]
+    assert history[:3] == ["WRITE", "WRITE", "DELETE"]

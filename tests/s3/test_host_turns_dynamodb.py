@@ -1,25 +1,28 @@
 """Host turns on DynamoDB (``engine/host_turn.py``), on moto and dynalite.
 
-The next holder of a table's turn takes what the last one established about its version
-(entry complete, version newest at a moment) only once the commit is proven the same by its
-SHA-256, and then spares step 0 (HEAD of N+1.json) and step 1 (GetItem and HEAD of N), and the
-GET of N.json, which travelled with the record.  A holder that died between its copy and its
-completion is not waited for: the next one completes the entry (step 1) and goes on.
-Other processes are real ones; requests are counted on the wire.
+The next holder of a table's turn reads the version the record names from the log and checks
+its entry itself (step 1), whatever the record says: a record that is wrong, stale, forged or
+names a rolled-back commit costs nothing more than one that is right, and never skips a
+check.  Step 1's consistent read of the entry also spares step 0, and the GET of N.json the
+HEAD of step 1.  A holder that died between its copy and its completion is not waited for:
+the next one completes the entry (step 1) and goes on.  Other processes are real ones;
+requests are counted on the wire.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
-import time
 from typing import Any
 
 import pytest
 
 import deltacommit as dc
+from deltacommit.datafiles import write_data_files
 from deltacommit.engine import host_turn
 from deltacommit.engine.host_turn import HostTurn, Record
+from deltacommit.log.names import commit_name, commit_path
 from deltacommit.logstore.dynamodb import DynamoDBLogStore
 
 from .helpers import (
@@ -27,6 +30,7 @@ from .helpers import (
     SCHEMA,
     DynamoSetup,
     batch,
+    context,
     deltacommit_appender,
     run_crashing_commit,
     run_writers,
@@ -61,7 +65,7 @@ def reset(table: dc.DeltaTable) -> None:
     ls.store.reset_requests()  # type: ignore[attr-defined]
 
 
-def test_what_the_last_holder_established_spares_the_next_its_checks(dynamo: DynamoSetup) -> None:
+def test_after_another_processs_commit_the_next_checks_it_on_storage(dynamo: DynamoSetup) -> None:
     uri, options = dynamo.uri("a"), dynamo.options
     dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
     mine = private(uri, options)
@@ -71,37 +75,114 @@ def test_what_the_last_holder_established_spares_the_next_its_checks(dynamo: Dyn
     reset(mine)
     r = dc.write(mine, batch(0, 1))
     assert (r.version, r.attempts) == (3, 1)
-    # Version 2 came with the record (no GET), its entry was known complete (no GetItem, no
-    # HEAD of 2.json) and itself the newest (no HEAD of 3.json): an uncontended commit's cost.
-    assert requests_of(mine) == {"PutObject": 3, "DeleteObject": 1,
-                                 "dynamodb.PutItem": 1, "dynamodb.UpdateItem": 1}
+    # Version 2 is read from the log (the record only named it) and its entry checked
+    # (step 1, whatever its writer said): the GET stands for the HEAD of 2.json, and the
+    # entry read consistently for the HEAD of 3.json (step 0).  Nothing is lost to a race.
+    assert requests_of(mine) == {"GetObject": 1, "dynamodb.GetItem": 1, "PutObject": 3,
+                                 "DeleteObject": 1, "dynamodb.PutItem": 1,
+                                 "dynamodb.UpdateItem": 1}
     assert [e.complete for e in dynamo.entries(mine.log_store.table_path)] == [True] * 4  # type: ignore[attr-defined]
 
 
-def test_a_record_whose_commit_is_not_the_one_read_is_not_trusted(dynamo: DynamoSetup) -> None:
+def test_a_record_whose_commit_is_not_the_one_read_changes_nothing(dynamo: DynamoSetup) -> None:
     uri, options = dynamo.uri("b"), dynamo.options
     dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
     mine = private(uri, options)
     assert dc.write(mine, batch(0, 0)).version == 1
     run_writers([(deltacommit_appender, uri, options, 1, 1)])
     # The record now names version 2 with another commit's digest (a table deleted and
-    # created again, a record gone stale), claimed after version 1, complete and newest.
-    turn = HostTurn.for_table(mine.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
-    turn.publish(Record(2, "00" * 32, mine.log.cached_commits(1, 1)[0].digest, complete=True,
-                        settled=True, latest=(time.monotonic(), time.time()),
-                        pid=os.getpid() + 1), b"{}\n")
-    turn.release()
+    # created again, a record gone stale), settled.
+    publish_as_another(mine, Record(2, "00" * 32, settled=True, pid=os.getpid() + 1))
     reset(mine)
     r = dc.write(mine, batch(0, 1))
     assert (r.version, r.attempts) == (3, 1)
     got = requests_of(mine)
-    # Version 2 read from the log (the bytes carried are not the record's commit), and
-    # checked as a writer that knows nothing checks it: entry 2 and 2.json, then 3.json.
-    assert got["GetObject"] == 1
-    assert got["dynamodb.GetItem"] == 1 and got["HeadObject"] == 2
+    # Version 2 read from the log and its entry checked, as for a record that was right.
+    assert got["GetObject"] == 1 and got["dynamodb.GetItem"] == 1
     rows = dc.DeltaTable(uri, storage_options=options).to_arrow()
     assert sorted(rows.column("writer").to_pylist()) == [0, 0, 1]
+
+
+def publish_as_another(table: dc.DeltaTable, record: Record) -> None:
+    turn = HostTurn.for_table(table.log_store, 1.0)
+    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    try:
+        turn.publish(record)
+    finally:
+        turn.release()
+
+
+def _delete_elsewhere(uri: str, options: dict[str, str], predicate: str, out: Any) -> None:
+    """A DELETE from another machine: it races, and knows nothing of this host's turns."""
+    try:
+        table = dc.DeltaTable(uri, storage_options=options,
+                              policy=dc.CommitPolicy(host_turns=False))
+        out.put(table.delete(predicate).version)
+    except BaseException as e:
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def delete_elsewhere(uri: str, options: dict[str, str], predicate: str) -> int:
+    ctx = context("forkserver")
+    out = ctx.Queue()
+    p = ctx.Process(target=_delete_elsewhere, args=(uri, options, predicate, out))
+    p.start()
+    result = out.get(timeout=120)
+    p.join(timeout=60)
+    assert isinstance(result, int), result
+    return result
+
+
+def test_a_delete_from_another_machine_after_a_rollback_is_checked_not_missed(
+        dynamo: DynamoSetup) -> None:
+    uri, options = dynamo.uri("r"), dynamo.options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    service = private(uri, options)
+    assert dc.write(service, batch(0, 0)).version == 1   # a live service, kept at 1
+    [(_, v, _, _)] = run_writers([(deltacommit_appender, uri, options, 1, 1)])[1]
+    assert v == 2                                         # the record names version 2
+    # An operator rolls version 2 back (its commit file and its entry), and another machine
+    # deletes the service's row at version 2 again.
+    ls = service.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    ls.store.delete(commit_path(2))
+    dynamo.client.delete_item(TableName=dynamo.table, Key={
+        "tablePath": {"S": ls.table_path}, "fileName": {"S": commit_name(2)}})
+    assert delete_elsewhere(uri, options, "writer = 0") == 2
+    txn = service.transaction()
+    assert txn.scan()  # reads the row deleted meanwhile
+    txn.add(write_data_files(ls.store, batch(0, 1), [], clock=service.clock,
+                             random=service.random))
+    with pytest.raises(dc.ConcurrentDeleteReadException) as failed:
+        txn.commit()
+    assert failed.value.winning_version == 2
+    assert dc.write(service, batch(0, 2)).version == 3
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == [
+        (v, True) for v in range(4)]
+    rows = dc.DeltaTable(uri, storage_options=options).to_arrow()
+    assert sorted(zip(rows.column("writer").to_pylist(), rows.column("batch").to_pylist(),
+                      strict=True)) == [(0, 2)]
+
+
+def test_a_record_saying_its_writer_is_done_never_skips_completing_its_entry(
+        dynamo: DynamoSetup) -> None:
+    uri, options = dynamo.uri("d"), dynamo.options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    mine = private(uri, options)
+    # A writer dies between copying 1.json and completing its entry; a record (aged,
+    # forged, or the writer's own word before it died) says version 1 is settled.
+    assert run_crashing_commit(uri, options, "after_copy") == CRASH_EXIT
+    ls = mine.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    written = ls.store.get(commit_path(1))
+    assert [e.complete for e in dynamo.entries(ls.table_path)] == [True, False]
+    publish_as_another(mine, Record(1, hashlib.sha256(written).hexdigest(), settled=True,
+                                    pid=os.getpid() + 1))
+    assert dc.write(mine, batch(0, 0)).version == 2
+    # Step 1 completed entry 1 before entry 2 was written: only the latest is ever incomplete.
+    assert [e.complete for e in dynamo.entries(ls.table_path)] == [True, True, True]
+    rows = dc.DeltaTable(uri, storage_options=options).to_arrow()
+    assert sorted(rows.column("writer").to_pylist()) == [0, 99, 99, 99]
 
 
 def test_a_holder_that_died_before_completing_its_entry_is_not_waited_for(

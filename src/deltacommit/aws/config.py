@@ -155,6 +155,27 @@ class AwsConfig:
         return self.access_key_id, self.secret_access_key, self.session_token
 
 
+def client_identity(client: Any) -> tuple[str, str, str]:
+    """Where and as whom a boto3 client sends its requests, as botocore resolved them: the
+    endpoint (from the options, ``AWS_ENDPOINT_URL_<SERVICE>``, ``AWS_ENDPOINT_URL``, the
+    config files, or the region's default), the region, and the access key id it signs with
+    ("anonymous" without credentials).  What the settings that made it say can differ:
+    botocore reads sources they do not name."""
+    meta = getattr(client, "meta", None)
+    endpoint = str(getattr(meta, "endpoint_url", "") or "")
+    region = str(getattr(meta, "region_name", "") or "")
+    signer = "anonymous"
+    try:
+        # botocore keeps the credentials a client signs with on its request signer; they are
+        # resolved when the client is made.
+        credentials = client._request_signer._credentials
+        if credentials is not None:
+            signer = str(credentials.get_frozen_credentials().access_key)
+    except Exception:  # a client of another shape, or credentials that fail to resolve
+        signer = "unknown"
+    return endpoint, region, signer
+
+
 def _shorten_key_id(key_id: str) -> str:
     return key_id[:4] + "…" if len(key_id) > 4 else "…"
 

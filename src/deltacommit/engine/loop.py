@@ -46,7 +46,6 @@ from deltacommit.log.actions import (
     Txn,
     serialize_commit,
 )
-from deltacommit.logstore.base import LogStore
 from deltacommit.partitions import decode_add_path
 from deltacommit.snapshot import Commit
 
@@ -164,10 +163,15 @@ class CommitLoop:
 
     def _take_turn(self, turn: HostTurn, group: Group, base: int
                    ) -> tuple[Commit | int, Record | None]:
-        """Wait for the turn, reading meanwhile the versions the last holder recorded, then
-        rebase the group over every version this object has not checked it against; the new
-        base (or the version an earlier attempt landed in) and the last holder's record where
-        it is proven to describe the commit this object read at that version."""
+        """Wait for the turn, reading meanwhile, from the table's storage, the versions the
+        last holder recorded, then rebase the group over every version this object has not
+        checked it against; the new base (or the version an earlier attempt landed in) and
+        the last holder's record where it names the commit this object read at its newest
+        version (whose writer's word that it is done with it the DynamoDB store awaits).
+
+        The record only says which versions to read: each is read from the log, and one that
+        is not there (a record gone stale by a rollback, forged, or another table's) is left
+        to the claim, which finds the newest version the usual way."""
         tried: list[int] = []
 
         def read_ahead(record: Record | None) -> None:
@@ -175,30 +179,20 @@ class CommitLoop:
                     or record.version in tried:
                 return
             tried.append(record.version)
-
-            def carried(newest: int) -> bytes | None:
-                # The commit travelled with the record: taken as read only if it was claimed
-                # right after the commit this object holds at its newest version.
-                if not record.previous or self._digest_at(newest) != record.previous:
-                    return None
-                return turn.carried(record)
-
-            # A version that is not there (a stale or foreign record) is left to the claim.
             with contextlib.suppress(DeltaCommitError, ValueError):
-                self.log.advance_to(record.version, carried)
+                self.log.advance_to(record.version)
 
-        proven: Record | None = None
+        previous: Record | None = None
         if turn.take(read_ahead, lambda: self._ready(group)):
             record = turn.found
             if record is not None and record.foreign:
                 read_ahead(record)
                 if record.version == self.log.version \
                         and self._digest_at(record.version) == record.digest:
-                    proven = record
-                    self.log.log_store.adopt(record.version, record.complete, record.latest)
+                    previous = record
         if self.log.version <= base:
-            return base, proven
-        return self._rebase(group, base, latest=self.log.version), proven
+            return base, previous
+        return self._rebase(group, base, latest=self.log.version), previous
 
     # ----------------------------------------------------------------- history
 
@@ -295,7 +289,7 @@ class CommitLoop:
                 if not group.members:
                     break
                 if turn.held:
-                    baton = _Baton(turn, self.log.log_store, previous)
+                    baton = _Baton(turn, previous)
             members = group.members
             attempt += 1
             group.on_attempt()
@@ -310,8 +304,7 @@ class CommitLoop:
             data = serialize_commit(actions[:1]) + body
             digest = hashlib.sha256(data).hexdigest()
             if baton is not None:
-                baton.data, baton.digest = data, digest
-                baton.built_on = self._digest_at(base)
+                baton.digest = digest
             unconfirmed = self.log.unconfirmed
             try:
                 # The version is claimed only once its data files are durable and the table
@@ -365,7 +358,7 @@ class CommitLoop:
             commit = Commit(version, actions, digest)
             self.log.committed(commit)
             if turn is not None:
-                self._hand_on(turn, version, digest, data, base)
+                self._hand_on(turn, version, digest)
             for m in members:
                 m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
                                        txn_id=m.staged.txn_id, digest=digest,
@@ -375,17 +368,15 @@ class CommitLoop:
             return commit
         return None
 
-    def _hand_on(self, turn: HostTurn, version: int, digest: str, data: bytes,
-                 base: int) -> None:
+    @staticmethod
+    def _hand_on(turn: HostTurn, version: int, digest: str) -> None:
         """Record the commit for the next holder and hand the turn on; if it was handed on
-        already (``_Baton.written``), add what was learnt since to its record."""
-        complete, latest = self.log.log_store.established(version)
+        already (``_Baton.written``), say that this process is done with the commit."""
         if turn.held:
-            turn.publish(Record(version, digest, self._digest_at(base), complete, True, latest),
-                         data)
+            turn.publish(Record(version, digest, settled=True))
             turn.release()
         else:
-            turn.settle(Record(version, digest, "", complete, True, latest))
+            turn.settle(version, digest)
 
     def _digest_at(self, version: int) -> str:
         """The SHA-256 of this object's commit at ``version``, where it knows it."""
@@ -523,28 +514,19 @@ class CommitLoop:
 
 class _Baton:
     """The loop's turn as the log store sees it (``logstore.base.Baton``) in one attempt:
-    ``previous`` is the last holder's record, proven to describe the version this attempt
-    builds on."""
+    ``previous`` is the last holder's record, naming the version this attempt builds on."""
 
-    def __init__(self, turn: HostTurn, log_store: LogStore, previous: Record | None) -> None:
+    def __init__(self, turn: HostTurn, previous: Record | None) -> None:
         self.turn = turn
-        self.log_store = log_store
         self.previous = previous
-        #: The attempt's commit, its SHA-256, and that of the version it is claimed after.
-        self.data = b""
+        #: The SHA-256 of the attempt's commit.
         self.digest = ""
-        self.built_on = ""
 
     def written(self, version: int) -> None:
-        complete, latest = self.log_store.established(version)
-        self.turn.publish(Record(version, self.digest, self.built_on, complete, False, latest),
-                          self.data)
+        self.turn.publish(Record(version, self.digest, settled=False))
         self.turn.release()
 
-    def previous_complete(self, version: int) -> bool:
+    def await_previous(self, version: int) -> None:
         p = self.previous
-        if p is None or p.version != version:
-            return False
-        if p.complete or p.settled:
-            return p.complete
-        return self.turn.await_settled(version, p.digest)
+        if p is not None and p.version == version and not p.settled:
+            self.turn.await_settled(version, p.digest)

@@ -116,21 +116,17 @@ class TableLog:
         self._publish()
         return snap.version
 
-    def advance_to(self, version: int, carried: Callable[[int], bytes | None] = lambda v: None
-                   ) -> int:
+    def advance_to(self, version: int) -> int:
         """Adopt the versions up to ``version``, which another writer of this host reported
-        committed (``engine.host_turn``): read without looking for newer ones, since the
-        claim that follows finds those anyway.  MissingVersionError if one is not there.
-        ``carried(v)``: the bytes of commit ``v`` where that writer handed them over with
-        the proof that they follow this object's newest version (not read again)."""
+        committed (``engine.host_turn``), read from the log without looking for newer ones,
+        since the claim that follows finds those anyway.  MissingVersionError if one is not
+        there (the report is only a hint of what to read)."""
         with self._lock:
             snap = self._snapshot
             if snap.version >= version:
                 return snap.version
             started = self.clock.time()
-            data = carried(snap.version) if version == snap.version + 1 else None
-            pairs = ([(version, data)] if data is not None
-                     else self.log_store.read_range(snap.version + 1, version))
+            pairs = self.log_store.read_range(snap.version + 1, version)
             return self._adopt(started, snap.advanced_by(pairs))
 
     def refresh_after_loss(self, version: int) -> int:

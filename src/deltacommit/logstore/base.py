@@ -52,9 +52,10 @@ class Baton(Protocol):
     def written(self, version: int) -> None:
         """``version``'s commit file holds the commit: the next writer may claim."""
 
-    def previous_complete(self, version: int) -> bool:
-        """Wait, bounded, until the writer the turn came from is done with ``version``;
-        whether it marked its entry complete (else the caller completes it, as if unaided)."""
+    def await_previous(self, version: int) -> None:
+        """Wait, bounded by the turn's patience, until the writer the turn came from says it
+        is done with ``version``: only when to look, never what is there (the caller checks
+        the previous version itself, as if unaided)."""
 
 
 class LogStore(ABC):
@@ -92,16 +93,12 @@ class LogStore(ABC):
         ready()
         self.write_commit(version, data)
 
-    def established(self, version: int) -> tuple[bool, Moment | None]:
-        """What this process established about ``version``, which it has just written, that
-        would spare the next writer of this host requests: whether its entry is complete, and
-        when it was known to be the newest version.  Nothing, for a mechanism without entries."""
-        return False, None
-
-    def adopt(self, version: int, complete: bool, latest: Moment | None) -> None:
-        """Take what another process of this host established about ``version`` (see
-        ``established``), once the commit there is proven the one it wrote."""
-        return None
+    def identity(self) -> tuple[str, ...] | None:
+        """What tells this table and how its versions are claimed apart from every other,
+        from the values the clients resolved (``ObjectStore.identity``): names the table's
+        host turn (``engine.host_turn``).  None where no other process can share the table."""
+        where = self.store.identity()
+        return None if where is None else (self.mechanism, *where)
 
     def read_commit(self, version: int) -> bytes:
         """The content of a commit; ObjectNotFoundError if the version does not exist.

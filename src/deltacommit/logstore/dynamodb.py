@@ -126,7 +126,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws.config import AwsConfig
+from deltacommit.aws.config import AwsConfig, client_identity
 from deltacommit.aws.dynamodb_admin import (
     admin_error,
     create_table,
@@ -296,6 +296,8 @@ class _Knowledge:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Every entry <= good_upto is complete and its commit file exists.
     good_upto: int = -1
+    #: Recent versions whose commit file this process read (``_READ_KEPT`` at most).
+    read: set[int] = field(default_factory=set)
     #: latest[0] was the newest version at the moment latest[1].
     latest: tuple[int, Moment] | None = None
     #: When a moving writer's incomplete entry was first seen (by tempPath), while waited for.
@@ -614,6 +616,15 @@ class DynamoDBLogStore(LogStore):
         except (ObjectNotFoundError, ValueError, TypeError, AttributeError):
             return 0
 
+    def identity(self) -> tuple[str, ...] | None:
+        """The location, and the DynamoDB table as the client resolved it (endpoint, region,
+        credentials).  Not the ``tablePath``, which differs between spellings of one table
+        (``s3a://``, ``s3://``) until the fleet's is joined."""
+        where = super().identity()
+        if where is None:
+            return None
+        return (*where, "dynamodb", *client_identity(self._client), self.table_name)
+
     def describe(self) -> Iterator[tuple[str, str]]:
         yield from super().describe()
         yield "dynamodb table", self.table_name
@@ -634,6 +645,18 @@ class DynamoDBLogStore(LogStore):
             if self._k.latest is None or version > self._k.latest[0] \
                     or (version == self._k.latest[0] and since > self._k.latest[1]):
                 self._k.latest = (version, since)
+
+    def _note_read(self, version: int) -> None:
+        """This process read ``version``'s commit file: step 1 need not look for it."""
+        with self._lock:
+            read = self._k.read
+            read.add(version)
+            if len(read) > _READ_KEPT:
+                read.difference_update(sorted(read)[:len(read) - _READ_KEPT])
+
+    def _was_read(self, version: int) -> bool:
+        with self._lock:
+            return version in self._k.read
 
     def _knows_good(self, version: int) -> bool:
         with self._lock:
@@ -662,49 +685,31 @@ class DynamoDBLogStore(LogStore):
     def write_commit(self, version: int, data: bytes) -> None:
         self.write_commit_when_ready(version, data, _nothing)
 
-    def established(self, version: int) -> tuple[bool, Moment | None]:
-        if self._clock is not SYSTEM_CLOCK:
-            return False, None  # moments of another clock mean nothing to other processes
-        with self._lock:
-            latest = self._k.latest
-        return (self._knows_good(version),
-                latest[1] if latest is not None and latest[0] == version else None)
-
-    def adopt(self, version: int, complete: bool, latest: Moment | None) -> None:
-        """Both facts hold for every process of the host alike: completion never reverts,
-        and the monotonic clock is the machine's."""
-        if self._clock is not SYSTEM_CLOCK:
-            return
-        if complete:
-            self._note_good(version)
-        if latest is not None:
-            self._note_latest(version, latest)
-
     def write_commit_when_ready(self, version: int, data: bytes,
                                 ready: Callable[[], None], baton: Baton | None = None) -> None:
         """The steps below; ``ready`` is awaited between the temp file and the entry, so the
         checks and the temp file's put overlap the uploads of the version's data files.
 
-        With the host's turn (``baton``), step 1 waits until just before the entry: the writer
-        the turn came from is usually still marking entry N-1 complete, and says so in the
-        turn's record; this writer's temp file goes out meanwhile.  Only when it does not (it
-        died, or took longer than the turn's patience) does step 1 check and repair entry N-1,
-        still before the entry of N is written, so only the latest entry is ever incomplete."""
+        With the host's turn (``baton``), steps 1 and 0 wait until just before the entry: the
+        writer the turn came from is usually still marking entry N-1 complete, and says so in
+        the turn's record; this writer's temp file goes out meanwhile.  Then step 1 checks
+        entry N-1 itself (completing it, should that writer have died or taken longer than the
+        turn's patience), whatever the record says: the word of another process is when to
+        look, never what is there.  Step 1's consistent read of entry N-1 also serves step 0
+        (``_ensure_previous``).  Both still come before the entry of N, so only the latest
+        entry is ever incomplete."""
         if self._k.fleet_keys is None or not (self._k.fleet_keys or self._k.mechanism_checked):
             self.join_fleet()
         file_name = commit_name(version)
         target = commit_path(version)
+        deferred = version > 0 and baton is not None and not self._knows_good(version - 1)
         # Step 0: an N.json whose entry TTL already removed.
-        if not self._knows_absent(version):
+        if not deferred and not self._knows_absent(version):
             self._check_absent(version)
         # Step 1: the previous commit is complete and present; no stale entries at version 0.
-        deferred = False
         if version > 0:
-            if not self._knows_good(version - 1):
-                if baton is None:
-                    self._ensure_previous(version - 1)
-                else:
-                    deferred = True
+            if not deferred and not self._knows_good(version - 1):
+                self._ensure_previous(version - 1)
         else:
             first = self._get_entry(0)
             if first is not None:
@@ -720,15 +725,24 @@ class DynamoDBLogStore(LogStore):
         # Step 2: temp file, then the entry: the linearisation point.
         entry = CommitEntry(self.table_path, file_name,
                             f".tmp/{file_name}.{self._random.uuid()}", complete=False)
+        # Deferred, entry N-1 is read while the temp file goes out: its writer sent its
+        # completion when it handed the turn on, before this writer read N-1.json, so it is
+        # usually complete by now; if not, it is waited for and read again below.
+        early = background.submit(lambda: self._read_entry(version - 1)) if deferred else None
         self.store.put(entry.temp_key, data)
         self._step("after_write_temp", version)
         try:
             ready()
             if deferred:
-                if baton is not None and baton.previous_complete(version - 1):
-                    self._note_good(version - 1)
+                assert baton is not None and early is not None
+                seen: tuple[Moment, CommitEntry | None] | None = early.result()
+                if seen is not None and seen[1] is not None and not seen[1].complete:
+                    baton.await_previous(version - 1)
+                    seen = None
                 if not self._knows_good(version - 1):
-                    self._ensure_previous(version - 1)
+                    self._ensure_previous(version - 1, seen)
+                if not self._knows_absent(version):
+                    self._check_absent(version)
         except BaseException:
             self._spend_temp(entry.temp_key)  # never named by an entry
             raise
@@ -880,9 +894,23 @@ class DynamoDBLogStore(LogStore):
             raise ObjectExistsError("copy-if-absent", f"{self.table_uri}/{path}", "object already exists")
         self.store.put(path, data)
 
-    def _ensure_previous(self, version: int) -> None:
-        """Step 1 for N = version + 1: entry ``version`` complete and its file present."""
-        entry = self._get_entry(version)
+    def _read_entry(self, version: int) -> tuple[Moment, CommitEntry | None]:
+        """Entry ``version`` read consistently, and when the read was sent."""
+        since = self._now()
+        return since, self._get_entry(version)
+
+    def _ensure_previous(self, version: int,
+                         seen: tuple[Moment, CommitEntry | None] | None = None) -> None:
+        """Step 1 for N = version + 1: entry ``version`` complete and its file present (the
+        file known present where this process read it).  ``seen``: the entry as just read
+        (``_read_entry``), else it is read here.
+
+        The entry, read consistently, also shows what step 0 needs: incomplete, it is the
+        latest (only the latest can be); complete and trusted, no newer entry can expire
+        within the margin (``read_after_loss`` reasons alike)."""
+        since, entry = seen if seen is not None else self._read_entry(version)
+        if entry is not None and (not entry.complete or self._trusted(entry)):
+            self._note_latest(version, since if not entry.complete else self._within_margin(since))
         if entry is not None and not entry.complete:
             self._repair(entry)
         elif entry is None:
@@ -896,7 +924,7 @@ class DynamoDBLogStore(LogStore):
                     f"does not exist in the object store and DynamoDB table {self.table_name} "
                     f"has no entry for it (expired?); version {version + 1} cannot be written "
                     "after a missing version") from None
-        elif not self.store.exists(commit_path(version)):
+        elif not self._was_read(version) and not self.store.exists(commit_path(version)):
             where = f"DynamoDB table {self.table_name} has a complete entry for it"
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
@@ -1161,9 +1189,12 @@ class DynamoDBLogStore(LogStore):
         """N.json; if absent but claimed by an incomplete entry, repaired first."""
         target = commit_path(version)
         try:
-            return self.store.get(target)
+            data = self.store.get(target)
         except ObjectNotFoundError:
             pass
+        else:
+            self._note_read(version)
+            return data
         entry = self._get_entry(version)
         if entry is None:
             raise ObjectNotFoundError("get", f"{self.table_uri}/{target}", "no such object")
@@ -1415,6 +1446,8 @@ _DELTA_RS_TEMP = re.compile(rf"_commit_{_TOKEN}\.json\.tmp")
 
 #: Entries of lost claims kept for the catch-up after each (one per thread racing normally).
 _TAKEN_KEPT = 16
+#: Versions whose commit file a process read, kept for step 1 (``_note_read``): the newest.
+_READ_KEPT = 64
 
 #: The temp files of lost claims are deleted this many at a time (one DeleteObjects request on
 #: S3), or once the oldest has waited this long, at the next lost race.

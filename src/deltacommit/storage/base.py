@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, ClassVar, Literal
 
 from deltacommit.errors import ObjectNotFoundError
+from deltacommit.log.paths import parse_location
 from deltacommit.storage import background
 
 
@@ -197,6 +198,14 @@ class ObjectStore(ABC):
     def local_path(self, path: str) -> str | None:
         """The file system path of an object, where the store has one (lets pyarrow mmap)."""
         return None
+
+    def identity(self) -> tuple[str, ...] | None:
+        """What tells this location apart from every other one, as this store resolved it
+        (for a remote store: the endpoint, region and credentials its client uses, not the
+        options that led there); equal for every spelling of one location.  None where no
+        other process can reach the same objects (memory).  Names a table's host turn."""
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                parse_location(self.uri).uri())
 
     def make_durable(self, paths: Sequence[str]) -> None:
         """Make objects written straight to their files (through ``local_path``) without a

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws.config import AwsConfig, ConditionalPut
+from deltacommit.aws.config import AwsConfig, ConditionalPut, client_identity
 from deltacommit.aws.dynamodb_admin import (
     create_table,
     key_schema,
@@ -255,6 +255,13 @@ class DynamoCommitStore(ForwardingStore):
                 f"the options say conditional_put={setting}")
         return cls(inner, setting.dynamo_table, inner.config.dynamodb_client(),
                    timeout_ms=setting.dynamo_timeout_ms, clock=clock, **kwargs)
+
+    def identity(self) -> tuple[str, ...] | None:
+        """The inner store's location, and the lease table as the client resolved it."""
+        where = self.inner.identity()
+        if where is None:
+            return None
+        return (*where, "dynamo-commit", *client_identity(self._client), self.table_name)
 
     def __repr__(self) -> str:
         return (f"DynamoCommitStore({self.inner!r}, table={self.table_name!r}, "

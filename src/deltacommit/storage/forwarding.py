@@ -72,6 +72,9 @@ class ForwardingStore(ObjectStore):
     def local_path(self, path: str) -> str | None:
         return self.inner.local_path(path)
 
+    def identity(self) -> tuple[str, ...] | None:
+        return self.inner.identity()
+
     def make_durable(self, paths: Sequence[str]) -> None:
         self.await_puts(paths)  # those this wrapper started (its ``put`` goes through ``around``)
         # (named by its first path: a fault rule's pattern matches that one)

@@ -100,6 +100,10 @@ class LocalStore(ObjectStore):
             return self._root_text + "/" + path
         return str(self._full(path))
 
+    def identity(self) -> tuple[str, ...] | None:
+        """The folder's real path: symlinked spellings of one folder are one location."""
+        return ("file", os.path.realpath(self._root_text or "/"))
+
     def child(self, prefix: str) -> LocalStore:
         return LocalStore(self.root / prefix, fsync=self.fsync)
 

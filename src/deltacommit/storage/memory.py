@@ -43,6 +43,9 @@ class MemoryStore(ObjectStore):
     def __repr__(self) -> str:
         return f"MemoryStore({self.uri!r})"
 
+    def identity(self) -> tuple[str, ...] | None:
+        return None  # no other process reaches these objects
+
     def _key(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
 

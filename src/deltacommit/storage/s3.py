@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from deltacommit.aws.config import AwsConfig
+from deltacommit.aws.config import AwsConfig, client_identity
 from deltacommit.aws.errors import (
     ANSWER_LOST,
     NO_CREDENTIALS,
@@ -148,6 +148,13 @@ class S3Store(ObjectStore):
     def __repr__(self) -> str:
         where = f", endpoint={self.config.endpoint_url!r}" if self.config.endpoint_url else ""
         return f"S3Store({self.uri!r}{where})"
+
+    def identity(self) -> tuple[str, ...] | None:
+        """The bucket and prefix, at the endpoint and region the client resolved (from the
+        options, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the config files...) with
+        the credentials it signs with: one bucket name on two endpoints or accounts is two
+        locations, and ``s3a://`` and ``s3://`` spell one."""
+        return ("s3", *client_identity(self._client), self.bucket, self.prefix)
 
     # ----------------------------------------------------------------- request accounting
 

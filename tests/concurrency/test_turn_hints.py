@@ -1,0 +1,222 @@
+"""Poisoned host-turn records (``engine/host_turn.py``), on local disk and S3 (moto).
+
+A turn record is a hint: it says which version another process of the host committed, never
+what the log holds.  Each test poisons it the way an operator or a stray process would
+(roll the newest commit back under a live writer, forge a record, swap one between tables,
+age or truncate it) and checks the commit path: the log stays contiguous, every row is there
+exactly once, and a DELETE another machine committed meanwhile is checked, never missed.
+Other processes are real ones (a fork server); "another machine" is a writer without turns.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing as mp
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.datafiles import write_data_files
+from deltacommit.engine import host_turn
+from deltacommit.engine.host_turn import HostTurn, Record
+from deltacommit.log.names import commit_path
+from deltacommit.storage import open_store
+from deltacommit.testing import S3Bucket
+
+from .ops import SCHEMA
+
+ELSEWHERE = dc.CommitPolicy(host_turns=False)  # a writer on another machine takes no turn
+
+Where = tuple[str, dict[str, str]]
+
+
+@pytest.fixture
+def turn_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "turns"
+    monkeypatch.setenv(host_turn.DIR_VARIABLE, str(folder))
+    monkeypatch.delenv(host_turn.SWITCH, raising=False)
+    yield folder
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path, turn_dir: Path) -> Where:
+    """A table location on local disk or on the session's moto, and its options."""
+    if request.param == "local":
+        return str(tmp_path / "t"), {}
+    bucket: S3Bucket = request.getfixturevalue("s3_bucket")
+    return f"{bucket.uri}/t", dict(bucket.storage_options)
+
+
+def rows(ids: list[int], part: str = "a") -> pa.Table:
+    return pa.table({"p": [part] * len(ids), "id": ids, "seen": [0] * len(ids)}, schema=SCHEMA)
+
+
+# --------------------------------------------------------------------------- other processes
+
+
+def _run(turns: str, job: Callable[[], object], out: mp.Queue[object]) -> None:
+    os.environ[host_turn.DIR_VARIABLE] = turns
+    try:
+        out.put(job())
+    except BaseException as e:
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def _append(uri: str, options: Mapping[str, str], ids: list[int], part: str) -> int:
+    """A process of this host appending (it takes the table's turn and records its commit)."""
+    table = dc.DeltaTable(uri, storage_options=dict(options))
+    return dc.write(table, rows(ids, part)).version
+
+
+def _delete_elsewhere(uri: str, options: Mapping[str, str], predicate: str) -> int:
+    """A DELETE from another machine: it races, and knows nothing of this host's turns."""
+    return dc.DeltaTable(uri, storage_options=dict(options), policy=ELSEWHERE).delete(
+        predicate).version
+
+
+def in_process(job: Callable[[], object], timeout: float = 120.0) -> object:
+    """Run ``job`` in another process of this host, with this test's turn folder."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["deltacommit", "pyarrow.parquet", "boto3"])
+    out: mp.Queue[object] = ctx.Queue()
+    p = ctx.Process(target=_run, args=(os.environ[host_turn.DIR_VARIABLE], job, out))
+    p.start()
+    try:
+        result = out.get(timeout=timeout)
+    finally:
+        p.join(timeout=60)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0 and not (isinstance(result, str) and ":" in result), result
+    return result
+
+
+def roll_back(uri: str, options: Mapping[str, str], version: int) -> None:
+    """An operator deletes the newest commit (``N.json``) of the table."""
+    open_store(uri, options).delete(commit_path(version))
+
+
+def log_versions(uri: str, options: Mapping[str, str]) -> list[int]:
+    return sorted(f.version for f in dc.DeltaTable(uri, storage_options=options).log_store
+                  .list_log() if f.kind == "commit")
+
+
+def ids_of(uri: str, options: Mapping[str, str]) -> list[int]:
+    return sorted(dc.DeltaTable(uri, storage_options=options).to_arrow().column("id")
+                  .to_pylist())
+
+
+# --------------------------------------------------------------------------- rolled back
+
+
+def test_a_rolled_back_commit_the_record_names_is_not_taken_for_the_log(where: Where) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1          # a live service, kept at 1
+    assert in_process(functools.partial(_append, uri, options, [2], "b")) == 2
+    roll_back(uri, options, 2)                                 # the record still names 2
+    r = dc.write(service, rows([3]))
+    # Version 2 is read from the log, found missing, and claimed: no gap after version 1.
+    assert r.version == 2
+    assert log_versions(uri, options) == [0, 1, 2]
+    assert ids_of(uri, options) == [1, 3]
+
+
+def test_a_delete_from_another_machine_after_a_rollback_is_checked_not_missed(
+        where: Where) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    assert in_process(functools.partial(_append, uri, options, [2], "b")) == 2
+    roll_back(uri, options, 2)
+    # Another machine deletes the partition the service is about to read, at version 2 again.
+    assert in_process(functools.partial(_delete_elsewhere, uri, options, "p = 'a'")) == 2
+    txn = service.transaction()
+    assert [a.path for a in txn.scan(predicate="p = 'a'")]  # reads the row deleted meanwhile
+    txn.add(write_data_files(service.log_store.store, rows([4]), service.partition_columns,
+                             clock=service.clock, random=service.random))
+    with pytest.raises(dc.ConcurrentDeleteReadException) as failed:
+        txn.commit()
+    assert failed.value.winning_version == 2
+    assert log_versions(uri, options) == [0, 1, 2]
+    assert ids_of(uri, options) == []
+    # The service goes on from what the log holds.
+    assert dc.write(service, rows([5])).version == 3
+    assert ids_of(uri, options) == [5]
+
+
+# --------------------------------------------------------------------------- forged records
+
+
+def _publish_as_another(table: dc.DeltaTable, record: Record) -> None:
+    turn = HostTurn.for_table(table.log_store, 1.0)
+    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    try:
+        turn.publish(record)
+    finally:
+        turn.release()
+
+
+def test_a_forged_record_naming_the_next_version_costs_a_read_and_loses_nothing(
+        where: Where) -> None:
+    uri, options = where
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(table, rows([1])).version == 1
+    # Another process of this user says it committed version 2; nothing is there.
+    _publish_as_another(table, Record(2, "ab" * 32, settled=True, pid=os.getpid() + 1))
+    r = dc.write(table, rows([2]))
+    assert (r.version, r.attempts) == (2, 1)
+    # And one naming the version just written, with another digest: the log decides.
+    _publish_as_another(table, Record(2, "cd" * 32, settled=True, pid=os.getpid() + 1))
+    assert dc.write(table, rows([3])).version == 3
+    assert log_versions(uri, options) == [0, 1, 2, 3]
+    assert ids_of(uri, options) == [1, 2, 3]
+
+
+def test_a_record_swapped_in_from_another_table_is_only_a_hint(
+        where: Where, turn_dir: Path) -> None:
+    uri, options = where
+    other_uri = uri + "-other"
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    other = dc.DeltaTable.create(other_uri, SCHEMA, partition_by=["p"], storage_options=options)
+    for k in range(3):
+        assert in_process(functools.partial(_append, other_uri, options, [100 + k], "a")) == k + 1
+    assert dc.write(table, rows([1])).version == 1
+    mine, theirs = HostTurn.for_table(table.log_store, 1.0), HostTurn.for_table(other.log_store, 1.0)
+    assert mine is not None and theirs is not None and mine.key != theirs.key
+    # The other table's record (version 3, another process's) copied over this table's.
+    shutil.copyfile(theirs.path + ".record", mine.path + ".record")
+    swapped = mine.record()
+    assert swapped is not None and swapped.version == 3 and swapped.foreign
+    assert dc.write(table, rows([2])).version == 2
+    assert in_process(functools.partial(_append, uri, options, [3], "a")) == 3
+    assert log_versions(uri, options) == [0, 1, 2, 3]
+    assert ids_of(uri, options) == [1, 2, 3]
+    assert ids_of(other_uri, options) == [100, 101, 102]
+
+
+def test_a_truncated_or_aged_record_is_passed_over(where: Where, turn_dir: Path) -> None:
+    uri, options = where
+    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert in_process(functools.partial(_append, uri, options, [1], "a")) == 1
+    turn = HostTurn.for_table(table.log_store, 1.0)
+    assert turn is not None and turn.record() is not None
+    with open(turn.path + ".record", "r+b") as f:
+        f.truncate(10)
+    assert turn.record() is None
+    assert dc.write(table, rows([2])).version == 2
+    # Aged a week: the next process to use the folder sweeps the table's files and starts
+    # them afresh; its commit lands after the newest version all the same.
+    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    for suffix in (".turn", ".record", ".queue"):
+        os.utime(turn.path + suffix, (week_ago, week_ago))
+    assert in_process(functools.partial(_append, uri, options, [3], "a")) == 3
+    assert dc.write(table, rows([4])).version == 4
+    assert log_versions(uri, options) == [0, 1, 2, 3, 4]
+    assert ids_of(uri, options) == [1, 2, 3, 4]
