@@ -20,7 +20,6 @@ import functools
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile

@@ -100,3 +100,34 @@ def test_a_replaced_table_fails_the_proof_and_the_write_goes_to_the_new_table(
     named = {e.temp_path for e in entries}
     temps = {m.path for m in ls.store.list("_delta_log/.tmp/")}
     assert not any(t.endswith(n) for t in temps for n in named)  # only unclaimed temp files
+
+
+def test_a_rollback_and_a_delete_from_another_machine_are_seen_by_uri(
+        dynamo: DynamoSetup) -> None:
+    """This process has version 3 cached and knows its entries good up to 3; an operator
+    rolls version 3 back (its commit file and its entry) and another machine deletes a
+    partition at version 3 again.  Every call by URI sees the DELETE, and the log and the
+    entries stay contiguous and complete."""
+    uri, options = dynamo.uri(), dynamo.options
+    for i in range(3):  # versions 1-3, id 0 in partition x
+        dc.write(uri, pa.table({"p": ["x" if i == 0 else "y"], "id": [i]}), partition_by=["p"],
+                 storage_options=options)
+    program = (
+        "import json, sys, deltacommit as dc\n"
+        "from deltacommit.logstore import open_log_store\n"
+        "uri, options, table = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
+        "ls = open_log_store(uri, options)\n"
+        "ls.store.delete('_delta_log/' + '0' * 19 + '3.json')\n"
+        "ls._client.delete_item(TableName=table, Key={'tablePath': {'S': ls.table_path},\n"
+        "                        'fileName': {'S': '0' * 19 + '3.json'}})\n"
+        "t = dc.DeltaTable(uri, storage_options=options, policy=dc.CommitPolicy(host_turns=False))\n"
+        "assert t.version == 2 and t.delete(\"p = 'x'\").version == 3\n")
+    subprocess.run([sys.executable, "-c", program, uri, json.dumps(options), dynamo.table],
+                   check=True)
+    assert sorted(dc.DeltaTable(uri, storage_options=options).to_arrow()
+                  .column("id").to_pylist()) == [1]
+    assert dc.write(uri, pa.table({"p": ["x"], "id": [8]}), storage_options=options).version == 4
+    assert dc.write(uri, pa.table({"p": ["y"], "id": [9]}), storage_options=options,
+                    mode="overwrite", predicate="p = 'y'").version == 5
+    assert ids(uri, options) == [8, 9]
+    assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(v, True) for v in range(6)]

@@ -37,12 +37,16 @@ The first commit of a process to a table adds the fleet-key Queries (one per ``t
 spelling, see ``join_fleet``) and the PUT of ``DYNAMODB_MARKER``, never more: the log store
 objects of one table in a process share what they establish (``logstore.knowledge``).  Spark makes about
 9 (HEAD N, GetItem N-1, HEAD N-1, PUT T, PutItem, GET T, HEAD + PUT N, PutItem).  The checks of
-steps 0 and 1 are skipped only when this process has already established them:
+steps 0 and 1 are skipped only when this process has already established them, from its own
+requests (never on the word of another process, such as a host turn's record):
 
 * Step 1 (``GetItem`` N-1, HEAD N-1.json) is skipped when this process saw entry N-1 complete
   and N-1.json present: it completed N-1 itself, or repaired it, or a consistent ``Query`` of
   the latest entry found it complete and the file was then read or listed.  Completion never
-  reverts, so that knowledge does not age.
+  reverts, so that knowledge does not age.  Where it runs, the HEAD is spared when this
+  process has read N-1.json, and the consistent read of entry N-1 establishes what step 0
+  needs (``_ensure_previous``): after another process's commit, a writer holding the host's
+  turn checks both with a ``GetItem`` sent beside its temp file and the GET it read N-1 with.
 * Step 0 (HEAD N.json) guards against an N.json whose entry TTL has already deleted.  It is
   skipped when this process established, less than half the entry TTL ago, that N-1 was the
   latest version (a listing, a read miss, a consistent Query of an unexpired latest entry, or
