@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 import deltacommit as dc
 from deltacommit.datafiles import write_data_files
 from deltacommit.engine import host_turn
+from deltacommit.engine.commit_info import previous_commit
 from deltacommit.engine.host_turn import HostTurn, Record
 from deltacommit.log.names import commit_path
 
@@ -125,13 +126,18 @@ def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Pa
         return hashlib.sha256((tmp_path / "t" / commit_path(version)).read_bytes()).hexdigest()
 
     assert record.digest == digest(1)
-    # Once another process writes it too, the record names its commits; no commit travels
-    # with it (the next writer reads it from the log).
+    # Alone on the table, a process writes no commit a second time for nobody.
+    assert (turn_dir / f"{turn.key}.carry").stat().st_size == 0
+    # Once another process writes it too, each commit travels with its record, byte for
+    # byte, and names the commit it was built on (what lets the next writer take the one
+    # handed on before it instead of reading it).
     assert in_another_process(_writer, uri) == [2]
     r = dc.write(table, rows(2))
     record = turn.record()
     assert record is not None and (record.version, record.digest) == (3, digest(3))
-    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".queue", ".record", ".turn"]
+    assert turn.carried(record) == (tmp_path / "t" / commit_path(3)).read_bytes()
+    assert previous_commit((tmp_path / "t" / commit_path(3)).read_bytes()) == digest(2)
+    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".carry", ".queue", ".record", ".turn"]
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in turn_dir.iterdir())
 
 
@@ -288,7 +294,7 @@ def test_a_process_keeps_a_bounded_number_of_turn_files_open(tmp_path: Path) -> 
         turn.publish(Record(i, "ab" * 32))
         turn.release()
     assert len(host_turn._files) <= capacity
-    assert fds() - before <= 3 * capacity  # three files per table
+    assert fds() - before <= 4 * capacity  # four files per table
     # A turn whose files were closed is opened again when next taken, its record intact.
     first = HostTurn("table-0", 0.0)
     assert first.take(lambda r: None, lambda: None)

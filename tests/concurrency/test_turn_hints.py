@@ -11,12 +11,14 @@ Other processes are real ones (a fork server); "another machine" is a writer wit
 from __future__ import annotations
 
 import functools
+import hashlib
 import multiprocessing as mp
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,6 +26,7 @@ import pytest
 import deltacommit as dc
 from deltacommit.datafiles import write_data_files
 from deltacommit.engine import host_turn
+from deltacommit.engine.commit_info import previous_commit
 from deltacommit.engine.host_turn import HostTurn, Record
 from deltacommit.log.names import commit_path
 from deltacommit.storage import open_store
@@ -220,3 +223,39 @@ def test_a_truncated_or_aged_record_is_passed_over(where: Where, turn_dir: Path)
     assert dc.write(table, rows([4])).version == 4
     assert log_versions(uri, options) == [0, 1, 2, 3, 4]
     assert ids_of(uri, options) == [1, 2, 3, 4]
+
+
+# --------------------------------------------------------------------------- handed-on commits
+
+
+def test_a_handed_on_commit_is_taken_only_where_a_commit_read_from_the_log_vouches_for_it(
+        s3_bucket: S3Bucket, turn_dir: Path) -> None:
+    uri, options = f"{s3_bucket.uri}/t", dict(s3_bucket.storage_options)
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(uri, rows([1]), storage_options=options).version == 1
+    kept = [dc.DeltaTable(uri, storage_options=options) for _ in range(4)]  # all at version 1
+    writer = dc.DeltaTable(uri, storage_options=options)
+    assert [dc.write(writer, rows([k])).version for k in (2, 3)] == [2, 3]
+    store = writer.log_store.store
+    real = {v: store.get(commit_path(v)) for v in (1, 2, 3)}
+    assert previous_commit(real[3]) == hashlib.sha256(real[2]).hexdigest()
+    forged = real[2].replace(b'"id"', b'"ID"') if b'"id"' in real[2] else real[2] + b"\n"
+
+    def advanced(table: dc.DeltaTable, handed: dict[int, bytes]) -> int:
+        """GETs of commit files it took to bring ``table`` to version 3."""
+        s3: Any = table.log_store.store
+        s3.reset_requests()
+        assert table.log.advance_to(3, handed) == 3
+        gets = int(s3.requests.get("GetObject", 0))
+        assert table.version == 3
+        assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+        return gets
+
+    assert advanced(kept[0], {2: real[2]}) == 1            # vouched for by 3.json: not read
+    assert advanced(kept[1], {2: forged}) == 2             # not the bytes 3.json names: read
+    assert advanced(kept[2], {2: real[1]}) == 2            # another version's: read
+    # Rolled back: the newest named version must be read from the log, whatever was handed.
+    store.delete(commit_path(3))
+    with pytest.raises(dc.DeltaCommitError):
+        kept[3].log.advance_to(3, {2: real[2]})
+    assert kept[3].version == 1

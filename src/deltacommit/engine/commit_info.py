@@ -30,6 +30,26 @@ ENGINE_INFO = "deltacommit/0.1.0"
 #: ``commitInfo`` field listing the ``txnId`` of every transaction a group's version holds.
 MEMBERS_KEY = "deltacommit.memberTxnIds"
 
+#: ``commitInfo`` field holding the SHA-256 (hex) of the commit at the version before, as the
+#: writer read it from the log or wrote it: another writer of the host that was handed that
+#: commit with a host turn's record checks the bytes against this field of a commit it read
+#: from the log, instead of reading them again (``TableLog.advance_to``).
+PREVIOUS_COMMIT_KEY = "deltacommit.previousCommit"
+
+
+def previous_commit(data: bytes) -> str | None:
+    """``PREVIOUS_COMMIT_KEY`` of a commit file's ``commitInfo``, which this library writes as
+    its first line; None where that line holds none (another writer's commit, a broken one)."""
+    first = data.split(b"\n", 1)[0]
+    if PREVIOUS_COMMIT_KEY.encode() not in first:
+        return None
+    try:
+        info = json.loads(first).get("commitInfo")
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    value = info.get(PREVIOUS_COMMIT_KEY) if isinstance(info, dict) else None
+    return value if isinstance(value, str) and len(value) == 64 else None
+
 
 def committed_txn_ids(commit_info: Mapping[str, Any] | CommitInfo | None) -> tuple[str, ...]:
     """The ``txnId`` of every transaction a version holds, from its ``commitInfo``: one for an

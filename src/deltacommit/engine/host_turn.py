@@ -111,6 +111,10 @@ _HOLDER_AT, _DONE_AT, _PASSED_AT = 0, _STRIDE, 2 * _STRIDE
 _RECORD_FILE_SIZE = 3 * _STRIDE
 _FLAG_SETTLED = 1
 
+#: A commit at most this large travels with its record (``<key>.carry``), for the next holders
+#: to take once a commit read from the log vouches for it (``TableLog.advance_to``).
+CARRIED_BYTES = 256 * 1024
+
 _OPEN_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
                | getattr(os, "O_NOFOLLOW", 0))
 _DIR_FLAGS = (os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0)
@@ -213,15 +217,19 @@ def turn_key(log_store: LogStore) -> str | None:
 
 
 class _Files:
-    """One table's turn in this process: its lock, record and queue files, each open once."""
+    """One table's turn in this process: its lock, record, queue and carried-commit files,
+    each open once."""
 
-    def __init__(self, path: str, turn_fd: int, record_fd: int, queue_fd: int) -> None:
+    def __init__(self, path: str, turn_fd: int, record_fd: int, queue_fd: int,
+                 carry_fd: int) -> None:
         self.path = path
         self.turn_fd = turn_fd
         self.record_fd = record_fd
         #: Waiting writers hold a shared lock on it: a holder that finds the turn free again
         #: at once after its own commit lets them go first (``HostTurn.take``).
         self.queue_fd = queue_fd
+        #: The last holder's commit, when small (``HostTurn.publish``).
+        self.carry_fd = carry_fd
         #: Held by the thread of this process that holds or waits for the turn: the others
         #: of the process do not wait behind it (one ``flock`` per process and file).
         self.local = threading.Lock()
@@ -257,7 +265,7 @@ class _Files:
         return True
 
     def close(self) -> None:
-        for fd in (self.turn_fd, self.record_fd, self.queue_fd):
+        for fd in (self.turn_fd, self.record_fd, self.queue_fd, self.carry_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -279,10 +287,21 @@ class _Files:
             if not self.closed:
                 os.pwrite(self.record_fd, slot, offset)
 
+    def carry(self, data: bytes) -> None:
+        with self.using:
+            if not self.closed:
+                os.pwrite(self.carry_fd, data, 0)
+                os.ftruncate(self.carry_fd, len(data))
 
-#: At most this many tables' turn files are kept open by a process (three descriptors each);
+    def carried(self) -> bytes:
+        with self.using:
+            return b"" if self.closed else os.pread(self.carry_fd, CARRIED_BYTES + 1, 0)
+
+
+#: At most this many tables' turn files are kept open by a process (four descriptors each);
 #: fewer under a low limit of open files (``_capacity``).
 CAPACITY = 64
+_SUFFIXES = (".turn", ".record", ".queue", ".carry")
 #: The share of the process's descriptor limit turn files may use (1 / FD_SHARE of it).
 FD_SHARE = 16
 
@@ -330,7 +349,7 @@ def _capacity() -> int:
         return CAPACITY
     if soft == resource.RLIM_INFINITY:
         return CAPACITY
-    return max(1, min(CAPACITY, soft // (3 * FD_SHARE)))
+    return max(1, min(CAPACITY, soft // (len(_SUFFIXES) * FD_SHARE)))
 
 
 class _Refused(PermissionError):
@@ -387,7 +406,7 @@ def _open_turn(folder: str, key: str) -> _Files:
             _sweep(folder_fd, time.time())
         fds: list[int] = []
         try:
-            for suffix in (".turn", ".record", ".queue"):
+            for suffix in _SUFFIXES:
                 fds.append(_open_file(folder_fd, key + suffix, folder))
         except BaseException:
             for fd in fds:
@@ -433,7 +452,7 @@ def _drop_turn(folder_fd: int, base: str) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return  # held: in use after all
-        for suffix in (".record", ".commit", ".queue", ".turn"):
+        for suffix in (".record", ".commit", ".carry", ".queue", ".turn"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix, dir_fd=folder_fd)
     finally:
@@ -511,6 +530,11 @@ class HostTurn:
         self.held = False
         #: The record found on taking the turn.
         self.found: Record | None = None
+        #: Whether another process of the host writes the table too: the turn had to be
+        #: waited for, or its record was another process's.  Only then does a commit travel
+        #: with its record (a lone process, or one committing for all its threads, would
+        #: write each commit a second time for nobody).
+        self.shared = False
 
     @classmethod
     def for_table(cls, log_store: LogStore, patience: float) -> HostTurn | None:
@@ -557,6 +581,7 @@ class HostTurn:
                 self._files = files
                 self.held = True
                 self.found = _view(files.read()).record if waited else view.record
+                self.shared = waited or (self.found is not None and self.found.foreign)
                 return True
         except OSError as e:
             log.warning("host turn of table %s failed (%s); committing without it", self.key, e)
@@ -653,15 +678,33 @@ class HostTurn:
         except OSError:  # pragma: no cover - a vanished temp folder
             return None
 
-    def publish(self, record: Record) -> None:
-        """The holder's record of its commit: replaces what is there (the holder alone may)."""
+    def publish(self, record: Record, data: bytes | None = None) -> None:
+        """The holder's record of its commit: replaces what is there (the holder alone may).
+        ``data``, the commit's bytes, travel with it if small (``CARRIED_BYTES``) and another
+        process writes the table: written before the record, so a reader that finds them
+        torn, or another commit's, finds their SHA-256 not the record's."""
         files = self._files
         if not self.held or files is None:
             return
         try:
+            if data is not None and self.shared and len(data) <= CARRIED_BYTES:
+                files.carry(data)
             files.write(_HOLDER_AT, record.encode())
         except OSError as e:  # pragma: no cover - a full or vanished temp folder
             log.warning("could not record a commit in the host turn %s: %s", files.path, e)
+
+    def carried(self, record: Record) -> bytes | None:
+        """The commit ``record`` names, if it travelled with it and is still the one there: a
+        hint, which ``TableLog.advance_to`` takes only once a commit read from the log
+        vouches for it."""
+        files = self._files or _files_for(self.key)
+        if files is None:
+            return None
+        try:
+            data = files.carried()
+        except OSError:  # pragma: no cover - a vanished temp folder
+            return None
+        return data if hashlib.sha256(data).hexdigest() == record.digest else None
 
     def settle(self, version: int, digest: str) -> None:
         """Say, after handing the turn on, that this process is done with its commit at

@@ -21,7 +21,11 @@ from typing import Any
 
 from deltacommit.clock import Clock, RandomSource
 from deltacommit.conflicts import WinningCommit, check_conflicts
-from deltacommit.engine.commit_info import committed_txn_ids, version_commit_info
+from deltacommit.engine.commit_info import (
+    PREVIOUS_COMMIT_KEY,
+    committed_txn_ids,
+    version_commit_info,
+)
 from deltacommit.engine.host_turn import HostTurn, Record
 from deltacommit.engine.policy import CommitPolicy, CommitResult
 from deltacommit.engine.staged import StagedCommit
@@ -39,6 +43,7 @@ from deltacommit.identity import is_mark_update
 from deltacommit.log.actions import (
     Action,
     Add,
+    CommitInfo,
     DomainMetadata,
     Metadata,
     Protocol,
@@ -163,33 +168,38 @@ class CommitLoop:
 
     def _take_turn(self, turn: HostTurn, group: Group, base: int
                    ) -> tuple[Commit | int, Record | None]:
-        """Wait for the turn, reading meanwhile, from the table's storage, the versions the
-        last holder recorded, then rebase the group over every version this object has not
-        checked it against; the new base (or the version an earlier attempt landed in) and
-        the last holder's record where it names the commit this object read at its newest
-        version (whose writer's word that it is done with it the DynamoDB store awaits).
+        """Wait for the turn, collecting meanwhile the commits the holders hand on with their
+        records, then read the version the last holder recorded from the log and rebase the
+        group over every version this object has not checked it against; the new base (or
+        the version an earlier attempt landed in) and the last holder's record where it names
+        the commit this object read at its newest version (whose writer's word that it is
+        done with it the DynamoDB store awaits).
 
-        The record only says which versions to read: each is read from the log, and one that
-        is not there (a record gone stale by a rollback, forged, or another table's) is left
-        to the claim, which finds the newest version the usual way."""
-        tried: list[int] = []
+        Nothing in the turn files is taken for a fact: the record only says which version to
+        read, and a handed-on commit stands in for reading an older version only where a
+        commit read from the log vouches for its bytes (``TableLog.advance_to``).  A version
+        that is not there (a record gone stale by a rollback, forged, or another table's) is
+        left to the claim, which finds the newest version the usual way."""
+        handed: dict[int, bytes] = {}
 
-        def read_ahead(record: Record | None) -> None:
+        def collect(record: Record | None) -> None:
             if record is None or not record.foreign or record.version <= self.log.version \
-                    or record.version in tried:
+                    or record.version in handed:
                 return
-            tried.append(record.version)
-            with contextlib.suppress(DeltaCommitError, ValueError):
-                self.log.advance_to(record.version)
+            data = turn.carried(record)
+            if data is not None:
+                handed[record.version] = data
 
         previous: Record | None = None
-        if turn.take(read_ahead, lambda: self._ready(group)):
+        if turn.take(collect, lambda: self._ready(group)):
             record = turn.found
-            if record is not None and record.foreign:
-                read_ahead(record)
-                if record.version == self.log.version \
-                        and self._digest_at(record.version) == record.digest:
-                    previous = record
+            if record is not None and record.foreign and record.version > self.log.version:
+                handed.pop(record.version, None)  # the newest is read from the log
+                with contextlib.suppress(DeltaCommitError, ValueError):
+                    self.log.advance_to(record.version, handed)
+            if record is not None and record.foreign and record.version == self.log.version \
+                    and self._digest_at(record.version) == record.digest:
+                previous = record
         if self.log.version <= base:
             return base, previous
         return self._rebase(group, base, latest=self.log.version), previous
@@ -297,6 +307,8 @@ class CommitLoop:
                 m.attempts += 1
             version = base + 1
             actions, dependent = self.stamped_actions(group, group_id, version)
+            if baton is not None:
+                actions[0] = self._vouching(actions[0], base)
             key = (tuple(id(m) for m in members), id(group.adds), len(group.adds),
                    version if dependent else None)
             if key != body_key:
@@ -304,7 +316,7 @@ class CommitLoop:
             data = serialize_commit(actions[:1]) + body
             digest = hashlib.sha256(data).hexdigest()
             if baton is not None:
-                baton.digest = digest
+                baton.data, baton.digest = data, digest
             unconfirmed = self.log.unconfirmed
             try:
                 # The version is claimed only once its data files are durable and the table
@@ -358,7 +370,7 @@ class CommitLoop:
             commit = Commit(version, actions, digest)
             self.log.committed(commit)
             if turn is not None:
-                self._hand_on(turn, version, digest)
+                self._hand_on(turn, version, digest, data)
             for m in members:
                 m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
                                        txn_id=m.staged.txn_id, digest=digest,
@@ -369,14 +381,23 @@ class CommitLoop:
         return None
 
     @staticmethod
-    def _hand_on(turn: HostTurn, version: int, digest: str) -> None:
+    def _hand_on(turn: HostTurn, version: int, digest: str, data: bytes) -> None:
         """Record the commit for the next holder and hand the turn on; if it was handed on
         already (``_Baton.written``), say that this process is done with the commit."""
         if turn.held:
-            turn.publish(Record(version, digest, settled=True))
+            turn.publish(Record(version, digest, settled=True), data)
             turn.release()
         else:
             turn.settle(version, digest)
+
+    def _vouching(self, info: Action, base: int) -> Action:
+        """The attempt's ``commitInfo`` with the SHA-256 of the commit it is built on, where
+        this object knows it: what lets the next writers of the host take that commit as
+        handed on instead of reading it (``TableLog.advance_to``)."""
+        built_on = self._digest_at(base)
+        if not built_on or not isinstance(info, CommitInfo):
+            return info
+        return CommitInfo({**info.values, PREVIOUS_COMMIT_KEY: built_on})
 
     def _digest_at(self, version: int) -> str:
         """The SHA-256 of this object's commit at ``version``, where it knows it."""
@@ -519,11 +540,12 @@ class _Baton:
     def __init__(self, turn: HostTurn, previous: Record | None) -> None:
         self.turn = turn
         self.previous = previous
-        #: The SHA-256 of the attempt's commit.
+        #: The attempt's commit and its SHA-256.
+        self.data = b""
         self.digest = ""
 
     def written(self, version: int) -> None:
-        self.turn.publish(Record(version, self.digest, settled=False))
+        self.turn.publish(Record(version, self.digest, settled=False), self.data)
         self.turn.release()
 
     def await_previous(self, version: int) -> None:

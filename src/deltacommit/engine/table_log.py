@@ -7,14 +7,16 @@ one read per commit made since the last version this object saw, never a reload.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
 from deltacommit.checkpoint import after_commit
 from deltacommit.clock import Clock
 from deltacommit.engine import state_cache
+from deltacommit.engine.commit_info import previous_commit
 from deltacommit.errors import DeltaCommitError, TableReplacedError
 from deltacommit.log.actions import Add
 from deltacommit.log.intervals import may_predate_cleanup
@@ -116,18 +118,44 @@ class TableLog:
         self._publish()
         return snap.version
 
-    def advance_to(self, version: int) -> int:
+    def advance_to(self, version: int, handed: Mapping[int, bytes] | None = None) -> int:
         """Adopt the versions up to ``version``, which another writer of this host reported
-        committed (``engine.host_turn``), read from the log without looking for newer ones,
-        since the claim that follows finds those anyway.  MissingVersionError if one is not
-        there (the report is only a hint of what to read)."""
+        committed (``engine.host_turn``), without looking for newer ones, since the claim
+        that follows finds those anyway.  MissingVersionError if one is not there (the report
+        is only a hint of what to read).
+
+        ``version`` is read from the log.  ``handed``: commits other writers of the host
+        handed over with their records, by version, hints only: one is taken only where the
+        commit after it, read from the log or itself taken so, names its SHA-256
+        (``commit_info.PREVIOUS_COMMIT_KEY``), and the chain reaches down to this object's
+        newest commit or to a version read from the log.  Any other version is read."""
         with self._lock:
             snap = self._snapshot
             if snap.version >= version:
                 return snap.version
             started = self.clock.time()
-            pairs = self.log_store.read_range(snap.version + 1, version)
-            return self._adopt(started, snap.advanced_by(pairs))
+            if not handed:
+                pairs = self.log_store.read_range(snap.version + 1, version)
+                return self._adopt(started, snap.advanced_by(pairs))
+            newest = self.log_store.read_range(version, version)
+            taken = dict(newest)
+            expected = previous_commit(newest[0][1])
+            v = version - 1
+            while v > snap.version and expected is not None and v in handed \
+                    and hashlib.sha256(handed[v]).hexdigest() == expected:
+                taken[v] = handed[v]
+                expected = previous_commit(handed[v])
+                v -= 1
+            if v > snap.version:
+                taken.update(self.log_store.read_range(snap.version + 1, v))
+                below = hashlib.sha256(taken[v]).hexdigest()
+            else:
+                anchor = self._recent.get(snap.version)
+                below = anchor.digest if anchor is not None else ""
+            if v < version - 1 and below != expected:
+                # The chain does not meet what this object knows: read them all.
+                taken.update(self.log_store.read_range(v + 1, version - 1))
+            return self._adopt(started, snap.advanced_by(sorted(taken.items())))
 
     def refresh_after_loss(self, version: int) -> int:
         """Adopt ``version``, which a commit attempt has just found taken, reading only what
