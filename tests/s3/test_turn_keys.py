@@ -103,3 +103,28 @@ def test_local_spellings_of_one_folder_name_one_turn(tmp_path: Path) -> None:
                  f"{tmp_path}/./t/"]
     assert len({key(uri, {}) for uri in spellings}) == 1
     assert key(str(tmp_path / "u"), {}) != key(str(tmp_path / "t"), {})
+
+
+def test_what_a_process_keeps_per_table_is_kept_apart_as_the_turns_are(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's table states (``state_cache``) and what its DynamoDB log stores
+    established (``logstore.knowledge``) are keyed by the same resolved values: a bucket of
+    one name behind another endpoint from the environment shares neither."""
+    from deltacommit.engine import state_cache
+    from deltacommit.logstore.dynamodb import DynamoDBLogStore
+
+    options = {**BASE, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+               "AWS_ENDPOINT_URL_DYNAMODB": STAGING}
+    opened = {}
+    for name, endpoint in (("staging", STAGING), ("production", PRODUCTION)):
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+        clear_client_cache()
+        opened[name] = open_log_store("s3://b/t", options)
+    staging, production = opened["staging"], opened["production"]
+    assert isinstance(staging, DynamoDBLogStore) and isinstance(production, DynamoDBLogStore)
+    assert staging._k is not production._k
+    assert state_cache.key_of(staging, options) != state_cache.key_of(production, options)
+    # One table opened twice shares both (the knowledge per tablePath spelling).
+    again = open_log_store("s3://b/t", options)
+    assert again._k is production._k  # type: ignore[attr-defined]
+    assert state_cache.key_of(again, options) == state_cache.key_of(production, options)

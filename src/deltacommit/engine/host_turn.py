@@ -6,20 +6,28 @@ off, and the shared service spends a third of its time on claims that were never
 win.  Processes on the same machine need not race each other: they can queue.  Before its
 claim, a writer takes the table's turn, an ``flock`` on a file in a private folder of the
 user's (``DELTACOMMIT_TURN_DIR``, else ``deltacommit-turns-<uid>`` in the temp folder); after
-it, the writer records which version it committed and hands the turn on.  Waiting writers
-read the versions the record names from the table's storage as the record moves, so the next
-holder claims the version after them without first losing a claim to learn of them.
+it, the writer records which version it committed, hands a small commit on with the record
+(``<key>.carry``) and hands the turn on.  The next holder claims the version after the one
+recorded without first losing a claim to learn of it.
 
 The turn orders writers; it never excludes them, and nothing in its files is taken for a
 fact about the table.  A version is known only from the table's storage (bytes this process
 read from it or wrote to it); the turn files only say what to read and when:
 
-* The record names a version and its commit's SHA-256.  The version is read from the log
-  like any other; one that is not there (a record gone stale by a rollback, forged, aged,
-  or another table's) is ignored and found by the claim, which decides every version.  The
-  record carries no commit bytes and no fact about the log store's entries: the DynamoDB
-  store checks the previous entry and file itself (step 1 of the protocol) on every claim
-  after another process's commit.
+* The record names a version and its commit's SHA-256.  The next holder reads that version
+  from the log like any other; one that is not there (a record gone stale by a rollback,
+  forged, aged, or another table's) is ignored and found by the claim, which decides every
+  version.
+* Commits handed on by the holders before (collected while waiting, as the record moves)
+  stand in for reading older versions only where a commit read from the log vouches for
+  them: each commit written under a turn names the SHA-256 of the commit it was built on
+  (``commit_info.PREVIOUS_COMMIT_KEY``), and ``TableLog.advance_to`` takes a handed-on
+  commit only on a chain of those digests that starts at bytes it read from the log and
+  reaches its own newest commit (or a version it read).  So four processes taking turns read
+  one commit per commit, not three, and a forged, torn or stale handed-on commit is read.
+* The record carries no fact about the log store's entries: the DynamoDB store checks the
+  previous entry and file itself (step 1 of the protocol) on every claim after another
+  process's commit.
 * The log store's claim stays the only thing that decides a version.  Writers on other
   machines, and those that do not wait (another thread of the same process: threads share a
   process's committer through group commit instead; turns turned off), race as before.
@@ -420,7 +428,7 @@ def _open_turn(folder: str, key: str) -> _Files:
 def _sweep(folder_fd: int, now: float) -> None:
     """Delete the turn files of tables no process of this user has committed to for
     ``STALE_AFTER`` seconds (their record unchanged), once per folder and process: a folder
-    would otherwise keep three files for every table ever written from the machine.
+    would otherwise keep four files for every table ever written from the machine.
 
     A table's files go only while this process holds its turn.  A process that still has
     them open (it last committed a week ago) sees them gone (``_Files.gone``) and opens new
@@ -611,7 +619,8 @@ class HostTurn:
                     return False
                 elif time.monotonic() - since >= self.patience:
                     files.stalled = seen
-                    self._pass_by(files, seen)
+                    if self.patience > 0:  # it waited: others need not
+                        self._pass_by(files, seen)
                     return False
                 waiting(view.record)
                 time.sleep(POLL)

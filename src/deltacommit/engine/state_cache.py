@@ -11,7 +11,8 @@ that proof (its commit there, if any, has another ``txnId`` and timestamp) and i
 afresh, never confused with the old one.
 
 Entries are keyed by the canonical location (``s3a://b/t`` is ``s3://b/t``), the storage
-options and the log store's mechanism, bounded (least recently used go first), shared by the
+options, the log store's mechanism and what its clients resolved (``LogStore.identity``),
+bounded (least recently used go first), shared by the
 threads of this process and never by other processes.  Snapshots are immutable, so sharing
 one cannot leak one table object's changes into another.  ``DELTACOMMIT_TABLE_CACHE=off``
 turns the cache off; ``clear()`` empties it.
@@ -42,7 +43,7 @@ SWITCH = "DELTACOMMIT_TABLE_CACHE"
 #: At most this many tables' states are kept.
 CAPACITY = 64
 
-Key = tuple[str, tuple[tuple[str, str], ...], str]
+Key = tuple[str, tuple[tuple[str, str], ...], str, tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +64,13 @@ def enabled() -> bool:
 
 
 def key_of(log_store: LogStore, storage_options: Mapping[str, str]) -> Key:
+    """The table's entry: its canonical location, the options, the log store's kind, and
+    what the clients resolved (``LogStore.identity``: an endpoint, region or credentials
+    from the environment, which the options do not show, make another table)."""
     return (parse_location(log_store.table_uri).uri(),
             tuple(sorted((str(k), str(v)) for k, v in storage_options.items())),
-            f"{type(log_store).__module__}.{type(log_store).__qualname__}")
+            f"{type(log_store).__module__}.{type(log_store).__qualname__}",
+            log_store.identity() or ())
 
 
 def clear() -> None:

@@ -462,9 +462,12 @@ class DynamoDBLogStore(LogStore):
         # docstring), shared by its log store objects (``logstore.knowledge``): each
         # ``dc.write(uri)`` opens a new one.  Objects with their own client, hook or clock
         # (tests, tools) keep their own, since their view of time or of requests differs.
+        # Keyed by what the clients resolved (``identity``): one bucket name behind two S3
+        # endpoints (one of them from ``AWS_ENDPOINT_URL_S3``), or one DynamoDB table name in
+        # two accounts, are two tables whose entries share nothing.
         fresh = client is None and hook is None and clock is SYSTEM_CLOCK
-        self._k = (knowledge.shared(store.uri, (self.mechanism, endpoint_of(self._client),
-                                                self.table_name, self.table_path), _Knowledge)
+        where = self.identity() or ()
+        self._k = (knowledge.shared(store.uri, (*where, self.table_path), _Knowledge)
                    if fresh else _Knowledge())
         self._lock = self._k.lock
         joined = self._k.joined_path

@@ -6,7 +6,9 @@ moment ago.  ``dc.write(uri, ...)`` opens a new log store object on every call, 
 kept on the object alone would be learnt again on every call (for Spark's DynamoDB protocol, a
 Query per ``tablePath`` spelling and a HEAD of the previous commit, each time).  Log stores of
 one table in one process therefore share one record here, keyed by the canonical location and
-whatever else identifies the coordination (the DynamoDB endpoint, table and ``tablePath``).
+whatever else identifies the table and its coordination, as the clients resolved it
+(``LogStore.identity``: endpoints, regions and credentials from any source, the DynamoDB
+table, and the ``tablePath``).
 
 The facts recorded never revert while the table exists (completion is final, a version once
 taken stays taken), so sharing them is as safe as a kept table object keeping them.  A table
