@@ -35,7 +35,7 @@ from deltacommit.engine import host_turn
 from deltacommit.engine.host_turn import HostTurn
 
 from .ops import SCHEMA
-from .test_turn_hints import in_process, log_versions
+from .test_turn_hints import in_process, log_versions, start_fork_server
 
 #: A second user for the tests that need one (no account is needed to act as a uid).
 OTHER_UID = 4242
@@ -43,6 +43,7 @@ OTHER_UID = 4242
 
 @pytest.fixture
 def turn_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    start_fork_server()
     folder = tmp_path / "turns"
     monkeypatch.setenv(host_turn.DIR_VARIABLE, str(folder))
     monkeypatch.delenv(host_turn.SWITCH, raising=False)

@@ -17,6 +17,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,20 @@ ELSEWHERE = dc.CommitPolicy(host_turns=False)  # a writer on another machine tak
 Where = tuple[str, dict[str, str]]
 
 
+PRELOAD = ["deltacommit", "pyarrow.parquet", "boto3"]
+
+
+def start_fork_server() -> None:
+    """Start the fork server, if no test has, before this test changes the environment: it
+    keeps the environment it started with for every later child, and other modules' tests
+    count on the suite's turn folder in theirs (this module's children are told theirs)."""
+    mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
 @pytest.fixture
 def turn_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    start_fork_server()
     folder = tmp_path / "turns"
     monkeypatch.setenv(host_turn.DIR_VARIABLE, str(folder))
     monkeypatch.delenv(host_turn.SWITCH, raising=False)
@@ -86,7 +99,6 @@ def _delete_elsewhere(uri: str, options: Mapping[str, str], predicate: str) -> i
 def in_process(job: Callable[[], object], timeout: float = 120.0) -> object:
     """Run ``job`` in another process of this host, with this test's turn folder."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["deltacommit", "pyarrow.parquet", "boto3"])
     out: mp.Queue[object] = ctx.Queue()
     p = ctx.Process(target=_run, args=(os.environ[host_turn.DIR_VARIABLE], job, out))
     p.start()

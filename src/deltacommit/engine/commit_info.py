@@ -24,6 +24,7 @@ from typing import Any
 from deltacommit.engine.staged import StagedCommit
 from deltacommit.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.log.actions import Add, CommitInfo, Remove
+from deltacommit.log.json_values import loads
 
 ENGINE_INFO = "deltacommit/0.1.0"
 
@@ -44,8 +45,8 @@ def previous_commit(data: bytes) -> str | None:
     if PREVIOUS_COMMIT_KEY.encode() not in first:
         return None
     try:
-        info = json.loads(first).get("commitInfo")
-    except (ValueError, RecursionError, AttributeError):
+        info = loads(first).get("commitInfo")
+    except (ValueError, AttributeError):
         return None
     value = info.get(PREVIOUS_COMMIT_KEY) if isinstance(info, dict) else None
     return value if isinstance(value, str) and len(value) == 64 else None
