@@ -24,7 +24,8 @@ read from it or wrote to it); the turn files only say what to read and when:
   (``commit_info.PREVIOUS_COMMIT_KEY``), and ``TableLog.advance_to`` takes a handed-on
   commit only on a chain of those digests that starts at bytes it read from the log and
   reaches its own newest commit (or a version it read).  So four processes taking turns read
-  one commit per commit, not three, and a forged, torn or stale handed-on commit is read.
+  one commit per commit, not three, and a forged, torn or stale handed-on commit is never
+  taken: its version is read instead.
 * The record carries no fact about the log store's entries: the DynamoDB store checks the
   previous entry and file itself (step 1 of the protocol) on every claim after another
   process's commit.
@@ -42,11 +43,11 @@ No wait is unbounded, and a process stopped (SIGSTOP) anywhere delays the others
 the patience, once:
 
 * The turn is an ``flock`` tried without blocking every ``POLL`` (``flock`` cannot wait
-  with a time limit); the polls read the record, which is what lets waiting writers read
-  ahead.  A holder that has not moved the record for ``turn_patience`` seconds is passed by:
-  the writer races, and marks the record as passed by (``_View.stalled``), so that no other
-  process waits for that holder again until the record changes.  A holder that died released
-  its ``flock`` with its process.
+  with a time limit); the polls read the record, which is what lets waiting writers collect
+  the commits handed on meanwhile.  A holder that has not moved the record for
+  ``turn_patience`` seconds is passed by: the writer races, and marks the record as passed
+  by (``_View.stalled``), so that no other process waits for that holder again until the
+  record changes.  A holder that died released its ``flock`` with its process.
 * The record file takes no lock.  It holds three slots, each written whole by one
   ``pwrite`` and checked by its CRC-32 on reading (a slot read while being written is taken
   as absent): the holder's record, the previous writer's word that it is done with its
@@ -62,9 +63,10 @@ Turn files are private: the folder is opened ``O_DIRECTORY | O_NOFOLLOW`` and mu
 directory owned by this user that no one else can write, and each file is opened relative to
 it, ``O_NOFOLLOW``, and must be a regular file owned by this user that no one else can write;
 this is checked on every open, so a folder a temp cleaner removed and another user made again
-is not used.  Anything failing in the turn files (a read-only temp folder, a folder another
-user owns or others can write) turns turns off for that folder in the process, with one
-warning; commits go on racing.  A process keeps the files of at most ``CAPACITY`` tables
+is not used (files deleted under a process that keeps them open are noticed, ``_Files.gone``,
+and opened, and checked, again).  Anything failing in the turn files (a read-only temp
+folder, a folder another user owns or others can write) turns turns off for that folder in
+the process, with one warning; commits go on racing.  A process keeps the files of at most ``CAPACITY`` tables
 open, fewer under a low limit of open files (``_capacity``), closing the least recently used;
 running out of descriptors makes one commit race, never fail.
 

@@ -58,6 +58,10 @@ from deltacommit.snapshot import Commit
 #: attempt, so that they are read once, with those committed meanwhile; a shorter one after.
 CATCH_UP_AFTER = 0.01
 
+#: At most this many commits handed on with host-turn records are kept while waiting for the
+#: turn (each at most ``host_turn.CARRIED_BYTES``).
+HANDED_KEPT = 64
+
 #: A version as the checks see it: its conflict view and the txnIds it holds.
 Seen = tuple[WinningCommit, frozenset[str]]
 
@@ -189,6 +193,8 @@ class CommitLoop:
             data = turn.carried(record)
             if data is not None:
                 handed[record.version] = data
+                if len(handed) > HANDED_KEPT:  # a long wait: the oldest are read instead
+                    del handed[min(handed)]
 
         previous: Record | None = None
         if turn.take(collect, lambda: self._ready(group)):
