@@ -579,18 +579,21 @@ class HostTurn:
         if files is None or not files.local.acquire(blocking=False):
             return False
         try:
-            view = _view(files.read())
-            if view.record is not None and view.record.foreign:
-                files.futile = False  # another process commits: giving way may serve it
             waited = not _lock_nb(files.turn_fd, fcntl.LOCK_EX)
-            if not waited and view.record is not None and not view.record.foreign \
+            # Read once the turn is held (or awaited): a record read before could be older
+            # than the commit of a holder that released the turn just before it was taken.
+            found = _view(files.read()).record
+            if found is not None and found.foreign:
+                files.futile = False  # another process commits: giving way may serve it
+            if not waited and found is not None and not found.foreign \
                     and not files.futile and self._queue_busy(files):
                 # This process committed last and another waits: see ``_give_way``.
                 waited = self._give_way(files)
             if not waited or self._wait(files, waiting, before_waiting):
                 self._files = files
                 self.held = True
-                self.found = _view(files.read()).record if waited else view.record
+                # Read again: another process may have committed while this one gave way.
+                self.found = _view(files.read()).record
                 self.shared = waited or (self.found is not None and self.found.foreign)
                 return True
         except OSError as e:
