@@ -282,7 +282,7 @@ class Env:
         """A new, empty table location for a backend, and the options that reach it."""
         import boto3
 
-        from deltacommit.logstore.dynamodb import create_log_table
+        from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
         from deltacommit.testing import unique_name
 
         if backend == "local":
@@ -493,7 +493,7 @@ def _counted(table: Any) -> Iterator[Counter[str]]:
 @contextlib.contextmanager
 def _counted_fs() -> Iterator[Counter[str]]:
     """File system calls the local store makes (it has no requests)."""
-    import deltacommit.storage.local as local
+    import deltacommit.io.storage.local as local
 
     counts: Counter[str] = Counter()
     real = local.os
@@ -534,8 +534,8 @@ def bench_requests(env: Env, out: list[dict[str, Any]]) -> None:
     import pyarrow as pa
 
     import deltacommit as dc
-    from deltacommit.datafiles import write_data_files
-    from deltacommit.storage.dynamo_commit import create_lease_table
+    from deltacommit.io.datafiles import write_data_files
+    from deltacommit.io.logstore.dynamo_commit.leases import create_lease_table
     from deltacommit.testing import unique_name
 
     schema = pa.schema([(n, getattr(pa, t)()) for n, t in SCHEMA_FIELDS])

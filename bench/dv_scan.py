@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.log.actions import Add, Protocol
-from deltacommit.log.deletion_vectors import (
+from deltacommit.protocol.actions import Add, Protocol
+from deltacommit.protocol.deletion_vectors import (
     encode_bitmap_array,
     encode_file,
     relative_dv_path_or_inline,

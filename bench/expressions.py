@@ -28,8 +28,8 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
-from deltacommit.constraints import Constraint, check_constraints
-from deltacommit.generated import GeneratedColumn, evaluate
+from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
+from deltacommit.protocol.expressions.generated import GeneratedColumn, evaluate
 
 GENERATED = [
     ("year(ts)", pa.int32()),

@@ -37,8 +37,8 @@ from tests.peers.test_spark_emulator import _spark_writer
 from tests.s3.helpers import SCHEMA
 
 import deltacommit as dc
-from deltacommit.logstore.dynamodb import create_log_table
-from deltacommit.schema import schema_to_json
+from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+from deltacommit.protocol.schema.arrow import schema_to_json
 from deltacommit.testing import (
     MotoServer,
     apply_test_aws_environment,

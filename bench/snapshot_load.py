@@ -58,14 +58,21 @@ import numpy as np
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.checkpoint import write_checkpoint
-from deltacommit.clock import SYSTEM_CLOCK
-from deltacommit.engine import state_cache
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, serialize_commit
-from deltacommit.log.checkpoint_format import ADD
-from deltacommit.log.lazy_files import ActionRows, LazyActionMap, adds_from_arrow
-from deltacommit.log.replay import TableState
-from deltacommit.logstore import open_log_store
+from deltacommit.engine.hooks.checkpoint import write_checkpoint
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.io.logstore import open_log_store
+from deltacommit.protocol.actions import (
+    Action,
+    Add,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    serialize_commit,
+)
+from deltacommit.protocol.checkpoint.format import ADD
+from deltacommit.protocol.files.lazy_files import ActionRows, LazyActionMap, adds_from_arrow
+from deltacommit.protocol.log.replay import TableState
+from deltacommit.runtime.clock import SYSTEM_CLOCK
 
 SCHEMA_STRING = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},

@@ -23,9 +23,14 @@ import pyarrow as pa
 
 import deltacommit as dc
 from deltacommit.errors import MissingVersionError
-from deltacommit.log.names import commit_path
-from deltacommit.testing import MotoServer, apply_test_aws_environment, s3_storage_options, unique_name
-from deltacommit.verify import verify_table
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.testing import (
+    MotoServer,
+    apply_test_aws_environment,
+    s3_storage_options,
+    unique_name,
+)
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

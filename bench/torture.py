@@ -36,9 +36,14 @@ def main() -> int:
                     help="peer writers of the s3-dynamodb-mixed and s3-dynamodb-peers-only modes")
     args = ap.parse_args()
 
-    from deltacommit.logstore.dynamodb import create_log_table
-    from deltacommit.stress import run_stress
-    from deltacommit.testing import MotoServer, apply_test_aws_environment, s3_storage_options, unique_name
+    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+    from deltacommit.testing import (
+        MotoServer,
+        apply_test_aws_environment,
+        s3_storage_options,
+        unique_name,
+    )
+    from deltacommit.testing.stress import run_stress
 
     apply_test_aws_environment()
     ok = True

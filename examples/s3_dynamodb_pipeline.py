@@ -18,7 +18,7 @@ Against real S3 and DynamoDB (credentials from the usual AWS environment or prof
 Every option can also come from the environment under deltalake's names (``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_REGION``, ``DELTA_DYNAMO_TABLE_NAME``, ...).  Spark writers
 sharing the table must use the same DynamoDB table and ``tablePath`` scheme; see
-``DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME`` in ``deltacommit.aws.options``.
+``DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME`` in ``deltacommit.io.aws.options``.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def main() -> int:
 
 
 def create_log_table(options: dict[str, str], name: str) -> None:
-    from deltacommit.aws import resolve_aws_config
-    from deltacommit.logstore.dynamodb import create_log_table as create
+    from deltacommit.io.aws import resolve_aws_config
+    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table as create
 
     config: Any = resolve_aws_config(options)
     setup = create(config.dynamodb_client(), name)

@@ -33,7 +33,7 @@ from deltacommit.testing import (
 # before any test module creates a client.
 apply_test_aws_environment()
 
-# Host turns (engine/host_turn.py) of the suite's tables live in a folder of the test run's own,
+# Host turns (engine/commit/host_turn.py) of the suite's tables live in a folder of the test run's own,
 # removed at its end, instead of the machine's turn folder: every table of every run would
 # otherwise leave its turn files there.  Set at import, so writer processes inherit it.
 _TURNS = tempfile.mkdtemp(prefix="deltacommit-test-turns-")

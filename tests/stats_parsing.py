@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from deltacommit.log import stats_arrays
+from deltacommit.protocol.stats import arrays as stats_arrays
 
 
 def json_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:

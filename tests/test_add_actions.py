@@ -18,24 +18,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.column_mapping import mapping_mode, physical_name
-from deltacommit.engine import state_cache
-from deltacommit.log import checkpoint_format, stats_arrays
-from deltacommit.log.add_actions import (
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.protocol.checkpoint import format as checkpoint_format
+from deltacommit.protocol.files.add_actions import (
     add_actions_table,
     parse_stats,
     partition_strings,
     stats_columns,
     stats_type,
 )
-from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.parsed_stats import (
+from deltacommit.protocol.files.lazy_files import LazyActionMap
+from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_name
+from deltacommit.protocol.stats import arrays as stats_arrays
+from deltacommit.protocol.stats.arrays import stats_from_struct
+from deltacommit.protocol.stats.parsed import (
     stats_json_from_struct,
     stats_json_texts,
     stats_struct_array,
     stats_struct_type,
 )
-from deltacommit.log.stats_arrays import stats_from_struct
 from tests.delta_tables import DATA
 from tests.stats_parsing import json_parsed_rows
 
@@ -687,7 +688,7 @@ def test_stats_texts_column_wise_are_the_row_by_row_texts(rows: list[Any], start
 
 def _recorded_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The columns of every read of a checkpoint file from now on."""
-    from deltacommit import checkpoint_reader
+    from deltacommit.engine.snapshot import checkpoint_reader
 
     reads: list[list[str]] = []
     real = checkpoint_reader._CheckpointFile.read

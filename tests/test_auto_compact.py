@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit import auto_compact
+from deltacommit.ops import auto_compact
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 

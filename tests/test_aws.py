@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from deltacommit.aws import (
+from deltacommit.errors import StorageConfigError
+from deltacommit.io.aws import (
     IGNORED_OPTIONS,
     AwsConfig,
     ConditionalPut,
@@ -15,7 +16,6 @@ from deltacommit.aws import (
     parse_conditional_put,
     resolve_aws_config,
 )
-from deltacommit.errors import StorageConfigError
 
 ENDPOINT = "http://127.0.0.1:5000"
 
@@ -296,8 +296,13 @@ def test_option_values_must_be_strings() -> None:
 
 
 def test_one_retry_policy_states_each_callers_limits() -> None:
-    from deltacommit.aws.retry import LEASED_WRITES, S3_REQUESTS, RetryPolicy, dynamodb_throttling
-    from deltacommit.clock import RandomSource
+    from deltacommit.io.aws.retry import (
+        LEASED_WRITES,
+        S3_REQUESTS,
+        RetryPolicy,
+        dynamodb_throttling,
+    )
+    from deltacommit.runtime.clock import RandomSource
 
     rng = RandomSource(3)
     # The S3 store: six requests, delays below 2 s.

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
-from deltacommit.log.names import commit_path
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 

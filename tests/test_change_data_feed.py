@@ -22,8 +22,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
-from deltacommit.log.actions import Protocol
-from deltacommit.log.features import change_data_feed_enabled, check_writable
+from deltacommit.protocol.actions import Protocol
+from deltacommit.protocol.table_config.features import change_data_feed_enabled, check_writable
 
 DATA = Path(__file__).parent / "data"
 CDF_TABLES = ["cdf-table", "cdf-table-non-partitioned", "cdf-table-partitioned",
@@ -203,7 +203,7 @@ def test_change_data_feed_enabled(protocol: Protocol, config: dict[str, str | No
     (4, "none", True), (5, "none", True), (6, "none", True), (5, "name", True),
     (8, "none", False)])
 def test_writer_versions(writer: int, mode: str, ok: bool) -> None:
-    from deltacommit.log.actions import Metadata
+    from deltacommit.protocol.actions import Metadata
 
     metadata = Metadata("id", '{"type":"struct","fields":[]}', [],
                         {"delta.columnMapping.mode": mode})

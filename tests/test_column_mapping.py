@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.column_mapping import (
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.schema.column_mapping import (
     PARQUET_FIELD_ID,
     assign_column_mapping,
     file_column,
@@ -26,8 +28,6 @@ from deltacommit.column_mapping import (
     to_logical,
     to_physical,
 )
-from deltacommit.errors import InvalidArgumentError
-from deltacommit.log.actions import Add
 from tests.delta_tables import DATA, copy_table, peer_read
 
 EXPECTED = DATA / "delta-golden-expected"
@@ -576,7 +576,7 @@ def test_struct_stats_in_checkpoints_use_physical_names(tmp_path: Path) -> None:
 
     import pyarrow.parquet as pq
 
-    from deltacommit.engine import state_cache
+    from deltacommit.engine.snapshot import state_cache
 
     uri = str(tmp_path / "t")
     dc.DeltaTable.create(uri, pa.schema([("id", pa.int64()), ("day", pa.string())]),
@@ -755,8 +755,8 @@ def _json_fields(t: Any) -> list[dict[str, Any]]:
 @given(st.lists(st.sampled_from(["flat", "struct", "list", "map"]), min_size=2, max_size=6),
        st.data())
 def test_assigned_mappings_pass_and_any_shared_id_fails(shapes: list[str], data: Any) -> None:
-    from deltacommit.column_mapping import ID_KEY, check_unique_mapping
-    from deltacommit.schema import schema_from_json, schema_to_json
+    from deltacommit.protocol.schema.arrow import schema_from_json, schema_to_json
+    from deltacommit.protocol.schema.column_mapping import ID_KEY, check_unique_mapping
 
     inner = pa.struct([("x", pa.int32()), ("y", pa.string())])
     types = {"flat": pa.int64(), "struct": inner, "list": pa.list_(inner),

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.constraints import Constraint, check_constraints
 from deltacommit.errors import SchemaMismatchError, UnsupportedProtocolError
+from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
 
 
 def _invariant_schema() -> pa.Schema:
@@ -235,7 +235,7 @@ _expr2 = st.recursive(_leaf2, lambda inner: st.one_of(
 @given(expr=_expr2, rows=_rows)
 def test_the_expression_evaluator_agrees_with_sql_three_valued_logic(
         expr: tuple[Any, ...], rows: list[dict[str, Any]]) -> None:
-    from deltacommit.generated import evaluate_condition
+    from deltacommit.protocol.expressions.generated import evaluate_condition
 
     data = pa.Table.from_pylist(rows, schema=pa.schema([("a", pa.int64()), ("b", pa.int64())]))
     assert evaluate_condition(_sql2(expr), data).to_pylist() == [_py2(expr, r) for r in rows]
@@ -289,7 +289,7 @@ def test_a_constraint_added_by_another_writer_binds_the_next_write_of_a_kept_tab
     """What a write checks follows from the version's ``metaData``: writes of one metadata
     share their checks, and a constraint committed by another writer (another table object)
     binds the next write of a kept table object as soon as it has read that version."""
-    from deltacommit.datafiles import WriteTarget
+    from deltacommit.io.datafiles import WriteTarget
 
     uri = str(tmp_path / "t")
     dc.DeltaTable.create(uri, pa.schema([("id", pa.int64())]))

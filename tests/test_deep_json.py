@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
-from deltacommit.log.json_values import loads
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.protocol.json_values import loads
 
 DEPTH = 100_000
 DEEP = '{"a":' * DEPTH + "1" + "}" * DEPTH

@@ -18,16 +18,16 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.deletion_vector_io import deleted_rows, keep_mask, kept_rows
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import Add, Protocol
-from deltacommit.log.deletion_vectors import (
+from deltacommit.io.deletion_vectors import deleted_rows, keep_mask, kept_rows
+from deltacommit.protocol.actions import Add, Protocol
+from deltacommit.protocol.deletion_vectors import (
     encode_bitmap_array,
     encode_file,
     relative_dv_path_or_inline,
     z85_encode,
 )
-from deltacommit.log.paths import parse_location
+from deltacommit.protocol.log.paths import parse_location
 from tests.delta_tables import DATA, copy_table, peer_read
 
 DV_TABLES = ["delta-golden/dv-partitioned-with-checkpoint", "delta-golden/log-replay-dv-key-cases",

@@ -19,11 +19,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.conflicts import IsolationLevel, TransactionSummary, WinningCommit, check_conflicts
 from deltacommit.errors import ConcurrentModificationException, InvalidArgumentError
-from deltacommit.log.actions import DomainMetadata, Metadata, Protocol, parse_commit
-from deltacommit.log.names import commit_path
-from deltacommit.log.replay import replay
+from deltacommit.protocol.actions import DomainMetadata, Metadata, Protocol, parse_commit
+from deltacommit.protocol.conflicts import (
+    IsolationLevel,
+    TransactionSummary,
+    WinningCommit,
+    check_conflicts,
+)
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.protocol.log.replay import replay
 
 SCHEMA = pa.schema([("id", pa.int64())])
 FEATURE = {"delta.feature.domainMetadata": "supported"}
@@ -210,7 +215,7 @@ def test_corpus_tables_with_these_features_are_refused_only_for_other_features(
     names that feature alone.  (Copies without it take appends: test_row_tracking.py and
     test_in_commit_timestamps.py.)"""
     from deltacommit.errors import UnsupportedProtocolError
-    from deltacommit.log.features import WRITER_FEATURES, check_writable
+    from deltacommit.protocol.table_config.features import WRITER_FEATURES, check_writable
 
     log = Path(__file__).parent / "data" / name / "_delta_log" / "00000000000000000000.json"
     protocol = next(Protocol.from_json(json.loads(line)["protocol"])

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.deletion_vectors import (
+from deltacommit.protocol.deletion_vectors import (
     MAGIC,
     DeletionVectorDescriptor,
     check_descriptor,

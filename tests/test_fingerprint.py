@@ -15,8 +15,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from deltacommit import fingerprint as fp_module
-from deltacommit.fingerprint import Fingerprint, fingerprint, row_differences, value_hashes
+from deltacommit.protocol import fingerprint as fp_module
+from deltacommit.protocol.fingerprint import (
+    Fingerprint,
+    fingerprint,
+    row_differences,
+    value_hashes,
+)
 from tests.arrow_strategies import same_value, tables, values
 
 #: ``DELTACOMMIT_HYPOTHESIS_EXAMPLES=2000`` for a long run; the suite's default stays quick.

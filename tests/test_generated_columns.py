@@ -22,13 +22,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.datafiles import WriteTarget, conform_rows
 from deltacommit.errors import (
     GeneratedColumnMismatchError,
     InvalidArgumentError,
     UnsupportedProtocolError,
 )
-from deltacommit.generated import GeneratedColumn, evaluate, generated_columns, parse_expression
+from deltacommit.io.datafiles import WriteTarget, conform_rows
+from deltacommit.protocol.expressions.generated import (
+    GeneratedColumn,
+    evaluate,
+    generated_columns,
+    parse_expression,
+)
 
 UTC = dt.UTC
 TS = pa.timestamp("us", tz="UTC")
@@ -270,7 +275,8 @@ def test_unsupported_expression_refuses_the_write(tmp_path: Path,
     with pytest.raises(InvalidArgumentError, match="generated column 's' has expression"):
         dc.DeltaTable.create(path, schema)  # refused up front
     # A table another engine created with it: every write is refused.
-    monkeypatch.setattr("deltacommit.generated.check_expressions", lambda schema, table: None)
+    monkeypatch.setattr("deltacommit.protocol.expressions.generated.check_expressions",
+                        lambda schema, table: None)
     table = dc.DeltaTable.create(path, schema)
     monkeypatch.undo()
     data = pa.table({"ts": pa.array([dt.datetime(2020, 1, 1, tzinfo=UTC)], TS)})

@@ -23,14 +23,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.conflicts import WinningCommit, check_conflicts
-from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.errors import (
     InvalidArgumentError,
     MetadataChangedException,
     UnsupportedProtocolError,
 )
-from deltacommit.identity import (
+from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.protocol.actions import MAX_LONG, CommitInfo, Metadata
+from deltacommit.protocol.conflicts import WinningCommit, check_conflicts
+from deltacommit.protocol.features.identity import (
     SCHEMA_UPDATE_TAG,
     Allocation,
     IdentityColumn,
@@ -40,7 +41,6 @@ from deltacommit.identity import (
     only_marks_changed,
     with_high_water_marks,
 )
-from deltacommit.log.actions import MAX_LONG, CommitInfo, Metadata
 
 MIN_LONG = -MAX_LONG - 1
 
@@ -338,10 +338,10 @@ def test_a_stale_writer_passes_a_cleaned_log_of_identity_writes() -> None:
     """Commits a stale blind append would be checked against are gone (log cleanup); the
     table's metadata differs from its snapshot's only in the high-water mark, which passes it
     as checking the commits one by one would have."""
-    from deltacommit.clock import ManualClock, RandomSource
-    from deltacommit.log.names import commit_path
-    from deltacommit.logstore.conditional import ConditionalPutLogStore
-    from deltacommit.storage.memory import MemoryStore
+    from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.io.storage.memory import MemoryStore
+    from deltacommit.protocol.log.names import commit_path
+    from deltacommit.runtime.clock import ManualClock, RandomSource
 
     clock = ManualClock(1_800_000_000.0)
     store = MemoryStore("identity-stale", clock=clock)

@@ -23,11 +23,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
-from deltacommit.engine.commit_info import committed_txn_ids
+from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.log import in_commit_timestamps as ict
-from deltacommit.log.actions import CommitInfo, parse_commit
+from deltacommit.protocol.actions import CommitInfo, parse_commit
+from deltacommit.protocol.features import in_commit_timestamps as ict
+from deltacommit.runtime.clock import ManualClock
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 ENABLED = {"delta.enableInCommitTimestamps": "true"}
@@ -181,7 +181,7 @@ def test_a_rebased_commit_is_stamped_after_its_winner_even_with_a_slow_clock(
     slow = dc.DeltaTable(uri, clock=ManualClock(start=1_000_000_000.0))  # 2001
     winner = dc.DeltaTable(uri)
     txn = slow.transaction()
-    from deltacommit.datafiles import write_data_files
+    from deltacommit.io.datafiles import write_data_files
 
     txn.add(write_data_files(slow.store, rows([1]), [], clock=slow.clock, random=slow.random))
     won = dc.append(winner, rows([2]))

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import MissingVersionError
-from deltacommit.log.names import commit_path
-from deltacommit.logstore import ConditionalPutLogStore
-from deltacommit.storage.base import ObjectMeta
-from deltacommit.storage.local import LocalStore
+from deltacommit.io.logstore import ConditionalPutLogStore
+from deltacommit.io.storage.base import ObjectMeta
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 

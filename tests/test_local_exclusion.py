@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.log.names import commit_path
+from deltacommit.protocol.log.names import commit_path
 
 WRITERS = 8
 APPENDS = 50

@@ -11,7 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltacommit.errors import SchemaMismatchError
-from deltacommit.nested import conform, enforce_nested_not_null, has_nested_required
+from deltacommit.protocol.schema.nested import (
+    conform,
+    enforce_nested_not_null,
+    has_nested_required,
+)
 
 INNER = pa.struct([pa.field("a", pa.int32(), nullable=False), pa.field("b", pa.string())])
 SCHEMA = pa.schema([
@@ -111,7 +115,7 @@ def test_conform_relabels_optional_children_written_by_other_writers() -> None:
 
 def test_a_table_with_nested_required_fields_writes_and_reads_spark_shaped_data(tmp_path: Any) -> None:
     import deltacommit as dc
-    from deltacommit.log.actions import Add
+    from deltacommit.protocol.actions import Add
 
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA)

@@ -16,13 +16,17 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
 from deltacommit.errors import DeltaCommitError
-from deltacommit.log.actions import Add, Protocol
-from deltacommit.log.deletion_vectors import encode_bitmap_array, encode_file, relative_dv_path_or_inline
-from deltacommit.log.names import LOG_DIR, commit_path
-from deltacommit.log.paths import parse_location, vacuum_keys
-from deltacommit.storage.local import LocalStore
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.actions import Add, Protocol
+from deltacommit.protocol.deletion_vectors import (
+    encode_bitmap_array,
+    encode_file,
+    relative_dv_path_or_inline,
+)
+from deltacommit.protocol.log.names import LOG_DIR, commit_path
+from deltacommit.protocol.log.paths import parse_location, vacuum_keys
+from deltacommit.runtime.clock import ManualClock
 
 DAY = 86_400.0
 
@@ -64,7 +68,7 @@ def test_cleanup_after_an_ordinary_write_never_follows_a_linked_tmp_or_sidecars_
     sidecar_victims = _outside(tmp_path, "elsewhere-sidecars", [f"{uuid.uuid4()}.parquet"])
     (log / ".tmp").symlink_to(tmp_victims, target_is_directory=True)
     (log / "_sidecars").symlink_to(sidecar_victims, target_is_directory=True)
-    with caplog.at_level(logging.WARNING, logger="deltacommit.storage.local"):
+    with caplog.at_level(logging.WARNING, logger="deltacommit.io.storage.local"):
         for i in range(3, 6):  # version 6 checkpoints; its hook cleans up before checkpoint 3
             dc.write(uri, pa.table({"id": [i]}))
     assert not (log / commit_path(0).split("/")[1]).exists()  # the cleanup did run ...
@@ -233,6 +237,9 @@ def test_retention_zero_keeps_files_a_writer_has_not_committed_yet(tmp_path: Pat
     assert t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False) == \
         ["part-orphan.parquet"]
     assert staged.exists()
+    # A clock a second ahead: the staged file is older than the vacuum's reading of it, as a
+    # file written a moment before is not when the file system stamps it coarsely.
+    t = dc.DeltaTable(uri, clock=ManualClock(time.time() + 1))
     assert t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
                     protect_uncommitted=False) == ["part-staged.parquet"]
 

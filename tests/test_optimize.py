@@ -13,8 +13,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.log.actions import Add
-from deltacommit.optimize import parse_size, plan_bins
+from deltacommit.ops.optimize import parse_size, plan_bins
+from deltacommit.protocol.actions import Add
 
 
 def _small_files(uri: str, per_partition: int = 5) -> None:

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
-from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.predicates import from_partition_filters, parse_predicate
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.protocol.expressions.predicates import from_partition_filters, parse_predicate
+from deltacommit.protocol.files.lazy_files import LazyActionMap
 
 REGIONS = ["eu", "us", "a b/c%d", "", None]
 

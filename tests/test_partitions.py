@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
-from deltacommit.partitions import (
+from deltacommit.protocol.partitions import (
     HIVE_DEFAULT_PARTITION,
     check_partition_columns,
     decode_add_path,

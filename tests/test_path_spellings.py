@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import Add
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.actions import Add
+from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import MotoServer, S3Bucket
-from deltacommit.verify import verify_table
 
 SCHEMA = pa.schema([("id", pa.int64())])
 EIGHT_DAYS = 8 * 86_400.0
@@ -157,7 +157,7 @@ def test_files_removed_after_a_checkpoint_stay_removed_whatever_their_spelling(
     """Absolute spellings are not their own keys: a checkpoint row removed afterwards is hidden
     by its canonical key, so the file list and the next checkpoint must match rows by key, not
     by the path as written (a removed file in a checkpoint comes back for every reader)."""
-    from deltacommit.engine import state_cache
+    from deltacommit.engine.snapshot import state_cache
 
     root = tmp_path / "T"
     t = dc.DeltaTable.create(str(root), SCHEMA)

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.partitions import parse_partition_value, serialize_partition_value
-from deltacommit.predicates import (
+from deltacommit.protocol.expressions.predicates import (
     FALSE,
     NULL,
     TRUE,
@@ -34,6 +33,7 @@ from deltacommit.predicates import (
     or_,
     parse_predicate,
 )
+from deltacommit.protocol.partitions import parse_partition_value, serialize_partition_value
 
 UTC = dt.UTC
 

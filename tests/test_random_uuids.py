@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 import uuid
 
-from deltacommit.clock import _RandomBytes, random_uuid
+from deltacommit.runtime.clock import _RandomBytes, random_uuid
 
 
 def test_uuids_are_version_4_and_unique_across_threads() -> None:

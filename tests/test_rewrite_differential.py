@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.log.actions import Protocol
+from deltacommit.protocol.actions import Protocol
 from tests.arrow_strategies import canonical_rows
 from tests.delta_tables import peer_read
 

@@ -16,14 +16,15 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit import auto_compact, dv_delete, optimize
-from deltacommit.clock import ManualClock
-from deltacommit.datafiles import WriteTarget, write_rows
 from deltacommit.errors import InvalidArgumentError, RewriteCheckError
-from deltacommit.log.actions import Protocol
-from deltacommit.optimize import CompactionBin
-from deltacommit.staged_files import COMMIT_WINDOW_MS, UNCOMMITTED_FLOOR_MS
-from deltacommit.storage.memory import MemoryStore
+from deltacommit.io.datafiles import WriteTarget, write_rows
+from deltacommit.io.storage.memory import MemoryStore
+from deltacommit.ops import auto_compact, optimize
+from deltacommit.ops import delete as dv_delete
+from deltacommit.ops.optimize import CompactionBin
+from deltacommit.protocol.actions import Protocol
+from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS, UNCOMMITTED_FLOOR_MS
+from deltacommit.runtime.clock import ManualClock
 from tests.arrow_strategies import canonical_rows
 
 STRUCT_A = pa.struct([("a", pa.int64())])
@@ -253,7 +254,7 @@ def test_a_bin_too_old_to_commit_safely_is_deleted_and_left(tmp_path: Path) -> N
     clock = ManualClock(1_800_000_000.0)
     name = f"rewrite-{tmp_path.name}"
     store = MemoryStore(name, clock=clock)
-    from deltacommit.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.io.logstore.conditional import ConditionalPutLogStore
 
     t = dc.DeltaTable.create(f"memory://{name}", pa.schema([("id", pa.int64())]),
                              log_store=ConditionalPutLogStore(store), clock=clock)
@@ -283,9 +284,9 @@ def test_a_bin_too_old_to_commit_safely_is_deleted_and_left(tmp_path: Path) -> N
 
 def test_a_write_whose_files_vanished_before_its_late_commit_fails_cleanly(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deltacommit import writer
     from deltacommit.errors import StagedFilesExpiredError
-    from deltacommit.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.ops import write as writer
 
     clock = ManualClock(1_800_000_000.0)
     name = f"late-{tmp_path.name}"

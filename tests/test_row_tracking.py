@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.log import row_tracking
-from deltacommit.log.actions import Add, CommitInfo, DomainMetadata, Protocol, parse_commit
-from deltacommit.log.names import commit_path
+from deltacommit.protocol.actions import Add, CommitInfo, DomainMetadata, Protocol, parse_commit
+from deltacommit.protocol.features import row_tracking
+from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 ENABLED = {"delta.enableRowTracking": "true"}
@@ -65,7 +65,7 @@ def assert_ids_dense(table: dc.DeltaTable) -> int:
 
 def assert_each_acknowledged_once(uri: str, results: list[dc.WriteResult]) -> None:
     """Every acknowledged transaction is in the log exactly once, at the version it was told."""
-    from deltacommit.engine.commit_info import committed_txn_ids
+    from deltacommit.engine.transaction.commit_info import committed_txn_ids
 
     seen: dict[str, list[int]] = {}
     for v, info in dc.DeltaTable(uri).snapshot.commit_infos():
@@ -112,7 +112,7 @@ def test_high_water_mark_is_read_from_its_domain_and_a_bad_one_is_named() -> Non
 
 
 def test_support_needs_the_feature_and_no_suspension() -> None:
-    from deltacommit.log.actions import Metadata
+    from deltacommit.protocol.actions import Metadata
 
     p = Protocol(1, 7, None, ["domainMetadata", "rowTracking"])
     m = Metadata("i", "{}", [], {})
@@ -210,7 +210,7 @@ def stable_ids(uri: str) -> dict[int, tuple[int, int]]:
     reader reconstructs them: the hidden materialized columns where set, else the defaults."""
     import pyarrow.parquet as pq
 
-    from deltacommit.partitions import decode_add_path
+    from deltacommit.protocol.partitions import decode_add_path
 
     t = dc.DeltaTable(uri)
     names = (t.configuration[row_tracking.ROW_ID_COLUMN_KEY] or "",
@@ -332,7 +332,7 @@ def test_a_rebased_commit_takes_ids_above_the_winners_mark(tmp_path: Path) -> No
     dc.DeltaTable.create(uri, SCHEMA, configuration=ENABLED)
     loser, winner = dc.DeltaTable(uri), dc.DeltaTable(uri)
     txn = loser.transaction()
-    from deltacommit.datafiles import write_data_files
+    from deltacommit.io.datafiles import write_data_files
 
     txn.add(write_data_files(loser.store, rows("a", [1, 2]), [], clock=loser.clock,
                              random=loser.random))

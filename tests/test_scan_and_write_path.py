@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.engine.scan import dictionary_columns, plain_pieces
 from deltacommit.errors import CheckConstraintViolationError, SchemaMismatchError
-from deltacommit.scan import dictionary_columns, plain_pieces
+from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -107,8 +107,8 @@ def test_read_many_equals_reading_each_file(tmp_path: Path) -> None:
     the first file lacks a column or files store a column with different types."""
     import pyarrow.parquet as pq
 
-    from deltacommit.log.actions import Add
-    from deltacommit.scan import FileScan
+    from deltacommit.engine.scan import FileScan
+    from deltacommit.protocol.actions import Add
 
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())])
     files = {

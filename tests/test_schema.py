@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from deltacommit.errors import SchemaMismatchError
-from deltacommit.schema import (
+from deltacommit.protocol.schema.arrow import (
     arrow_to_delta_type,
     cast_to_table_schema,
     check_write_compatible,

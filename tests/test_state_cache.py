@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.testing import S3Bucket
 
 
@@ -49,8 +49,8 @@ def test_a_large_commit_at_the_checkpoint_is_not_decoded_to_cache_the_state(
     identity with; a commit too large to decode cheaply leaves it uncached (the next open
     loads again), a small one is read and decoded once.  (The limit is lowered here so that
     a commit of 60 files exceeds it, as one of about 700 files exceeds the real one.)"""
-    from deltacommit.engine import table_log
-    from deltacommit.log.names import commit_path
+    from deltacommit.engine.commit import table_log
+    from deltacommit.protocol.log.names import commit_path
 
     monkeypatch.setattr(table_log, "LARGEST_DECODED_ANCHOR", 8 * 1024)
     uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options

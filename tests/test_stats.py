@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.stats import (
+from deltacommit.protocol.stats.compute import (
     compute_stats,
     stats_num_records,
     truncate_max_string,
@@ -240,7 +240,7 @@ def test_stats_num_records() -> None:
 
 def test_agrees_with_deltalake(tmp_path: Path) -> None:
     """Same data written by delta-rs: every bound we write must be a valid bound of delta-rs's
-    exact one.  Deliberate differences (documented in deltacommit.stats):
+    exact one.  Deliberate differences (documented in deltacommit.protocol.stats.compute):
     - booleans get no min/max (Spark's rule); delta-rs writes them;
     - timestamps have millisecond precision (min down, max up); delta-rs writes microseconds;
     - strings are truncated to 32 characters (Spark's rule); delta-rs writes longer prefixes;

@@ -10,7 +10,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from deltacommit.stats import compute_stats
+from deltacommit.protocol.stats.compute import compute_stats
 
 VALUES = [
     pa.array([5], pa.int64()), pa.array([2**63 - 1], pa.uint64()), pa.array([None], pa.int32()),

@@ -11,8 +11,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import MissingVersionError
-from deltacommit.log.names import checkpoint_path, commit_path, version_gaps
-from deltacommit.verify import verify_table
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import checkpoint_path, commit_path, version_gaps
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

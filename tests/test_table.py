@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.log.names import commit_path
+from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.float64())])
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.log.actions import Protocol
-from deltacommit.log.feature_requests import (
+from deltacommit.protocol.actions import Protocol
+from deltacommit.protocol.table_config.feature_requests import (
     FEATURES,
     PROPERTY_FEATURES,
     REQUESTABLE,

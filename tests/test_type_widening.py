@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
-from deltacommit.log.actions import Protocol, serialize_commit
-from deltacommit.type_widening import check_type_changes, is_supported_change
+from deltacommit.protocol.actions import Protocol, serialize_commit
+from deltacommit.protocol.schema.type_widening import check_type_changes, is_supported_change
 
 DATA = Path(__file__).resolve().parent / "data"
 MAX, MIN = 2**63 - 1, -(2**63)
@@ -211,8 +211,8 @@ def test_every_supported_integer_widening_reads_values_exactly(
         old: str, new: str, data: st.DataObject) -> None:
     """What the reader does to an old file's column (``to_logical``) loses no value of a
     change ``is_supported_change`` accepts."""
-    from deltacommit.column_mapping import to_logical
-    from deltacommit.schema import delta_to_arrow_type
+    from deltacommit.protocol.schema.arrow import delta_to_arrow_type
+    from deltacommit.protocol.schema.column_mapping import to_logical
 
     if not is_supported_change(old, new):
         return

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
-from deltacommit.engine.policy import CommitPolicy
+from deltacommit.engine.commit.policy import CommitPolicy
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import CorruptLogError
 from tests.other_user import as_root, run_cli, shared_dir
 

@@ -17,9 +17,9 @@ import pytest
 import deltacommit as dc
 from deltacommit.cli import main
 from deltacommit.errors import InvalidArgumentError, TableNotFoundError
-from deltacommit.journal import Journal, JournalEntry, read_journal, read_journals
-from deltacommit.log.names import commit_path
-from deltacommit.verify import verify_table
+from deltacommit.io.journal import Journal, JournalEntry, read_journal, read_journals
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([("writer", pa.int32()), ("seq", pa.int32())])
 

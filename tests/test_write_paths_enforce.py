@@ -22,14 +22,14 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import GroupCommitPolicy
-from deltacommit.datafiles import WriteTarget
 from deltacommit.errors import (
     CheckConstraintViolationError,
     ConstraintViolationError,
     GeneratedColumnMismatchError,
     InvariantViolationError,
 )
-from deltacommit.log.actions import Add
+from deltacommit.io.datafiles import WriteTarget
+from deltacommit.protocol.actions import Add
 from deltacommit.spark.tasks import WriteTask
 
 

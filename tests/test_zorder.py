@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.zorder import z_sorted, z_values
+from deltacommit.protocol.zorder import z_sorted, z_values
 
 
 def _interleave(x: int, y: int, bits: int) -> int:

@@ -7,9 +7,8 @@ end is ``deltacommit.spark``.
 
 from __future__ import annotations
 
-from deltacommit.appender import Appender
-from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.conflicts import IsolationLevel
+from deltacommit.engine.group.threads import GroupCommitPolicy
+from deltacommit.engine.transaction.transaction import CommitPolicy, CommitResult, Transaction
 from deltacommit.errors import (
     CheckConstraintViolationError,
     CommitFailedError,
@@ -45,9 +44,10 @@ from deltacommit.errors import (
     UnsupportedTypeError,
     VersionExistsError,
 )
+from deltacommit.ops.appender import Appender
+from deltacommit.ops.write import WriteResult, append, write
+from deltacommit.protocol.conflicts import IsolationLevel
 from deltacommit.table import DeltaTable
-from deltacommit.transaction import CommitPolicy, CommitResult, Transaction
-from deltacommit.writer import WriteResult, append, write
 
 __version__ = "0.1.0"
 

@@ -17,40 +17,36 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltacommit.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
-from deltacommit.conflicts import IsolationLevel
-from deltacommit.engine import state_cache
-from deltacommit.engine.commit_info import build_commit_info, json_text
-from deltacommit.engine.policy import CommitPolicy, CommitResult
-from deltacommit.engine.table_log import TableLog
-from deltacommit.errors import (
-    InvalidArgumentError,
-    TableExistsError,
-    VersionExistsError,
-)
-from deltacommit.log import in_commit_timestamps, row_tracking
-from deltacommit.log.actions import Action, Add, Metadata, Protocol, serialize_commit
-from deltacommit.log.feature_requests import (
+from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.table_log import TableLog
+from deltacommit.engine.scan import FileScan, select_files
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
+from deltacommit.engine.transaction.commit_info import build_commit_info, json_text
+from deltacommit.engine.transaction.transaction import Transaction
+from deltacommit.errors import InvalidArgumentError, TableExistsError, VersionExistsError
+from deltacommit.io.logstore import open_log_store
+from deltacommit.io.logstore.base import LogStore
+from deltacommit.protocol.actions import Action, Add, Metadata, Protocol, serialize_commit
+from deltacommit.protocol.conflicts import IsolationLevel
+from deltacommit.protocol.features import in_commit_timestamps, row_tracking
+from deltacommit.protocol.log.paths import locate_data_file, parse_location
+from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.table_config.feature_requests import (
     FEATURE_PREFIX,
     initial_protocol,
     requested_features,
     take_feature_requests,
     take_version_requests,
 )
-from deltacommit.log.paths import locate_data_file, parse_location
-from deltacommit.log.replay import TableState
-from deltacommit.logstore import open_log_store
-from deltacommit.logstore.base import LogStore
-from deltacommit.scan import FileScan, select_files
-from deltacommit.snapshot import Commit, Snapshot
-from deltacommit.threads import CallThreads
-from deltacommit.transaction import Transaction
+from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
+from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
-    from deltacommit.checkpoint import CheckpointInfo
-    from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
-    from deltacommit.optimize import TableOptimizer
-    from deltacommit.storage.base import ObjectStore
+    from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
+    from deltacommit.engine.hooks.checkpoint import CheckpointInfo
+    from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.ops.optimize import TableOptimizer
 
 
 class DeltaTable:
@@ -78,14 +74,14 @@ class DeltaTable:
         self.log = self._open_log(version, _snapshot, custom_store=log_store is not None,
                                   blind=_blind)
         if not self.log.pinned:
-            from deltacommit.auto_compact import AutoCompactor
+            from deltacommit.ops.auto_compact import AutoCompactor
 
             uri, options = self.uri, dict(self.storage_options)
             self.log.add_hook(AutoCompactor(
                 uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
-            from deltacommit.coalesce import GroupCommitPolicy, GroupCommitter
+            from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
 
             if self.log.pinned:
                 raise InvalidArgumentError(
@@ -107,7 +103,7 @@ class DeltaTable:
     def _open_log(self, version: int | None, snapshot: Snapshot | None, *,
                   custom_store: bool, blind: bool = False) -> TableLog:
         """The table's log, from the process's cached state of it when there is one
-        (``engine/state_cache.py``): opening by URI then costs an update, not a load.
+        (``engine/snapshot/state_cache.py``): opening by URI then costs an update, not a load.
 
         ``blind``: for a blind append, which needs no newer state than its commit loop finds
         by losing a race; the cached state is taken as it is, the proof that the table was
@@ -148,14 +144,14 @@ class DeltaTable:
                policy: CommitPolicy | None = None,
                group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
         """Create version 0; TableExistsError if any writer already created the table."""
-        from deltacommit.column_mapping import (
+        from deltacommit.protocol.partitions import check_partition_columns
+        from deltacommit.protocol.schema.arrow import schema_to_json
+        from deltacommit.protocol.schema.column_mapping import (
             MAX_COLUMN_ID_KEY,
             assign_column_mapping,
             mapping_mode,
             strip_column_mapping,
         )
-        from deltacommit.partitions import check_partition_columns
-        from deltacommit.schema import schema_to_json
 
         options = dict(storage_options or {})
         ls = log_store or open_log_store(table_uri, options)
@@ -281,7 +277,7 @@ class DeltaTable:
     @property
     def optimize(self) -> TableOptimizer:
         """Compaction (``optimize.compact``), with deltalake's names."""
-        from deltacommit.optimize import TableOptimizer
+        from deltacommit.ops.optimize import TableOptimizer
 
         return TableOptimizer(self)
 
@@ -295,7 +291,7 @@ class DeltaTable:
         """Set table properties in one commit, turning on the table features they ask for
         (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
         ``delta.feature.<name>=supported``); see ``properties.py``."""
-        from deltacommit.properties import set_properties
+        from deltacommit.ops.properties import set_properties
 
         return set_properties(self, properties)
 
@@ -303,13 +299,13 @@ class DeltaTable:
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
-        from deltacommit.maintenance import create_checkpoint
+        from deltacommit.ops.maintenance import create_checkpoint
 
         return create_checkpoint(self.log)
 
     def cleanup_log(self, dry_run: bool = False) -> list[str]:
         """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
-        from deltacommit.maintenance import cleanup_log
+        from deltacommit.ops.maintenance import cleanup_log
 
         return cleanup_log(self.log, dry_run=dry_run)
 
@@ -321,7 +317,7 @@ class DeltaTable:
         Files no version names are kept until an hour old whatever the retention (a writer
         may be about to commit them); ``protect_uncommitted=False`` deletes them too, when
         no writer can be running."""
-        from deltacommit.maintenance import vacuum
+        from deltacommit.ops.maintenance import vacuum
 
         return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration,
                       protect_uncommitted)
@@ -331,7 +327,11 @@ class DeltaTable:
     def files(self, partition_filters: Sequence[Any] | None = None,
               predicate: str | None = None) -> list[Add]:
         """The add actions of the snapshot, optionally filtered by partition values."""
-        from deltacommit.predicates import TRUE, from_partition_filters, parse_predicate
+        from deltacommit.protocol.expressions.predicates import (
+            TRUE,
+            from_partition_filters,
+            parse_predicate,
+        )
 
         if predicate is not None:
             pred = parse_predicate(predicate)
@@ -351,9 +351,9 @@ class DeltaTable:
         ``flatten`` spreads the structs into dotted columns (``min.id``); ``partition_filters``
         (deltalake's DNF tuples) lists only the matching partitions.  Built from the
         checkpoint's Arrow rows, without a Python object per file, its statistics from the
-        checkpoint's ``stats_parsed`` where it has them (``log/add_actions.py``)."""
-        from deltacommit.log.add_actions import TextsNeeded, add_actions_table
-        from deltacommit.predicates import from_partition_filters
+        checkpoint's ``stats_parsed`` where it has them (``protocol/files/add_actions.py``)."""
+        from deltacommit.protocol.expressions.predicates import from_partition_filters
+        from deltacommit.protocol.files.add_actions import TextsNeeded, add_actions_table
 
         snap = self.snapshot
         keep = None
@@ -417,7 +417,7 @@ class DeltaTable:
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:
         """The data-file reader of this snapshot, reading into ``out_schema``."""
-        from deltacommit.column_mapping import mapping_mode
+        from deltacommit.protocol.schema.column_mapping import mapping_mode
 
         return FileScan(self.uri, self.version, out_schema, self.partition_columns,
                         storage_options=self.storage_options,
@@ -488,8 +488,8 @@ class DeltaTable:
         predicate on data columns deletes matching rows by writing deletion vectors.
         """
         if predicate is not None:
-            from deltacommit.dv_delete import delete_with_deletion_vectors, deletes_write_dvs
-            from deltacommit.predicates import parse_predicate
+            from deltacommit.ops.delete import delete_with_deletion_vectors, deletes_write_dvs
+            from deltacommit.protocol.expressions.predicates import parse_predicate
 
             parsed = parse_predicate(predicate)
             if (not parsed.columns() <= set(self.partition_columns)
@@ -509,21 +509,21 @@ class DeltaTable:
     def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
         """Rename a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
-        from deltacommit.schema_changes import rename_column
+        from deltacommit.ops.schema_changes import rename_column
 
         return rename_column(self, column, new_name)
 
     def drop_column(self, column: str | Sequence[str]) -> CommitResult:
         """Drop a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
-        from deltacommit.schema_changes import drop_column
+        from deltacommit.ops.schema_changes import drop_column
 
         return drop_column(self, column)
 
     def enable_column_mapping(self, mode: str = "name") -> CommitResult:
         """Turn on column mapping for a table created without it; existing files stay as they
         are (``schema_changes.py``)."""
-        from deltacommit.schema_changes import enable_column_mapping
+        from deltacommit.ops.schema_changes import enable_column_mapping
 
         return enable_column_mapping(self, mode)
 
@@ -590,7 +590,7 @@ def check_column_names(schema: pa.Schema, uri: str) -> None:
 
 
 def _has_invariants(schema: pa.Schema) -> bool:
-    from deltacommit.constraints import INVARIANTS_KEY
+    from deltacommit.protocol.expressions.constraints import INVARIANTS_KEY
 
     def visit(t: pa.DataType) -> bool:
         return pa.types.is_struct(t) and any(
@@ -603,7 +603,7 @@ def _has_invariants(schema: pa.Schema) -> bool:
 def schema_features(schema: pa.Schema) -> list[str]:
     """The table features a new table's schema needs: timestamp_ntz columns, column
     invariants, generated and identity columns (generated.py, identity.py)."""
-    from deltacommit.schema import needs_timestamp_ntz
+    from deltacommit.protocol.schema.arrow import needs_timestamp_ntz
 
     return [name for name, used in (
         ("timestampNtz", needs_timestamp_ntz(schema)),
@@ -619,8 +619,8 @@ def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:
 def _check_generated_and_identity(schema: pa.Schema, uri: str) -> None:
     """Refuse, at creation, generated columns this writer could never write and malformed
     identity columns, rather than a table every later write refuses."""
-    from deltacommit.generated import check_expressions
-    from deltacommit.identity import identity_columns
+    from deltacommit.protocol.expressions.generated import check_expressions
+    from deltacommit.protocol.features.identity import identity_columns
 
     check_expressions(schema, uri)
     identity_columns(schema, uri)
@@ -631,8 +631,8 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
     and values Delta would not parse."""
     import difflib
 
-    from deltacommit.constraints import CONSTRAINT_PREFIX
-    from deltacommit.predicates import parse_predicate
+    from deltacommit.protocol.expressions.constraints import CONSTRAINT_PREFIX
+    from deltacommit.protocol.expressions.predicates import parse_predicate
 
     for key, value in configuration.items():
         if not isinstance(value, str):
@@ -644,7 +644,7 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             try:
                 parse_predicate(value)
             except InvalidArgumentError:
-                from deltacommit.generated import parse_expression
+                from deltacommit.protocol.expressions.generated import parse_expression
 
                 try:  # arithmetic, functions, two columns: evaluated as an expression
                     parse_expression(value)
@@ -682,7 +682,7 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
     level = configuration.get("delta.isolationLevel")
     if level is not None:
         IsolationLevel.from_table({"delta.isolationLevel": level}, uri)
-    from deltacommit.log.intervals import (
+    from deltacommit.protocol.table_config.intervals import (
         DELETED_FILE_RETENTION,
         LOG_RETENTION,
         TXN_RETENTION,

@@ -15,21 +15,12 @@ PACKAGE = "deltacommit"
 
 #: Lowest first.  A module may import modules of its own layer or of layers below it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("protocol", (
-        "errors", "clock", "log", "conflicts", "predicates", "schema", "partitions", "stats",
-        "nested", "row_filters", "constraints", "generated", "identity", "journal",
-        "zorder", "column_mapping", "type_widening", "schema_walk", "threads",
-        "sql_semantics", "fingerprint", "staged_files")),
-    ("io", ("aws", "storage", "datafiles", "deletion_vector_io")),
-    ("logstore", ("logstore",)),
-    ("engine", (
-        "checkpoint_reader", "snapshot", "checkpoint", "log_cleanup", "engine", "scan",
-        "rewrite_check")),
-    ("table", (
-        "transaction", "group_host", "coalesce", "table", "writer", "appender", "maintenance",
-        "auto_compact", "dv_delete", "optimize", "coordination", "verify", "properties",
-        "schema_changes")),
-    ("applications", ("spark", "cli", "stress", "stress_peers", "testing", PACKAGE)),
+    ("runtime", ("errors", "runtime")),
+    ("protocol", ("protocol",)),
+    ("io", ("io",)),
+    ("engine", ("engine",)),
+    ("ops", ("ops", "table")),
+    ("front ends", ("spark", "cli", "testing", PACKAGE)),
 ]
 
 

@@ -26,7 +26,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.cli import main
-from deltacommit.engine import state_cache
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import (
     CoordinationMismatchError,
     CorruptLogError,
@@ -40,7 +40,7 @@ from deltacommit.errors import (
     TableNotFoundError,
     UnsupportedProtocolError,
 )
-from deltacommit.log.names import commit_path
+from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import dynamo_options, new_log_table, query_items

@@ -10,12 +10,12 @@ from typing import Any
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.clock import Clock, ManualClock, RandomSource
-from deltacommit.log.names import LOG_DIR
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.base import ObjectMeta, ObjectStore
-from deltacommit.storage.local import LocalStore
-from deltacommit.storage.memory import MemoryStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.base import ObjectMeta, ObjectStore
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.io.storage.memory import MemoryStore
+from deltacommit.protocol.log.names import LOG_DIR
+from deltacommit.runtime.clock import Clock, ManualClock, RandomSource
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.string())])
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import deltacommit as dc
-from deltacommit.log.names import LOG_DIR
+from deltacommit.protocol.log.names import LOG_DIR
 
 from .helpers import ids_of, local_table, open_table, rows
 

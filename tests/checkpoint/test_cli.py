@@ -11,7 +11,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.cli import main
-from deltacommit.log.names import LOG_DIR, checkpoint_path
+from deltacommit.protocol.log.names import LOG_DIR, checkpoint_path
 
 from .helpers import local_table, rows
 

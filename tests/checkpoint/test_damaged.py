@@ -13,7 +13,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import MissingVersionError
-from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
+from deltacommit.protocol.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
 
 from .helpers import file_set, ids_of, local_table, open_table, rows
 

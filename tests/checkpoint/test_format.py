@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltacommit.checkpoint import LastCheckpoint, last_checkpoint_checksum
+from deltacommit.engine.hooks.checkpoint import LastCheckpoint, last_checkpoint_checksum
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
-from deltacommit.log.checkpoint_format import (
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
+from deltacommit.protocol.checkpoint.format import (
     CHECKPOINT_SCHEMA,
     CheckpointOptions,
     adds_to_arrow,
@@ -27,16 +27,20 @@ from deltacommit.log.checkpoint_format import (
     encode_checkpoint,
     v2_sidecars,
 )
-from deltacommit.log.intervals import checkpoint_interval, duration_ms, parse_interval_ms
-from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.parsed_stats import (
+from deltacommit.protocol.files.lazy_files import LazyActionMap
+from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.stats.parsed import (
     partition_struct_array,
     partition_struct_column,
     partition_struct_type,
     stats_struct_array,
     stats_struct_type,
 )
-from deltacommit.log.replay import TableState
+from deltacommit.protocol.table_config.intervals import (
+    checkpoint_interval,
+    duration_ms,
+    parse_interval_ms,
+)
 from tests.stats_parsing import json_parsed_rows
 
 NOW = 1_800_000_000_000
@@ -335,7 +339,7 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
     ``stats_parsed`` for the files it held, parsing only the texts of the files added since;
     what it writes is what parsing every text row by row gives."""
     import deltacommit as dc
-    from deltacommit.engine import state_cache
+    from deltacommit.engine.snapshot import state_cache
 
     uri = str(tmp_path / "t")
     schema = pa.schema([("id", pa.int64()), ("v", pa.string()), ("day", pa.date32())])
@@ -367,8 +371,8 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
 def test_stats_read_apart_must_fit_the_rows() -> None:
     """Typed statistics read again from a checkpoint's files are used only if they have a
     value for each of the rows."""
-    from deltacommit.log.checkpoint_format import _deferred_stats_parsed
-    from deltacommit.log.lazy_files import ActionRows, adds_from_arrow
+    from deltacommit.protocol.checkpoint.format import _deferred_stats_parsed
+    from deltacommit.protocol.files.lazy_files import ActionRows, adds_from_arrow
 
     sp = pa.struct([("numRecords", pa.int64())])
     add = pa.struct([("stats_parsed", sp)])
@@ -398,7 +402,7 @@ def test_stats_kept_only_as_structs_read_back_as_the_text_written(tmp_path: Path
     back from ``stats_parsed``: ``timestamp_ntz`` bounds without a zone, as they were written,
     also in a column-mapping table, whose struct is keyed by physical names."""
     import deltacommit as dc
-    from deltacommit.engine import state_cache
+    from deltacommit.engine.snapshot import state_cache
 
     uri = str(tmp_path / "t")
     schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")),
@@ -425,7 +429,7 @@ def test_null_rows_shared_between_checkpoints_are_whole_null_rows() -> None:
     """Null rows are built once per action type and sliced after: every slice, of every
     length (growing past the rows built so far, and past what is kept), is ``n`` null rows
     whose required children hold placeholders, as Parquet writers need."""
-    from deltacommit.log.checkpoint_format import ADD, REMOVE, _filler, null_rows
+    from deltacommit.protocol.checkpoint.format import ADD, REMOVE, _filler, null_rows
 
     for type_ in (ADD, REMOVE):
         for n in (0, 1, 7, 1024, 1025, 5000, 3, (1 << 16) + 1):

@@ -8,8 +8,8 @@ import deltalake
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.names import LOG_DIR, commit_path
+from deltacommit.protocol.files.lazy_files import LazyActionMap
+from deltacommit.protocol.log.names import LOG_DIR, commit_path
 from deltacommit.testing import S3Bucket
 
 from .helpers import SCHEMA, rows

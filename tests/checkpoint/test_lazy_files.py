@@ -9,9 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltacommit.log.actions import Add
-from deltacommit.log.checkpoint_format import STRING_MAP, adds_to_arrow, live_add_chunks
-from deltacommit.log.lazy_files import (
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.checkpoint.format import STRING_MAP, adds_to_arrow, live_add_chunks
+from deltacommit.protocol.files.lazy_files import (
     ActionRows,
     LazyActionMap,
     _all_plain,
@@ -23,8 +23,8 @@ from deltacommit.log.lazy_files import (
     map_dicts,
     rebased_map,
 )
-from deltacommit.log.paths import is_plain_relative
-from deltacommit.log.replay import TableState, file_key
+from deltacommit.protocol.log.paths import is_plain_relative
+from deltacommit.protocol.log.replay import TableState, file_key
 
 
 def add(name: str, size: int = 1) -> Add:
@@ -220,7 +220,7 @@ def test_a_writer_keeps_the_rows_of_the_checkpoint_it_wrote(tmp_path: Any) -> No
     state is backed by the rows just written, and the next checkpoint holds exactly what a
     fresh load of the table holds."""
     import deltacommit as dc
-    from deltacommit.engine import state_cache
+    from deltacommit.engine.snapshot import state_cache
 
     uri = str(tmp_path / "t")
     for i in range(10):
@@ -305,7 +305,8 @@ def test_versions_committed_while_a_checkpoint_is_written_move_onto_its_rows(
     backed by the rows just written: copying it and the next checkpoint cost the commits since,
     not the table, and the table reads the same."""
     import deltacommit as dc
-    from deltacommit.engine import state_cache, table_log
+    from deltacommit.engine.commit import table_log
+    from deltacommit.engine.snapshot import state_cache
 
     uri = str(tmp_path / "t")
     dc.write(uri, pa.table({"x": [0]}))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.snapshot.snapshot import Snapshot
 from deltacommit.errors import MissingVersionError, TableNotFoundError
-from deltacommit.log.lazy_files import LazyActionMap
-from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
-from deltacommit.snapshot import Snapshot
+from deltacommit.protocol.files.lazy_files import LazyActionMap
+from deltacommit.protocol.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
 
 from .helpers import file_set, ids_of, local_table, log_names, open_table, rows
 
@@ -189,7 +189,7 @@ def test_failed_checkpoint_never_fails_the_commit(tmp_path: Path,
 def test_checkpoint_of_a_snapshot_that_moved_past_the_version(tmp_path: Path) -> None:
     """The hook checkpoints exactly the committed version even if the table object has
     already seen a newer one (another thread committed in between)."""
-    from deltacommit.checkpoint import after_commit
+    from deltacommit.engine.hooks.checkpoint import after_commit
 
     root = tmp_path / "t"
     t, _ = local_table(root, configuration={"delta.checkpointInterval": "2"})

@@ -12,11 +12,11 @@ import deltalake
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.log.names import LOG_DIR, checkpoint_path, commit_path
-from deltacommit.maintenance import cutoff_commit, is_hidden
-from deltacommit.verify import verify_table
+from deltacommit.ops.maintenance import cutoff_commit, is_hidden
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import LOG_DIR, checkpoint_path, commit_path
+from deltacommit.runtime.clock import ManualClock
 
 from .helpers import ids_of, local_table, log_names, memory_table, open_table, rows
 
@@ -150,7 +150,7 @@ def test_expired_log_cleanup_runs_after_a_checkpoint() -> None:
 
 
 def test_cutoff_commit_uses_monotonic_times() -> None:
-    from deltacommit.log.names import parse_log_name
+    from deltacommit.protocol.log.names import parse_log_name
 
     def f(v: int, t: int) -> object:
         return parse_log_name(f"{v:020d}.json", 1, t)

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import state_cache
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import MissingVersionError
-from deltacommit.log.names import LOG_DIR
+from deltacommit.protocol.log.names import LOG_DIR
 from tests.delta_tables import DATA
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])

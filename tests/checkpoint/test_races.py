@@ -13,12 +13,22 @@ import deltalake
 import pytest
 
 import deltacommit as dc
-from deltacommit.checkpoint import CheckpointCandidate, CheckpointInfo, read_checkpoint
-from deltacommit.log.actions import parse_commit
-from deltacommit.log.names import LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path, parse_log_name
-from deltacommit.log.replay import TableState
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.local import LocalStore
+from deltacommit.engine.hooks.checkpoint import (
+    CheckpointCandidate,
+    CheckpointInfo,
+    read_checkpoint,
+)
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.actions import parse_commit
+from deltacommit.protocol.log.names import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    checkpoint_path,
+    commit_path,
+    parse_log_name,
+)
+from deltacommit.protocol.log.replay import TableState
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import new_log_table
@@ -227,7 +237,7 @@ def test_a_checkpoint_due_while_the_table_writes_one_is_left_to_the_next(
     """Under group commit the next versions commit while a checkpoint is written.  A version
     due for a checkpoint meanwhile gets none (writing both would only repeat the work, twice
     over the whole table); the next version due gets one, and every reader sees every commit."""
-    from deltacommit.engine import table_log
+    from deltacommit.engine.commit import table_log
 
     root = tmp_path / "t"
     local_table(root, configuration={"delta.checkpointInterval": "2"})

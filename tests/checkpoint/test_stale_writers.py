@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock, RandomSource
-from deltacommit.log.names import commit_path
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.runtime.clock import ManualClock, RandomSource
 
 from .helpers import ids_of, memory_table, rows
 

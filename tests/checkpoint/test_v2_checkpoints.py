@@ -26,19 +26,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.checkpoint import write_checkpoint
-from deltacommit.clock import ManualClock
+from deltacommit.engine.hooks.checkpoint import write_checkpoint
+from deltacommit.engine.hooks.log_cleanup import cleanup_expired_log
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn
-from deltacommit.log.checkpoint_format import (
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn
+from deltacommit.protocol.checkpoint.format import (
     CheckpointOptions,
     decode_checkpoint,
     encode_checkpoint,
     json_checkpoint_table,
     v2_sidecars,
 )
-from deltacommit.log.last_checkpoint import LastCheckpoint, SidecarRef, V2CheckpointInfo
-from deltacommit.log.names import (
+from deltacommit.protocol.log.last_checkpoint import LastCheckpoint, SidecarRef, V2CheckpointInfo
+from deltacommit.protocol.log.names import (
     LOG_DIR,
     SIDECAR_DIR,
     LogFile,
@@ -47,14 +47,14 @@ from deltacommit.log.names import (
     sidecar_path,
     v2_checkpoint_name,
 )
-from deltacommit.log.parsed_stats import (
+from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.log.segment import LogListing, checkpoint_candidates
+from deltacommit.protocol.stats.parsed import (
     stats_json_from_struct,
     stats_struct_array,
     stats_struct_type,
 )
-from deltacommit.log.replay import TableState
-from deltacommit.log.segment import LogListing, checkpoint_candidates
-from deltacommit.log_cleanup import cleanup_expired_log
+from deltacommit.runtime.clock import ManualClock
 
 from ..compat.corpus import log_only_read, rows
 from .helpers import SCHEMA, memory_table

@@ -11,12 +11,12 @@ from typing import Any
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.datafiles import write_data_files
-from deltacommit.log.actions import Action, Add, CommitInfo, Txn, parse_commit
-from deltacommit.log.names import commit_path
-from deltacommit.log.replay import file_key
-from deltacommit.storage.base import ObjectMeta, PutMode
-from deltacommit.storage.local import LocalStore
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.storage.base import ObjectMeta, PutMode
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.actions import Action, Add, CommitInfo, Txn, parse_commit
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.protocol.log.replay import file_key
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
-from deltacommit.appender import STREAMING_OPERATION
-from deltacommit.clock import ManualClock
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.local import LocalStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.ops.appender import STREAMING_OPERATION
+from deltacommit.runtime.clock import ManualClock
 
 from ..concurrency.hooks import HookedLogStore
 from .common import SCHEMA, actions_of, commit_info, ids_in, rows, txns

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy, committed_txn_ids
-from deltacommit.storage.local import LocalStore
+from deltacommit.engine.group.threads import GroupCommitPolicy, committed_txn_ids
+from deltacommit.io.storage.local import LocalStore
 
 from .common import SCHEMA, actions_of, added, commit_info, data_files, ids_in, rows, txns
 
@@ -205,7 +205,7 @@ def test_a_storage_error_reaches_every_member_of_its_group(tmp_path: Path) -> No
         def put_if_absent(self, path: str, data: bytes) -> object:  # type: ignore[override]
             raise dc.StorageError("put-if-absent", path, "disk on fire")
 
-    from deltacommit.logstore.conditional import ConditionalPutLogStore
+    from deltacommit.io.logstore.conditional import ConditionalPutLogStore
 
     table = dc.DeltaTable(uri, log_store=ConditionalPutLogStore(Broken(uri)),
                           group_commit=GroupCommitPolicy(max_members=3, max_wait=60))

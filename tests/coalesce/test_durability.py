@@ -20,15 +20,15 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.errors import StorageError
-from deltacommit.log.actions import Add, parse_commit
-from deltacommit.log.names import LOG_DIR
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.partitions import decode_add_path
-from deltacommit.storage.base import ObjectMeta, PutMode
-from deltacommit.storage.durable import fsync_files
-from deltacommit.storage.local import LocalStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.base import ObjectMeta, PutMode
+from deltacommit.io.storage.durable import fsync_files
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.actions import Add, parse_commit
+from deltacommit.protocol.log.names import LOG_DIR
+from deltacommit.protocol.partitions import decode_add_path
 
 from ..concurrency.hooks import HookedLogStore
 from .common import SCHEMA, ids_in, rows, run_threads
@@ -138,7 +138,7 @@ def test_coalesced_appends_are_durable_before_their_commit(tmp_path: Path) -> No
 
 def test_a_transaction_adding_unsynced_files_has_them_synced_by_its_commit(
         tmp_path: Path) -> None:
-    from deltacommit.datafiles import write_data_files
+    from deltacommit.io.datafiles import write_data_files
 
     uri = str(tmp_path / "t")
     table, store = recorded_table(uri, partition_by=["p"])
@@ -204,7 +204,7 @@ def test_a_failed_sync_commits_nothing(tmp_path: Path, group_commit: bool) -> No
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
 def test_fsync_files_syncs_files_in_several_directories(tmp_path: Path, syncfs: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from deltacommit.storage import durable
+    from deltacommit.io.storage import durable
 
     if not syncfs:  # the portable way: every file and directory fsynced, in parallel
         monkeypatch.setattr(durable, "_syncfs", None)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
-from deltacommit.coalesce import MEMBERS_KEY, GroupCommitPolicy, committed_txn_ids
-from deltacommit.storage.local import LocalStore
+from deltacommit.engine.group.threads import MEMBERS_KEY, GroupCommitPolicy, committed_txn_ids
+from deltacommit.io.storage.local import LocalStore
 
 from ..concurrency.hooks import HookedLogStore
 from .common import (

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy, committed_txn_ids
-from deltacommit.storage.local import LocalStore
+from deltacommit.engine.group.threads import GroupCommitPolicy, committed_txn_ids
+from deltacommit.io.storage.local import LocalStore
 
 from ..concurrency.hooks import HookedLogStore
 from .common import SCHEMA, actions_of, commit_info, ids_in, rows
@@ -32,8 +32,8 @@ _SENDER = """
 import json, sys
 import pyarrow as pa
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.datafiles import write_data_files
+from deltacommit.engine.group.threads import GroupCommitPolicy
+from deltacommit.io.datafiles import write_data_files
 uri, sockets, ident, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
 table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
@@ -61,9 +61,9 @@ _SERVER = """
 import os, sys
 import pyarrow as pa
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.local import LocalStore
+from deltacommit.engine.group.threads import GroupCommitPolicy
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.local import LocalStore
 uri, sockets, when = sys.argv[1], sys.argv[2], sys.argv[3]
 schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
 

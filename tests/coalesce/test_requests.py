@@ -29,12 +29,12 @@ import boto3
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.engine import state_cache
-from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
-from deltacommit.logstore.dynamodb import DynamoDBLogStore, create_log_table
-from deltacommit.storage.dynamo_commit import create_lease_table
-from deltacommit.storage.s3 import S3Store
+from deltacommit.engine.group.threads import GroupCommitPolicy
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.io.logstore.dynamo_commit.leases import create_lease_table
+from deltacommit.io.logstore.dynamo_commit.log_store import DynamoCommitLogStore
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore, create_log_table
+from deltacommit.io.storage.s3 import S3Store
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
 
 from .common import SCHEMA, data_files, rows

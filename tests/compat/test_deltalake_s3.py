@@ -23,9 +23,9 @@ import deltalake
 import pytest
 
 import deltacommit as dc
-from deltacommit.log.names import LOG_DIR, commit_path
-from deltacommit.logstore import open_log_store
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
+from deltacommit.io.logstore import open_log_store
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.protocol.log.names import LOG_DIR, commit_path
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 from tests.s3.helpers import (
     SCHEMA,

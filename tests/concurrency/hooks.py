@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.base import ObjectMeta, ObjectStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.base import ObjectMeta, ObjectStore
 
 
 class HookedLogStore(ConditionalPutLogStore):

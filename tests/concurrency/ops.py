@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import deltacommit as dc
-from deltacommit.datafiles import write_data_files
-from deltacommit.log.actions import Add, Protocol
-from deltacommit.partitions import decode_add_path
-from deltacommit.transaction import Transaction
+from deltacommit.engine.transaction.transaction import Transaction
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.protocol.actions import Add, Protocol
+from deltacommit.protocol.partitions import decode_add_path
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("seen", pa.int64())])
 APP = "app-1"

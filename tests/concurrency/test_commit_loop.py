@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock, RandomSource
-from deltacommit.engine.loop import CATCH_UP_AFTER
+from deltacommit.engine.commit.loop import CATCH_UP_AFTER
+from deltacommit.engine.transaction.transaction import CommitPolicy
 from deltacommit.errors import VersionExistsError
-from deltacommit.log.names import commit_path
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage import LocalStore
-from deltacommit.transaction import CommitPolicy
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage import LocalStore
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.runtime.clock import ManualClock, RandomSource
 
 from .hooks import CountingStore, HookedLogStore
 from .ops import BLIND, create_table, data_files, ids

@@ -13,12 +13,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from deltacommit.conflicts import (
-    IsolationLevel,
-    TransactionSummary,
-    WinningCommit,
-    check_conflicts,
-)
 from deltacommit.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -29,9 +23,15 @@ from deltacommit.errors import (
     MetadataChangedException,
     ProtocolChangedException,
 )
-from deltacommit.log.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
-from deltacommit.log.feature_requests import supported_features
-from deltacommit.predicates import parse_predicate
+from deltacommit.protocol.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+from deltacommit.protocol.conflicts import (
+    IsolationLevel,
+    TransactionSummary,
+    WinningCommit,
+    check_conflicts,
+)
+from deltacommit.protocol.expressions.predicates import parse_predicate
+from deltacommit.protocol.table_config.feature_requests import supported_features
 
 T = "file:///tables/t"
 METADATA = Metadata(id="00000000-0000-4000-8000-000000000000",

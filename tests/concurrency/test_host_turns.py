@@ -1,4 +1,4 @@
-"""Host turns (``engine/host_turn.py``): the processes of one machine take turns to claim.
+"""Host turns (``engine/commit/host_turn.py``): the processes of one machine take turns to claim.
 
 Each test counts: the versions another process recorded are read instead of lost to, a holder
 that hangs or dies is passed by, a commit failing in the loop hands the turn on, a record of
@@ -25,11 +25,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.datafiles import write_data_files
-from deltacommit.engine import host_turn
-from deltacommit.engine.commit_info import previous_commit
-from deltacommit.engine.host_turn import HostTurn, Record
-from deltacommit.log.names import commit_path
+from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit.host_turn import HostTurn, Record
+from deltacommit.engine.transaction.commit_info import previous_commit
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.protocol.log.names import commit_path
 
 from .ops import SCHEMA
 
@@ -233,7 +233,7 @@ def test_a_turn_folder_others_can_write_is_refused_and_commits_go_on(
     os.chmod(turn_dir, 0o777)
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
-    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.host_turn"):
+    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.commit.host_turn"):
         assert [dc.write(table, rows(k)).version for k in range(3)] == [1, 2, 3]
     assert list(turn_dir.iterdir()) == []
     assert sum("writable" in r.getMessage() and str(turn_dir) in r.getMessage()

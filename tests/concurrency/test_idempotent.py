@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.log.actions import Txn
-from deltacommit.storage import LocalStore
+from deltacommit.io.storage import LocalStore
+from deltacommit.protocol.actions import Txn
 
 from .hooks import Gate, HookedLogStore
 from .ops import APP, BLIND, SCHEMA, create_table, data_files
@@ -56,7 +56,7 @@ def test_a_version_not_newer_than_the_recorded_one_is_skipped(tmp_path: Path) ->
 
 
 def _actions(table: dc.DeltaTable, pair: tuple[int, bytes]) -> list[object]:
-    from deltacommit.snapshot import decode_commit
+    from deltacommit.engine.snapshot.snapshot import decode_commit
 
     return list(decode_commit(table.log_store, pair[0], pair[1]).actions)
 

@@ -32,9 +32,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock, RandomSource
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage import MemoryStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage import MemoryStore
+from deltacommit.runtime.clock import ManualClock, RandomSource
 
 from .hooks import HookedLogStore
 from .ops import KINDS, Model, Op, begin, create_table, new_op, observe, stage

@@ -1,4 +1,4 @@
-"""The turn files themselves (``engine/host_turn.py``): who may own them, what a stopped process
+"""The turn files themselves (``engine/commit/host_turn.py``): who may own them, what a stopped process
 holding one of their locks costs the others, and how many descriptors they take.
 
 * A turn folder a temp cleaner removed and another user made again, with a record planted in
@@ -31,8 +31,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine import host_turn
-from deltacommit.engine.host_turn import HostTurn
+from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit.host_turn import HostTurn
 
 from .ops import SCHEMA
 from .test_turn_hints import in_process, log_versions, start_fork_server
@@ -94,7 +94,7 @@ def test_a_turn_folder_another_user_made_again_is_not_used(
                       f"&& : > {folder}/{key}.turn && : > {folder}/{key}.queue "
                       f"&& printf '{{}}' > {folder}/{key}.commit")
         planted = {p.name: p.read_bytes() for p in folder.iterdir()}
-        with caplog.at_level(logging.WARNING, logger="deltacommit.engine.host_turn"):
+        with caplog.at_level(logging.WARNING, logger="deltacommit.engine.commit.host_turn"):
             assert [dc.write(second, rows([k])).version for k in (2, 3)] == [1, 2]
             assert dc.write(first, rows([4])).version == 2
         # Nothing in the other user's folder was opened for writing, created or changed.
@@ -126,7 +126,7 @@ def test_a_turn_file_that_is_not_a_private_regular_file_is_refused(
     else:
         record.write_bytes(b"")
         os.chmod(record, 0o666)
-    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.host_turn"):
+    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.commit.host_turn"):
         assert [dc.write(table, rows([k])).version for k in range(3)] == [1, 2, 3]
     assert elsewhere.read_bytes() == b"not a record"
     assert sum(str(turn_dir) in r.getMessage() for r in caplog.records) == 1
@@ -278,7 +278,7 @@ def test_running_out_of_descriptors_makes_a_commit_race_not_fail(
         raise OSError(errno.EMFILE, "Too many open files")
 
     monkeypatch.setattr(host_turn, "_open_turn", no_descriptor)
-    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.host_turn"):
+    with caplog.at_level(logging.WARNING, logger="deltacommit.engine.commit.host_turn"):
         assert [dc.write(table, rows([k])).version for k in (1, 2)] == [1, 2]
     assert sum("descriptor" in r.getMessage() for r in caplog.records) <= 1
     monkeypatch.setattr(host_turn, "_open_turn", opened)

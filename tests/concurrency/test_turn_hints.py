@@ -1,4 +1,4 @@
-"""Poisoned host-turn records (``engine/host_turn.py``), on local disk and S3 (moto).
+"""Poisoned host-turn records (``engine/commit/host_turn.py``), on local disk and S3 (moto).
 
 A turn record is a hint: it says which version another process of the host committed, never
 what the log holds.  Each test poisons it the way an operator or a stray process would
@@ -25,12 +25,12 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.datafiles import write_data_files
-from deltacommit.engine import host_turn
-from deltacommit.engine.commit_info import previous_commit
-from deltacommit.engine.host_turn import HostTurn, Record
-from deltacommit.log.names import commit_path
-from deltacommit.storage import open_store
+from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit.host_turn import HostTurn, Record
+from deltacommit.engine.transaction.commit_info import previous_commit
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.storage import open_store
+from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import S3Bucket
 
 from .ops import SCHEMA

@@ -12,8 +12,8 @@ import deltalake
 import pytest
 
 import deltacommit as dc
-from deltacommit.coordination import recorded_coordination, set_coordination
 from deltacommit.errors import CoordinationMismatchError
+from deltacommit.ops.coordination import recorded_coordination, set_coordination
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import batch, dynamo_options, new_log_table

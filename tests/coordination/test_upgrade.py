@@ -15,11 +15,15 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.cli import main
-from deltacommit.coordination import coordination_status, recorded_coordination, set_coordination
 from deltacommit.errors import CoordinationMismatchError, MetadataChangedException
-from deltacommit.journal import JournalEntry
+from deltacommit.io.journal import JournalEntry
+from deltacommit.ops.coordination import (
+    coordination_status,
+    recorded_coordination,
+    set_coordination,
+)
+from deltacommit.ops.verify import verify_table
 from deltacommit.testing import MotoServer, S3Bucket
-from deltacommit.verify import verify_table
 
 from ..s3.helpers import SCHEMA, batch, dynamo_options, new_log_table
 

@@ -14,10 +14,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from deltacommit.aws import resolve_aws_config
-from deltacommit.clock import SYSTEM_CLOCK, Clock, ManualClock
-from deltacommit.storage.dynamo_commit import DynamoCommitStore, create_lease_table
-from deltacommit.storage.s3 import S3Store
+from deltacommit.io.aws import resolve_aws_config
+from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore, create_lease_table
+from deltacommit.io.storage.s3 import S3Store
+from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock, ManualClock
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket, unique_name
 
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
 from deltacommit.errors import ObjectExistsError
-from deltacommit.logstore import open_log_store
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
-from deltacommit.storage.dynamo_commit import CONDITION_ACQUIRE
-from deltacommit.storage.faults import SimulatedCrash, StepFaults
+from deltacommit.io.logstore import open_log_store
+from deltacommit.io.logstore.dynamo_commit.leases import CONDITION_ACQUIRE
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.storage.faults import SimulatedCrash, StepFaults
+from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import SCHEMA, batch, dynamo_options, new_log_table, query_items

@@ -15,9 +15,9 @@ import pytest
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import S3Store as ObS3Store
 
-from deltacommit.clock import ManualClock
 from deltacommit.errors import ObjectExistsError, PreconditionFailedError
-from deltacommit.storage.dynamo_commit import CONDITION_ACQUIRE, CONDITION_RECLAIM
+from deltacommit.io.logstore.dynamo_commit.leases import CONDITION_ACQUIRE, CONDITION_RECLAIM
+from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import TEST_AWS_ENV, MotoServer, S3Bucket, race
 
 from .conftest import Recorder, guarded, lease_items
@@ -135,6 +135,6 @@ def test_deltacommit_honours_and_reclaims_a_lease_obstore_left(
 
 
 def _client(bucket: S3Bucket) -> Any:
-    from deltacommit.aws import resolve_aws_config
+    from deltacommit.io.aws import resolve_aws_config
 
     return resolve_aws_config(bucket.storage_options).dynamodb_client()

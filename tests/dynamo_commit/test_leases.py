@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from deltacommit.clock import ManualClock
 from deltacommit.errors import ObjectExistsError, StorageError
-from deltacommit.storage.dynamo_commit import CONDITION_ACQUIRE, CONDITION_RECLAIM
+from deltacommit.io.logstore.dynamo_commit.leases import CONDITION_ACQUIRE, CONDITION_RECLAIM
+from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import S3Bucket, race
 
 from .conftest import Recorder, ScriptedClock, guarded, lease_items

@@ -14,10 +14,10 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import CoordinationMismatchError, StorageConfigError
-from deltacommit.log.names import LOG_DIR
-from deltacommit.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
-from deltacommit.logstore.dynamo_commit import LEASE_TABLE_KEY, DynamoCommitLogStore
-from deltacommit.storage.dynamo_commit import DynamoCommitStore
+from deltacommit.io.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
+from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore
+from deltacommit.io.logstore.dynamo_commit.log_store import LEASE_TABLE_KEY, DynamoCommitLogStore
+from deltacommit.protocol.log.names import LOG_DIR
 from deltacommit.testing import S3Bucket
 
 from .conftest import lease_items
@@ -49,7 +49,7 @@ def test_conditional_put_dynamo_selects_the_lease_log_store(s3_bucket: S3Bucket)
 
 
 def test_the_log_store_hook_leaves_the_given_store_as_it_was() -> None:
-    from deltacommit.storage.memory import MemoryStore
+    from deltacommit.io.storage.memory import MemoryStore
     from deltacommit.testing import unique_name
 
     steps: list[tuple[str, int]] = []

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from deltacommit.clock import ManualClock
 from deltacommit.errors import (
     LogStoreError,
     ObjectExistsError,
@@ -18,22 +17,16 @@ from deltacommit.errors import (
     PreconditionFailedError,
     StorageError,
 )
-from deltacommit.storage import dynamo_commit
-from deltacommit.storage.dynamo_commit import (
+from deltacommit.io.logstore.dynamo_commit import leases as dynamo_commit
+from deltacommit.io.logstore.dynamo_commit.leases import (
     CONDITION_ACQUIRE,
     CONDITION_RECLAIM,
     DynamoCommitStore,
     create_lease_table,
     request_timeout,
 )
-from deltacommit.testing import (
-    Fault,
-    FaultInjectingProxy,
-    MotoServer,
-    S3Bucket,
-    race,
-    unique_name,
-)
+from deltacommit.runtime.clock import ManualClock
+from deltacommit.testing import Fault, FaultInjectingProxy, MotoServer, S3Bucket, race, unique_name
 
 from .conftest import Recorder, ScriptedClock, guarded, lease_items, s3_store
 
@@ -357,7 +350,7 @@ def test_on_dynalite_racing_creates_have_one_winner_per_key(
 def test_any_object_store_can_be_guarded(lease_table: str, moto_dynamodb: Any) -> None:
     """Not only S3: the leases guard whatever store is wrapped (its paths are the lease keys),
     and the write is still refused once the lease has run out."""
-    from deltacommit.storage import MemoryStore
+    from deltacommit.io.storage import MemoryStore
 
     clock = ManualClock()
     ddb = Recorder(moto_dynamodb, clock)

@@ -20,12 +20,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.constraints import Constraint, check_constraints
 from deltacommit.errors import DeltaCommitError
-from deltacommit.generated import GeneratedColumn, evaluate, evaluate_condition, expression_type
-from deltacommit.partitions import serialize_partition_value
-from deltacommit.predicates import parse_predicate
-from deltacommit.row_filters import not_true, to_expression
+from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
+from deltacommit.protocol.expressions.generated import (
+    GeneratedColumn,
+    evaluate,
+    evaluate_condition,
+    expression_type,
+)
+from deltacommit.protocol.expressions.predicates import parse_predicate
+from deltacommit.protocol.expressions.row_filters import not_true, to_expression
+from deltacommit.protocol.partitions import serialize_partition_value
 
 from . import reference as ref
 from .reference import (

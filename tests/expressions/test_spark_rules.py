@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.generated import GeneratedColumn, evaluate, parse_expression
-from deltacommit.predicates import parse_predicate
+from deltacommit.protocol.expressions.generated import GeneratedColumn, evaluate, parse_expression
+from deltacommit.protocol.expressions.predicates import parse_predicate
 
 GEN = b"delta.generationExpression"
 
@@ -362,7 +362,7 @@ def test_a_literal_of_thousands_of_digits_is_a_short_clear_error(literal: str,
 
 
 def test_a_partition_filter_of_a_huge_integer_is_a_clear_error() -> None:
-    from deltacommit.predicates import from_partition_filters
+    from deltacommit.protocol.expressions.predicates import from_partition_filters
 
     with pytest.raises(dc.InvalidArgumentError, match="out of range"):
         from_partition_filters([("x", "<", 10**5000)])

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import (
+from deltacommit.protocol.actions import (
     Add,
     CommitInfo,
     DomainMetadata,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.deletion_vectors import (
+from deltacommit.protocol.deletion_vectors import (
     MAGIC,
     DeletionVectorDescriptor,
     decode_bitmap_array,

@@ -1,4 +1,4 @@
-"""The one path rule (``deltacommit.log.paths``): every spelling of a file inside the table
+"""The one path rule (``deltacommit.protocol.log.paths``): every spelling of a file inside the table
 resolves to the same key, every spelling of a file outside it is outside."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import Add, Metadata, Protocol, Remove
-from deltacommit.log.paths import (
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove
+from deltacommit.protocol.log.paths import (
     canonical_key,
     deletion_vector_path,
     is_plain_relative,
@@ -20,7 +20,7 @@ from deltacommit.log.paths import (
     resolve,
     z85_decode,
 )
-from deltacommit.log.replay import TableState
+from deltacommit.protocol.log.replay import TableState
 
 LOCAL = parse_location("file:///abs/T")
 S3 = parse_location("s3://bkt/T")

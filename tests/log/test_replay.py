@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
-from deltacommit.log.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
-from deltacommit.log.replay import TableState, replay
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
+from deltacommit.protocol.log.replay import TableState, replay
 
 
 def add(path: str, **pv: str) -> Add:

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.errors import MissingVersionError, TableNotFoundError
-from deltacommit.log.names import LogFile, parse_log_name
-from deltacommit.log.segment import (
+from deltacommit.protocol.log.names import LogFile, parse_log_name
+from deltacommit.protocol.log.segment import (
     LogListing,
     LogSegment,
     checkpoint_candidates,

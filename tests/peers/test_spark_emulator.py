@@ -13,7 +13,7 @@ import deltalake
 import pytest
 
 import deltacommit as dc
-from deltacommit.schema import schema_to_json
+from deltacommit.protocol.schema.arrow import schema_to_json
 from deltacommit.testing import MotoServer, S3Bucket
 from deltacommit.testing.spark_emulator import SparkEmulatorWriter, SparkS3DynamoDBLogStore
 from tests.compat.test_mixed_fleet_errors import (

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import pytest
 
-from deltacommit.storage.dynamo_commit import create_lease_table
+from deltacommit.io.logstore.dynamo_commit.leases import create_lease_table
 from deltacommit.testing import FaultInjectingProxy, MotoServer, S3Bucket, unique_name
 
 from ..s3.helpers import dynamo_options, dynamodb_client, new_log_table

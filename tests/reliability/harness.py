@@ -22,22 +22,22 @@ import pyarrow as pa
 from botocore.config import Config
 
 import deltacommit as dc
-from deltacommit.aws import resolve_aws_config
-from deltacommit.clock import ManualClock
-from deltacommit.datafiles import write_data_files
+from deltacommit.engine.transaction.transaction import CommitResult, Transaction
 from deltacommit.errors import LogStoreError, StorageError
-from deltacommit.journal import JournalEntry
-from deltacommit.logstore.base import LogStore
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.logstore.dynamo_commit import DynamoCommitLogStore
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
-from deltacommit.storage.base import ObjectStore
-from deltacommit.storage.dynamo_commit import DynamoCommitStore
-from deltacommit.storage.faults import FaultPlan, FaultyStore, StepFaults
-from deltacommit.storage.local import LocalStore
-from deltacommit.storage.s3 import S3Store
-from deltacommit.transaction import CommitResult, Transaction
-from deltacommit.verify import VerifyReport, verify_table
+from deltacommit.io.aws import resolve_aws_config
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.journal import JournalEntry
+from deltacommit.io.logstore.base import LogStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore
+from deltacommit.io.logstore.dynamo_commit.log_store import DynamoCommitLogStore
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.storage.base import ObjectStore
+from deltacommit.io.storage.faults import FaultPlan, FaultyStore, StepFaults
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.io.storage.s3 import S3Store
+from deltacommit.ops.verify import VerifyReport, verify_table
+from deltacommit.runtime.clock import ManualClock
 
 SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64())])
 ROWS = 2

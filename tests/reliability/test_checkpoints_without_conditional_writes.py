@@ -9,7 +9,7 @@ without that, these tables would never get a checkpoint.
 
 from __future__ import annotations
 
-from deltacommit.log.names import checkpoint_path
+from deltacommit.protocol.log.names import checkpoint_path
 
 from .conftest import MakeRig
 from .harness import CHECKPOINT_INTERVAL, History

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from deltacommit.datafiles import write_data_files
 from deltacommit.errors import LogStoreError, ObjectExistsError, StorageError
-from deltacommit.storage.faults import FaultPlan, FaultyStore, Injection, SimulatedCrash, StepFaults
-from deltacommit.storage.memory import MemoryStore
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.storage.faults import (
+    FaultPlan,
+    FaultyStore,
+    Injection,
+    SimulatedCrash,
+    StepFaults,
+)
+from deltacommit.io.storage.memory import MemoryStore
 from deltacommit.testing import unique_name
 
 from .conftest import MakeRig

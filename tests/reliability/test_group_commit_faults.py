@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltacommit.storage.faults import FaultPlan, StepFaults
+from deltacommit.io.storage.faults import FaultPlan, StepFaults
 
 from .conftest import MakeRig
 from .harness import History, Writer

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from deltacommit.datafiles import write_data_files
 from deltacommit.errors import LogStoreError, StorageError
-from deltacommit.storage.faults import FaultPlan, StepFaults
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.storage.faults import FaultPlan, StepFaults
 
 from .conftest import MakeRig
 from .harness import History, Writer, batch

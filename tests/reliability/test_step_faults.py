@@ -17,9 +17,10 @@ from __future__ import annotations
 import pytest
 
 from deltacommit.errors import LogStoreError
-from deltacommit.logstore import dynamo_commit, dynamodb
-from deltacommit.storage.dynamo_commit import DynamoCommitStore
-from deltacommit.storage.faults import SimulatedCrash, StepFaults
+from deltacommit.io.logstore.dynamo_commit import log_store as dynamo_commit
+from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore
+from deltacommit.io.logstore.s3_dynamodb import store as dynamodb
+from deltacommit.io.storage.faults import SimulatedCrash, StepFaults
 
 from .conftest import MakeRig
 from .harness import History

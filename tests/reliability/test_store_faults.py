@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deltacommit.storage.faults import FaultPlan, SimulatedCrash
+from deltacommit.io.storage.faults import FaultPlan, SimulatedCrash
 
 from .conftest import MakeRig
 from .harness import History

@@ -19,16 +19,16 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.aws.resolve import resolve_aws_config
-from deltacommit.coalesce import GroupCommitPolicy
-from deltacommit.datafiles import delete_files
+from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.errors import StorageError
-from deltacommit.log.actions import Add
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
-from deltacommit.partitions import decode_add_path
-from deltacommit.storage import open_store
-from deltacommit.storage.faults import FaultPlan, FaultyStore
+from deltacommit.io.aws.resolve import resolve_aws_config
+from deltacommit.io.datafiles import delete_files
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.storage import open_store
+from deltacommit.io.storage.faults import FaultPlan, FaultyStore
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.testing import S3Bucket
 
 from .helpers import SCHEMA, DynamoSetup
@@ -152,7 +152,7 @@ _SENDER = """
 import json, sys
 import pyarrow as pa
 import deltacommit as dc
-from deltacommit.coalesce import GroupCommitPolicy
+from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.errors import StorageError
 uri, sockets, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 table = dc.DeltaTable(uri, storage_options=options,

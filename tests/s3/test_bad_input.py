@@ -12,10 +12,16 @@ import pytest
 import deltacommit as dc
 from deltacommit.cli import main
 from deltacommit.errors import LogStoreError, StorageError
-from deltacommit.log.names import commit_path
-from deltacommit.logstore import open_log_store
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
-from deltacommit.testing import MotoServer, S3Bucket, s3_storage_options, unique_name, wait_table_active
+from deltacommit.io.logstore import open_log_store
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.protocol.log.names import commit_path
+from deltacommit.testing import (
+    MotoServer,
+    S3Bucket,
+    s3_storage_options,
+    unique_name,
+    wait_table_active,
+)
 
 from .helpers import SCHEMA, DynamoSetup, batch, dynamo_options, dynamodb_client, new_log_table
 from .test_dynamodb_log_store import append_stopped, create, rows

@@ -19,14 +19,14 @@ import pytest
 
 import deltacommit as dc
 import deltacommit.table as table_module
-from deltacommit.aws.resolve import resolve_aws_config
-from deltacommit.engine import state_cache
-from deltacommit.log.names import commit_path
-from deltacommit.logstore import knowledge as logstore_knowledge
-from deltacommit.logstore.base import LogStore
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
-from deltacommit.storage import open_store
-from deltacommit.storage.faults import FaultPlan, FaultyStore
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.io.aws.resolve import resolve_aws_config
+from deltacommit.io.logstore import knowledge as logstore_knowledge
+from deltacommit.io.logstore.base import LogStore
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.storage import open_store
+from deltacommit.io.storage.faults import FaultPlan, FaultyStore
+from deltacommit.protocol.log.names import commit_path
 
 from .helpers import DynamoSetup
 
@@ -83,7 +83,7 @@ def test_a_replaced_table_fails_the_proof_and_the_write_goes_to_the_new_table(
         logstore_knowledge.clear()  # the cached state stays; what the log stores knew goes
     program = (
         "import json, sys, deltacommit as dc, pyarrow as pa\n"
-        "from deltacommit.logstore import open_log_store\n"
+        "from deltacommit.io.logstore import open_log_store\n"
         "uri, options = sys.argv[1], json.loads(sys.argv[2])\n"
         "ls = open_log_store(uri, options)\n"
         "for m in list(ls.store.list('')): ls.store.delete(m.path)\n"
@@ -114,7 +114,7 @@ def test_a_rollback_and_a_delete_from_another_machine_are_seen_by_uri(
                  storage_options=options)
     program = (
         "import json, sys, deltacommit as dc\n"
-        "from deltacommit.logstore import open_log_store\n"
+        "from deltacommit.io.logstore import open_log_store\n"
         "uri, options, table = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
         "ls = open_log_store(uri, options)\n"
         "ls.store.delete('_delta_log/' + '0' * 19 + '3.json')\n"

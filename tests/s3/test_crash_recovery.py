@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 import deltacommit as dc
-from deltacommit.log.names import commit_path
-from deltacommit.logstore import open_log_store
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
+from deltacommit.io.logstore import open_log_store
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.protocol.log.names import commit_path
 
 from .helpers import CRASH_EXIT, SCHEMA, DynamoSetup, batch, run_crashing_commit
 

@@ -17,18 +17,16 @@ import pytest
 from botocore.config import Config
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock, RandomSource
-from deltacommit.engine import state_cache
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import (
     CoordinationMismatchError,
     CorruptLogError,
     LogStoreError,
     VersionExistsError,
 )
-from deltacommit.log.names import LOG_DIR, commit_name, commit_path
-from deltacommit.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
-from deltacommit.logstore.base import DYNAMODB_MARKER
-from deltacommit.logstore.dynamodb import (
+from deltacommit.io.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
+from deltacommit.io.logstore.base import DYNAMODB_MARKER
+from deltacommit.io.logstore.s3_dynamodb.store import (
     STEPS,
     TABLE_NAME_KEY,
     TABLE_PATH_KEY,
@@ -36,6 +34,8 @@ from deltacommit.logstore.dynamodb import (
     CommitEntry,
     DynamoDBLogStore,
 )
+from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
+from deltacommit.runtime.clock import ManualClock, RandomSource
 from deltacommit.testing import Fault, FaultInjectingProxy, MotoServer
 
 from .helpers import SCHEMA, DynamoSetup, batch, new_log_table
@@ -791,7 +791,7 @@ def test_failures_after_the_entry_leave_the_commit_made(
 
     ls = DynamoDBLogStore.open(dynamo.uri(), options, hook=fail_next)
     writer = dc.DeltaTable(dynamo.uri(), storage_options=options, log_store=ls)
-    with caplog.at_level("WARNING", logger="deltacommit.logstore.dynamodb"):
+    with caplog.at_level("WARNING", logger="deltacommit.io.logstore.s3_dynamodb.store"):
         r = dc.write(writer, batch(5, 0))
     assert (r.version, r.attempts) == (1, 1)
     assert dynamodb_proxy.pending_faults == s3_proxy.pending_faults == 0

@@ -16,8 +16,8 @@ from functools import partial
 import pytest
 
 import deltacommit as dc
-from deltacommit.log.names import commit_path
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import S3Bucket
 
 from .helpers import SCHEMA, DynamoSetup, deltacommit_appender, run_writers, sha256

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
-from deltacommit.aws.resolve import resolve_aws_config
-from deltacommit.clock import ManualClock
-from deltacommit.log.names import LOG_DIR, commit_name, commit_path
-from deltacommit.logstore.dynamodb import DynamoDBLogStore, table_path_spellings
-from deltacommit.storage import open_store as open_store_at
-from deltacommit.storage.faults import FaultPlan, FaultyStore
+from deltacommit.io.aws.resolve import resolve_aws_config
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore, table_path_spellings
+from deltacommit.io.storage import open_store as open_store_at
+from deltacommit.io.storage.faults import FaultPlan, FaultyStore
+from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
+from deltacommit.runtime.clock import ManualClock
 
 from .helpers import SCHEMA, DynamoSetup, batch
 

@@ -1,4 +1,4 @@
-"""Host turns on DynamoDB (``engine/host_turn.py``), on moto and dynalite.
+"""Host turns on DynamoDB (``engine/commit/host_turn.py``), on moto and dynalite.
 
 The next holder of a table's turn reads the version the record names from the log and checks
 its entry itself (step 1), whatever the record says: a record that is wrong, stale, forged or
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
-from deltacommit.datafiles import write_data_files
-from deltacommit.engine import host_turn
-from deltacommit.engine.host_turn import HostTurn, Record
-from deltacommit.log.names import commit_name, commit_path
-from deltacommit.logstore.dynamodb import DynamoDBLogStore
+from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit.host_turn import HostTurn, Record
+from deltacommit.io.datafiles import write_data_files
+from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.protocol.log.names import commit_name, commit_path
 
 from .helpers import (
     CRASH_EXIT,

@@ -8,8 +8,8 @@ import time
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.clock import ManualClock
-from deltacommit.log.names import LOG_DIR
+from deltacommit.protocol.log.names import LOG_DIR
+from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import S3Bucket
 
 DAY = 86_400.0

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from deltacommit.aws.config import clear_client_cache
-from deltacommit.engine.host_turn import turn_key
-from deltacommit.logstore import open_log_store
+from deltacommit.engine.commit.host_turn import turn_key
+from deltacommit.io.aws.config import clear_client_cache
+from deltacommit.io.logstore import open_log_store
 
 BASE = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing", "AWS_ALLOW_HTTP": "true"}
@@ -110,8 +110,8 @@ def test_what_a_process_keeps_per_table_is_kept_apart_as_the_turns_are(
     """The process's table states (``state_cache``) and what its DynamoDB log stores
     established (``logstore.knowledge``) are keyed by the same resolved values: a bucket of
     one name behind another endpoint from the environment shares neither."""
-    from deltacommit.engine import state_cache
-    from deltacommit.logstore.dynamodb import DynamoDBLogStore
+    from deltacommit.engine.snapshot import state_cache
+    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
 
     options = {**BASE, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
                "AWS_ENDPOINT_URL_DYNAMODB": STAGING}

@@ -9,8 +9,8 @@ is a version nobody can read: the checker names it.
 from __future__ import annotations
 
 import deltacommit as dc
-from deltacommit.log.names import commit_path
-from deltacommit.verify import verify_table
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import commit_path
 
 from .helpers import CRASH_EXIT, SCHEMA, DynamoSetup, batch, run_crashing_commit
 

@@ -10,8 +10,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
-from deltacommit.partitions import decode_add_path
-from deltacommit.transaction import Transaction
+from deltacommit.engine.transaction.transaction import Transaction
+from deltacommit.protocol.partitions import decode_add_path
 from tests.spark.conftest import parquet_files
 
 pytestmark = pytest.mark.spark

@@ -13,7 +13,7 @@ import pytest
 import deltacommit as dc
 from deltacommit import spark as dcs
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.partitions import decode_add_path
+from deltacommit.protocol.partitions import decode_add_path
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import types as T
 
 from deltacommit.errors import SchemaMismatchError
-from deltacommit.schema import schema_from_json, schema_to_json
+from deltacommit.protocol.schema.arrow import schema_from_json, schema_to_json
 from deltacommit.spark import (
     arrow_to_spark_schema,
     as_nullable,

@@ -13,7 +13,7 @@ from pyspark import TaskContext
 import deltacommit as dc
 from deltacommit import spark as dcs
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.partitions import decode_add_path
+from deltacommit.protocol.partitions import decode_add_path
 from tests.spark.conftest import parquet_files
 
 pytestmark = pytest.mark.spark

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from deltacommit.errors import ObjectNotFoundError, StorageConfigError
-from deltacommit.storage.arrow_s3 import ArrowS3Store
-from deltacommit.storage.s3 import S3Store
+from deltacommit.io.storage.arrow_s3 import ArrowS3Store
+from deltacommit.io.storage.s3 import S3Store
 from deltacommit.testing import S3Bucket
 
 

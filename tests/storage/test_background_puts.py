@@ -10,7 +10,7 @@ import sys
 import pyarrow as pa
 
 import deltacommit as dc
-from deltacommit.storage.memory import MemoryStore
+from deltacommit.io.storage.memory import MemoryStore
 from deltacommit.testing import unique_name
 
 
@@ -79,8 +79,8 @@ AT_EXIT_READS = """
 import atexit
 import pyarrow as pa
 import deltacommit as dc
-import deltacommit.maintenance as maintenance
-from deltacommit.verify import verify_table
+import deltacommit.ops.maintenance as maintenance
+from deltacommit.ops.verify import verify_table
 uri = "memory://at-exit-reads/t"
 dc.write(uri, pa.table({"p": ["a", "b", "c"], "x": [0, 1, 2]}), partition_by=["p"])
 def late_work():

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from deltacommit.coordination import MECHANISMS
 from deltacommit.errors import StorageConfigError
-from deltacommit.logstore import (
+from deltacommit.io.logstore import (
     DEFAULT_MECHANISM,
     ConditionalPutLogStore,
     LogStore,
@@ -20,7 +19,7 @@ from deltacommit.logstore import (
     registered_mechanisms,
     unregister_log_store,
 )
-from deltacommit.storage import (
+from deltacommit.io.storage import (
     LocalStore,
     MemoryStore,
     ObjectStore,
@@ -29,6 +28,7 @@ from deltacommit.storage import (
     registered_schemes,
     unregister_store,
 )
+from deltacommit.ops.coordination import MECHANISMS
 from deltacommit.testing import unique_name
 
 
@@ -126,9 +126,9 @@ def test_the_default_mechanism_can_be_overridden_in_place() -> None:
 
 def test_local_use_imports_no_aws_package(tmp_path: Path) -> None:
     code = ("import sys, deltacommit\n"
-            "from deltacommit.logstore import open_log_store\n"
-            "from deltacommit.coordination import MECHANISMS\n"
-            "from deltacommit.aws import AwsConfig, resolve_aws_config\n"
+            "from deltacommit.io.logstore import open_log_store\n"
+            "from deltacommit.ops.coordination import MECHANISMS\n"
+            "from deltacommit.io.aws import AwsConfig, resolve_aws_config\n"
             f"open_log_store({str(tmp_path)!r}); resolve_aws_config(None)\n"
             "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore'))\n"
             "assert not loaded, loaded\n")

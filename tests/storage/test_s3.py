@@ -13,7 +13,6 @@ from typing import Any
 import boto3
 import pytest
 
-from deltacommit.clock import ManualClock, RandomSource
 from deltacommit.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -21,8 +20,9 @@ from deltacommit.errors import (
     StorageConfigError,
     StorageError,
 )
-from deltacommit.storage import LocalStore, MemoryStore, open_store
-from deltacommit.storage.s3 import RetryPolicy, S3Store, parse_s3_uri
+from deltacommit.io.storage import LocalStore, MemoryStore, open_store
+from deltacommit.io.storage.s3 import RetryPolicy, S3Store, parse_s3_uri
+from deltacommit.runtime.clock import ManualClock, RandomSource
 from deltacommit.testing import (
     Fault,
     FaultInjectingProxy,

@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from deltacommit.errors import (
-    ObjectExistsError,
-    ObjectNotFoundError,
-    PreconditionFailedError,
-)
-from deltacommit.storage import LocalStore, MemoryStore, ObjectStore, PutMode
-from deltacommit.storage.s3 import S3Store
+from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
+from deltacommit.io.storage import LocalStore, MemoryStore, ObjectStore, PutMode
+from deltacommit.io.storage.s3 import S3Store
 from deltacommit.testing import S3Bucket, race, unique_name
 
 STORES = ["local", "memory", "s3"]

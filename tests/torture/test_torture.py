@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from deltacommit.cli import main
-from deltacommit.journal import read_journals
-from deltacommit.log.names import commit_path
-from deltacommit.stress import run_stress
+from deltacommit.io.journal import read_journals
+from deltacommit.ops.verify import verify_table
+from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import MotoServer, S3Bucket
-from deltacommit.verify import verify_table
+from deltacommit.testing.stress import run_stress
 
 from ..s3.helpers import dynamo_options, new_log_table
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.logstore.conditional import ConditionalPutLogStore
-from deltacommit.storage.local import LocalStore
-from deltacommit.stress import SCHEMA, _append
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.local import LocalStore
+from deltacommit.ops.verify import verify_table
 from deltacommit.testing import FaultyStore
-from deltacommit.verify import verify_table
+from deltacommit.testing.stress import SCHEMA, _append
 
 
 def rows(n: int) -> pa.Table:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, parse_pairs, storage_options
+from deltacommit.cli.common import (
+    Subcommands,
+    add_storage_options,
+    emit_json,
+    parse_pairs,
+    storage_options,
+)
 
 
 def register(sub: Subcommands) -> None:
@@ -36,7 +42,7 @@ def register(sub: Subcommands) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from deltacommit.coordination import coordination_status
+    from deltacommit.ops.coordination import coordination_status
 
     st = coordination_status(args.uri, storage_options(args))
     if args.json:
@@ -62,7 +68,7 @@ _MECHANISM_OPTIONS = ("AWS_S3_LOCKING_PROVIDER", "conditional_put", "DELTA_DYNAM
 
 
 def _set(args: argparse.Namespace) -> int:
-    from deltacommit.coordination import set_coordination
+    from deltacommit.ops.coordination import set_coordination
 
     current = storage_options(args)
     if args.to == "conditional":

@@ -55,13 +55,13 @@ def register(sub: Subcommands) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from deltacommit.aws.resolve import resolve_aws_config
+    from deltacommit.io.aws.resolve import resolve_aws_config
 
     return resolve_aws_config(storage_options(args))
 
 
 def cmd_create_table(args: argparse.Namespace) -> int:
-    from deltacommit.logstore.dynamodb import create_log_table
+    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
 
     config = _config(args)
     client = config.dynamodb_client()
@@ -70,7 +70,7 @@ def cmd_create_table(args: argparse.Namespace) -> int:
         if not name:
             raise InvalidArgumentError("--schema dynamo-commit needs --table-name (or "
                                        "conditional_put=dynamo:<table> in the options)")
-        from deltacommit.logstore.dynamo_commit import create_lease_table
+        from deltacommit.io.logstore.dynamo_commit.log_store import create_lease_table
 
         lease = create_lease_table(client, name, billing_mode=config.dynamo_billing_mode)
         if args.json:
@@ -93,7 +93,7 @@ def cmd_create_table(args: argparse.Namespace) -> int:
 
 
 def _log_store(args: argparse.Namespace) -> Any:
-    from deltacommit.logstore.dynamodb import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
 
     return DynamoDBLogStore.open(args.uri, storage_options(args))
 
@@ -106,7 +106,7 @@ def _entry_json(entry: Any) -> dict[str, Any] | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from deltacommit.logstore.dynamodb import ttl_status
+    from deltacommit.io.logstore.s3_dynamodb.store import ttl_status
 
     ls = _log_store(args)
     keys = ls.fleet_keys()

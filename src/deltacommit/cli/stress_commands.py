@@ -34,7 +34,7 @@ def register(sub: Subcommands) -> None:
 
 
 def _stress(args: argparse.Namespace) -> int:
-    from deltacommit.stress import run_stress
+    from deltacommit.testing.stress import run_stress
 
     report = run_stress(args.uri, writers=args.writers, seconds=args.seconds,
                         kill_rate=args.kill_rate, storage_options=storage_options(args),

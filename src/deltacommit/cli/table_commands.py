@@ -11,11 +11,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, parse_pairs, storage_options
+from deltacommit.cli.common import (
+    Subcommands,
+    add_storage_options,
+    emit_json,
+    parse_pairs,
+    storage_options,
+)
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
-from deltacommit.log.json_values import loads
+from deltacommit.ops.write import write
+from deltacommit.protocol.json_values import loads
 from deltacommit.table import DeltaTable
-from deltacommit.writer import write
 
 INPUT_FORMATS = ("parquet", "csv", "json")
 
@@ -74,7 +80,7 @@ _DECIMAL = re.compile(r"^decimal\(\s*\d+\s*,\s*\d+\s*\)$", re.IGNORECASE)
 
 def parse_schema_spec(spec: str) -> pa.Schema:
     """``id:long,name:string`` or a Delta schemaString into an Arrow schema."""
-    from deltacommit.schema import delta_to_arrow_type, schema_from_json
+    from deltacommit.protocol.schema.arrow import delta_to_arrow_type, schema_from_json
 
     text = spec.strip()
     if text.startswith("{"):
@@ -205,9 +211,9 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 
 def _describe(t: DeltaTable, list_files: bool) -> dict[str, Any]:
-    from deltacommit.column_mapping import logical_values
-    from deltacommit.scan import partition_physical_names
-    from deltacommit.schema import delta_schema_dict
+    from deltacommit.engine.scan import partition_physical_names
+    from deltacommit.protocol.schema.arrow import delta_schema_dict
+    from deltacommit.protocol.schema.column_mapping import logical_values
 
     files = t.files()
     physical = partition_physical_names(t.schema, t.partition_columns, t.configuration)

@@ -26,8 +26,8 @@ def register(sub: Subcommands) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from deltacommit.journal import read_journals
-    from deltacommit.verify import verify_table
+    from deltacommit.io.journal import read_journals
+    from deltacommit.ops.verify import verify_table
 
     entries = read_journals(args.journal)
     report = verify_table(args.uri, entries, storage_options=storage_options(args),

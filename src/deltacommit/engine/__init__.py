@@ -1,10 +1,7 @@
-"""The commit engine: what sits between the pure Delta protocol (``log/``, ``conflicts``) and
-the user's table objects (``DeltaTable``, ``Transaction``, group commit).
+"""The engine: the only place a version is decided.
 
-One table-log object per table object (``table_log.TableLog``: the snapshot cache, refreshes,
-the recent commits), one staged-commit value (``staged.StagedCommit``), one ``commitInfo``
-builder (``commit_info``), one commit loop (``loop.CommitLoop``: conflict checks, rebase,
-backoff) and the post-commit hooks (``hooks``).  A ``Transaction`` is a group of one fed to the
-loop; the group committer (``coalesce``) feeds it groups.  Nothing here imports ``table``,
-``transaction`` or ``coalesce``: they are built on this layer, not the other way round.
+Read: ``snapshot`` (snapshots, the checkpoint reader, the process's state cache) and ``scan``
+(the one data-file reader).  Commit: ``transaction`` (staging), ``commit`` (the one commit
+loop, table log, host turns), ``group`` (group commit) and ``hooks`` (post-commit
+checkpoints and cleanup).  ``rewrite_check`` proves a rewrite's output before it commits.
 """

@@ -14,6 +14,7 @@ code to them on a session's first job, over classic sessions and Spark Connect a
 
 from __future__ import annotations
 
+from deltacommit.ops.write import WriteResult
 from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
 from deltacommit.spark.schema import (
@@ -27,7 +28,6 @@ from deltacommit.spark.schema import (
 from deltacommit.spark.session import local_session
 from deltacommit.spark.streaming import foreach_batch, write_stream
 from deltacommit.spark.writer import write, write_files
-from deltacommit.writer import WriteResult
 
 __all__ = [
     "WriteResult",

@@ -14,10 +14,10 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from deltacommit.datafiles import WriteTarget, delete_files
 from deltacommit.errors import DeltaCommitError
-from deltacommit.log.actions import Add
-from deltacommit.optimize import CompactionBin
+from deltacommit.io.datafiles import WriteTarget, delete_files
+from deltacommit.ops.optimize import CompactionBin
+from deltacommit.protocol.actions import Add
 from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import RESULT_DDL, CompactTask
 from deltacommit.table import DeltaTable

@@ -23,7 +23,7 @@ from deltacommit.table import DeltaTable
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltacommit.log.actions import Add
+    from deltacommit.protocol.actions import Add
 
 #: At most this many files per core go into one read task's share before tasks are added, so
 #: small tables use few tasks and large ones spread over the cluster.

@@ -1,6 +1,6 @@
 """Spark SQL types <-> Arrow types, for the types Delta tables hold.  Pure: no I/O, no session.
 
-The Arrow side is what ``deltacommit.schema`` turns into Delta's ``schemaString``, so a table
+The Arrow side is what ``deltacommit.protocol.schema.arrow`` turns into Delta's ``schemaString``, so a table
 created from a DataFrame records exactly the Delta types Spark's own Delta writer would record
 for it.  Each Spark type either maps to one Delta type that holds every value, or is refused
 with the column's dotted path, rather than being written as something that changes its values.
@@ -212,6 +212,6 @@ def arrow_to_spark_schema(schema: pa.Schema) -> T.StructType:
 
 def delta_to_spark_schema(schema_string: str) -> T.StructType:
     """The Spark schema of a Delta ``schemaString`` (as deltacommit reads the table)."""
-    from deltacommit.schema import schema_from_json
+    from deltacommit.protocol.schema.arrow import schema_from_json
 
     return arrow_to_spark_schema(schema_from_json(schema_string))

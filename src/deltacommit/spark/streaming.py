@@ -238,7 +238,7 @@ def read_query_id(spark: Any, checkpoint_location: str, uri: str) -> str:
 def _legacy_stream_app_id(checkpoint_location: str) -> str:
     """The ``txn`` app id earlier releases derived from a checkpoint's location; read only to
     recognise a batch they committed just before a crash (``BatchSink``)."""
-    from deltacommit.log.paths import parse_location
+    from deltacommit.protocol.log.paths import parse_location
 
     location = checkpoint_location
     if "://" not in location and not location.startswith("file:"):

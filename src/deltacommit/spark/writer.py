@@ -28,18 +28,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from deltacommit import errors
-from deltacommit.datafiles import WriteTarget, delete_files
 from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
     InvalidArgumentError,
 )
-from deltacommit.log.actions import Add
-from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
-from deltacommit.spark.shipping import run_tasks
-from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
-from deltacommit.table import DeltaTable
-from deltacommit.writer import (
+from deltacommit.io.datafiles import WriteTarget, delete_files
+from deltacommit.ops.write import (
     WriteResult,
     already_written,
     check_write_arguments,
@@ -47,11 +42,16 @@ from deltacommit.writer import (
     open_or_create,
     start_write,
 )
+from deltacommit.protocol.actions import Add
+from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
+from deltacommit.spark.shipping import run_tasks
+from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
+from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from deltacommit.predicates import Predicate
+    from deltacommit.protocol.expressions.predicates import Predicate
 
 
 def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append",
@@ -74,7 +74,7 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append"
     rows); without it every task writes one file per partition value it happens to hold, as
     ``DataFrame.write.partitionBy`` does.
     """
-    from deltacommit.schema import check_write_compatible
+    from deltacommit.protocol.schema.arrow import check_write_compatible
 
     check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     arrow_schema = spark_to_arrow_schema(df.schema)
@@ -106,8 +106,8 @@ def _expected_schema(table: DeltaTable, data: pa.Schema) -> pa.Schema:
     """The columns the DataFrame must have: generated columns it lacks are computed by the
     tasks; identity columns must be supplied (where allowed), as tasks cannot allocate values
     (``identity.py``)."""
-    from deltacommit.generated import generated_columns
-    from deltacommit.identity import check_explicit, identity_columns
+    from deltacommit.protocol.expressions.generated import generated_columns
+    from deltacommit.protocol.features.identity import check_explicit, identity_columns
 
     for c in identity_columns(table.schema, table.uri):
         if c.name not in data.names:
@@ -134,7 +134,7 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     task = WriteTask(WriteTarget.of(table.uri, table.snapshot), table.storage_options,
                      target_file_rows, buffer_bytes)
     source = df
-    from deltacommit.generated import generated_columns
+    from deltacommit.protocol.expressions.generated import generated_columns
 
     for g in generated_columns(table.schema):
         if g.name in pcols and g.name not in df.columns:
@@ -186,8 +186,8 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
 
 def _check_predicate_covers(pred: Predicate, adds: Sequence[Add], table: DeltaTable) -> None:
     """An overwrite with a predicate must only write rows the predicate selects."""
-    from deltacommit.column_mapping import logical_values
-    from deltacommit.scan import partition_physical_names
+    from deltacommit.engine.scan import partition_physical_names
+    from deltacommit.protocol.schema.column_mapping import logical_values
 
     schema = table.schema
     types = {c: schema.field(c).type for c in table.partition_columns}

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from deltacommit.storage.faults import (
+from deltacommit.io.storage.faults import (
     FaultPlan,
     FaultRule,
     FaultyStore,

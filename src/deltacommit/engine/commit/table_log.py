@@ -1,0 +1,303 @@
+"""One table's log as a writer follows it: the newest snapshot it knows, and recent commits.
+
+Every transaction and group commit of a ``DeltaTable`` object goes through its ``TableLog``,
+so threads sharing the object read each new commit once between them, and a lost race costs
+one read per commit made since the last version this object saw, never a reload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+
+from deltacommit.engine.hooks.checkpoint import after_commit
+from deltacommit.engine.snapshot import state_cache
+from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
+from deltacommit.engine.transaction.commit_info import previous_commit
+from deltacommit.errors import DeltaCommitError, TableReplacedError
+from deltacommit.io.logstore.base import LogStore
+from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.files.lazy_files import LazyActionMap, carried_over
+from deltacommit.protocol.table_config.intervals import may_predate_cleanup
+from deltacommit.runtime.clock import Clock
+
+#: How many recent commits a table log keeps for conflict checks of its transactions.
+RECENT_COMMITS = 256
+
+
+#: A freshly loaded snapshot whose own commit the load did not decode (a checkpoint at its
+#: version) is offered to the process's cache only if that commit is at most this large.
+LARGEST_DECODED_ANCHOR = 256 * 1024
+
+
+class TableLog:
+    """The snapshot cache of one table object; thread-safe."""
+
+    def __init__(self, log_store: LogStore, clock: Clock, snapshot: Snapshot, *,
+                 pinned: bool = False, cache_key: state_cache.Key | None = None,
+                 known: tuple[Commit, ...] = (), proof: Future[bool] | None = None) -> None:
+        self.log_store = log_store
+        self.clock = clock
+        #: Opened at a fixed version: reads only, never follows new commits.
+        self.pinned = pinned
+        self._lock = threading.RLock()
+        self._recent: OrderedDict[int, Commit] = OrderedDict()
+        # When this object last knew its snapshot to be the newest version (wall clock): a
+        # snapshot much older than the log's retention may predate a cleanup.
+        self._confirmed_at = clock.time()
+        self._snapshot = snapshot
+        self._foreign: tuple[str | None] | None = None
+        self._hooks: list[Callable[[Commit, Snapshot], None]] = []
+        self._checkpointing = threading.Lock()
+        #: Where this table's newest snapshot is published for the process's next open of it
+        #: (``state_cache``); None for pinned tables and custom log stores.
+        self._cache_key = None if pinned else cache_key
+        #: That the table at the location is still the one ``snapshot`` describes, while being
+        #: read (``state_cache.reuse``); None once known.  No commit goes out before it.
+        self._proof = proof
+        for c in known:
+            self._remember(c)
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether the snapshot is a cached state not yet proven to be this table's."""
+        return self._proof is not None
+
+    def confirm_identity(self) -> None:
+        """Wait for the proof that the cached snapshot describes the table at the location;
+        TableReplacedError if the table there was replaced (nothing may be committed on a
+        state of another table: its next version may be far from this snapshot's)."""
+        proof = self._proof
+        if proof is None:
+            return
+        if not proof.result():
+            if self._cache_key is not None:
+                state_cache.forget(self._cache_key)
+            raise TableReplacedError(
+                f"table {self.uri}: the commit at version {self._snapshot.version} is no longer "
+                "the one this process read there (the table was deleted and created again, or "
+                "its log rewritten); the table must be read afresh")
+        self._proof = None
+
+    def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
+        """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,
+        after the checkpoint hook: how layers above the engine (auto-compaction) join in
+        without the engine importing them."""
+        self._hooks.append(hook)
+
+    @property
+    def uri(self) -> str:
+        return self.log_store.table_uri
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def version(self) -> int:
+        return self._snapshot.version
+
+    def refresh(self) -> int:
+        """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
+        with self._lock:
+            started = self.clock.time()
+            return self._adopt(started, self._snapshot.updated(self._may_predate_cleanup()))
+
+    def _adopt(self, started: float, read: tuple[Snapshot, list[Commit]]) -> int:
+        """Take a snapshot and the commits read for it, under the lock; ``started``: when the
+        read began, the last moment the snapshot is known to have been current."""
+        snap, new = read
+        self._snapshot = snap
+        self._confirmed_at = started
+        for c in new:
+            self._remember(c)
+        self._publish()
+        return snap.version
+
+    def advance_to(self, version: int, handed: Mapping[int, bytes] | None = None) -> int:
+        """Adopt the versions up to ``version``, which another writer of this host reported
+        committed (``engine.host_turn``), without looking for newer ones, since the claim
+        that follows finds those anyway.  MissingVersionError if one is not there (the report
+        is only a hint of what to read).
+
+        ``version`` is read from the log.  ``handed``: commits other writers of the host
+        handed over with their records, by version, hints only: one is taken only where the
+        commit after it, read from the log or itself taken so, names its SHA-256
+        (``commit_info.PREVIOUS_COMMIT_KEY``), and the chain reaches down to this object's
+        newest commit or to a version read from the log.  Any other version is read."""
+        with self._lock:
+            snap = self._snapshot
+            if snap.version >= version:
+                return snap.version
+            started = self.clock.time()
+            if not handed:
+                pairs = self.log_store.read_range(snap.version + 1, version)
+                return self._adopt(started, snap.advanced_by(pairs))
+            newest = self.log_store.read_range(version, version)
+            taken = dict(newest)
+            expected = previous_commit(newest[0][1])
+            v = version - 1
+            while v > snap.version and expected is not None and v in handed \
+                    and hashlib.sha256(handed[v]).hexdigest() == expected:
+                taken[v] = handed[v]
+                expected = previous_commit(handed[v])
+                v -= 1
+            if v > snap.version:
+                taken.update(self.log_store.read_range(snap.version + 1, v))
+                below = hashlib.sha256(taken[v]).hexdigest()
+            else:
+                anchor = self._recent.get(snap.version)
+                below = anchor.digest if anchor is not None else ""
+            if v < version - 1 and below != expected:
+                # The chain does not meet what this object knows: read them all.
+                taken.update(self.log_store.read_range(v + 1, version - 1))
+            return self._adopt(started, snap.advanced_by(sorted(taken.items())))
+
+    def refresh_after_loss(self, version: int) -> int:
+        """Adopt ``version``, which a commit attempt has just found taken, reading only what
+        it takes to (``Snapshot.after_loss``): the retry claims the version after it at once
+        and learns of any newer one by losing again, which costs a lost race no probe, LIST
+        or Query to find the newest version first."""
+        with self._lock:
+            snap = self._snapshot
+            if snap.version >= version:
+                return snap.version  # another thread of this object read it already
+            if snap.version != version - 1:
+                return self.refresh()
+            started = self.clock.time()
+            return self._adopt(started, snap.after_loss())
+
+    def commits_after(self, version: int) -> list[Commit]:
+        """Commits newer than ``version``, from the cache or the log; advances the snapshot.
+
+        If log cleanup deleted commits this object never read, asking for them raises
+        MissingVersionError (they can no longer be checked for conflicts).
+        """
+        latest = self.refresh()
+        if latest <= version:
+            return []
+        return self.known_commits(version + 1, latest)
+
+    def _may_predate_cleanup(self) -> bool:
+        """Whether log cleanup may have deleted commits made after this object's snapshot."""
+        return may_predate_cleanup(self._snapshot.configuration, self.uri, self._confirmed_at,
+                                   self.clock.time())
+
+    def refresh_if_stale(self) -> None:
+        """Catch up before committing if the snapshot may predate a log cleanup.
+
+        A commit is attempted at ``version + 1`` of the snapshot.  If cleanup has deleted that
+        commit, a put-if-absent there would succeed and create a file no reader ever looks at:
+        a silently lost commit.  Only a snapshot older than the retention costs a refresh.
+        """
+        if self._may_predate_cleanup():
+            self.refresh()
+
+    def cached_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last`` if this object still holds them all, else none."""
+        with self._lock:
+            wanted = range(first, last + 1)
+            if all(v in self._recent for v in wanted):
+                return [self._recent[v] for v in wanted]
+            return []
+
+    def known_commits(self, first: int, last: int) -> list[Commit]:
+        """Versions ``first..last``, known to exist: from the cache, else read (no probing)."""
+        cached = self.cached_commits(first, last)
+        if cached or first > last:
+            return cached
+        return [decode_commit(self.log_store, v, d)
+                for v, d in self.log_store.read_range(first, last)]
+
+    def _remember(self, commit: Commit) -> None:
+        self._recent[commit.version] = commit
+        while len(self._recent) > RECENT_COMMITS:
+            self._recent.popitem(last=False)
+
+    def committed(self, commit: Commit) -> None:
+        """Fold a commit this process made (or learnt of) into the cache without reading it."""
+        with self._lock:
+            self._remember(commit)
+            snap = self._snapshot
+            if commit.version == snap.version + 1:
+                self._snapshot = snap.with_commit(commit)
+                self._confirmed_at = self.clock.time()
+                self._publish()
+
+    def _publish(self) -> None:
+        if self._cache_key is not None:
+            snap = self._snapshot
+            state_cache.remember(self._cache_key, snap, self._recent.get(snap.version),
+                                 self._confirmed_at)
+
+    def publish_loaded(self, read: Sequence[Commit] = ()) -> None:
+        """Offer a freshly loaded snapshot to the process's cache, with the commit at its
+        version as the proof of identity on the next open: from ``read`` (the commits the
+        load decoded), else read (one GET)."""
+        if self._cache_key is None or not state_cache.enabled():
+            return
+        snap = self._snapshot
+        known = [c for c in read if c.version == snap.version]
+        try:
+            if known:
+                self._remember(known[0])
+            else:
+                [(version, data)] = self.log_store.read_range(snap.version, snap.version)
+                if len(data) > LARGEST_DECODED_ANCHOR:
+                    # Decoding it would cost about what loading the table again does.
+                    return
+                self._remember(decode_commit(self.log_store, version, data))
+        except (DeltaCommitError, ValueError):
+            return  # no commit file at the version (a checkpoint only): not cached
+        self._publish()
+
+    def post_commit(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """The post-commit hooks after this process made ``commit``: a checkpoint when the
+        interval says so, then expired-log cleanup (``checkpoint.after_commit``).
+
+        ``snapshot`` is the state exactly at the commit's version, for a caller that lets
+        further commits proceed meanwhile (group commit): the hooks then read that state
+        instead of moving the table's snapshot back to the version.
+
+        One checkpoint at a time per table object: a version due for one while this object
+        still writes an earlier one gets none, and the next version due does.  Under group
+        commit, versions can come faster than checkpoints of the whole table are written;
+        writing each would only queue them, every one repeating the work of the one before.
+        Readers then replay at most one interval more of commits.
+        """
+        if snapshot is None or snapshot.version != commit.version:
+            snapshot = self._snapshot
+        if self._checkpointing.acquire(blocking=False):
+            try:
+                before = snapshot.state.files
+                after_commit(self.log_store, snapshot, self.clock, commit.version)
+                after = snapshot.state.files
+                if after is not before and isinstance(after, LazyActionMap):
+                    self._carry_rows(snapshot, before, after)
+            finally:
+                self._checkpointing.release()
+        for hook in self._hooks:
+            hook(commit, snapshot)
+
+    def _carry_rows(self, checkpointed: Snapshot, before: dict[str, Add],
+                    after: LazyActionMap[Add]) -> None:
+        """A checkpoint backed ``checkpointed``'s files by the rows it encoded; back the
+        newest snapshot's by them too, if versions were committed meanwhile (``carried_over``),
+        so that copying its state and the next checkpoint cost only the commits since."""
+        with self._lock:
+            current = self._snapshot
+            if current is checkpointed or current.version <= checkpointed.version:
+                return
+            carried = carried_over(current.state.files, before, after)
+            if carried is not None:
+                current.state.files = carried
+
+    def foreign_coordination(self) -> str | None:
+        """``dynamodb_fleet_sign``, asked once per table object (it costs a LIST)."""
+        if self._foreign is None:
+            self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
+        return self._foreign[0]

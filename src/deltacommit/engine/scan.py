@@ -1,0 +1,369 @@
+"""The one data-file reader: an add action in, the rows it holds in the table's schema out.
+
+``DeltaTable.to_arrow``, row-level deletes and Spark's read tasks all read data files through
+``FileScan``, so locating a file (the one path rule, ``log/paths``), opening it (local, S3 or an
+external location), dropping the rows its deletion vector marks, restoring partition columns
+and conforming foreign column types happen in one place.  A table feature that changes how
+files are read (column mapping, type widening) plugs in here.
+
+``FileScan`` is a plain picklable value, so Spark ships it to executors with a read task; its
+store is opened where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.io.datafiles import open_data_file
+from deltacommit.io.storage import open_store
+from deltacommit.io.storage.base import ObjectStore
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.expressions.predicates import TRUE, Predicate
+from deltacommit.protocol.files.add_actions import partition_mask, partition_strings
+from deltacommit.protocol.log.paths import locate_data_file, parse_location
+from deltacommit.protocol.partitions import partition_column_arrays
+from deltacommit.protocol.schema.column_mapping import (
+    file_columns,
+    logical_values,
+    mapping_mode,
+    physical_name,
+    physical_names,
+    to_logical,
+)
+from deltacommit.protocol.schema.nested import conform
+
+if TYPE_CHECKING:
+    from deltacommit.engine.snapshot.snapshot import Snapshot
+
+
+def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
+    """The files of ``snapshot`` whose partition values may satisfy ``predicate``.
+
+    The checkpoint's files are judged column-wise, the predicate evaluated once per distinct
+    combination of partition values, so reading one partition of a large table builds no
+    ``Add`` for the files of the others."""
+    if predicate is TRUE or not snapshot.partition_columns:
+        return snapshot.files()
+    schema = snapshot.schema
+    pcols = list(snapshot.partition_columns)
+    types = {c: schema.field(c).type for c in pcols}
+    physical = partition_physical_names(schema, pcols, snapshot.configuration)
+    keys = [physical.get(c, c) for c in pcols]
+
+    def accepts(values: Mapping[str, str | None]) -> bool:
+        return predicate.evaluate(values, types)
+
+    def rows_mask(rows: pa.StructArray) -> Any:
+        return partition_mask(partition_strings(rows.field("partitionValues"), keys), pcols,
+                              accepts)
+
+    if not physical:
+        return snapshot.files_where(rows_mask, lambda a: accepts(a.partition_values))
+    return snapshot.files_where(
+        rows_mask, lambda a: accepts(logical_values(a.partition_values, physical)))
+
+
+def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],
+                             configuration: Mapping[str, str | None]) -> dict[str, str]:
+    """Logical -> physical name of each partition column of a column-mapping table (the keys
+    of its ``partitionValues``); empty for a table without column mapping."""
+    mode = mapping_mode(configuration)
+    if mode == "none":
+        return {}
+    names = physical_names(schema, mode)
+    return {c: names[c] for c in partition_columns if c in names}
+
+
+def dictionary_columns(pf: pq.ParquetFile, wanted: Sequence[str]) -> dict[str, pa.Field[Any]]:
+    """The ``wanted`` top-level string and binary columns of ``pf`` that are dictionary-encoded
+    in every row group, with their Arrow types: read as dictionaries and decoded afterwards.
+
+    Pyarrow decodes a dictionary page's strings one value at a time; taking them from the
+    dictionary after the read costs half as much, and after a deletion vector's filter only
+    the kept rows are decoded.  A column chunk whose pages fell back to plain encoding holds
+    at least 4 bytes per value (each value's length); such a column is read as it is."""
+    types = pf.schema_arrow
+    meta = pf.metadata
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    out: dict[str, pa.Field[Any]] = {}
+    for name in wanted:
+        i = leaves.get(name)
+        if i is None or "." in name or types.get_field_index(name) < 0:
+            continue
+        f = types.field(name)
+        if not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)):
+            continue
+        chunks = [meta.row_group(r).column(i) for r in range(meta.num_row_groups)]
+        if chunks and all(c.has_dictionary_page and c.total_uncompressed_size < 4 * c.num_values
+                          for c in chunks):
+            out[name] = f
+    return out
+
+
+def decoded(data: pa.Table, encoded: Mapping[str, pa.Field[Any]]) -> pa.Table:
+    """``data`` with its dictionary-read columns (``dictionary_columns``) back in their types."""
+    for name, f in encoded.items():
+        i = data.schema.get_field_index(name)
+        col = data.column(i)
+        if pa.types.is_dictionary(col.type):
+            pieces = [p for c in col.chunks for p in plain_pieces(c, f.type)]
+            data = data.set_column(i, data.schema.field(i).with_type(f.type),
+                                   pa.chunked_array(pieces, type=f.type))
+    return data
+
+
+def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 1
+                 ) -> list[pa.Array[Any]]:
+    """A dictionary array's values as plain arrays of type ``t``, as many as keep each one's
+    values within ``max_bytes`` (a plain array's 32-bit offsets reach 2 GiB)."""
+    dictionary = cast("pa.DictionaryArray[Any, Any]", chunk).dictionary
+    values = cast("pa.StringArray | pa.BinaryArray", dictionary)
+    longest = pc.max(pc.binary_length(values)).as_py() if len(values) else None
+    per_piece = max(1, max_bytes // max(longest or 1, 1))
+    if len(chunk) <= per_piece:
+        return [chunk.cast(t)]
+    return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
+
+
+@dataclass(slots=True)
+class FileScan:
+    """Reads data files of one table version into ``out_schema``."""
+
+    table_uri: str
+    version: int
+    out_schema: pa.Schema
+    partition_columns: Sequence[str]
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: Whether files outside the table location may be read (shallow clones).
+    allow_external_paths: bool = False
+    #: Rows per batch when streaming (``batches``); None reads each file whole.
+    batch_rows: int | None = None
+    #: Keep every physical row, deleted ones too (deletes index rows by their position).
+    physical_rows: bool = False
+    #: ``delta.columnMapping.mode`` (``none``, ``name`` or ``id``): how ``out_schema``'s
+    #: fields (their column mapping metadata) are found in files and ``partitionValues``.
+    column_mapping: str = "none"
+    #: The table's store, where the caller has it open; else opened from the URI on first use.
+    given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The store is opened again where the scan runs (a Spark executor).
+        return {k: getattr(self, k) for k in self.__slots__ if k != "given_store"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self.given_store = None
+
+    @property
+    def store(self) -> ObjectStore:
+        if self.given_store is None:
+            self.given_store = open_store(self.table_uri, self.storage_options)
+        return self.given_store
+
+    def read(self, add: Add) -> pa.Table:
+        """The rows of one file, whole."""
+        return self.read_file(add.path, add.partition_values, add.deletion_vector)
+
+    def read_many(self, adds: Sequence[Add],
+                  pool_map: Callable[[Callable[[Add], pa.Table], Sequence[Add]],
+                                     Iterable[pa.Table]] | None = None) -> pa.Table:
+        """The rows of several files of one partition, in order.
+
+        Local files without deletion vectors (compaction's usual input: many small files
+        of one partition) are read by a lean loop (``_read_local``); going through ``read``
+        for each costs more than the bytes in a small file.  Each file is read in its own
+        Parquet schema, and every run of files with one schema is conformed to the table's
+        schema as ``read`` conforms a file alone: a file written before a type widening or
+        before a nested field was added reads widened, and one written after it is never
+        narrowed to an older file's types.  Anything else, or files the loop cannot read, is
+        read file by file (through ``pool_map``, a thread pool's ``map``, when given), with
+        the same result and the same errors."""
+        if self._one_dataset(adds):
+            root = parse_location(self.table_uri)
+            paths: list[str] = []
+            for a in adds:
+                resolved = locate_data_file(root, a.path, table=self.table_uri,
+                                            allow_external=self.allow_external_paths)
+                local = (self.store.local_path(resolved.relative)
+                         if resolved.relative is not None else None)
+                if local is None:
+                    paths = []
+                    break
+                paths.append(local)
+            if paths:
+                try:
+                    return self._read_local(paths, adds[0].partition_values)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                        OSError):
+                    pass  # read file by file below, which names the file at fault
+        if not adds:
+            return self.out_schema.empty_table()
+        return pa.concat_tables(list((pool_map or map)(self.read, adds)))
+
+    def _read_local(self, paths: Sequence[str], partition_values: Mapping[str, str | None]
+                    ) -> pa.Table:
+        """The rows of local files of one partition, without deletion vectors, in order:
+        one after the other (pyarrow's own threads cost more than they save on small
+        files), each in its own schema, conformed per run of files sharing a schema."""
+        pset = set(self.partition_columns)
+        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+        runs: list[tuple[pa.Schema, dict[str, str], list[pa.Table]]] = []
+        for path in paths:
+            pf = pq.ParquetFile(path, memory_map=True)
+            schema = pf.schema_arrow
+            if not runs or not runs[-1][0].equals(schema):
+                runs.append((schema, self._sources(schema, pset), []))
+            _, sources, parts = runs[-1]
+            parts.append(pf.read(columns=list(dict.fromkeys(sources.values())),
+                                 use_threads=False))
+        out = []
+        for _, sources, parts in runs:
+            data = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+            out.append(self._conformed(data, data.num_rows, sources, pcols, partition_values))
+        return out[0] if len(out) == 1 else pa.concat_tables(out)
+
+    def _one_dataset(self, adds: Sequence[Add]) -> bool:
+        return (len(adds) > 1 and self.column_mapping == "none" and not self.physical_rows
+                and self.batch_rows is None and not any(a.deletion_vector for a in adds)
+                and all(a.partition_values == adds[0].partition_values for a in adds))
+
+    def read_file(self, path: str, partition_values: Mapping[str, str | None],
+                  deletion_vector: Mapping[str, Any] | None) -> pa.Table:
+        parts = list(self.iter_file(path, partition_values, deletion_vector))
+        if not parts:
+            return self.out_schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def batches(self, path: str, partition_values: Mapping[str, str | None],
+                deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.RecordBatch]:
+        """The rows of one file as record batches of at most ``batch_rows`` rows."""
+        for part in self.iter_file(path, partition_values, deletion_vector):
+            yield from part.to_batches()
+
+    def iter_file(self, path: str, partition_values: Mapping[str, str | None],
+                  deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.Table]:
+        """The rows of one file in pieces (one, unless ``batch_rows`` is set)."""
+        uri = self.table_uri
+        root = parse_location(uri)
+        resolved = locate_data_file(root, path, table=uri,
+                                    allow_external=self.allow_external_paths)
+        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
+        where = f"{uri}/{resolved.relative}" if resolved.relative is not None else rel
+        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+        pset = set(self.partition_columns)
+        try:
+            source, rel = open_data_file(self.store, resolved, self.storage_options)
+            memory_map = isinstance(source, str)
+            pf = pq.ParquetFile(source, memory_map=memory_map)
+            sources = self._sources(pf.schema_arrow, pset)
+            wanted = list(dict.fromkeys(sources.values()))
+            encoded = dictionary_columns(pf, wanted)
+            if encoded:
+                # Decoding a dictionary column's values after the deletion vector's filter
+                # costs less than half of decoding every value while reading.
+                pf = pq.ParquetFile(source, memory_map=memory_map, metadata=pf.metadata,
+                                    read_dictionary=list(encoded))
+            keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
+                    if deletion_vector and not self.physical_rows else None)
+            start = 0
+            for n, data in self._chunks(pf, wanted):
+                if keep is not None and n:
+                    part_keep = keep.slice(start, n)
+                    start += n
+                    data = data.filter(part_keep) if data is not None else None
+                    n = part_keep.true_count
+                if not n and self.batch_rows is not None:
+                    continue
+                if encoded and data is not None:
+                    data = decoded(data, encoded)
+                yield self._conformed(data, n, sources, pcols, partition_values)
+        except (ObjectNotFoundError, FileNotFoundError):
+            raise StorageError("read", where,
+                               f"data file of version {self.version} is missing") from None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}") from None
+
+    def _chunks(self, pf: pq.ParquetFile, wanted: list[str]
+                ) -> Iterator[tuple[int, pa.Table | None]]:
+        """(rows, data) pieces of the file; data None when no data column is wanted."""
+        if not wanted:
+            if self.batch_rows is None:
+                yield pf.metadata.num_rows, None
+            else:
+                for i in range(pf.metadata.num_row_groups):
+                    yield pf.metadata.row_group(i).num_rows, None
+            return
+        if self.batch_rows is None:
+            data = pf.read(columns=wanted)
+            yield data.num_rows, data
+            return
+        for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted):
+            yield b.num_rows, pa.Table.from_batches([b])
+
+    def _sources(self, file_schema: pa.Schema, partition_columns: set[str]) -> dict[str, str]:
+        """Output column -> the file's column holding it (by name, or through the column
+        mapping); columns the file lacks are left out and read as nulls."""
+        mode = self.column_mapping
+        if mode == "none":
+            present = set(file_schema.names)
+            return {f.name: f.name for f in self.out_schema
+                    if f.name not in partition_columns and f.name in present}
+        return file_columns(file_schema,
+                            (f for f in self.out_schema if f.name not in partition_columns), mode)
+
+    def _conformed(self, data: pa.Table | None, n: int, sources: Mapping[str, str],
+                   pcols: list[str], partition_values: Mapping[str, str | None]) -> pa.Table:
+        """``data`` in the output schema: partition columns restored from the add's values,
+        foreign types conformed (other timestamp units, large strings, nullability of nested
+        fields: Spark leaves nulls below null structs; the narrower types of files written
+        before a type widening), physical names mapped to logical ones, absent columns null."""
+        mode = self.column_mapping
+        if mode == "none":
+            values = {c: partition_values.get(c) for c in pcols}
+        else:
+            values = {c: partition_values.get(physical_name(self.out_schema.field(c), mode))
+                      for c in pcols}
+        parts = partition_column_arrays(values, self.out_schema, n)
+        arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+        for f in self.out_schema:
+            if f.name in parts:
+                arrays.append(parts[f.name])
+            elif data is not None and f.name in sources:
+                col = data.column(sources[f.name])
+                if col.type != f.type:
+                    col = pa.chunked_array([self._to_table_type(c, f.type) for c in col.chunks],
+                                           type=f.type)
+                arrays.append(col)
+            else:
+                arrays.append(pa.nulls(n, f.type))
+        return pa.Table.from_arrays(arrays, schema=self.out_schema)
+
+    def _to_table_type(self, arr: pa.Array[Any], t: pa.DataType) -> pa.Array[Any]:
+        mode = self.column_mapping
+        if mode != "none":
+            return to_logical(arr, t, mode)
+        try:
+            return conform(arr, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            if not pa.types.is_nested(t):
+                raise
+            # A nested field whose type was widened: matched field by field.
+            return to_logical(arr, t, mode)
+
+    def _keep_mask(self, deletion_vector: Mapping[str, Any], rel: str,
+                   num_rows: int) -> pa.BooleanArray:
+        """False at each row of the file its deletion vector deletes."""
+        from deltacommit.io.deletion_vectors import kept_rows
+
+        return kept_rows(self.store, parse_location(self.table_uri), self.table_uri,
+                         deletion_vector, data_file=rel, num_rows=num_rows,
+                         storage_options=self.storage_options,
+                         allow_external=self.allow_external_paths)

@@ -1,0 +1,369 @@
+"""``Appender``: buffered, exactly-once appends for streaming ingestion.
+
+The pattern of kafka-delta-ingest and Spark's streaming sink: a consumer reads records with
+increasing offsets, buffers them, and every so often commits the buffer as one Delta version
+that also records, in a ``txn`` action, the offset it reached.  The offset and the data land in
+the same commit, so after any crash the table itself says how far ingestion got.
+
+The contract.  Each ``append(data, offset)`` carries the source's offset (a Kafka offset, a
+sequence number, a file index), strictly increasing within one appender.  A commit records the
+offset of its last append as the ``txn`` version of ``app_id``.  On start, the appender reads
+that version (``committed_offset``); the caller resumes its source from ``committed_offset + 1``,
+or simply replays from wherever it likes: appends whose offset is not newer than the recorded
+one are recognised as replays and skipped (``append`` returns False).  So every offset's data
+is in the table exactly once, whenever the process dies: between flushes the buffer is lost
+but its offsets were never recorded, and they are replayed.
+
+Several appenders may write one table with different app ids (one per Kafka partition, say).
+Two live appenders with the same app id (a "zombie" that did not know it was replaced) do not
+duplicate data: a flush that loses the app id race re-reads the recorded offset, drops what the
+other one already committed, and commits the rest.  This assumes, as Kafka does, that an offset
+always carries the same data.
+
+When a flush happens: when ``flush_rows`` rows are buffered, when the oldest buffered append
+is ``flush_interval`` seconds old (checked on every append, and by a background thread unless
+``background=False``), on ``flush()`` and on ``close()``.  A flush writes the buffer as one
+Parquet file per partition, then commits it; appends may continue while it runs.  A failed
+flush keeps its rows buffered for the next one; a failure in the background thread is raised by
+the next ``append``, ``flush`` or ``close``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from deltacommit.engine.transaction.transaction import CommitResult
+from deltacommit.errors import (
+    ConcurrentTransactionException,
+    InvalidArgumentError,
+    MetadataChangedException,
+    TableExistsError,
+    TableNotFoundError,
+)
+from deltacommit.io.datafiles import WriteTarget
+from deltacommit.protocol.actions import MAX_LONG
+from deltacommit.protocol.features.identity import Allocation
+from deltacommit.runtime.clock import Clock
+from deltacommit.table import DeltaTable
+
+__all__ = ["STREAMING_OPERATION", "Appender"]
+
+#: The operation streaming writers record (Spark's streaming sink, kafka-delta-ingest).
+STREAMING_OPERATION = "STREAMING UPDATE"
+
+
+class Appender:
+    """Buffers appends to one table and flushes them as few commits with exactly-once offsets.
+
+    ``table`` is a ``DeltaTable`` or a URI (the table is created on the first flush if it does
+    not exist, with the first append's schema, ``partition_by`` and ``configuration``).
+    Use as a context manager: leaving the block normally flushes; leaving it with an exception
+    drops the buffer unflushed (its offsets were never recorded, so replaying restores it).
+    """
+
+    def __init__(self, table: DeltaTable | str, app_id: str, *, flush_rows: int = 100_000,
+                 flush_interval: float | None = 10.0,
+                 storage_options: Mapping[str, str] | None = None,
+                 partition_by: Sequence[str] | None = None,
+                 configuration: Mapping[str, str] | None = None,
+                 target_file_rows: int | None = None, background: bool = True) -> None:
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"Appender app_id must be a non-empty string, got {app_id!r}")
+        if isinstance(flush_rows, bool) or not isinstance(flush_rows, int) or flush_rows < 1:
+            raise InvalidArgumentError(f"Appender flush_rows must be a positive integer, got {flush_rows!r}")
+        if flush_interval is not None and (isinstance(flush_interval, bool)
+                                           or not isinstance(flush_interval, int | float)
+                                           or flush_interval <= 0):
+            raise InvalidArgumentError(
+                "Appender flush_interval must be a positive number of seconds or None, got "
+                f"{flush_interval!r}")
+        self.app_id = app_id
+        self.flush_rows = flush_rows
+        self.flush_interval = None if flush_interval is None else float(flush_interval)
+        self.partition_by = list(partition_by) if partition_by is not None else None
+        self.configuration = dict(configuration or {})
+        self.target_file_rows = target_file_rows
+        self._storage_options = dict(storage_options or {})
+        self._uri: str
+        self._table: DeltaTable | None
+        if isinstance(table, DeltaTable):
+            table.update()
+            self._table = table
+            self._uri = table.uri
+        else:
+            self._uri = table
+            try:
+                self._table = DeltaTable(table, storage_options=self._storage_options)
+            except TableNotFoundError:
+                self._table = None
+        self._clock: Clock | None = self._table.clock if self._table is not None else None
+        self._committed = self._table.app_version(app_id) if self._table is not None else None
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._flush_lock = threading.Lock()
+        self._buffer: list[tuple[int, pa.Table]] = []
+        self._rows = 0
+        self._first_at: float | None = None
+        self._last_offset: int | None = self._committed
+        self._closed = False
+        self._error: BaseException | None = None
+        #: Commits made and replayed appends skipped, for monitoring.
+        self.commits = 0
+        self.skipped = 0
+        self._thread: threading.Thread | None = None
+        if background and self.flush_interval is not None:
+            self._thread = threading.Thread(target=self._run_timer, daemon=True,
+                                            name=f"deltacommit-appender-{app_id}")
+            self._thread.start()
+
+    def __repr__(self) -> str:
+        return (f"Appender({self._uri!r}, app_id={self.app_id!r}, "
+                f"committed_offset={self._committed}, pending_rows={self._rows})")
+
+    # ----------------------------------------------------------------- state
+
+    @property
+    def table(self) -> DeltaTable | None:
+        return self._table
+
+    @property
+    def committed_offset(self) -> int | None:
+        """The newest offset recorded in the table for ``app_id`` (None: nothing yet)."""
+        with self._lock:
+            return self._committed
+
+    @property
+    def pending_rows(self) -> int:
+        with self._lock:
+            return self._rows
+
+    # ----------------------------------------------------------------- appending
+
+    def append(self, data: Any, offset: int) -> bool:
+        """Buffer ``data`` (Arrow table or batch, pandas, ...) as the records of ``offset``.
+
+        Returns False, buffering nothing, if ``offset`` is already recorded in the table (a
+        replay after a restart).  Flushes when a threshold is reached.
+        """
+        from deltacommit.ops.write import to_arrow_table
+
+        self._raise_background_error()
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_LONG:
+            raise InvalidArgumentError(
+                f"Appender {self.app_id!r} on {self._uri}: offset must be an integer from 0 to "
+                f"2**63-1 (it is recorded as a txn version), got {offset!r}")
+        arrow = to_arrow_table(data)
+        with self._lock:
+            if self._closed:
+                raise InvalidArgumentError(f"Appender {self.app_id!r} on {self._uri} is closed")
+            if self._committed is not None and offset <= self._committed:
+                self.skipped += 1
+                return False
+            if self._last_offset is not None and offset <= self._last_offset:
+                raise InvalidArgumentError(
+                    f"Appender {self.app_id!r} on {self._uri}: offset {offset} is not greater "
+                    f"than the previous offset {self._last_offset}; offsets must increase")
+            self._buffer.append((offset, arrow))
+            self._last_offset = offset
+            self._rows += arrow.num_rows
+            if self._first_at is None:
+                self._first_at = self._now()
+                self._wake.notify()
+            due = self._rows >= self.flush_rows or self._interval_elapsed()
+        if due:
+            self.flush()
+        return True
+
+    def poll(self) -> CommitResult | None:
+        """Flush if the oldest buffered append is ``flush_interval`` old (for callers that
+        run without the background thread)."""
+        with self._lock:
+            due = self._interval_elapsed()
+        return self.flush() if due else None
+
+    def flush(self) -> CommitResult | None:
+        """Commit everything buffered; None if there was nothing new to commit."""
+        self._raise_background_error()
+        return self._flush()
+
+    def close(self) -> None:
+        """Flush and stop; further appends are refused."""
+        with self._lock:
+            already = self._closed
+            self._closed = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if not already:
+            self.flush()
+
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with self._lock:
+            self._closed = True
+            self._buffer.clear()
+            self._rows = 0
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # ----------------------------------------------------------------- flushing
+
+    def _now(self) -> float:
+        clock = self._clock
+        if clock is None:
+            from deltacommit.runtime.clock import SYSTEM_CLOCK
+
+            clock = SYSTEM_CLOCK
+        return clock.monotonic()
+
+    def _interval_elapsed(self) -> bool:
+        return (self.flush_interval is not None and self._first_at is not None
+                and self._now() - self._first_at >= self.flush_interval)
+
+    def _flush(self) -> CommitResult | None:
+        with self._flush_lock:
+            with self._lock:
+                batch, self._buffer = self._buffer, []
+                rows, self._rows = self._rows, 0
+                first_at, self._first_at = self._first_at, None
+            if not batch:
+                return None
+            try:
+                return self._commit(batch)
+            except BaseException:
+                with self._lock:
+                    self._buffer = batch + self._buffer
+                    self._rows += rows
+                    self._first_at = first_at
+                raise
+
+    def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
+        from deltacommit.io.datafiles import delete_files, write_rows
+        from deltacommit.ops.write import identity_raced
+        from deltacommit.protocol.features.identity import with_high_water_marks
+
+        table = self._open(batch[0][1])
+        while True:
+            txn = table.transaction(STREAMING_OPERATION, {"outputMode": "Append",
+                                                          "queryId": self.app_id})
+            recorded = txn.app_version(self.app_id)
+            pending = [(o, t) for o, t in batch if recorded is None or o > recorded]
+            if not pending:
+                # Another appender with this app id committed all of it (see the module
+                # docstring); nothing is lost by dropping it.
+                self._advance(recorded)
+                return None
+            target = WriteTarget.of(table.uri, txn.snapshot)
+            parts, marks = _conform_batch(target, [t for _, t in pending])
+            if marks:
+                txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, marks))
+            data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            adds = write_rows(table.log_store.store, target, data, clock=table.clock,
+                              random=table.random, target_file_rows=self.target_file_rows
+                              ) if data.num_rows else []
+            newest = pending[-1][0]
+            txn.operation_parameters["epochId"] = str(newest)  # as Spark's streaming sink
+            txn.set_app_version(self.app_id, newest)
+            txn.add(adds)
+            txn.operation_metrics["numOutputRows"] = str(data.num_rows)
+            try:
+                result = txn.commit()
+            except ConcurrentTransactionException:
+                delete_files(table.log_store.store, adds)
+                table.update()
+                batch = pending
+                continue
+            except MetadataChangedException:
+                # Another writer took identity values above the mark this flush read: the
+                # rows are written again with values above the winner's (``identity.py``).
+                delete_files(table.log_store.store, adds)
+                if not marks or not identity_raced(table.log, txn):
+                    raise
+                batch = pending
+                continue
+            self._advance(newest)
+            self.commits += 1
+            return result
+
+    def _advance(self, offset: int | None) -> None:
+        if offset is None:
+            return
+        with self._lock:
+            if self._committed is None or offset > self._committed:
+                self._committed = offset
+
+    def _open(self, first: pa.Table) -> DeltaTable:
+        if self._table is not None:
+            return self._table
+        try:
+            table = DeltaTable.create(self._uri, first.schema, partition_by=self.partition_by,
+                                      configuration=self.configuration,
+                                      storage_options=self._storage_options)
+        except TableExistsError:
+            table = DeltaTable(self._uri, storage_options=self._storage_options)
+        self._table = table
+        self._clock = table.clock
+        return table
+
+    # ----------------------------------------------------------------- the timer
+
+    def _run_timer(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                if self._first_at is None or self.flush_interval is None:
+                    self._wake.wait()
+                    continue
+                left = self._first_at + self.flush_interval - self._now()
+                if left > 0:
+                    self._wake.wait(left)
+                    continue
+            try:
+                self._flush()
+            except BaseException as e:
+                with self._lock:
+                    self._error = e
+                    # Wait for the next append before trying again.
+                    self._first_at = None
+
+    def _raise_background_error(self) -> None:
+        with self._lock:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+def _conform_batch(target: WriteTarget, tables: list[pa.Table]
+                   ) -> tuple[list[pa.Table], list[Allocation]]:
+    """The buffered tables conformed, identity values allocated one table after another
+    above the mark read; and the last allocation of each column (the new marks)."""
+    from dataclasses import replace
+
+    from deltacommit.io.datafiles import conform_rows
+    from deltacommit.protocol.features.identity import allocate
+
+    columns = list(target.identity)
+    last: dict[str, Allocation] = {}
+    parts = []
+    for t in tables:
+        ids = allocate(columns, t.column_names, t.num_rows, target.uri)
+        parts.append(conform_rows(target, t, ids))
+        last.update(ids)
+        columns = [replace(c, high_water_mark=ids[c.name].last) if c.name in ids else c
+                   for c in columns]
+    return parts, list(last.values())

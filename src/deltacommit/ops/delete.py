@@ -1,0 +1,203 @@
+"""Row-level DELETE that writes deletion vectors instead of rewriting files.
+
+Used by ``DeltaTable.delete`` when the table allows new deletion vectors
+(``delta.enableDeletionVectors=true`` and the ``deletionVectors`` writer feature) and the
+predicate references data columns.  Each file with matching rows keeps its Parquet file: its
+``add`` is replaced by one whose DV marks the union of the old and the newly deleted rows, all
+new DVs in one ``deletion_vector_<uuid>.bin`` at the table root (as Spark writes them); a file
+left with no row is removed outright.  Rows are deleted where the predicate is TRUE (SQL logic:
+NULL deletes nothing).
+
+Before it commits, the delete proves its output (``check_output``): each touched file's rows
+as the new deletion vector, read back from the file just written, leaves them must be exactly
+the rows its old deletion vector left less those the predicate matches among them, computed
+again from the live rows.  Otherwise the new deletion-vector file is deleted and
+``RewriteCheckError`` says so; nothing is committed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
+
+import numpy as np
+import pyarrow as pa
+
+from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.errors import RewriteCheckError, UnsupportedProtocolError
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.deletion_vectors import (
+    encode_bitmap_array,
+    encode_file,
+    relative_dv_path_or_inline,
+)
+from deltacommit.protocol.expressions.predicates import Predicate
+from deltacommit.protocol.expressions.row_filters import to_expression
+from deltacommit.protocol.fingerprint import row_differences
+from deltacommit.protocol.log.paths import parse_location
+from deltacommit.protocol.table_config.features import change_data_feed_enabled
+
+if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
+    from deltacommit.engine.scan import FileScan
+    from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.io.logstore.base import LogStore
+    from deltacommit.protocol.actions import Protocol
+
+
+class DeletingTable(Interface):
+    """What a row-level delete needs of its table (``DeltaTable`` is one); a protocol, so this
+    module, which the table calls, does not import the table back."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
+
+    @property
+    def configuration(self) -> dict[str, str | None]: ...
+
+    @property
+    def storage_options(self) -> dict[str, str]: ...
+
+    @property
+    def allow_external_paths(self) -> bool: ...
+
+    @property
+    def log_store(self) -> LogStore: ...
+
+    def transaction(self, operation: str = ...,
+                    operation_parameters: Mapping[str, Any] | None = ...) -> Transaction: ...
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
+
+
+def deletes_write_dvs(table: DeletingTable) -> bool:
+    """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: only with the property)."""
+    p = table.protocol
+    enabled = (table.configuration.get("delta.enableDeletionVectors") or "").lower() == "true"
+    return enabled and "deletionVectors" in (p.writer_features or [])
+
+
+def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
+    from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
+
+    where = f"delete from table {table.uri} where {predicate.to_sql()}"
+    if change_data_feed_enabled(table.protocol, table.configuration):
+        raise UnsupportedProtocolError(
+            f"{where}: the table has change data feed enabled (delta.enableChangeDataFeed=true), "
+            "so a DELETE of some rows of a file must also write change data files, which "
+            "deltacommit does not write; delete whole partitions (a predicate on partition "
+            "columns only) or run the DELETE with Spark")
+    expression = to_expression(predicate, table.schema, where)
+    with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
+        files = txn.scan()
+        scan = replace(table.file_scan(table.schema), physical_rows=True)
+        removes: list[Add] = []
+        kept: list[tuple[Add, bytes, int]] = []
+        #: Each touched file's physical rows and the rows that should survive the delete.
+        proofs: list[tuple[Add, pa.Table, pa.Table]] = []
+        deleted_now = 0
+        for add in files:
+            data = scan.read(add)
+            n = data.num_rows
+            hit = (data.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+                   .filter(expression).column("__row").to_numpy())
+            old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
+                                add.deletion_vector, data_file=add.path, num_rows=n,
+                                storage_options=table.storage_options,
+                                allow_external=table.allow_external_paths)
+                   if add.deletion_vector else np.zeros(0, np.uint64))
+            rows = np.union1d(old.astype(np.int64), hit)
+            if len(rows) == len(old):
+                continue
+            deleted_now += len(rows) - len(old)
+            removes.append(add)
+            live = data.filter(keep_mask(old, n, f"{where}: {add.path}")) if len(old) else data
+            proofs.append((add, data, _without_matches(live, expression)))
+            if len(rows) < n:
+                kept.append((add, encode_bitmap_array(rows), len(rows)))
+        adds: list[Add] = []
+        dv_file: str | None = None
+        if kept:
+            content, offsets = encode_file([b for _, b, _ in kept])
+            uid = uuid.uuid4()
+            dv_file = f"deletion_vector_{uid}.bin"
+            table.log_store.store.put(dv_file, content)
+            key = relative_dv_path_or_inline("", uid)
+            adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
+                        stats=a.stats, tags=a.tags,
+                        # The same file committed again keeps its row ids (row tracking).
+                        base_row_id=a.base_row_id,
+                        default_row_commit_version=a.default_row_commit_version,
+                        deletion_vector={"storageType": "u", "pathOrInlineDv": key,
+                                         "offset": off, "sizeInBytes": len(blob),
+                                         "cardinality": card})
+                    for (a, blob, card), off in zip(kept, offsets, strict=True)]
+        check_output(table, proofs, adds, dv_file, where)
+        txn.remove(removes)
+        txn.add(adds)
+        txn.operation_metrics["numRemovedFiles"] = str(len(removes) - len(adds))
+        txn.operation_metrics["numDeletionVectorsAdded"] = str(len(adds))
+        txn.operation_metrics["numDeletionVectorsRemoved"] = str(
+            sum(1 for a in removes if a.deletion_vector))
+        txn.operation_metrics["numDeletedRows"] = str(deleted_now)
+    assert txn.result is not None
+    return txn.result
+
+
+def _without_matches(live: pa.Table, expression: Any) -> pa.Table:
+    """The rows of ``live`` for which the delete's predicate is not TRUE."""
+    n = live.num_rows
+    matched = (live.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+               .filter(expression).column("__row").to_numpy())
+    keep = np.ones(n, dtype=bool)
+    keep[matched] = False
+    return live.filter(pa.array(keep))
+
+
+def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],
+                 adds: list[Add], dv_file: str | None, where: str) -> None:
+    """RewriteCheckError, after deleting ``dv_file``, unless every touched file's rows as
+    its new deletion vector (read back from storage) leaves them are the rows expected: a
+    file without a new ``add`` must keep none."""
+    from deltacommit.io.deletion_vectors import kept_rows
+
+    store = table.log_store.store
+    root = parse_location(table.uri)
+    by_path = {a.path: a for a in adds}
+    for old, data, expected in proofs:
+        new = by_path.get(old.path)
+        try:
+            if new is None:
+                found = data.slice(0, 0)
+            else:
+                assert new.deletion_vector is not None
+                found = data.filter(kept_rows(
+                    store, root, table.uri, new.deletion_vector, data_file=new.path,
+                    num_rows=data.num_rows, storage_options=table.storage_options,
+                    allow_external=table.allow_external_paths))
+            problems = row_differences(expected, found)
+        except Exception as e:
+            if dv_file is not None:
+                store.delete(dv_file)
+            raise RewriteCheckError(f"{where}: the deletion vector written for {old.path} "
+                                    f"cannot be read back ({e}); it was deleted and nothing "
+                                    "was committed") from None
+        if problems:
+            if dv_file is not None:
+                store.delete(dv_file)
+            raise RewriteCheckError(
+                f"{where}: the new deletion vector of {old.path} leaves {'; '.join(problems)}, "
+                "not its live rows less those the predicate matches; the deletion-vector file "
+                "was deleted and nothing was committed")
+
+
+__all__ = ["DeletingTable", "check_output", "delete_with_deletion_vectors", "deletes_write_dvs"]

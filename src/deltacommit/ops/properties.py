@@ -1,0 +1,139 @@
+"""Changing an existing table's properties (``DeltaTable.set_properties``).
+
+Properties that turn a table feature on also upgrade the protocol in the same commit, so
+readers never see the property without the feature.  Turning row tracking on for a table
+that has files commits each file again with ``dataChange=false`` so that the commit loop
+gives it row ids (PROTOCOL.md: every live file of the version enabling it has ids); that
+commit reads the whole table, so any concurrent change of files makes it retry from scratch
+instead of committing ids for a stale file set.  Turning in-commit timestamps on records
+from which version they apply (``engine/transaction/stamps.py``).  A CHECK constraint
+(``delta.constraints.<name>``) is set only after every live row is found to satisfy it, and the
+commit reads the whole table: files written meanwhile fail it (nothing is set) rather than slip
+in unchecked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.ops.schema_changes import column_mapping_turned_on
+from deltacommit.protocol.features import in_commit_timestamps, row_tracking
+from deltacommit.protocol.schema.column_mapping import MODE_KEY, mapping_mode
+from deltacommit.protocol.table_config.feature_requests import (
+    requested_features,
+    take_feature_requests,
+    take_version_requests,
+    with_features,
+)
+from deltacommit.protocol.table_config.features import check_writable
+
+if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
+    from deltacommit.engine.snapshot.snapshot import Snapshot
+    from deltacommit.protocol.expressions.constraints import Constraint
+    from deltacommit.table import DeltaTable
+
+#: Properties only the writer that turns a feature on may set.
+_RESERVED = (in_commit_timestamps.ENABLEMENT_VERSION_KEY,
+             in_commit_timestamps.ENABLEMENT_TIMESTAMP_KEY,
+             row_tracking.ROW_ID_COLUMN_KEY, row_tracking.COMMIT_VERSION_COLUMN_KEY)
+
+
+def set_properties(table: DeltaTable, properties: Mapping[str, str]) -> CommitResult:
+    """Set ``properties`` (and the table features they ask for) in one commit."""
+    from deltacommit.table import check_configuration
+
+    uri = table.uri
+    if not isinstance(properties, Mapping) or not properties:
+        raise InvalidArgumentError(f"properties for table {uri} must be a non-empty mapping of "
+                                   f"strings, got {properties!r}")
+    check_configuration(properties, uri)
+    reserved = sorted(set(properties) & set(_RESERVED))
+    if reserved:
+        raise InvalidArgumentError(
+            f"table {uri}: {reserved} are set by the writer that turns the feature on, not by "
+            "hand")
+    wanted: dict[str, str | None] = dict(properties)
+    # The features a property asks for are granted as a new table's would be
+    # (``log.feature_requests``); version and feature requests change the protocol only.
+    reader_version, writer_version = take_version_requests(wanted, uri)
+    features = requested_features(wanted)
+    take_feature_requests(wanted, uri)
+    txn = table.transaction("SET TBLPROPERTIES", {"properties": json_text(dict(properties))})
+    snap = txn.snapshot
+    protocol = with_features(snap.protocol, features, reader_version, writer_version)
+    metadata = snap.metadata
+    config = dict(metadata.configuration)
+    config.update(wanted)
+    new_metadata = replace(metadata, configuration=config)
+    if MODE_KEY in wanted:
+        mode, current = mapping_mode(wanted, uri), mapping_mode(metadata.configuration, uri)
+        if mode != current and current != "none":
+            raise InvalidArgumentError(
+                f"table {uri} already uses column mapping mode {current!r}; it cannot be "
+                f"changed to {mode!r} (its files name columns by physical names)")
+        if mode != current:
+            # Turning column mapping on names every field as the files do (ids and physical
+            # names in the schema), in this same commit.
+            config = {k: v for k, v in config.items() if k != MODE_KEY}
+            new_metadata = column_mapping_turned_on(
+                uri, replace(metadata, configuration=config), mode)
+            config = dict(new_metadata.configuration)
+    check_writable(uri, protocol, new_metadata)
+    was_enabled = row_tracking.is_enabled(snap.protocol, metadata)
+    if row_tracking.is_enabled(protocol, new_metadata) and not was_enabled:
+        config.update(row_tracking.materialized_columns(
+            config, uuid.UUID(table.random.uuid()).hex))
+        new_metadata = replace(new_metadata, configuration=config)
+        # Files without ids are committed again (same path, dataChange=false) to get them.
+        backfill = [replace(a, data_change=False) for a in snap.iter_files()
+                    if a.base_row_id is None]
+        if backfill:
+            txn.read_whole_table()
+            txn.add(backfill)
+    checks = _new_checks(metadata.configuration, wanted)
+    if checks:
+        _check_existing_rows(table, snap, checks)
+        # Rows committed meanwhile were not checked: any file added or removed concurrently
+        # fails this commit (ConcurrentAppendException / ConcurrentDeleteReadException, as a
+        # metadata change conflicts with every add), nothing set; writers that read the old
+        # metadata and commit after it fail on the metadata change and check again.
+        txn.read_whole_table()
+    if protocol is not snap.protocol:
+        txn.update_protocol(protocol)
+    txn.update_metadata(new_metadata)
+    return txn.commit()
+
+
+def _new_checks(current: Mapping[str, str | None], wanted: Mapping[str, str | None]
+                ) -> list[Constraint]:
+    """The CHECK constraints ``wanted`` adds or changes (``delta.constraints.<name>``)."""
+    from deltacommit.protocol.expressions.constraints import CONSTRAINT_PREFIX, Constraint
+
+    return [Constraint("check", key[len(CONSTRAINT_PREFIX):], value)
+            for key, value in sorted(wanted.items())
+            if key.lower().startswith(CONSTRAINT_PREFIX) and value and current.get(key) != value]
+
+
+def _check_existing_rows(table: DeltaTable, snap: Snapshot, checks: list[Constraint]) -> None:
+    """Every row of ``snap`` must satisfy ``checks`` before they are set: writers enforce a
+    CHECK constraint only on the rows they write, so one set over rows that violate it would
+    be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``
+    and checks the rows in ``ADD CONSTRAINT``; this is the one way to set it here.)"""
+    from deltacommit.errors import CheckConstraintViolationError
+    from deltacommit.protocol.expressions.constraints import check_constraints
+
+    uri = table.uri
+    scan = table.file_scan(snap.schema)
+    for add in snap.iter_files():
+        try:
+            check_constraints(scan.read(add), checks, uri)
+        except CheckConstraintViolationError as e:
+            raise CheckConstraintViolationError(
+                f"table {uri}: the constraint cannot be set, rows of version {snap.version} "
+                f"(file {add.path}) violate it; the table is unchanged: {e}") from None

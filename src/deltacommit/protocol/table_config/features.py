@@ -1,0 +1,85 @@
+"""Which protocol versions and table features deltacommit can read and write.  Pure.
+
+A reader that ignores a feature it does not implement returns wrong rows (deletion vectors,
+column mapping); a writer that ignores one corrupts the table for everyone.  So both sides
+check the protocol up front and refuse with the feature's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.protocol.actions import Metadata, Protocol
+from deltacommit.protocol.schema.column_mapping import MODES as COLUMN_MAPPING_MODES
+
+READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "typeWidening",
+                             "typeWidening-preview", "v2Checkpoint", "vacuumProtocolCheck"})
+# deletionVectors: appends add files without DVs, overwrites and deletes remove files whole
+# with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
+# columnMapping: files, partitionValues and stats use physical names (column_mapping.py).
+# typeWidening: files are written in the table's (widened) types; no type change is applied.
+WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", "deletionVectors",
+                             "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
+                             "v2Checkpoint", "vacuumProtocolCheck",
+                             # Commit-level features: the commit loop stamps each version
+                             # (engine/transaction/stamps.py) with its inCommitTimestamp, row ids and
+                             # row-id high-water mark; domains are replayed and checkpointed.
+                             "domainMetadata", "inCommitTimestamp", "rowTracking",
+                             # generated.py, identity.py (datafiles.conform_rows); change data
+                             # feed: writes add and remove whole files only, and refuses the
+                             # row-level deletes that would need cdc files (dv_delete).
+                             "changeDataFeed", "generatedColumns", "identityColumns"})
+# v2Checkpoint: UUID-named and V2-spec checkpoints (checkpointMetadata, sidecars) are read;
+# checkpoints are written UUID-named with delta.checkpointPolicy=v2, never multi-part.
+
+def _column_mapping(metadata: Metadata | None) -> str:
+    if metadata is None:
+        return "none"
+    return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower()
+
+
+def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
+    r = protocol.min_reader_version
+    if r > 3:
+        raise UnsupportedProtocolError(
+            f"table {table} needs reader version {r}; deltacommit reads versions 1 to 3")
+    if r == 3:
+        missing = sorted(set(protocol.reader_features or []) - READER_FEATURES)
+        if missing:
+            raise UnsupportedProtocolError(
+                f"table {table} uses reader features {missing} that deltacommit does not support "
+                f"(supported: {sorted(READER_FEATURES)})")
+    if r >= 2 and _column_mapping(metadata) not in COLUMN_MAPPING_MODES:
+        raise UnsupportedProtocolError(
+            f"table {table} uses column mapping mode delta.columnMapping.mode="
+            f"{_column_mapping(metadata)}; deltacommit reads modes {list(COLUMN_MAPPING_MODES)}")
+
+
+def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
+    check_readable(table, protocol, metadata)
+    w = protocol.min_writer_version
+    if w > 7:
+        raise UnsupportedProtocolError(
+            f"table {table} needs writer version {w}; deltacommit writes versions 1 to 6, and 7 "
+            f"with features {sorted(WRITER_FEATURES)}")
+    if w == 7:
+        missing = sorted(set(protocol.writer_features or []) - WRITER_FEATURES)
+        if missing:
+            raise UnsupportedProtocolError(
+                f"table {table} uses writer features {missing} that deltacommit does not support "
+                f"(supported: {sorted(WRITER_FEATURES)})")
+
+
+def is_append_only(metadata: Metadata) -> bool:
+    return (metadata.configuration.get("delta.appendOnly") or "false").lower() == "true"
+
+
+def change_data_feed_enabled(protocol: Protocol, configuration: Mapping[str, str | None]) -> bool:
+    """Whether writers must produce change data for row-level changes (PROTOCOL.md "Writer
+    Requirements for AddCDCFile"): the property counts on writer versions 4 to 6, and on 7
+    only with the ``changeDataFeed`` feature."""
+    w = protocol.min_writer_version
+    if w < 4 or (w >= 7 and "changeDataFeed" not in (protocol.writer_features or [])):
+        return False
+    return (configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"

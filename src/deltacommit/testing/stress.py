@@ -1,0 +1,374 @@
+"""``deltacommit stress``: a torture run against a real table, then the history checker.
+
+Like pgbench for a database, this is for operators before going live as much as for the test
+suite: N writer processes append to one table as fast as they can, a supervisor kills random
+writers with SIGKILL (no cleanup runs: a commit may be cut between any two requests) and starts
+them again, and at the end ``verify_table`` holds the log to every write a writer was told had
+committed.  Each writer journals an acknowledged commit (fsynced) before it does anything
+else, so the journals are exactly the promises made; a write killed before its journal line
+is unacknowledged and may or may not be in the log, once at most.
+
+Writers are separate processes (``python -m deltacommit.testing.stress worker ...``), as on a real
+fleet: they share nothing but the table.  The storage options reach them through the
+environment (``DELTACOMMIT_STRESS_OPTIONS``), never the command line, so credentials do not
+show in process listings or logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from deltacommit.errors import (
+    CommitFailedError,
+    InvalidArgumentError,
+    LogStoreError,
+    StorageError,
+    TableNotFoundError,
+)
+from deltacommit.io.journal import Journal, read_journals
+from deltacommit.ops.verify import VerifyReport, verify_table
+from deltacommit.testing.stress_peers import (
+    PEER_KINDS,
+    PeerReport,
+    StopOnSigterm,
+    check_kinds,
+    check_peers,
+    create_through_spark,
+    peer_worker,
+    spark_key_uri,
+)
+
+if TYPE_CHECKING:
+    from deltacommit.engine.transaction.transaction import CommitResult
+    from deltacommit.table import DeltaTable
+
+#: The table a stress run writes: who wrote each row, in which life of the writer process.
+_FIELDS: list[pa.Field[Any]] = [
+    pa.field("writer", pa.string()), pa.field("incarnation", pa.int32()),
+    pa.field("seq", pa.int64()), pa.field("payload", pa.string())]
+SCHEMA = pa.schema(_FIELDS)
+
+OPTIONS_ENV = "DELTACOMMIT_STRESS_OPTIONS"
+#: How long stopped writers get to finish the commit they are in before they are killed.
+STOP_GRACE_SECONDS = 30.0
+#: Errors a writer survives: it retries the same transaction, and if every try fails the
+#: outcome of that write is unknown (in the log once or not at all) and the writer goes on with
+#: a new one.  Anything else ends the writer, and the run reports it.
+TRANSIENT = (StorageError, LogStoreError, CommitFailedError)
+#: Tries of one transaction's commit before the writer gives it up as of unknown outcome.
+COMMIT_TRIES = 5
+
+
+@dataclass
+class StressReport:
+    """What a stress run did and what the history checker found."""
+
+    table_uri: str
+    writers: int
+    seconds: float
+    kill_rate: float
+    journal_dir: str
+    commits: int = 0
+    kills: int = 0
+    restarts: int = 0
+    transient_errors: int = 0
+    failed_writers: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+    verify: VerifyReport | None = None
+    peers: PeerReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (self.verify is not None and self.verify.ok and not self.failed_writers
+                and (self.commits > 0 or self.writers == 0)
+                and (self.peers is None or self.peers.ok))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table_uri, "writers": self.writers, "seconds": self.seconds,
+            "kill_rate": self.kill_rate, "commits": self.commits, "kills": self.kills,
+            "restarts": self.restarts, "transient_errors": self.transient_errors,
+            "commits_per_second": round(self.commits / self.elapsed, 2) if self.elapsed else 0.0,
+            "elapsed": round(self.elapsed, 2),
+            "final_version": self.verify.last_version if self.verify is not None else None,
+            "failed_writers": list(self.failed_writers),
+            "journal_dir": self.journal_dir, "ok": self.ok,
+            "verify": self.verify.to_json() if self.verify is not None else None,
+            "peers": self.peers.to_json() if self.peers is not None else None,
+        }
+
+
+@dataclass
+class _Worker:
+    name: str
+    incarnation: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    killed: bool = False
+
+
+def ensure_table(uri: str, storage_options: Mapping[str, str] | None = None) -> None:
+    """Create the stress table, or accept an existing one with the stress schema."""
+    from deltacommit.table import DeltaTable
+
+    try:
+        table = DeltaTable(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        DeltaTable.create(uri, SCHEMA, storage_options=storage_options)
+        return
+    if not table.schema.equals(SCHEMA):
+        raise InvalidArgumentError(
+            f"table {uri} exists with schema {table.schema}; a stress run writes rows of "
+            f"{SCHEMA} and needs an empty location or a table it created")
+
+
+def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0,
+               storage_options: Mapping[str, str] | None = None, rows_per_commit: int = 10,
+               journal_dir: str | os.PathLike[str] | None = None, seed: int | None = None,
+               on_progress: Callable[[str], None] | None = None,
+               python: str | None = None, peers: Sequence[str] = ()) -> StressReport:
+    """Run ``writers`` writer processes for ``seconds``, killing one at random ``kill_rate``
+    times a second (Poisson arrivals) and restarting it, then check the history.
+
+    ``peers`` adds one writer process per entry running another engine (``deltalake``,
+    ``spark-emulator``; see ``stress_peers``), killed and restarted like the others; with
+    ``writers=0`` the peers run alone, the baseline for the errors they raise.
+    """
+    if writers < 0 or (writers == 0 and not peers):
+        raise InvalidArgumentError(f"stress on {uri}: --writers must be at least 1 (0 with "
+                                   f"--peer), got {writers}")
+    check_kinds(peers, uri)
+    if seconds <= 0:
+        raise InvalidArgumentError(f"stress on {uri}: --seconds must be positive, got {seconds}")
+    if kill_rate < 0:
+        raise InvalidArgumentError(f"stress on {uri}: --kill-rate must be >= 0, got {kill_rate}")
+    if rows_per_commit < 1:
+        raise InvalidArgumentError(
+            f"stress on {uri}: --rows-per-commit must be at least 1, got {rows_per_commit}")
+    options = dict(storage_options or {})
+    spark_fleet = "spark-emulator" in peers
+    if spark_fleet:
+        try:
+            from deltacommit.table import DeltaTable
+
+            DeltaTable(uri, storage_options=options)
+        except TableNotFoundError:
+            create_through_spark(uri, options, SCHEMA)
+    ensure_table(uri, options)
+    peer_uri = spark_key_uri(uri) if spark_fleet else uri
+    jdir = Path(journal_dir) if journal_dir is not None else Path(
+        tempfile.mkdtemp(prefix="deltacommit-stress-"))
+    jdir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    say = on_progress or (lambda _line: None)
+    report = StressReport(uri, writers, seconds, kill_rate, str(jdir))
+    env = {**os.environ, OPTIONS_ENV: json.dumps(options)}
+    exe = python or sys.executable
+    incarnations: dict[str, int] = {}
+
+    kinds = {f"{kind}{i}": kind for i, kind in enumerate(peers)}
+
+    def start(name: str) -> _Worker:
+        k = incarnations.get(name, -1) + 1
+        incarnations[name] = k
+        kind = kinds.get(name)
+        if kind is None:
+            log_path = jdir / f"{name}-{k}.log"
+            command = [exe, "-m", "deltacommit.testing.stress", "worker", uri, "--name", name,
+                       "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl")]
+        else:
+            log_path = jdir / f"peer-{name}-{k}.log"
+            command = [exe, "-m", "deltacommit.testing.stress", "peer", kind, peer_uri, "--name", name,
+                       "--incarnation", str(k), "--journal", str(jdir / f"peer-{name}-{k}.acks")]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [*command, "--rows", str(rows_per_commit), "--seed", str(rng.getrandbits(32))],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        return _Worker(name, k, proc, log_path)
+
+    say(f"stress: {writers} writers on {uri} for {seconds:g} s, kill rate {kill_rate:g}/s, "
+        f"journals in {jdir}")
+    began = time.monotonic()
+    deadline = began + seconds
+    workers = {f"w{i}": start(f"w{i}") for i in range(writers)}
+    workers.update({name: start(name) for name in kinds})
+    next_kill = began + rng.expovariate(kill_rate) if kill_rate > 0 else float("inf")
+    next_note = began + 10.0
+    try:
+        while (now := time.monotonic()) < deadline:
+            for name, w in list(workers.items()):
+                code = w.proc.poll()
+                if code is not None:  # ended on its own: a writer must not
+                    report.failed_writers.append(_failure(w, code))
+                    workers[name] = start(name)
+                    report.restarts += 1
+            if now >= next_kill:
+                victim = workers[rng.choice(sorted(workers))]
+                victim.proc.send_signal(signal.SIGKILL)
+                victim.proc.wait()
+                report.kills += 1
+                workers[victim.name] = start(victim.name)
+                report.restarts += 1
+                next_kill = now + rng.expovariate(kill_rate)
+            if now >= next_note:
+                say(f"stress: {now - began:.0f} s, {_count_lines(jdir)} commits acknowledged, "
+                    f"{report.kills} kills")
+                next_note += 10.0
+            time.sleep(min(0.05, max(0.0, min(deadline, next_kill) - now)))
+    finally:
+        _stop_all(list(workers.values()), report)
+    report.elapsed = time.monotonic() - began
+    entries = read_journals([jdir])
+    report.commits = len(entries)
+    say(f"stress: stopped after {report.elapsed:.1f} s: {report.commits} commits acknowledged, "
+        f"{report.kills} kills, {report.restarts} restarts; checking the history")
+    report.transient_errors = sum(_count_transient(p) for p in jdir.glob("*.log"))
+    report.verify = verify_table(uri, entries, storage_options=options)
+    if peers:
+        report.peers = check_peers(uri, options, jdir, kinds)
+    return report
+
+
+def _stop_all(workers: Sequence[_Worker], report: StressReport) -> None:
+    """SIGTERM every writer (each finishes its commit and exits 0), SIGKILL what remains."""
+    for w in workers:
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGTERM)
+    end = time.monotonic() + STOP_GRACE_SECONDS
+    for w in workers:
+        try:
+            code = w.proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
+            report.failed_writers.append(
+                f"{w.name}#{w.incarnation} did not stop within {STOP_GRACE_SECONDS:.0f} s of "
+                f"SIGTERM (log {w.log_path}):\n{_tail(w.log_path)}")
+            continue
+        if code not in (0, -signal.SIGTERM):
+            report.failed_writers.append(_failure(w, code))
+
+
+def _failure(w: _Worker, code: int) -> str:
+    return (f"{w.name}#{w.incarnation} exited with status {code} (log {w.log_path}):\n"
+            f"{_tail(w.log_path)}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _count_lines(jdir: Path) -> int:
+    n = 0
+    for p in jdir.glob("*.jsonl"):
+        with contextlib.suppress(OSError):
+            n += p.read_bytes().count(b"\n")
+    return n
+
+
+def _count_transient(log: Path) -> int:
+    try:
+        return log.read_text(errors="replace").count("transient error")
+    except OSError:
+        return 0
+
+
+# --------------------------------------------------------------------------- the writer process
+
+
+def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int) -> int:
+    """Append batches until SIGTERM, journaling each acknowledged commit."""
+    from deltacommit.table import DeltaTable
+
+    stop = StopOnSigterm()
+    signal.signal(signal.SIGTERM, stop)
+    options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))
+    rng = random.Random(seed)
+    table = DeltaTable(uri, storage_options=options)
+    seq = 0
+    with Journal(journal_path, writer=f"{name}#{incarnation}") as journal:
+        while not stop.event.is_set():
+            data = pa.table({
+                "writer": [name] * rows, "incarnation": [incarnation] * rows,
+                "seq": list(range(seq * rows, (seq + 1) * rows)),
+                "payload": [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(rows)],
+            }, schema=SCHEMA)
+            result = _append(table, data, f"{name}#{incarnation}")
+            if result is None:
+                continue
+            journal.append(result, rows=rows)
+            seq += 1
+    return 0
+
+
+def _append(table: DeltaTable, data: pa.Table, who: str) -> CommitResult | None:
+    """One append through a Transaction, retried as the SAME transaction after a transient
+    error, as an application should: if the failed attempt had in fact landed (the answer was
+    lost), the retry finds its own txnId in the log and reports that version instead of
+    committing the rows twice.  None when every try failed (the write's outcome is unknown and
+    it is never acknowledged)."""
+    from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+
+    txn = table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    target = WriteTarget.of(table.uri, txn.snapshot)
+    data = conform_rows(target, data)
+    try:
+        adds = write_rows(table.log_store.store, target, data, clock=table.clock,
+                          random=table.random)
+    except TRANSIENT as e:
+        print(f"{who} transient error: {e}", file=sys.stderr, flush=True)
+        return None
+    txn.add(adds)
+    txn.operation_metrics["numOutputRows"] = str(data.num_rows)
+    for attempt in range(1, COMMIT_TRIES + 1):
+        try:
+            return txn.commit()
+        except TRANSIENT as e:
+            print(f"{who} transient error (try {attempt} of {COMMIT_TRIES} of txn "
+                  f"{txn.txn_id}): {e}", file=sys.stderr, flush=True)
+            time.sleep(0.05 * attempt)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deltacommit.testing.stress")
+    sub = parser.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("worker", help="one writer process of a stress run")
+    p = sub.add_parser("peer", help="one peer writer process (another engine) of a stress run")
+    p.add_argument("kind", choices=PEER_KINDS)
+    for one in (w, p):  # every writer process takes the same identity and journal
+        one.add_argument("uri")
+        one.add_argument("--name", required=True)
+        one.add_argument("--incarnation", type=int, required=True)
+        one.add_argument("--journal", required=True)
+        one.add_argument("--rows", type=int, default=10)
+        one.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "peer":
+        options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))
+        return peer_worker(args.kind, args.uri, args.name, args.incarnation, args.journal,
+                           args.rows, args.seed, SCHEMA, options)
+    return worker(args.uri, args.name, args.incarnation, args.journal, args.rows, args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
