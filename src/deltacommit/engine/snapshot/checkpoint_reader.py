@@ -27,12 +27,8 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from deltacommit.protocol.checkpoint.format import (
-    decode_checkpoint,
-    json_checkpoint_table,
-    sidecar_references,
-    v2_sidecars,
-)
+from deltacommit.protocol.checkpoint.decode import decode_checkpoint
+from deltacommit.protocol.checkpoint.v2 import json_checkpoint_table, sidecar_references, v2_sidecars
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.last_checkpoint import LastCheckpoint
 from deltacommit.protocol.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, sidecar_path
