@@ -282,7 +282,7 @@ class Env:
         """A new, empty table location for a backend, and the options that reach it."""
         import boto3
 
-        from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+        from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
         from deltacommit.testing import unique_name
 
         if backend == "local":

@@ -37,7 +37,7 @@ from tests.peers.test_spark_emulator import _spark_writer
 from tests.s3.helpers import SCHEMA
 
 import deltacommit as dc
-from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 from deltacommit.protocol.schema.arrow import schema_to_json
 from deltacommit.testing import (
     MotoServer,

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import boto3
 
-from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 from deltacommit.testing import MotoServer
 from deltacommit.testing.servers import TEST_AWS_ENV, unique_name
 

@@ -69,8 +69,10 @@ from deltacommit.protocol.actions import (
     Protocol,
     serialize_commit,
 )
-from deltacommit.protocol.checkpoint.format import ADD
-from deltacommit.protocol.files.lazy_files import ActionRows, LazyActionMap, adds_from_arrow
+from deltacommit.protocol.checkpoint.schema import ADD
+from deltacommit.protocol.files.action_rows import ActionRows
+from deltacommit.protocol.files.from_arrow import adds_from_arrow
+from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.runtime.clock import SYSTEM_CLOCK
 

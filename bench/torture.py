@@ -36,7 +36,7 @@ def main() -> int:
                     help="peer writers of the s3-dynamodb-mixed and s3-dynamodb-peers-only modes")
     args = ap.parse_args()
 
-    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
     from deltacommit.testing import (
         MotoServer,
         apply_test_aws_environment,

@@ -109,7 +109,7 @@ def main() -> int:
 
 def create_log_table(options: dict[str, str], name: str) -> None:
     from deltacommit.io.aws import resolve_aws_config
-    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table as create
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table as create
 
     config: Any = resolve_aws_config(options)
     setup = create(config.dynamodb_client(), name)

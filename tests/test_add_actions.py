@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.engine.snapshot import state_cache
-from deltacommit.protocol.checkpoint import format as checkpoint_format
+from deltacommit.protocol.checkpoint import decode as checkpoint_decode
 from deltacommit.protocol.files.add_actions import (
     add_actions_table,
     parse_stats,
@@ -721,8 +721,8 @@ def test_file_table_from_typed_statistics_never_reads_the_texts(
     state_cache.clear()
     reads = _recorded_reads(monkeypatch)
     built: list[int] = []
-    real_texts = checkpoint_format.stats_json_texts
-    monkeypatch.setattr(checkpoint_format, "stats_json_texts",
+    real_texts = checkpoint_decode.stats_json_texts
+    monkeypatch.setattr(checkpoint_decode, "stats_json_texts",
                         lambda *a, **k: built.append(1) or real_texts(*a, **k))
     table = dc.DeltaTable(uri)
     got = table.get_add_actions()

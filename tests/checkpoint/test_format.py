@@ -19,14 +19,10 @@ from hypothesis import strategies as st
 from deltacommit.engine.hooks.checkpoint import LastCheckpoint, last_checkpoint_checksum
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
-from deltacommit.protocol.checkpoint.format import (
-    CHECKPOINT_SCHEMA,
-    CheckpointOptions,
-    adds_to_arrow,
-    decode_checkpoint,
-    encode_checkpoint,
-    v2_sidecars,
-)
+from deltacommit.protocol.checkpoint.decode import decode_checkpoint
+from deltacommit.protocol.checkpoint.encode import CheckpointOptions, adds_to_arrow, encode_checkpoint
+from deltacommit.protocol.checkpoint.schema import CHECKPOINT_SCHEMA
+from deltacommit.protocol.checkpoint.v2 import v2_sidecars
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.stats.parsed import (
@@ -371,8 +367,9 @@ def test_stats_parsed_is_carried_over_from_the_checkpoint_read(
 def test_stats_read_apart_must_fit_the_rows() -> None:
     """Typed statistics read again from a checkpoint's files are used only if they have a
     value for each of the rows."""
-    from deltacommit.protocol.checkpoint.format import _deferred_stats_parsed
-    from deltacommit.protocol.files.lazy_files import ActionRows, adds_from_arrow
+    from deltacommit.protocol.checkpoint.decode import _deferred_stats_parsed
+    from deltacommit.protocol.files.action_rows import ActionRows
+    from deltacommit.protocol.files.from_arrow import adds_from_arrow
 
     sp = pa.struct([("numRecords", pa.int64())])
     add = pa.struct([("stats_parsed", sp)])
@@ -429,7 +426,8 @@ def test_null_rows_shared_between_checkpoints_are_whole_null_rows() -> None:
     """Null rows are built once per action type and sliced after: every slice, of every
     length (growing past the rows built so far, and past what is kept), is ``n`` null rows
     whose required children hold placeholders, as Parquet writers need."""
-    from deltacommit.protocol.checkpoint.format import ADD, REMOVE, _filler, null_rows
+    from deltacommit.protocol.checkpoint.encode import _filler, null_rows
+    from deltacommit.protocol.checkpoint.schema import ADD, REMOVE
 
     for type_ in (ADD, REMOVE):
         for n in (0, 1, 7, 1024, 1025, 5000, 3, (1 << 16) + 1):

@@ -10,17 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltacommit.protocol.actions import Add
-from deltacommit.protocol.checkpoint.format import STRING_MAP, adds_to_arrow, live_add_chunks
+from deltacommit.protocol.checkpoint.encode import adds_to_arrow, live_add_chunks
+from deltacommit.protocol.checkpoint.schema import STRING_MAP
+from deltacommit.protocol.files.action_rows import ActionRows
+from deltacommit.protocol.files.from_arrow import _all_plain, _clearly_plain, adds_from_arrow, map_dicts
 from deltacommit.protocol.files.lazy_files import (
-    ActionRows,
     LazyActionMap,
-    _all_plain,
-    _clearly_plain,
-    adds_from_arrow,
     carried_over,
     copy_file_map,
     discard,
-    map_dicts,
     rebased_map,
 )
 from deltacommit.protocol.log.paths import is_plain_relative

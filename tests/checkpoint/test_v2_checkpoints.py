@@ -30,13 +30,9 @@ from deltacommit.engine.hooks.checkpoint import write_checkpoint
 from deltacommit.engine.hooks.log_cleanup import cleanup_expired_log
 from deltacommit.errors import CorruptLogError
 from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn
-from deltacommit.protocol.checkpoint.format import (
-    CheckpointOptions,
-    decode_checkpoint,
-    encode_checkpoint,
-    json_checkpoint_table,
-    v2_sidecars,
-)
+from deltacommit.protocol.checkpoint.decode import decode_checkpoint
+from deltacommit.protocol.checkpoint.encode import CheckpointOptions, encode_checkpoint
+from deltacommit.protocol.checkpoint.v2 import json_checkpoint_table, v2_sidecars
 from deltacommit.protocol.log.last_checkpoint import LastCheckpoint, SidecarRef, V2CheckpointInfo
 from deltacommit.protocol.log.names import (
     LOG_DIR,

@@ -33,7 +33,8 @@ from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.io.logstore.dynamo_commit.leases import create_lease_table
 from deltacommit.io.logstore.dynamo_commit.log_store import DynamoCommitLogStore
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore, create_log_table
+from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage.s3 import S3Store
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
 

@@ -24,7 +24,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.io.logstore import open_log_store
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import LOG_DIR, commit_path
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 from tests.s3.helpers import (

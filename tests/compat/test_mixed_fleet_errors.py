@@ -155,7 +155,7 @@ def test_a_fleet_on_s3a_keys_is_joined_by_a_writer_given_s3(dynamo: DynamoSetup)
     """deltalake writers given ``s3a://`` (as Spark spells tables) key their entries
     ``s3a://bkt/t``; deltacommit given ``s3://`` and default options joins that key instead of
     starting a second one that would not exclude them."""
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     options = dict(dynamo.options)
     s3a = f"s3a://{dynamo.bucket.name}/t"

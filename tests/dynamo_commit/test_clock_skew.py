@@ -22,7 +22,7 @@ import deltacommit as dc
 from deltacommit.errors import ObjectExistsError
 from deltacommit.io.logstore import open_log_store
 from deltacommit.io.logstore.dynamo_commit.leases import CONDITION_ACQUIRE
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage.faults import SimulatedCrash, StepFaults
 from deltacommit.runtime.clock import ManualClock
 from deltacommit.testing import MotoServer, S3Bucket

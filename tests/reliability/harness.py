@@ -31,7 +31,7 @@ from deltacommit.io.logstore.base import LogStore
 from deltacommit.io.logstore.conditional import ConditionalPutLogStore
 from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore
 from deltacommit.io.logstore.dynamo_commit.log_store import DynamoCommitLogStore
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.faults import FaultPlan, FaultyStore, StepFaults
 from deltacommit.io.storage.local import LocalStore

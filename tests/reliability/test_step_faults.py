@@ -19,7 +19,7 @@ import pytest
 from deltacommit.errors import LogStoreError
 from deltacommit.io.logstore.dynamo_commit import log_store as dynamo_commit
 from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore
-from deltacommit.io.logstore.s3_dynamodb import store as dynamodb
+from deltacommit.io.logstore.s3_dynamodb import log_store as dynamodb
 from deltacommit.io.storage.faults import SimulatedCrash, StepFaults
 
 from .conftest import MakeRig

@@ -18,7 +18,8 @@ from typing import Any
 import boto3
 import pyarrow as pa
 
-from deltacommit.io.logstore.s3_dynamodb.store import CommitEntry, create_log_table
+from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
+from deltacommit.io.logstore.s3_dynamodb.entry import CommitEntry
 from deltacommit.testing import S3Bucket, unique_name
 
 SCHEMA = pa.schema([("writer", pa.int64()), ("batch", pa.int64())])
@@ -174,7 +175,7 @@ def context(method: str) -> Any:
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(["deltacommit", "pyarrow.parquet", "boto3",
-                                    "deltacommit.io.logstore.s3_dynamodb.store", __name__])
+                                    "deltacommit.io.logstore.s3_dynamodb.log_store", __name__])
     return ctx
 
 
@@ -216,7 +217,7 @@ CRASH_EXIT = 17
 def crashing_commit(uri: str, options: Mapping[str, str], step: str, rows: int) -> None:
     """Append one batch with a log store that ends this process at ``step``, as a kill would."""
     import deltacommit as dc
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     def hook(name: str, version: int) -> None:
         if name == step:

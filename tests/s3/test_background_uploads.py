@@ -24,7 +24,7 @@ from deltacommit.errors import StorageError
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.datafiles import delete_files
 from deltacommit.io.logstore.conditional import ConditionalPutLogStore
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.faults import FaultPlan, FaultyStore
 from deltacommit.protocol.actions import Add

@@ -13,7 +13,7 @@ import deltacommit as dc
 from deltacommit.cli import main
 from deltacommit.errors import LogStoreError, StorageError
 from deltacommit.io.logstore import open_log_store
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import (
     MotoServer,

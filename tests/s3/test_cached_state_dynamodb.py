@@ -23,7 +23,7 @@ from deltacommit.engine.snapshot import state_cache
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.logstore import knowledge as logstore_knowledge
 from deltacommit.io.logstore.base import LogStore
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.faults import FaultPlan, FaultyStore
 from deltacommit.protocol.log.names import commit_path

@@ -12,7 +12,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.io.logstore import open_log_store
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_path
 
 from .helpers import CRASH_EXIT, SCHEMA, DynamoSetup, batch, run_crashing_commit

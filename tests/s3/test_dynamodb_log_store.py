@@ -26,14 +26,10 @@ from deltacommit.errors import (
 )
 from deltacommit.io.logstore import COORDINATION_KEY, ConditionalPutLogStore, open_log_store
 from deltacommit.io.logstore.base import DYNAMODB_MARKER
-from deltacommit.io.logstore.s3_dynamodb.store import (
-    STEPS,
-    TABLE_NAME_KEY,
-    TABLE_PATH_KEY,
-    TEMP_SWEEP_BATCH,
-    CommitEntry,
-    DynamoDBLogStore,
-)
+from deltacommit.io.logstore.s3_dynamodb.entry import CommitEntry
+from deltacommit.io.logstore.s3_dynamodb.fleet import TABLE_NAME_KEY, TABLE_PATH_KEY
+from deltacommit.io.logstore.s3_dynamodb.log_store import STEPS, DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.repair import TEMP_SWEEP_BATCH
 from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
 from deltacommit.runtime.clock import ManualClock, RandomSource
 from deltacommit.testing import Fault, FaultInjectingProxy, MotoServer
@@ -791,7 +787,7 @@ def test_failures_after_the_entry_leave_the_commit_made(
 
     ls = DynamoDBLogStore.open(dynamo.uri(), options, hook=fail_next)
     writer = dc.DeltaTable(dynamo.uri(), storage_options=options, log_store=ls)
-    with caplog.at_level("WARNING", logger="deltacommit.io.logstore.s3_dynamodb.store"):
+    with caplog.at_level("WARNING", logger="deltacommit.io.logstore.s3_dynamodb"):
         r = dc.write(writer, batch(5, 0))
     assert (r.version, r.attempts) == (1, 1)
     assert dynamodb_proxy.pending_faults == s3_proxy.pending_faults == 0

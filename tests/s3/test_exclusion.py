@@ -16,7 +16,7 @@ from functools import partial
 import pytest
 
 import deltacommit as dc
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import S3Bucket
 

@@ -17,7 +17,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.io.aws.resolve import resolve_aws_config
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore, table_path_spellings
+from deltacommit.io.logstore.s3_dynamodb.fleet import table_path_spellings
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage import open_store as open_store_at
 from deltacommit.io.storage.faults import FaultPlan, FaultyStore
 from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path

@@ -22,7 +22,7 @@ import deltacommit as dc
 from deltacommit.engine.commit import host_turn
 from deltacommit.engine.commit.host_turn import HostTurn, Record
 from deltacommit.io.datafiles import write_data_files
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_name, commit_path
 
 from .helpers import (

@@ -111,7 +111,7 @@ def test_what_a_process_keeps_per_table_is_kept_apart_as_the_turns_are(
     established (``logstore.knowledge``) are keyed by the same resolved values: a bucket of
     one name behind another endpoint from the environment shares neither."""
     from deltacommit.engine.snapshot import state_cache
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     options = {**BASE, "AWS_S3_LOCKING_PROVIDER": "dynamodb",
                "AWS_ENDPOINT_URL_DYNAMODB": STAGING}

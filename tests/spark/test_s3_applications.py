@@ -18,7 +18,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
-from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
 
 pytestmark = pytest.mark.spark

@@ -308,7 +308,7 @@ def test_a_replayed_batch_is_skipped_on_s3(spark: Any, moto_server: Any, s3_buck
                                            tmp_path: Path, log_store: str) -> None:
     import boto3
 
-    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
     from deltacommit.testing import unique_name
 
     options = dict(s3_bucket.storage_options)

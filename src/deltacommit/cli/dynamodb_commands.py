@@ -61,7 +61,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def cmd_create_table(args: argparse.Namespace) -> int:
-    from deltacommit.io.logstore.s3_dynamodb.store import create_log_table
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 
     config = _config(args)
     client = config.dynamodb_client()
@@ -93,7 +93,7 @@ def cmd_create_table(args: argparse.Namespace) -> int:
 
 
 def _log_store(args: argparse.Namespace) -> Any:
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     return DynamoDBLogStore.open(args.uri, storage_options(args))
 
@@ -106,7 +106,7 @@ def _entry_json(entry: Any) -> dict[str, Any] | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from deltacommit.io.logstore.s3_dynamodb.store import ttl_status
+    from deltacommit.io.logstore.s3_dynamodb.admin import ttl_status
 
     ls = _log_store(args)
     keys = ls.fleet_keys()

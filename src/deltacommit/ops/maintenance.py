@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from deltacommit.engine.hooks.checkpoint import CheckpointInfo, write_checkpoint
@@ -37,7 +37,7 @@ from deltacommit.engine.hooks.log_cleanup import (
     files_before_checkpoint,
 )
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.io.storage.base import DELETE_BATCH
+from deltacommit.io.storage.base import DELETE_BATCH, ObjectStore
 from deltacommit.protocol.commit_window import UNCOMMITTED_FLOOR_MS, untracked_deletable
 from deltacommit.protocol.log.names import LOG_DIR
 from deltacommit.protocol.log.paths import (
@@ -54,6 +54,7 @@ from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
     from deltacommit.engine.commit.table_log import TableLog
+    from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.protocol.actions import Remove
 
 __all__ = ["DAY_MS", "cleanup_log", "create_checkpoint", "cutoff_commit",
@@ -164,25 +165,46 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
-    table_ms = duration_ms(snap.configuration, DELETED_FILE_RETENTION, uri)
+    cutoff = started - _retention_ms(uri, snap.configuration, retention_hours,
+                                     enforce_retention_duration)
+    doomed = _unreferenced_files(log, snap, cutoff, started, protect_uncommitted)
+    if dry_run or not doomed:
+        return doomed
+    _delete_files(log.log_store.store, doomed)
+    logger.info("vacuum of %s deleted %d files", uri, len(doomed))
+    return doomed
+
+
+def _retention_ms(uri: str, configuration: Mapping[str, str | None],
+                  retention_hours: float | None, enforce_retention_duration: bool) -> int:
+    """The retention asked for, or the table's; InvalidArgumentError for one out of range or,
+    while ``enforce_retention_duration`` is on, shorter than the table's."""
+    table_ms = duration_ms(configuration, DELETED_FILE_RETENTION, uri)
     if retention_hours is None:
-        retention_ms = table_ms
-    else:
-        if (isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float)
-                or not math.isfinite(retention_hours) or retention_hours < 0
-                or retention_hours > _MAX_RETENTION_HOURS):
-            raise InvalidArgumentError(
-                f"vacuum of {uri}: retention_hours must be a finite number of hours from 0 to "
-                f"{_MAX_RETENTION_HOURS:.0f}, got {retention_hours!r}")
-        retention_ms = int(retention_hours * 3_600_000)
-        if enforce_retention_duration and retention_ms < table_ms:
-            raise InvalidArgumentError(
-                f"vacuum of {uri}: a retention of {retention_hours} hours is shorter than the "
-                f"table's {DELETED_FILE_RETENTION} ({table_ms / 3_600_000:g} hours); files that "
-                "readers of recent versions or writers about to commit still need could be "
-                "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
-                "if no such reader or writer exists")
-    cutoff = started - retention_ms
+        return table_ms
+    if (isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float)
+            or not math.isfinite(retention_hours) or retention_hours < 0
+            or retention_hours > _MAX_RETENTION_HOURS):
+        raise InvalidArgumentError(
+            f"vacuum of {uri}: retention_hours must be a finite number of hours from 0 to "
+            f"{_MAX_RETENTION_HOURS:.0f}, got {retention_hours!r}")
+    retention_ms = int(retention_hours * 3_600_000)
+    if enforce_retention_duration and retention_ms < table_ms:
+        raise InvalidArgumentError(
+            f"vacuum of {uri}: a retention of {retention_hours} hours is shorter than the "
+            f"table's {DELETED_FILE_RETENTION} ({table_ms / 3_600_000:g} hours); files that "
+            "readers of recent versions or writers about to commit still need could be "
+            "deleted. Pass enforce_retention_duration=False (CLI: --no-enforce-retention) "
+            "if no such reader or writer exists")
+    return retention_ms
+
+
+def _unreferenced_files(log: TableLog, snap: Snapshot, cutoff: int, started: int,
+                        protect_uncommitted: bool) -> list[str]:
+    """The data files, sorted, that ``snap`` does not reference (nor a tombstone younger than
+    ``cutoff``), last modified before ``cutoff``; with ``protect_uncommitted``, of those no
+    version names, only the ones old enough that no writer can be about to commit them."""
+    uri = log.uri
     referenced: list[tuple[str, dict[str, object] | None]] = [
         (a.path, a.deletion_vector) for a in snap.iter_files()]
     tombstones = list(snap.state.tombstones.values())
@@ -219,8 +241,10 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
                     "deletes them when no writer is running)", uri, young,
                     UNCOMMITTED_FLOOR_MS // 60_000)
     doomed.sort()
-    if dry_run or not doomed:
-        return doomed
+    return doomed
+
+
+def _delete_files(store: ObjectStore, doomed: list[str]) -> None:
     # Up to 1,000 objects per request on S3 (DeleteObjects), several requests at once.
     batches = [doomed[i:i + DELETE_BATCH] for i in range(0, len(doomed), DELETE_BATCH)]
     if len(batches) == 1 or store.local_path("") is not None:
@@ -228,5 +252,3 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     else:
         with CallThreads(max_workers=min(16, len(batches))) as pool:
             list(pool.map(store.delete_contained, batches))
-    logger.info("vacuum of %s deleted %d files", uri, len(doomed))
-    return doomed

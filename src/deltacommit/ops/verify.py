@@ -285,7 +285,7 @@ def _compare(report: VerifyReport, what: str, got: TableState, replayed: TableSt
 
 def _check_dynamodb(report: VerifyReport, ls: LogStore, versions: set[int], first: int,
                     last: int) -> None:
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     if not isinstance(ls, DynamoDBLogStore):
         return

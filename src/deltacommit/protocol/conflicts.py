@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
     from deltacommit.protocol.expressions.predicates import Predicate
 
+__all__ = ["IsolationLevel", "TransactionSummary", "WinningCommit", "check_conflicts"]
+
 
 class IsolationLevel(StrEnum):
     SERIALIZABLE = "Serializable"
@@ -213,66 +215,90 @@ def _describe_metadata_change(old: Metadata | None, new: Metadata) -> str:
 def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: str) -> None:
     """Raise the Delta exception if ``winner`` invalidates ``current``; return if it may retry.
 
-    Each message names the winning version, its operation and the file, partition or
-    application id at stake, because the reader is an operator deciding what to rerun.
+    The checks run in Spark's order (``ConflictChecker.checkConflicts``), so the exception
+    raised is the one Spark would raise.  Each message names the winning version, its
+    operation and the file, partition or application id at stake, because the reader is an
+    operator deciding what to rerun.
     """
     who = f"concurrent commit version {winner.version} ({winner.operation}) of table {table}"
+    _check_protocol(current, winner, who, table)  # 1
+    _check_metadata(current, winner, who)  # 2
+    _check_domains(current, winner, who)  # 2b
+    _check_app_ids(current, winner, who)  # 3
+    _check_added_files(current, winner, who)  # 4
+    _check_removed_read_files(current, winner, who)  # 5
+    _check_removed_twice(current, winner, who)  # 6
 
-    def fail(cls: type[ConcurrentModificationException], message: str) -> ConcurrentModificationException:
-        return cls(message, winning_version=winner.version, operation=winner.operation)
 
-    # 1. Protocol: this writer must be able to write the winner's protocol (the retry commits
-    #    under it); two protocol changes, or a winner that drops a feature, cannot be merged.
-    if winner.protocol is not None:
-        try:
-            check_writable(table, winner.protocol, winner.metadata or current.read_metadata)
-        except DeltaCommitError as e:
-            raise fail(ProtocolChangedException, f"{who} changed the protocol to one this writer "
-                       f"cannot write: {e}") from None
-        if current.has_protocol:
-            raise fail(ProtocolChangedException,
-                       f"{who} changed the protocol, which this transaction also changes")
-        if current.read_protocol is not None:
-            dropped = supported_features(current.read_protocol) - supported_features(winner.protocol)
-            if dropped:
-                raise fail(ProtocolChangedException,
-                           f"{who} dropped table feature(s) {sorted(dropped)} since this "
-                           "transaction read the table")
+def _fail(cls: type[ConcurrentModificationException], winner: WinningCommit,
+          message: str) -> ConcurrentModificationException:
+    return cls(message, winning_version=winner.version, operation=winner.operation)
 
-    # 2. Metadata.  Spark reconciles a winner's change to an allow list of properties (row
-    #    tracking, column mapping, deletion vectors), all features this writer does not
-    #    support, so every winning metaData conflicts here.
-    #    Spark's one exception, followed here: a winner that only raised identity high-water
-    #    marks (tagged so, or found so) passes a transaction that changes no metadata itself;
-    #    one that does (an identity writer) conflicts, and allocates its values again.
+
+def _check_protocol(current: TransactionSummary, winner: WinningCommit, who: str,
+                    table: str) -> None:
+    """1. Protocol: this writer must be able to write the winner's protocol (the retry commits
+    under it); two protocol changes, or a winner that drops a feature, cannot be merged."""
+    if winner.protocol is None:
+        return
+    try:
+        check_writable(table, winner.protocol, winner.metadata or current.read_metadata)
+    except DeltaCommitError as e:
+        raise _fail(ProtocolChangedException, winner, f"{who} changed the protocol to one this "
+                    f"writer cannot write: {e}") from None
+    if current.has_protocol:
+        raise _fail(ProtocolChangedException, winner,
+                    f"{who} changed the protocol, which this transaction also changes")
+    if current.read_protocol is not None:
+        dropped = supported_features(current.read_protocol) - supported_features(winner.protocol)
+        if dropped:
+            raise _fail(ProtocolChangedException, winner,
+                        f"{who} dropped table feature(s) {sorted(dropped)} since this "
+                        "transaction read the table")
+
+
+def _check_metadata(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
+    """2. Metadata.  Spark reconciles a winner's change to an allow list of properties (row
+    tracking, column mapping, deletion vectors), all features this writer does not support,
+    so every winning metaData conflicts here.
+
+    Spark's one exception, followed here: a winner that only raised identity high-water marks
+    (tagged so, or found so) passes a transaction that changes no metadata itself; one that
+    does (an identity writer) conflicts, and allocates its values again."""
     if winner.metadata is not None and not (
             not current.has_metadata
             and (winner.identity_mark_update
                  or is_mark_update(current.read_metadata, winner.metadata))):
-        raise fail(MetadataChangedException,
-                   f"{who} changed {_describe_metadata_change(current.read_metadata, winner.metadata)}"
-                   " since this transaction read it")
+        raise _fail(MetadataChangedException, winner,
+                    f"{who} changed {_describe_metadata_change(current.read_metadata, winner.metadata)}"
+                    " since this transaction read it")
 
-    # 2b. Metadata domains both write (Spark's checkIfDomainMetadataConflict).  The row-id
-    #     high-water mark is not a conflict: the commit loop assigns ids again above the
-    #     winner's mark (engine/transaction/stamps.py).
+
+def _check_domains(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
+    """2b. Metadata domains both write (Spark's ``checkIfDomainMetadataConflict``).  The row-id
+    high-water mark is not a conflict: the commit loop assigns ids again above the winner's
+    mark (engine/transaction/stamps.py)."""
     both = sorted((current.domains & winner.domains) - {ROW_TRACKING_DOMAIN})
     if both:
-        raise fail(ConcurrentModificationException,
-                   f"{who} changed metadata domain(s) {both}, which this transaction also "
-                   "changes")
+        raise _fail(ConcurrentModificationException, winner,
+                    f"{who} changed metadata domain(s) {both}, which this transaction also "
+                    "changes")
 
-    # 3. Application transaction ids this transaction read (two writers with one app id).
+
+def _check_app_ids(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
+    """3. Application transaction ids this transaction read (two writers with one app id)."""
     for txn in winner.txns:
         if txn.app_id in current.read_app_ids:
-            raise fail(ConcurrentTransactionException,
-                       f"{who} committed application transaction {txn.app_id!r} version "
-                       f"{txn.version}, which this transaction read and depends on (two writers "
-                       "with the same app id)")
+            raise _fail(ConcurrentTransactionException, winner,
+                        f"{who} committed application transaction {txn.app_id!r} version "
+                        f"{txn.version}, which this transaction read and depends on (two writers "
+                        "with the same app id)")
 
-    # 4. Files added where this transaction read.  Spark: the winner's adds count whatever their
-    #    dataChange flag (a compaction's rewritten files too); only the winner's
-    #    commitInfo.isBlindAppend decides whether WriteSerializable may ignore them.
+
+def _check_added_files(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
+    """4. Files added where this transaction read.  Spark: the winner's adds count whatever
+    their dataChange flag (a compaction's rewritten files too); only the winner's
+    commitInfo.isBlindAppend decides whether WriteSerializable may ignore them."""
     level = current.effective_isolation
     if level is IsolationLevel.SERIALIZABLE or (
             level is IsolationLevel.WRITE_SERIALIZABLE and current.has_metadata):
@@ -285,32 +311,38 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
         hit = _first_matching(current, candidates)
         if hit is not None:
             add, why = hit
-            raise fail(ConcurrentAppendException,
-                       f"{who} added file {add.path} to {_describe_partition(add.partition_values)},"
-                       f" which this transaction read ({why}) at {level.value} isolation")
+            raise _fail(ConcurrentAppendException, winner,
+                        f"{who} added file {add.path} to {_describe_partition(add.partition_values)},"
+                        f" which this transaction read ({why}) at {level.value} isolation")
 
-    # 5. Files this transaction read that the winner removed.  Spark: removes with
-    #    dataChange=false (compaction) count as well; delta-rs only counts dataChange=true.
-    if winner.removed:
-        if current.read_files:
-            for r in winner.removed:
-                if file_key(r.path) in current.read_files:
-                    raise fail(ConcurrentDeleteReadException,
-                               f"{who} removed file {r.path} ({_describe_partition(r.partition_values)})"
-                               ", which this transaction read")
-        if current.read_whole_table:
-            raise fail(ConcurrentDeleteReadException,
-                       f"{who} removed file {winner.removed[0].path} "
-                       f"({_describe_partition(winner.removed[0].partition_values)}) while this "
-                       "transaction read the whole table")
 
-    # 6. Files both removed.
+def _check_removed_read_files(current: TransactionSummary, winner: WinningCommit,
+                              who: str) -> None:
+    """5. Files this transaction read that the winner removed.  Spark: removes with
+    dataChange=false (compaction) count as well; delta-rs only counts dataChange=true."""
+    if not winner.removed:
+        return
+    if current.read_files:
+        for r in winner.removed:
+            if file_key(r.path) in current.read_files:
+                raise _fail(ConcurrentDeleteReadException, winner,
+                            f"{who} removed file {r.path} ({_describe_partition(r.partition_values)})"
+                            ", which this transaction read")
+    if current.read_whole_table:
+        raise _fail(ConcurrentDeleteReadException, winner,
+                    f"{who} removed file {winner.removed[0].path} "
+                    f"({_describe_partition(winner.removed[0].partition_values)}) while this "
+                    "transaction read the whole table")
+
+
+def _check_removed_twice(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
+    """6. Files both removed."""
     if winner.removed and current.removed_files:
         for r in winner.removed:
             if file_key(r.path) in current.removed_files:
-                raise fail(ConcurrentDeleteDeleteException,
-                           f"{who} removed file {r.path} ({_describe_partition(r.partition_values)})"
-                           ", which this transaction also removes")
+                raise _fail(ConcurrentDeleteDeleteException, winner,
+                            f"{who} removed file {r.path} ({_describe_partition(r.partition_values)})"
+                            ", which this transaction also removes")
 
 
 def _first_matching(current: TransactionSummary, added: Iterable[Add]) -> tuple[Add, str] | None:

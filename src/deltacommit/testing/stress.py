@@ -150,6 +150,43 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     ``spark-emulator``; see ``stress_peers``), killed and restarted like the others; with
     ``writers=0`` the peers run alone, the baseline for the errors they raise.
     """
+    _check_arguments(uri, writers, seconds, kill_rate, rows_per_commit, peers)
+    options = dict(storage_options or {})
+    spark_fleet = "spark-emulator" in peers
+    _prepare_table(uri, options, spark_fleet)
+    jdir = Path(journal_dir) if journal_dir is not None else Path(
+        tempfile.mkdtemp(prefix="deltacommit-stress-"))
+    jdir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    say = on_progress or (lambda _line: None)
+    report = StressReport(uri, writers, seconds, kill_rate, str(jdir))
+    launcher = _Launcher(uri, spark_key_uri(uri) if spark_fleet else uri, jdir,
+                         {**os.environ, OPTIONS_ENV: json.dumps(options)},
+                         python or sys.executable, rows_per_commit, rng,
+                         {f"{kind}{i}": kind for i, kind in enumerate(peers)})
+    say(f"stress: {writers} writers on {uri} for {seconds:g} s, kill rate {kill_rate:g}/s, "
+        f"journals in {jdir}")
+    began = time.monotonic()
+    workers = {f"w{i}": launcher.start(f"w{i}") for i in range(writers)}
+    workers.update({name: launcher.start(name) for name in launcher.kinds})
+    try:
+        _supervise(workers, launcher, report, began, began + seconds, say)
+    finally:
+        _stop_all(list(workers.values()), report)
+    report.elapsed = time.monotonic() - began
+    entries = read_journals([jdir])
+    report.commits = len(entries)
+    say(f"stress: stopped after {report.elapsed:.1f} s: {report.commits} commits acknowledged, "
+        f"{report.kills} kills, {report.restarts} restarts; checking the history")
+    report.transient_errors = sum(_count_transient(p) for p in jdir.glob("*.log"))
+    report.verify = verify_table(uri, entries, storage_options=options)
+    if peers:
+        report.peers = check_peers(uri, options, jdir, launcher.kinds)
+    return report
+
+
+def _check_arguments(uri: str, writers: int, seconds: float, kill_rate: float,
+                     rows_per_commit: int, peers: Sequence[str]) -> None:
     if writers < 0 or (writers == 0 and not peers):
         raise InvalidArgumentError(f"stress on {uri}: --writers must be at least 1 (0 with "
                                    f"--peer), got {writers}")
@@ -161,8 +198,11 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     if rows_per_commit < 1:
         raise InvalidArgumentError(
             f"stress on {uri}: --rows-per-commit must be at least 1, got {rows_per_commit}")
-    options = dict(storage_options or {})
-    spark_fleet = "spark-emulator" in peers
+
+
+def _prepare_table(uri: str, options: dict[str, str], spark_fleet: bool) -> None:
+    """The stress table, created through Spark's protocol when Spark's writers join (so that
+    its entries start at version 0)."""
     if spark_fleet:
         try:
             from deltacommit.table import DeltaTable
@@ -171,78 +211,73 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
         except TableNotFoundError:
             create_through_spark(uri, options, SCHEMA)
     ensure_table(uri, options)
-    peer_uri = spark_key_uri(uri) if spark_fleet else uri
-    jdir = Path(journal_dir) if journal_dir is not None else Path(
-        tempfile.mkdtemp(prefix="deltacommit-stress-"))
-    jdir.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    say = on_progress or (lambda _line: None)
-    report = StressReport(uri, writers, seconds, kill_rate, str(jdir))
-    env = {**os.environ, OPTIONS_ENV: json.dumps(options)}
-    exe = python or sys.executable
-    incarnations: dict[str, int] = {}
 
-    kinds = {f"{kind}{i}": kind for i, kind in enumerate(peers)}
 
-    def start(name: str) -> _Worker:
-        k = incarnations.get(name, -1) + 1
-        incarnations[name] = k
-        kind = kinds.get(name)
+class _Launcher:
+    """Starts writer and peer processes (``kinds``: the peers' names and engines), counting
+    each name's incarnations; every process gets a seed from ``rng``."""
+
+    def __init__(self, uri: str, peer_uri: str, jdir: Path, env: dict[str, str], exe: str,
+                 rows_per_commit: int, rng: random.Random, kinds: dict[str, str]) -> None:
+        self.uri = uri
+        self.peer_uri = peer_uri
+        self.jdir = jdir
+        self.env = env
+        self.exe = exe
+        self.rows_per_commit = rows_per_commit
+        self.rng = rng
+        self.kinds = kinds
+        self.incarnations: dict[str, int] = {}
+
+    def start(self, name: str) -> _Worker:
+        jdir, exe = self.jdir, self.exe
+        k = self.incarnations.get(name, -1) + 1
+        self.incarnations[name] = k
+        kind = self.kinds.get(name)
         if kind is None:
             log_path = jdir / f"{name}-{k}.log"
-            command = [exe, "-m", "deltacommit.testing.stress", "worker", uri, "--name", name,
+            command = [exe, "-m", "deltacommit.testing.stress", "worker", self.uri, "--name", name,
                        "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl")]
         else:
             log_path = jdir / f"peer-{name}-{k}.log"
-            command = [exe, "-m", "deltacommit.testing.stress", "peer", kind, peer_uri, "--name", name,
-                       "--incarnation", str(k), "--journal", str(jdir / f"peer-{name}-{k}.acks")]
+            command = [exe, "-m", "deltacommit.testing.stress", "peer", kind, self.peer_uri,
+                       "--name", name, "--incarnation", str(k),
+                       "--journal", str(jdir / f"peer-{name}-{k}.acks")]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [*command, "--rows", str(rows_per_commit), "--seed", str(rng.getrandbits(32))],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
+                [*command, "--rows", str(self.rows_per_commit),
+                 "--seed", str(self.rng.getrandbits(32))],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT)
         return _Worker(name, k, proc, log_path)
 
-    say(f"stress: {writers} writers on {uri} for {seconds:g} s, kill rate {kill_rate:g}/s, "
-        f"journals in {jdir}")
-    began = time.monotonic()
-    deadline = began + seconds
-    workers = {f"w{i}": start(f"w{i}") for i in range(writers)}
-    workers.update({name: start(name) for name in kinds})
+
+def _supervise(workers: dict[str, _Worker], launcher: _Launcher, report: StressReport,
+               began: float, deadline: float, say: Callable[[str], None]) -> None:
+    """Until ``deadline``: restart a writer that ended on its own (a failure: writers run until
+    stopped) and, ``report.kill_rate`` times a second, SIGKILL one at random and restart it."""
+    rng, kill_rate = launcher.rng, report.kill_rate
     next_kill = began + rng.expovariate(kill_rate) if kill_rate > 0 else float("inf")
     next_note = began + 10.0
-    try:
-        while (now := time.monotonic()) < deadline:
-            for name, w in list(workers.items()):
-                code = w.proc.poll()
-                if code is not None:  # ended on its own: a writer must not
-                    report.failed_writers.append(_failure(w, code))
-                    workers[name] = start(name)
-                    report.restarts += 1
-            if now >= next_kill:
-                victim = workers[rng.choice(sorted(workers))]
-                victim.proc.send_signal(signal.SIGKILL)
-                victim.proc.wait()
-                report.kills += 1
-                workers[victim.name] = start(victim.name)
+    while (now := time.monotonic()) < deadline:
+        for name, w in list(workers.items()):
+            code = w.proc.poll()
+            if code is not None:  # ended on its own: a writer must not
+                report.failed_writers.append(_failure(w, code))
+                workers[name] = launcher.start(name)
                 report.restarts += 1
-                next_kill = now + rng.expovariate(kill_rate)
-            if now >= next_note:
-                say(f"stress: {now - began:.0f} s, {_count_lines(jdir)} commits acknowledged, "
-                    f"{report.kills} kills")
-                next_note += 10.0
-            time.sleep(min(0.05, max(0.0, min(deadline, next_kill) - now)))
-    finally:
-        _stop_all(list(workers.values()), report)
-    report.elapsed = time.monotonic() - began
-    entries = read_journals([jdir])
-    report.commits = len(entries)
-    say(f"stress: stopped after {report.elapsed:.1f} s: {report.commits} commits acknowledged, "
-        f"{report.kills} kills, {report.restarts} restarts; checking the history")
-    report.transient_errors = sum(_count_transient(p) for p in jdir.glob("*.log"))
-    report.verify = verify_table(uri, entries, storage_options=options)
-    if peers:
-        report.peers = check_peers(uri, options, jdir, kinds)
-    return report
+        if now >= next_kill:
+            victim = workers[rng.choice(sorted(workers))]
+            victim.proc.send_signal(signal.SIGKILL)
+            victim.proc.wait()
+            report.kills += 1
+            workers[victim.name] = launcher.start(victim.name)
+            report.restarts += 1
+            next_kill = now + rng.expovariate(kill_rate)
+        if now >= next_note:
+            say(f"stress: {now - began:.0f} s, {_count_lines(launcher.jdir)} commits "
+                f"acknowledged, {report.kills} kills")
+            next_note += 10.0
+        time.sleep(min(0.05, max(0.0, min(deadline, next_kill) - now)))
 
 
 def _stop_all(workers: Sequence[_Worker], report: StressReport) -> None:

@@ -331,40 +331,10 @@ class CommitLoop:
                 self.log.log_store.write_commit_when_ready(
                     version, data, lambda: self._ready(group), baton)
             except VersionExistsError:
-                if turn is not None:
-                    turn.release()  # beaten by a writer outside the turn: it goes on racing
-                # The versions that beat it must be this table's before they are rebased over.
-                self.log.confirm_identity()
-                pause = 0.0
-                if attempt < self.policy.max_attempts:
-                    pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
-                if pause >= CATCH_UP_AFTER:
-                    # Writers keep committing while this group waits: an attempt at the
-                    # version it knew before waiting is all but sure to lose again.  So the
-                    # versions that beat it are read after the pause, with those committed
-                    # meanwhile, in one catch-up: reading them at once as well costs a second
-                    # one, which also meets the winner still completing its version (a
-                    # DynamoDB entry is then repaired for it), and lets a large commit (a
-                    # compaction) beside a stream of small ones win a version at all.
-                    self.clock.sleep(pause)
-                # Rebasing at once, only the version just lost is read: the next claim finds
-                # out whether a newer one exists.  After a pause, or a second loss in a row
-                # (the snapshot may be far behind: an object left idle), the newest version
-                # is found first, so a writer far behind pays one lost claim, not one each.
-                cheap = pause < CATCH_UP_AFTER and not cheap
-                landed = self._rebase(group, base, version if cheap else None)
-                if isinstance(landed, Commit):
-                    return landed
-                base = landed
-                left = group.members
-                if attempt >= self.policy.max_attempts and left:
-                    error = self._gave_up(left, attempt, version)
-                    for m in left:
-                        group.on_fail(m, error)
-                    group.discard()
-                    return None
-                if left and pause < CATCH_UP_AFTER:
-                    self.clock.sleep(pause)
+                outcome, cheap = self._after_lost_claim(group, turn, base, version, attempt, cheap)
+                if not isinstance(outcome, int):
+                    return outcome
+                base = outcome
                 continue
             except DeltaCommitError as e:
                 if unconfirmed and not isinstance(e, TableReplacedError):
@@ -373,18 +343,65 @@ class CommitLoop:
                     # reported as that, so that the write is tried again on a fresh read.
                     self.log.confirm_identity()
                 raise
-            commit = Commit(version, actions, digest)
-            self.log.committed(commit)
-            if turn is not None:
-                self._hand_on(turn, version, digest, data)
-            for m in members:
-                m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
-                                       txn_id=m.staged.txn_id, digest=digest,
-                                       read_version=m.staged.read_version,
-                                       group_size=len(members)))
-            group.on_committed(members)
-            return commit
+            return self._won(group, members, Commit(version, actions, digest), data, turn)
         return None
+
+    def _after_lost_claim(self, group: Group, turn: HostTurn | None, base: int, version: int,
+                          attempt: int, cheap: bool) -> tuple[Commit | int | None, bool]:
+        """After another writer took ``version``: the group rebased over the versions that beat
+        it, and whether this catch-up read only the version lost.  What it gives is the new base
+        version, or the group's commit should a rebase find it landed, or None once the group
+        is out of attempts (its members failed)."""
+        if turn is not None:
+            turn.release()  # beaten by a writer outside the turn: it goes on racing
+        # The versions that beat it must be this table's before they are rebased over.
+        self.log.confirm_identity()
+        pause = 0.0
+        if attempt < self.policy.max_attempts:
+            pause = self.policy.backoff(attempt, self.random.uniform(0.0, 1.0))
+        if pause >= CATCH_UP_AFTER:
+            # Writers keep committing while this group waits: an attempt at the
+            # version it knew before waiting is all but sure to lose again.  So the
+            # versions that beat it are read after the pause, with those committed
+            # meanwhile, in one catch-up: reading them at once as well costs a second
+            # one, which also meets the winner still completing its version (a
+            # DynamoDB entry is then repaired for it), and lets a large commit (a
+            # compaction) beside a stream of small ones win a version at all.
+            self.clock.sleep(pause)
+        # Rebasing at once, only the version just lost is read: the next claim finds
+        # out whether a newer one exists.  After a pause, or a second loss in a row
+        # (the snapshot may be far behind: an object left idle), the newest version
+        # is found first, so a writer far behind pays one lost claim, not one each.
+        cheap = pause < CATCH_UP_AFTER and not cheap
+        landed = self._rebase(group, base, version if cheap else None)
+        if isinstance(landed, Commit):
+            return landed, cheap
+        left = group.members
+        if attempt >= self.policy.max_attempts and left:
+            error = self._gave_up(left, attempt, version)
+            for m in left:
+                group.on_fail(m, error)
+            group.discard()
+            return None, cheap
+        if left and pause < CATCH_UP_AFTER:
+            self.clock.sleep(pause)
+        return landed, cheap
+
+    def _won(self, group: Group, members: list[Member], commit: Commit, data: bytes,
+             turn: HostTurn | None) -> Commit:
+        """The claim of ``commit`` succeeded: the table log and the host's turn learn it, and
+        each member its result."""
+        version, digest = commit.version, commit.digest
+        self.log.committed(commit)
+        if turn is not None:
+            self._hand_on(turn, version, digest, data)
+        for m in members:
+            m.resolve(CommitResult(version, m.attempts, winners=tuple(m.winners),
+                                   txn_id=m.staged.txn_id, digest=digest,
+                                   read_version=m.staged.read_version,
+                                   group_size=len(members)))
+        group.on_committed(members)
+        return commit
 
     @staticmethod
     def _hand_on(turn: HostTurn, version: int, digest: str, data: bytes) -> None:

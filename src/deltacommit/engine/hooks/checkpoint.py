@@ -35,13 +35,8 @@ from deltacommit.engine.snapshot.checkpoint_reader import (
 )
 from deltacommit.engine.snapshot.snapshot import Snapshot, decode_commit
 from deltacommit.errors import ObjectExistsError
-from deltacommit.protocol.checkpoint.format import (
-    CheckpointOptions,
-    EncodedCheckpoint,
-    encode_checkpoint,
-    split_file_actions,
-    with_sidecars,
-)
+from deltacommit.protocol.checkpoint.encode import CheckpointOptions, EncodedCheckpoint, encode_checkpoint
+from deltacommit.protocol.checkpoint.v2 import split_file_actions, with_sidecars
 from deltacommit.protocol.log.last_checkpoint import (
     LastCheckpoint,
     SidecarRef,

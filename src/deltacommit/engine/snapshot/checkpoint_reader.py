@@ -27,12 +27,8 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from deltacommit.protocol.checkpoint.format import (
-    decode_checkpoint,
-    json_checkpoint_table,
-    sidecar_references,
-    v2_sidecars,
-)
+from deltacommit.protocol.checkpoint.decode import decode_checkpoint
+from deltacommit.protocol.checkpoint.v2 import json_checkpoint_table, sidecar_references, v2_sidecars
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.last_checkpoint import LastCheckpoint
 from deltacommit.protocol.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, sidecar_path
@@ -287,22 +283,35 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
     refs = v2_sidecars(small, cand.version, source, uuid_named)
     sidecars = [_CheckpointFile(log_store, sidecar_path(r.path, source)) for r in refs]
     files = parts + sidecars
-    rows = sum(p.num_rows for p in files)
     if hint is not None and hint.describes(cand.version, cand.name):
-        if hint.parts is not None and hint.parts != len(cand.files) and hint.parts > 1:
-            raise CorruptLogError(f"{source}: _last_checkpoint says {hint.parts} parts, found "
-                                  f"{len(cand.files)}")
-        if hint.size and hint.parts in (None, 1, len(cand.files)) and rows != hint.size:
-            raise CorruptLogError(f"{source}: has {rows} actions but _last_checkpoint "
-                                  f"records {hint.size}; the checkpoint is partial")
-        if hint.num_of_add_files is not None:
-            counts = [p.non_null("add.path") if "add" in _names(p) else 0 for p in files]
-            if all(c is not None for c in counts):
-                adds = sum(c for c in counts if c is not None)
-                if adds != hint.num_of_add_files:
-                    raise CorruptLogError(f"{source}: has {adds} add actions but "
-                                          f"_last_checkpoint records {hint.num_of_add_files}")
+        _check_against_hint(source, len(cand.files), hint, files)
+    return _decode_on_demand(log_store, source, cand.version, small, files)
 
+
+def _check_against_hint(source: str, num_parts: int, hint: LastCheckpoint,
+                        files: list[_CheckpointFile | _JsonCheckpoint]) -> None:
+    """CorruptLogError where the checkpoint (``files``: its parts and sidecars) has other parts,
+    actions or add files than ``_last_checkpoint`` records for it: it is partial."""
+    rows = sum(p.num_rows for p in files)
+    if hint.parts is not None and hint.parts != num_parts and hint.parts > 1:
+        raise CorruptLogError(f"{source}: _last_checkpoint says {hint.parts} parts, found "
+                              f"{num_parts}")
+    if hint.size and hint.parts in (None, 1, num_parts) and rows != hint.size:
+        raise CorruptLogError(f"{source}: has {rows} actions but _last_checkpoint "
+                              f"records {hint.size}; the checkpoint is partial")
+    if hint.num_of_add_files is not None:
+        counts = [p.non_null("add.path") if "add" in _names(p) else 0 for p in files]
+        if all(c is not None for c in counts):
+            adds = sum(c for c in counts if c is not None)
+            if adds != hint.num_of_add_files:
+                raise CorruptLogError(f"{source}: has {adds} add actions but "
+                                      f"_last_checkpoint records {hint.num_of_add_files}")
+
+
+def _decode_on_demand(log_store: LogStore, source: str, version: int, small: pa.Table,
+                      files: list[_CheckpointFile | _JsonCheckpoint]) -> TableState:
+    """``decode_checkpoint`` of the small action columns, with readers of the ``add`` and
+    ``remove`` columns of ``files`` (the parts and sidecars) for when they are first needed."""
     # The typed statistics only get_add_actions uses are read when it asks for them, from the
     # files opened again (decoding them with every file list costs listing a partition a
     # third more); a file gone by then (log cleanup) only means parsing the JSON texts.
@@ -346,7 +355,7 @@ def read_checkpoint(log_store: LogStore, cand: CheckpointCandidate,
     def read_texts() -> list[pa.Table]:
         return [p.read(["add.path", "add.stats"]) for p in files]
 
-    return decode_checkpoint(small, cand.version, source, read_column,
+    return decode_checkpoint(small, version, source, read_column,
                              read_stats_parsed=read_stats_parsed if apart or struct_only
                              else None,
                              read_light=read_light if light else None,

@@ -362,10 +362,10 @@ class Snapshot:
         return [a for a in files.values() if keep(a)]
 
     def add_rows(self) -> list[pa.StructArray]:
-        """The live files as canonical ``add`` rows (``log.checkpoint_format.ADD``), in chunks:
+        """The live files as canonical ``add`` rows (``protocol.checkpoint.schema.ADD``), in chunks:
         the checkpoint's rows still kept, then the adds committed since.  No ``Add`` object is
         built for a checkpoint row."""
-        from deltacommit.protocol.checkpoint.format import adds_to_arrow
+        from deltacommit.protocol.checkpoint.encode import adds_to_arrow
         from deltacommit.protocol.files.lazy_files import LazyActionMap
 
         files = self._state.files
@@ -377,7 +377,7 @@ class Snapshot:
         """``add_rows``, each chunk with the checkpoint's typed statistics of its rows
         (``add.stats_parsed``; None for the adds committed since, or if it has none).
         Without ``texts``, checkpoint rows may lack their JSON statistics (``ADD_LIGHT``)."""
-        from deltacommit.protocol.checkpoint.format import live_add_chunks
+        from deltacommit.protocol.checkpoint.encode import live_add_chunks
 
         return live_add_chunks(self._state.files, texts=texts)
 

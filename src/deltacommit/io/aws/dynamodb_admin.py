@@ -3,9 +3,9 @@
 Both DynamoDB protocols (Spark's S3DynamoDBLogStore entries, object_store's DynamoCommit leases)
 need a table keyed by two strings, created once by an operator or a test before the first
 commit, and ACTIVE before that commit is attempted.  Which keys and what TTL attribute is the
-protocol's business (``logstore.dynamodb.create_log_table``, ``storage.dynamo_commit.
-create_lease_table``); creating, waiting and reading the key schema are the same for both and
-live here.
+protocol's business (``logstore.s3_dynamodb.admin.create_log_table``,
+``logstore.dynamo_commit.leases.create_lease_table``); creating, waiting and reading the key
+schema are the same for both and live here.
 """
 
 from __future__ import annotations

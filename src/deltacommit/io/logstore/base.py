@@ -216,6 +216,6 @@ CONDITIONAL_MECHANISM = "conditional"
 DYNAMODB_MECHANISM = "dynamodb"
 DYNAMO_COMMIT_MECHANISM = "dynamo-commit"
 #: Left in ``_delta_log/.tmp/`` by deltacommit's writers on Spark's DynamoDB protocol (see
-#: ``logstore.dynamodb``): the sign, for writers on other mechanisms, that this table is
+#: ``logstore.s3_dynamodb.fleet``): the sign, for writers on other mechanisms, that this table is
 #: coordinated through DynamoDB.  Log cleanup keeps it.
 DYNAMODB_MARKER = f"{LOG_DIR}/.tmp/_deltacommit_dynamodb"

@@ -142,7 +142,7 @@ def _selects_dynamo_commit(store: ObjectStore) -> bool:
 
 
 def _dynamodb(store: ObjectStore) -> LogStore:
-    from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 
     aws = aws_config_of(store)
     if aws is None:

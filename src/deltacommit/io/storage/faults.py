@@ -280,10 +280,11 @@ class StepFaults(FaultPlan):
     """Faults at named steps of a log store's protocol; pass the object as its ``hook``.
 
     ``hook(step, version)`` is how log stores announce the points between their steps
-    (``logstore.dynamodb.STEPS``, ``logstore.dynamo_commit.STEPS``); ``DynamoCommitStore``
-    calls ``hook(step, path)`` for every guarded object.  A rule's operation is the step name
-    and its pattern matches the version number or the path (``"*"`` for any).  A step is a
-    point between two operations, so every rule here fires at it (``after`` is not used).
+    (``logstore.s3_dynamodb.log_store.STEPS``, ``logstore.dynamo_commit.log_store.STEPS``);
+    ``DynamoCommitStore`` calls ``hook(step, path)`` for every guarded object.  A rule's
+    operation is the step name and its pattern matches the version number or the path (``"*"``
+    for any).  A step is a point between two operations, so every rule here fires at it
+    (``after`` is not used).
     """
 
     def __init__(self) -> None:

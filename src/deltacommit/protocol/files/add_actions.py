@@ -3,7 +3,7 @@
 A table of a million files has a million ``add`` actions; a Python object for each costs more
 than the whole list as Arrow, and a caller asking for the list as a table (to filter it, sum
 sizes, find small files, look at statistics) wants columns anyway.  So the table is built from
-the ``add`` rows as the checkpoint holds them (``log.lazy_files``: still Arrow, minus the keys
+the ``add`` rows as the checkpoint holds them (``files.lazy_files``: still Arrow, minus the keys
 changed after the checkpoint) and the small tail of adds committed since, without one Python
 object per file: statistics come from the checkpoint's typed ``stats_parsed`` where it has them
 and are otherwise parsed from their JSON text by Arrow's JSON reader (``log.stats_arrays``),
@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.protocol.checkpoint.format import DELETION_VECTOR
+from deltacommit.protocol.checkpoint.schema import DELETION_VECTOR
 from deltacommit.protocol.partitions import parse_partition_value
 from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_name, physical_type
 from deltacommit.protocol.stats.arrays import parse_stats, stats_from_struct, struct_only_stats
@@ -267,7 +267,7 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
                       deletion_vectors: bool = False, keep: PartitionFilter | None = None,
                       table: str = "", stats_parsed: Sequence[Any | None] | None = None
                       ) -> pa.Table:
-    """The files of ``chunks`` (canonical ``add`` rows, see ``checkpoint_format.ADD``) as
+    """The files of ``chunks`` (canonical ``add`` rows, see ``checkpoint.schema.ADD``) as
     deltalake's ``get_add_actions`` table (see the module docstring).
 
     ``schema`` is the table's logical schema; ``deletion_vectors`` adds the

@@ -68,7 +68,7 @@ class TableState:
     def copy(self) -> TableState:
         """An independent state; file maps still backed by checkpoint rows stay unread.
 
-        ``copy()`` of a ``log.lazy_files.LazyActionMap`` shares its checkpoint rows and copies
+        ``copy()`` of a ``files.lazy_files.LazyActionMap`` shares its checkpoint rows and copies
         only the overlay, so copying a state costs the changes since its checkpoint.
         """
         return TableState(

@@ -1,0 +1,196 @@
+"""The fleet key: the ``tablePath`` that makes writers exclude each other, and the signs that
+another mechanism writes the table.
+
+Writers whose ``tablePath`` differ do not exclude each other: Spark writes ``s3a://bkt/t``,
+deltalake the URI it was given.  A log store joins the spelling in use on first use
+(``join_fleet``), and refuses to commit when that is ambiguous or when recent commits have no
+entry (their writers use another mechanism).  A table created through this protocol records
+its DynamoDB table and ``tablePath`` (``TABLE_NAME_KEY``, ``TABLE_PATH_KEY``); the marker
+``DYNAMODB_MARKER`` shows writers on S3 conditional writes that the table is coordinated
+through DynamoDB.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError
+from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
+from deltacommit.io.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER
+from deltacommit.io.logstore.s3_dynamodb.client import EntryClient
+from deltacommit.io.logstore.s3_dynamodb.entry import ATTR_TABLE_PATH
+from deltacommit.io.storage.base import ObjectMeta
+from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
+
+__all__ = ["TABLE_NAME_KEY", "TABLE_PATH_KEY", "FleetMember", "table_path_spellings"]
+
+log = logging.getLogger(__name__)
+
+#: Configuration keys a table created through this log store records, beside
+#: ``deltacommit.coordination = dynamodb``: a writer whose DynamoDB table or ``tablePath``
+#: differs would not be excluded by this one, so it refuses to commit.
+TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
+TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
+
+
+_MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore protocol; writers "
+               b"using S3 conditional writes do not exclude its writers.\n")
+
+
+def table_path_spellings(table_path: str) -> list[str]:
+    """Every ``tablePath`` a Spark, Hadoop or delta-rs writer may use for this location:
+    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root."""
+    scheme, sep, rest = table_path.partition("://")
+    if not sep or scheme.lower() not in ("s3", "s3a", "s3n"):
+        return [table_path]
+    rest = rest.rstrip("/")
+    bucket_root = "/" not in rest
+    out = []
+    for s in ("s3", "s3a", "s3n"):
+        out.append(f"{s}://{rest}")
+        if bucket_root:
+            out.append(f"{s}://{rest}/")
+    if table_path in out:
+        out.remove(table_path)
+    return [table_path, *out]
+
+
+class FleetMember(EntryClient):
+    """The ``tablePath`` this log store shares with the table's other writers, and the refusal
+    of writers that share none (another mechanism, another DynamoDB table or spelling)."""
+
+    def coordination_config(self) -> dict[str, str]:
+        self.join_fleet(check_mechanism=False)
+        return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
+                TABLE_PATH_KEY: self.table_path}
+
+    def _mark_fleet(self) -> None:
+        """Write ``DYNAMODB_MARKER``, once per log store (before its first temp file)."""
+        if not self._k.marked:
+            # Temp files are deleted once their commit is in place, so they no longer show a
+            # writer on S3 conditional writes that this table is coordinated through DynamoDB;
+            # this marker does (``logstore.fleet_sign.dynamodb_fleet_sign``), once per log store.
+            self.store.put(DYNAMODB_MARKER, _MARKER_TEXT)
+            self._k.marked = True
+
+    def fleet_keys(self) -> dict[str, int]:
+        """Every spelling of this table's location that has entries, with its newest version
+        (one consistent Query of one item per spelling)."""
+        found: dict[str, int] = {}
+        for spelling in table_path_spellings(self.table_path):
+            response = self._call("Query", KeyConditionExpression="#p = :p",
+                                  ExpressionAttributeNames={"#p": ATTR_TABLE_PATH},
+                                  ExpressionAttributeValues={":p": {"S": spelling}},
+                                  ConsistentRead=True, ScanIndexForward=False, Limit=1)
+            items = response.get("Items", [])
+            if items:
+                found[spelling] = self._parse(items[0]).version
+        return found
+
+    def join_fleet(self, *, check_mechanism: bool = True) -> None:
+        """Use the ``tablePath`` the table's other writers use; refuse when that is ambiguous.
+
+        Writers whose ``tablePath`` differ do not exclude each other: Spark writes
+        ``s3a://bkt/t`` (``s3a://bkt/`` for a bucket-root table), deltalake the URI it was
+        given.  On first use this log store looks under every spelling and joins the one in
+        use.  Refused: entries under more than one spelling (the fleet is already split), an
+        explicitly configured spelling other than the one in use, and a log with recent
+        commits but no entry under any spelling (its writers use another mechanism).
+        """
+        if self._k.fleet_keys is not None:
+            if check_mechanism and not self._k.fleet_keys and not self._k.mechanism_checked:
+                self._check_no_other_mechanism(self._pin_hint())
+                self._k.mechanism_checked = True
+            return
+        found = self.fleet_keys()
+        pin = self._pin_hint()
+        if len(found) > 1:
+            keys = ", ".join(f"{k} (newest version {v})" for k, v in sorted(found.items()))
+            raise CoordinationMismatchError(
+                f"table {self.table_uri}: DynamoDB table {self.table_name} has entries under "
+                f"several tablePath spellings: {keys}. Writers using different spellings do not "
+                f"exclude each other, so nothing is committed; {pin}")
+        if found:
+            (key, _), = found.items()
+            if key != self.table_path:
+                if self.config.dynamo_table_path_scheme != "uri":
+                    raise CoordinationMismatchError(
+                        f"table {self.table_uri}: the fleet's entries use tablePath {key!r} but "
+                        f"this writer is configured for {self.table_path!r}; they would not "
+                        f"exclude each other. {pin}")
+                log.info("table %s: joining the tablePath %s its other writers use (configured "
+                         "%s)", self.table_uri, key, self.table_path)
+                self.table_path = key
+                self._k.joined_path = key
+        elif check_mechanism:
+            self._check_no_other_mechanism(pin)
+            self._k.mechanism_checked = True
+        self._k.fleet_keys = found
+
+    def _pin_hint(self) -> str:
+        return (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
+                "every writer, or move the table to one mechanism with `deltacommit coordination "
+                "set`")
+
+    def _check_no_other_mechanism(self, pin: str) -> None:
+        """A log with a commit younger than the entries' TTL but no entry under any spelling
+        is written by writers not on this protocol (S3 conditional put does not exclude it)."""
+        newest = None
+        for f in super().list_log(self._listing_start()):
+            if f.kind == "commit" and (newest is None or f.version > newest.version):
+                newest = f
+        if newest is None or newest.last_modified_ms is None:
+            return
+        age_s = self._clock.time() - newest.last_modified_ms / 1000
+        if age_s < self.ttl_seconds / 2 and not self._switched_here(newest.version):
+            raise CoordinationMismatchError(
+                f"table {self.table_uri}: version {newest.version} was committed {age_s:.0f} s ago "
+                f"but DynamoDB table {self.table_name} has no entry for this table under any "
+                f"tablePath spelling ({', '.join(table_path_spellings(self.table_path))}): its "
+                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
+                "commit mechanism (S3 conditional writes?), neither of which excludes this "
+                f"writer. Nothing was committed; {pin}")
+
+    def _check_explained(self, version: int, meta: ObjectMeta) -> None:
+        """Refuse when ``version``'s commit file has no entry of this protocol but is younger
+        than half the entries' TTL: no TTL can have removed its entry, so another mechanism
+        (S3 conditional writes, another DynamoDB table or ``tablePath``) wrote it, and that
+        mechanism does not exclude this one."""
+        age_s = self._clock.time() - meta.last_modified_ms / 1000
+        if age_s >= self.ttl_seconds / 2 or self._switched_here(version):
+            return
+        raise CoordinationMismatchError(
+            f"table {self.table_uri}: {LOG_DIR}/{commit_name(version)} was written {age_s:.0f} s "
+            f"ago but DynamoDB table {self.table_name} has no entry for it under tablePath "
+            f"{self.table_path}: another mechanism is writing this table (S3 conditional "
+            "writes, another DynamoDB table or tablePath), and it does not exclude this writer. "
+            "This commit was not made; move every writer to one mechanism (`deltacommit "
+            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}")
+
+    def _switched_here(self, version: int) -> bool:
+        """Whether ``version`` is the metaData commit that moved the table to this protocol
+        (``deltacommit coordination set --to dynamodb``): the commits before it were made
+        through the old mechanism, which its writers no longer use once they honour the pin."""
+        try:
+            data = self.store.get(commit_path(version))
+        except ObjectNotFoundError:
+            return False
+        for line in data.splitlines():
+            try:
+                action = loads(line)
+            except ValueError:
+                continue
+            meta = action.get("metaData") if isinstance(action, dict) else None
+            if isinstance(meta, dict):
+                conf = meta.get("configuration") or {}
+                return bool(conf.get(COORDINATION_KEY) == self.mechanism
+                            and conf.get(TABLE_NAME_KEY) == self.table_name)
+        return False
+
+    def _listing_start(self) -> int:
+        try:
+            hint = loads(self.store.get(f"{LOG_DIR}/_last_checkpoint"))
+            return max(0, int(hint.get("version", 0)))
+        except (ObjectNotFoundError, ValueError, TypeError, AttributeError):
+            return 0
