@@ -44,10 +44,9 @@ from deltacommit.errors import (
     UnsupportedTypeError,
     VersionExistsError,
 )
-from deltacommit.ops.appender import Appender
-from deltacommit.ops.write import WriteResult, append, write
+from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.conflicts import IsolationLevel
-from deltacommit.table import DeltaTable
+from deltacommit.table import Appender, DeltaTable, append, write
 
 __version__ = "0.1.0"
 

@@ -27,6 +27,9 @@ from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import InvalidArgumentError, TableExistsError, VersionExistsError
 from deltacommit.io.logstore import open_log_store
 from deltacommit.io.logstore.base import LogStore
+from deltacommit.ops import appender as _appender
+from deltacommit.ops import write as _write
+from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Action, Add, Metadata, Protocol, serialize_commit
 from deltacommit.protocol.conflicts import IsolationLevel
 from deltacommit.protocol.features import in_commit_timestamps, row_tracking
@@ -293,7 +296,7 @@ class DeltaTable:
         ``delta.feature.<name>=supported``); see ``properties.py``."""
         from deltacommit.ops.properties import set_properties
 
-        return set_properties(self, properties)
+        return set_properties(self, properties, check_configuration)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -701,4 +704,53 @@ def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
             f"table {uri}: delta.checkpointInterval must be a positive integer, got {interval!r}")
 
 
-__all__ = ["DeltaTable"]
+class _DeltaTables:
+    """How the verbs (``ops``) open and create the tables they are given by location
+    (``ops.tables.Tables``): as ``DeltaTable`` objects."""
+
+    def open(self, uri: str, storage_options: Mapping[str, str] | None, *,
+             blind: bool = False) -> DeltaTable:
+        return DeltaTable(uri, storage_options=storage_options, _blind=blind)
+
+    def create(self, uri: str, schema: pa.Schema, *, partition_by: Sequence[str] | None,
+               configuration: Mapping[str, str] | None,
+               storage_options: Mapping[str, str] | None) -> DeltaTable:
+        return DeltaTable.create(uri, schema, partition_by=partition_by,
+                                 configuration=configuration, storage_options=storage_options)
+
+
+#: The verbs' way to open and create ``DeltaTable`` objects.
+TABLES = _DeltaTables()
+
+
+def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
+          partition_by: Sequence[str] | None = None, predicate: str | None = None,
+          app_id: str | None = None, app_version: int | None = None,
+          storage_options: Mapping[str, str] | None = None,
+          configuration: Mapping[str, str] | None = None,
+          target_file_rows: int | None = None) -> WriteResult:
+    """Append or overwrite; creates the table on first write (see README.md, "Python";
+    ``ops.write``)."""
+    return _write.write(table_or_uri, data, tables=TABLES, mode=mode, partition_by=partition_by,
+                        predicate=predicate, app_id=app_id, app_version=app_version,
+                        storage_options=storage_options, configuration=configuration,
+                        target_file_rows=target_file_rows)
+
+
+def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
+           app_version: int | None = None,
+           storage_options: Mapping[str, str] | None = None) -> WriteResult:
+    """Append ``data``; on a group-commit table, concurrent appends share files and a version
+    (``ops.write.append``)."""
+    return _write.append(table, data, tables=TABLES, app_id=app_id, app_version=app_version,
+                         storage_options=storage_options)
+
+
+class Appender(_appender.Appender):
+    """Buffered, exactly-once appends for streaming ingestion (``ops.appender``), opening and
+    creating ``DeltaTable`` objects."""
+
+    tables = TABLES
+
+
+__all__ = ["TABLES", "Appender", "DeltaTable", "append", "write"]

@@ -19,7 +19,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", ("protocol",)),
     ("io", ("io",)),
     ("engine", ("engine",)),
-    ("ops", ("ops", "table")),
+    ("ops", ("ops",)),
+    ("facade", ("table",)),
     ("front ends", ("spark", "cli", "testing", PACKAGE)),
 ]
 

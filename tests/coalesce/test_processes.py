@@ -19,9 +19,13 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.engine.group.threads import GroupCommitPolicy, committed_txn_ids
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.faults import FaultPlan
 from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.log.names import commit_path
 
 from ..concurrency.hooks import HookedLogStore
+from ..write_paths import POLICY, Rig
 from .common import SCHEMA, actions_of, commit_info, ids_in, rows
 
 SENDERS = 3
@@ -63,7 +67,10 @@ import pyarrow as pa
 import deltacommit as dc
 from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.logstore.conditional import ConditionalPutLogStore
+from deltacommit.io.storage.faults import FaultPlan
 from deltacommit.io.storage.local import LocalStore
+from deltacommit.protocol.log.names import commit_path
 uri, sockets, when = sys.argv[1], sys.argv[2], sys.argv[3]
 schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
 
@@ -189,3 +196,75 @@ def test_a_conflict_reaches_the_sender_as_its_own_exception(tmp_path: Path, sock
     assert answer["winning_version"] == 3 and uri in answer["message"]
     assert ids_in(table) == [2]
     table.group_committer.close()  # type: ignore[union-attr]
+
+
+# A process that writes with dc.write through the host's committer (another process): an
+# overwrite of partition a, one file per row, then prints its result or error as JSON.
+_DC_WRITER = """
+import json, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.engine.group.threads import GroupCommitPolicy
+uri, sockets = sys.argv[1], sys.argv[2]
+schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
+table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+try:
+    r = dc.write(table, pa.table({"p": ["a"] * 3, "id": [10, 11, 12]}, schema=schema),
+                 mode="overwrite", predicate="p = 'a'", target_file_rows=1)
+    out = {"version": r.version, "files": r.num_files}
+except dc.DeltaCommitError as e:
+    out = {"error": type(e).__name__, "message": str(e)}
+print(json.dumps(out), flush=True)
+"""
+
+
+class _PlannedLogStore(ConditionalPutLogStore):
+    """Conditional put whose claims the plan's rules fault (as a ``FaultyStore`` would)."""
+
+    def __init__(self, store: LocalStore, plan: FaultPlan) -> None:
+        super().__init__(store)
+        self.plan = plan
+
+    def write_commit(self, version: int, data: bytes) -> None:
+        self.plan.run("put_if_absent", commit_path(version),
+                      lambda: super(_PlannedLogStore, self).write_commit(version, data))
+
+
+@pytest.mark.parametrize("fault", ["landed", "conflict", "refused", "unknown"])
+def test_a_sender_keeps_its_files_only_if_the_host_committer_may_have_committed_them(
+        tmp_path: Path, sockets: str, fault: str) -> None:
+    """The sender's write driver judges the error its committer (another process) answers
+    with as it judges its own (``engine.commit.outcome``): a conflict or a refused claim
+    deletes the files it wrote, a lost answer keeps them (the version names them)."""
+    uri = str(tmp_path / "t")
+    rig = Rig(uri, LocalStore(uri))
+    rig.create()
+    # (Faulted in the log store, not a wrapper of the store: the host's committer is keyed by
+    # the store, and the sender opens a plain one.)
+    server = dc.DeltaTable(uri, policy=POLICY, log_store=_PlannedLogStore(rig.store, rig.plan),
+                           group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+    dc.write(server, rows("a", [1]))  # this process serves from now on
+    committer = server.group_committer
+    assert committer is not None and committer.serving
+    try:
+        gate = {"conflict": rig.hold_claim, "refused": rig.refuse_claim,
+                "unknown": rig.lose_answer}.get(fault, lambda: None)()
+        sender = start(_DC_WRITER, uri, sockets)
+        if fault == "conflict":
+            assert gate is not None
+            gate.wait_reached()
+            dc.write(rig.other(), rows("a", [2]))  # the sender read partition a
+            gate.release()
+        out, _ = sender.communicate(timeout=120)
+        answer = json.loads(out.strip().splitlines()[-1])
+    finally:
+        committer.close()
+    expected = {"landed": None, "conflict": "ConcurrentAppendException",
+                "refused": "CoordinationMismatchError", "unknown": "StorageError"}[fault]
+    assert answer.get("error") == expected, answer
+    if fault in ("landed", "unknown"):
+        assert {10, 11, 12} <= set(rig.ids())
+        assert len(rig.data_files()) == 4  # the sender's three files and the first one
+    else:
+        assert not {10, 11, 12} & set(rig.ids())
+    rig.check()

@@ -19,9 +19,8 @@ from deltacommit.cli.common import (
     storage_options,
 )
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
-from deltacommit.ops.write import write
 from deltacommit.protocol.json_values import loads
-from deltacommit.table import DeltaTable
+from deltacommit.table import DeltaTable, write
 
 INPUT_FORMATS = ("parquet", "csv", "json")
 

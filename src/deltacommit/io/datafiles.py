@@ -12,8 +12,10 @@ file is then uploaded in the background meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -167,10 +169,29 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
                                durable=durable)
 
     numbered = list(enumerate(jobs))
-    if len(numbered) > 1 and store.local_path("") is None:
-        with CallThreads(max_workers=min(16, len(numbered))) as pool:
-            return list(pool.map(write_one, numbered))
-    return [write_one(j) for j in numbered]
+    written: list[Add] = []
+    try:
+        if len(numbered) > 1 and store.local_path("") is None:
+            with CallThreads(max_workers=min(16, len(numbered))) as pool:
+                futures = [pool.submit(write_one, j) for j in numbered]
+                # Every file is waited for, so that none is still being written when the
+                # others are deleted below.
+                wait(futures)
+                for f in futures:
+                    if f.exception() is None:
+                        written.append(f.result())
+                for f in futures:
+                    f.result()  # the first failure, raised
+        else:
+            for j in numbered:
+                written.append(write_one(j))
+    except BaseException:
+        # A write that failed part way commits nothing: the files it did write are named by
+        # nothing either, so they go (best effort: VACUUM removes any left).
+        with contextlib.suppress(Exception):
+            delete_files(store, written)
+        raise
+    return written
 
 
 def open_data_file(store: ObjectStore, resolved: ResolvedPath,

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
-from deltacommit.engine.transaction.transaction import CommitResult
+from deltacommit.engine.transaction.transaction import CommitResult, Transaction
 from deltacommit.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
@@ -45,11 +46,16 @@ from deltacommit.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from deltacommit.io.datafiles import WriteTarget
+from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.tables import Tables, WriteTable
+from deltacommit.ops.write import identity_raced, to_arrow_table
 from deltacommit.protocol.actions import MAX_LONG
-from deltacommit.protocol.features.identity import Allocation
-from deltacommit.runtime.clock import Clock
-from deltacommit.table import DeltaTable
+from deltacommit.protocol.features.identity import Allocation, allocate, with_high_water_marks
+from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
+
+if TYPE_CHECKING:
+    from deltacommit.io.storage.base import ObjectStore
 
 __all__ = ["STREAMING_OPERATION", "Appender"]
 
@@ -64,9 +70,14 @@ class Appender:
     not exist, with the first append's schema, ``partition_by`` and ``configuration``).
     Use as a context manager: leaving the block normally flushes; leaving it with an exception
     drops the buffer unflushed (its offsets were never recorded, so replaying restores it).
+
+    ``tables`` opens and creates tables given by URI: ``deltacommit.Appender`` is this class
+    with the facade's (``deltacommit.table``).
     """
 
-    def __init__(self, table: DeltaTable | str, app_id: str, *, flush_rows: int = 100_000,
+    tables: ClassVar[Tables[WriteTable] | None] = None
+
+    def __init__(self, table: WriteTable | str, app_id: str, *, flush_rows: int = 100_000,
                  flush_interval: float | None = 10.0,
                  storage_options: Mapping[str, str] | None = None,
                  partition_by: Sequence[str] | None = None,
@@ -90,15 +101,15 @@ class Appender:
         self.target_file_rows = target_file_rows
         self._storage_options = dict(storage_options or {})
         self._uri: str
-        self._table: DeltaTable | None
-        if isinstance(table, DeltaTable):
+        self._table: WriteTable | None
+        if not isinstance(table, str):
             table.update()
             self._table = table
             self._uri = table.uri
         else:
             self._uri = table
             try:
-                self._table = DeltaTable(table, storage_options=self._storage_options)
+                self._table = self._tables().open(table, self._storage_options)
             except TableNotFoundError:
                 self._table = None
         self._clock: Clock | None = self._table.clock if self._table is not None else None
@@ -128,7 +139,7 @@ class Appender:
     # ----------------------------------------------------------------- state
 
     @property
-    def table(self) -> DeltaTable | None:
+    def table(self) -> WriteTable | None:
         return self._table
 
     @property
@@ -150,8 +161,6 @@ class Appender:
         Returns False, buffering nothing, if ``offset`` is already recorded in the table (a
         replay after a restart).  Flushes when a threshold is reached.
         """
-        from deltacommit.ops.write import to_arrow_table
-
         self._raise_background_error()
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_LONG:
             raise InvalidArgumentError(
@@ -223,11 +232,7 @@ class Appender:
     # ----------------------------------------------------------------- flushing
 
     def _now(self) -> float:
-        clock = self._clock
-        if clock is None:
-            from deltacommit.runtime.clock import SYSTEM_CLOCK
-
-            clock = SYSTEM_CLOCK
+        clock = self._clock or SYSTEM_CLOCK
         return clock.monotonic()
 
     def _interval_elapsed(self) -> bool:
@@ -252,52 +257,7 @@ class Appender:
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
-        from deltacommit.io.datafiles import delete_files, write_rows
-        from deltacommit.ops.write import identity_raced
-        from deltacommit.protocol.features.identity import with_high_water_marks
-
-        table = self._open(batch[0][1])
-        while True:
-            txn = table.transaction(STREAMING_OPERATION, {"outputMode": "Append",
-                                                          "queryId": self.app_id})
-            recorded = txn.app_version(self.app_id)
-            pending = [(o, t) for o, t in batch if recorded is None or o > recorded]
-            if not pending:
-                # Another appender with this app id committed all of it (see the module
-                # docstring); nothing is lost by dropping it.
-                self._advance(recorded)
-                return None
-            target = WriteTarget.of(table.uri, txn.snapshot)
-            parts, marks = _conform_batch(target, [t for _, t in pending])
-            if marks:
-                txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, marks))
-            data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-            adds = write_rows(table.log_store.store, target, data, clock=table.clock,
-                              random=table.random, target_file_rows=self.target_file_rows
-                              ) if data.num_rows else []
-            newest = pending[-1][0]
-            txn.operation_parameters["epochId"] = str(newest)  # as Spark's streaming sink
-            txn.set_app_version(self.app_id, newest)
-            txn.add(adds)
-            txn.operation_metrics["numOutputRows"] = str(data.num_rows)
-            try:
-                result = txn.commit()
-            except ConcurrentTransactionException:
-                delete_files(table.log_store.store, adds)
-                table.update()
-                batch = pending
-                continue
-            except MetadataChangedException:
-                # Another writer took identity values above the mark this flush read: the
-                # rows are written again with values above the winner's (``identity.py``).
-                delete_files(table.log_store.store, adds)
-                if not marks or not identity_raced(table.log, txn):
-                    raise
-                batch = pending
-                continue
-            self._advance(newest)
-            self.commits += 1
-            return result
+        return run(_Flush(self, self._open(batch[0][1]), batch))
 
     def _advance(self, offset: int | None) -> None:
         if offset is None:
@@ -306,15 +266,22 @@ class Appender:
             if self._committed is None or offset > self._committed:
                 self._committed = offset
 
-    def _open(self, first: pa.Table) -> DeltaTable:
+    def _tables(self) -> Tables[WriteTable]:
+        if self.tables is None:
+            raise InvalidArgumentError(
+                f"Appender {self.app_id!r}: given the URI {self._uri}, it needs a way to open "
+                "tables: use deltacommit.Appender, or pass a DeltaTable")
+        return self.tables
+
+    def _open(self, first: pa.Table) -> WriteTable:
         if self._table is not None:
             return self._table
         try:
-            table = DeltaTable.create(self._uri, first.schema, partition_by=self.partition_by,
-                                      configuration=self.configuration,
-                                      storage_options=self._storage_options)
+            table = self._tables().create(self._uri, first.schema, partition_by=self.partition_by,
+                                          configuration=self.configuration,
+                                          storage_options=self._storage_options)
         except TableExistsError:
-            table = DeltaTable(self._uri, storage_options=self._storage_options)
+            table = self._tables().open(self._uri, self._storage_options)
         self._table = table
         self._clock = table.clock
         return table
@@ -348,15 +315,100 @@ class Appender:
             raise error
 
 
+class _Flush:
+    """One flush through the write driver (``driver.run``): the buffered appends not yet
+    recorded, as one commit that records the newest offset.
+
+    Two appenders with the same app id exclude each other through it: a flush that loses
+    the app id race (ConcurrentTransactionException) re-reads the recorded offset and commits
+    again only what the other did not; one whose identity values another writer took
+    (``identity.py``) writes its rows again with values above the winner's."""
+
+    def __init__(self, appender: Appender, table: WriteTable,
+                 batch: list[tuple[int, pa.Table]]) -> None:
+        self.appender = appender
+        self.table = table
+        self.batch = batch
+        self.pending = batch
+        self.marks: list[Allocation] = []
+        self.num_rows = 0
+        self._txn: Transaction | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.log_store.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "begin() first"
+        return self._txn
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self._txn = self.table.transaction(STREAMING_OPERATION, {
+            "outputMode": "Append", "queryId": self.appender.app_id})
+        return self._txn
+
+    def write(self, attempt: Attempt) -> Finished[CommitResult | None] | None:
+        txn, table = self.txn, self.table
+        recorded = txn.app_version(self.appender.app_id)
+        self.pending = [(o, t) for o, t in self.batch if recorded is None or o > recorded]
+        if not self.pending:
+            # Another appender with this app id committed all of it (see the module
+            # docstring); nothing is lost by dropping it.
+            self.appender._advance(recorded)
+            return Finished(None)
+        target = WriteTarget.of(table.uri, txn.snapshot)
+        parts, self.marks = _conform_batch(target, [t for _, t in self.pending])
+        if self.marks:
+            txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, self.marks))
+        data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        self.num_rows = data.num_rows
+        if data.num_rows:
+            attempt.written.extend(write_rows(
+                table.log_store.store, target, data, clock=table.clock, random=table.random,
+                target_file_rows=self.appender.target_file_rows))
+        return None
+
+    def stage(self, attempt: Attempt) -> None:
+        txn = self.txn
+        newest = self.pending[-1][0]
+        txn.operation_parameters["epochId"] = str(newest)  # as Spark's streaming sink
+        txn.set_app_version(self.appender.app_id, newest)
+        txn.add(attempt.written)
+        txn.operation_metrics["numOutputRows"] = str(self.num_rows)
+
+    def commit(self, attempt: Attempt) -> CommitResult | None:
+        result = self.txn.commit()
+        self.appender._advance(self.pending[-1][0])
+        self.appender.commits += 1
+        return result
+
+    def refused(self, attempt: Attempt, error: Exception
+                ) -> Decision | Finished[CommitResult | None]:
+        if isinstance(error, ConcurrentTransactionException):
+            self.table.update()
+            self.batch = self.pending
+            return Decision.REDO
+        if isinstance(error, MetadataChangedException) and self.marks \
+                and identity_raced(self.table.log, self.txn):
+            # Another writer took identity values above the mark this flush read.
+            self.batch = self.pending
+            return Decision.REDO
+        return Decision.RAISE
+
+
 def _conform_batch(target: WriteTarget, tables: list[pa.Table]
                    ) -> tuple[list[pa.Table], list[Allocation]]:
     """The buffered tables conformed, identity values allocated one table after another
     above the mark read; and the last allocation of each column (the new marks)."""
-    from dataclasses import replace
-
-    from deltacommit.io.datafiles import conform_rows
-    from deltacommit.protocol.features.identity import allocate
-
     columns = list(target.identity)
     last: dict[str, Allocation] = {}
     parts = []

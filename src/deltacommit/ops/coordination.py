@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from deltacommit.engine.transaction.log_table import open_table
 from deltacommit.engine.transaction.transaction import CommitResult
 from deltacommit.errors import CoordinationMismatchError
 from deltacommit.io.logstore import open_log_store, registered_mechanisms
@@ -57,9 +58,7 @@ class CoordinationStatus:
 
 def coordination_status(uri: str, storage_options: Mapping[str, str] | None = None
                         ) -> CoordinationStatus:
-    from deltacommit.table import DeltaTable
-
-    table = DeltaTable(uri, storage_options=storage_options)
+    table = open_table(uri, storage_options)
     return CoordinationStatus(table.uri, table.version,
                               recorded_coordination(table.configuration),
                               table.log_store.coordination_config())
@@ -73,9 +72,7 @@ def set_coordination(uri: str, *, storage_options: Mapping[str, str] | None = No
     records none, such as one created by Spark or delta-rs: pinning it).  Returns the commit, or
     None when the table already records exactly the new mechanism (nothing is written).
     """
-    from deltacommit.table import DeltaTable
-
-    table = DeltaTable(uri, storage_options=storage_options)
+    table = open_table(uri, storage_options)
     recorded = recorded_coordination(table.configuration)
     current = table.log_store.coordination_config()
     mismatched = {k: v for k, v in current.items() if recorded.get(k, v) != v}

@@ -47,10 +47,10 @@ from deltacommit.engine.scan import select_files
 from deltacommit.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
-    ConcurrentModificationException,
     InvalidArgumentError,
 )
-from deltacommit.io.datafiles import WriteTarget, delete_files, write_rows
+from deltacommit.io.datafiles import WriteTarget, write_rows
+from deltacommit.ops.driver import Attempt, Decision, Finished, discard, run
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS, may_commit
 from deltacommit.protocol.expressions.predicates import (
@@ -67,6 +67,7 @@ from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
@@ -427,7 +428,7 @@ class TableOptimizer:
             if stream is not None and hasattr(stream, "close"):
                 stream.close()  # the rewriter's bins in flight: finished and their files deleted
             for b in pending:  # rewritten, never committed
-                delete_files(table.store, b.added)
+                discard(table.store, b.added)
             raise
         removed = [a.size for b in done for a in b.files]
         added = [a.size for b in done for a in b.added]
@@ -541,7 +542,7 @@ class TableOptimizer:
                             left = f.result()
                         except Exception:  # its own failure: nothing of it to undo
                             continue
-                        delete_files(table.store, left.added)
+                        discard(table.store, left.added)
 
         return rewrite
 
@@ -570,58 +571,102 @@ class TableOptimizer:
                 done: list[CompactionBin], lost: list[CompactionBin],
                 expired: list[CompactionBin], auto: bool = False,
                 z_order_by: tuple[str, ...] = ()) -> None:
-        """Commit ``bins``; after a concurrent remove of some of their files, again with the
-        bins left intact (the others' new files deleted).  Each attempt takes only bins still
-        within the commit window (``staged_files``); older ones are deleted and left."""
-        table = self.table
-        live = list(bins)
-        for _ in range(_MAX_ROUNDS):
-            now = now_ms(table.clock)
-            fresh = [b for b in live if b.started_ms is None or may_commit(b.started_ms, now)]
-            for b in live:
-                if b not in fresh:
-                    delete_files(table.store, b.added)
-                    expired.append(b)
-            live = fresh
-            if not live:
-                return
-            txn = table.transaction("OPTIMIZE", {
-                "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
-                "zOrderBy": json.dumps(list(z_order_by)), "auto": "true" if auto else "false",
-                "targetSize": str(size)})
-            current = {file_key(a.path, a.deletion_vector) for a in txn.snapshot.iter_files()}
-            intact = [b for b in live if all(file_key(a.path, a.deletion_vector) in current
-                                             for a in b.files)]
-            for b in live:
-                if b not in intact:
-                    delete_files(table.store, b.added)
-                    lost.append(b)
-            live = intact
-            if not live:
-                return
-            txn.read_files([a for b in live for a in b.files])
-            txn.remove([a for b in live for a in b.files], data_change=False)
-            txn.add([a for b in live for a in b.added])
-            txn.operation_metrics.update({
-                "numAddedFiles": str(sum(len(b.added) for b in live)),
-                "numRemovedFiles": str(sum(len(b.files) for b in live)),
-                "numAddedBytes": str(sum(a.size for b in live for a in b.added)),
-                "numRemovedBytes": str(sum(a.size for b in live for a in b.files))})
-            try:
-                result = txn.commit()
-            except (ConcurrentDeleteReadException, ConcurrentDeleteDeleteException):
-                table.update()
-                continue
-            except ConcurrentModificationException:
-                # A metadata or protocol change: nothing of these bins is committed.  (Any
-                # other error may hide a commit that happened: its files stay, for vacuum.)
-                for b in live:
-                    delete_files(table.store, b.added)
-                raise
+        """Commit ``bins`` through the write driver (``_CommitBins``)."""
+        job = _CommitBins(self.table, bins, lost, expired, {
+            "predicate": json.dumps([] if pred is TRUE else [pred.to_sql()]),
+            "zOrderBy": json.dumps(list(z_order_by)), "auto": "true" if auto else "false",
+            "targetSize": str(size)})
+        result = run(job)
+        if result is not None:
             versions.append(result.version)
             self.attempts += result.attempts
-            done.extend(live)
-            return
-        for b in live:  # pragma: no cover - a hundred rounds of concurrent removes
-            delete_files(table.store, b.added)
-            lost.append(b)
+            done.extend(job.live)
+
+
+class _CommitBins:
+    """One commit of rewritten bins, as the write driver runs it (``driver.run``): each
+    attempt takes only the bins still within the commit window (``commit_window``) and whose
+    files are all still live; the others' new files are deleted and the bins left for the
+    next run.  After a concurrent remove (ConcurrentDeleteRead/DeleteDelete), the bins left
+    intact are staged again in a new transaction with the files already written; any other
+    refusal deletes them all (a metadata or protocol change: nothing of these bins is
+    committed)."""
+
+    def __init__(self, table: OptimizableTable, bins: list[CompactionBin],
+                 lost: list[CompactionBin], expired: list[CompactionBin],
+                 parameters: dict[str, str]) -> None:
+        self.table = table
+        self.live = list(bins)
+        self.lost = lost
+        self.expired = expired
+        self.parameters = parameters
+        self.rounds = 0
+        self._txn: Transaction | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "begin() first"
+        return self._txn
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self._txn = self.table.transaction("OPTIMIZE", self.parameters)
+        return self._txn
+
+    def write(self, attempt: Attempt) -> Finished[CommitResult | None] | None:
+        """The bins were rewritten already: their files, less those of bins no longer
+        committable, which are dropped."""
+        attempt.written.extend(a for b in self.live for a in b.added)
+        attempt.started_ms = None  # each bin's window is checked here, from its own start
+        now = now_ms(self.table.clock)
+        fresh = [b for b in self.live if b.started_ms is None or may_commit(b.started_ms, now)]
+        self._drop([b for b in self.live if b not in fresh], self.expired, attempt)
+        current = {file_key(a.path, a.deletion_vector) for a in self.txn.snapshot.iter_files()}
+        intact = [b for b in fresh if all(file_key(a.path, a.deletion_vector) in current
+                                          for a in b.files)]
+        self._drop([b for b in fresh if b not in intact], self.lost, attempt)
+        self.live = intact
+        return None if intact else Finished(None)
+
+    def _drop(self, bins: list[CompactionBin], into: list[CompactionBin],
+              attempt: Attempt) -> None:
+        for b in bins:
+            attempt.drop(b.added)
+            into.append(b)
+
+    def stage(self, attempt: Attempt) -> None:
+        txn, live = self.txn, self.live
+        txn.read_files([a for b in live for a in b.files])
+        txn.remove([a for b in live for a in b.files], data_change=False)
+        txn.add([a for b in live for a in b.added])
+        txn.operation_metrics.update({
+            "numAddedFiles": str(sum(len(b.added) for b in live)),
+            "numRemovedFiles": str(sum(len(b.files) for b in live)),
+            "numAddedBytes": str(sum(a.size for b in live for a in b.added)),
+            "numRemovedBytes": str(sum(a.size for b in live for a in b.files))})
+
+    def commit(self, attempt: Attempt) -> CommitResult | None:
+        return self.txn.commit()
+
+    def refused(self, attempt: Attempt, error: Exception
+                ) -> Decision | Finished[CommitResult | None]:
+        if not isinstance(error, ConcurrentDeleteReadException | ConcurrentDeleteDeleteException):
+            return Decision.RAISE
+        self.rounds += 1
+        if self.rounds >= _MAX_ROUNDS:  # pragma: no cover - a hundred rounds of removes
+            self.lost.extend(self.live)
+            self.live = []
+            return Finished(None)
+        self.table.update()
+        return Decision.RESTAGE

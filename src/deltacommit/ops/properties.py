@@ -15,9 +15,11 @@ in unchecked.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
 
 from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
@@ -34,9 +36,11 @@ from deltacommit.protocol.table_config.features import check_writable
 
 if TYPE_CHECKING:
     from deltacommit.engine.commit.policy import CommitResult
+    from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
+    from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.protocol.expressions.constraints import Constraint
-    from deltacommit.table import DeltaTable
+    from deltacommit.runtime.clock import RandomSource
 
 #: Properties only the writer that turns a feature on may set.
 _RESERVED = (in_commit_timestamps.ENABLEMENT_VERSION_KEY,
@@ -44,10 +48,29 @@ _RESERVED = (in_commit_timestamps.ENABLEMENT_VERSION_KEY,
              row_tracking.ROW_ID_COLUMN_KEY, row_tracking.COMMIT_VERSION_COLUMN_KEY)
 
 
-def set_properties(table: DeltaTable, properties: Mapping[str, str]) -> CommitResult:
-    """Set ``properties`` (and the table features they ask for) in one commit."""
-    from deltacommit.table import check_configuration
+class PropertiesTable(Protocol):
+    """What a change of properties needs of its table (``DeltaTable`` is one)."""
 
+    random: RandomSource
+
+    @property
+    def uri(self) -> str: ...
+
+    def transaction(self, operation: str = ..., operation_parameters: Mapping[str, Any] | None = ...,
+                    isolation_level: Any = ...) -> Transaction: ...
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
+
+
+#: Refuses property names and values Delta would not honour (``table.check_configuration``,
+#: the check a new table's configuration gets): ``(properties, table uri) -> None``.
+ConfigurationCheck = Callable[[Mapping[str, str], str], None]
+
+
+def set_properties(table: PropertiesTable, properties: Mapping[str, str],
+                   check_configuration: ConfigurationCheck) -> CommitResult:
+    """Set ``properties`` (and the table features they ask for) in one commit;
+    ``check_configuration`` refuses what a new table's configuration would refuse."""
     uri = table.uri
     if not isinstance(properties, Mapping) or not properties:
         raise InvalidArgumentError(f"properties for table {uri} must be a non-empty mapping of "
@@ -120,7 +143,7 @@ def _new_checks(current: Mapping[str, str | None], wanted: Mapping[str, str | No
             if key.lower().startswith(CONSTRAINT_PREFIX) and value and current.get(key) != value]
 
 
-def _check_existing_rows(table: DeltaTable, snap: Snapshot, checks: list[Constraint]) -> None:
+def _check_existing_rows(table: PropertiesTable, snap: Snapshot, checks: list[Constraint]) -> None:
     """Every row of ``snap`` must satisfy ``checks`` before they are set: writers enforce a
     CHECK constraint only on the rows they write, so one set over rows that violate it would
     be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``

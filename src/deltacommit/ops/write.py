@@ -1,28 +1,28 @@
-"""The one write path: data in, Parquet data files and one commit out.
+"""The write verbs: ``dc.write`` and ``dc.append`` (the ``Appender`` and Spark share their stages).
 
-Every writer goes through the same stages: ``dc.write`` and ``dc.append``, the ``Appender``
-and Spark (whose tasks run the first two stages on executors):
+Every writer goes through the same stages, driven by the one write driver (``driver.run``):
 
 1. ``conform_rows``: the rows in the table's schema, with every rule on them checked before any
    file is written (compatible types, NOT NULL columns, partition values, invariants and CHECK
    constraints);
 2. ``write_rows``: Parquet files with Delta statistics, one per partition value (or per
    ``target_file_rows``), through ``datafiles``;
-3. ``finish_write`` (or a group committer for coalesced appends): one transaction commits the
-   adds, with the app id that makes a pipeline stage exactly-once.
+3. ``TableWrite.stage`` and ``commit`` (or a group committer for coalesced appends): one
+   transaction commits the adds, with the app id that makes a pipeline stage exactly-once.
 
-Data files are written before the commit and have unique names, so a writer that crashes or
-loses a conflict leaves at most unreferenced files (removed by vacuum), never a half-visible
-write.  Idempotent writes record ``(app_id, app_version)`` in a ``txn`` action in the same
-commit as the data, so "already written" and "written now" can never both be true.
+Data files are written before the commit and have unique names, so a writer that crashes
+leaves at most unreferenced files (removed by vacuum), never a half-visible write; one whose
+commit is refused deletes them (``engine.commit.outcome``).  Idempotent writes record
+``(app_id, app_version)`` in a ``txn`` action in the same commit as the data, so "already
+written" and "written now" can never both be true.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pyarrow as pa
 
@@ -34,27 +34,29 @@ from deltacommit.errors import (
     DeltaCommitError,
     InvalidArgumentError,
     MetadataChangedException,
-    StagedFilesExpiredError,
     TableExistsError,
     TableNotFoundError,
     TableReplacedError,
 )
-from deltacommit.io.datafiles import WriteTarget, conform_rows, delete_files, write_rows
-from deltacommit.protocol.actions import MAX_LONG, Add
-from deltacommit.protocol.commit_window import may_commit
+from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.tables import Tables, WriteTable
+from deltacommit.protocol.actions import MAX_LONG
+from deltacommit.protocol.expressions.predicates import Predicate, parse_predicate
 from deltacommit.protocol.features.identity import (
     allocate,
     identity_columns,
     only_marks_changed,
     with_high_water_marks,
 )
-from deltacommit.protocol.partitions import decode_add_path
-from deltacommit.runtime.clock import now_ms
-from deltacommit.table import DeltaTable
+from deltacommit.protocol.partitions import serialize_partition_value
+from deltacommit.runtime.clock import Clock
 
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.protocol.expressions.predicates import Predicate
+    from deltacommit.io.storage.base import ObjectStore
+
+T = TypeVar("T", bound=WriteTable)
 
 MODES = ("append", "overwrite")
 
@@ -115,25 +117,24 @@ def check_write_arguments(mode: str, predicate: str | None, app_id: str | None,
             f"target_file_rows must be a positive integer, got {target_file_rows!r}")
 
 
-def open_or_create(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None,
-                   configuration: Mapping[str, str] | None,
-                   storage_options: Mapping[str, str] | None, *,
-                   blind: bool = False) -> DeltaTable:
+def open_or_create(tables: Tables[T], uri: str, schema: pa.Schema,
+                   partition_by: Sequence[str] | None, configuration: Mapping[str, str] | None,
+                   storage_options: Mapping[str, str] | None, *, blind: bool = False) -> T:
     """The table at ``uri``, created with ``schema`` if there is none (a concurrent creator
     winning is fine: its table is opened).  ``blind``: for a blind append, the process's
     cached state is taken without updating it (``DeltaTable._open_log``)."""
     try:
-        return DeltaTable(uri, storage_options=storage_options, _blind=blind)
+        return tables.open(uri, storage_options, blind=blind)
     except TableNotFoundError:
         pass
     try:
-        return DeltaTable.create(uri, schema, partition_by=partition_by,
-                                 configuration=configuration, storage_options=storage_options)
+        return tables.create(uri, schema, partition_by=partition_by,
+                             configuration=configuration, storage_options=storage_options)
     except TableExistsError:
-        return DeltaTable(uri, storage_options=storage_options)
+        return tables.open(uri, storage_options)
 
 
-def start_write(table: DeltaTable, mode: str, predicate: str | None,
+def start_write(table: WriteTable, mode: str, predicate: str | None,
                 partition_by: Sequence[str] | None) -> tuple[Transaction, Predicate | None]:
     """The transaction of a write, and its parsed overwrite predicate.
 
@@ -143,8 +144,6 @@ def start_write(table: DeltaTable, mode: str, predicate: str | None,
     table object may move it on), a commit of the same app id in between would be neither seen
     by the check nor reported as a conflict, and the data would be written twice.
     """
-    from deltacommit.protocol.expressions.predicates import parse_predicate
-
     uri = table.uri
     if partition_by is not None and list(partition_by) != table.partition_columns:
         raise InvalidArgumentError(
@@ -173,57 +172,6 @@ def already_written(txn: Transaction, app_id: str | None, app_version: int | Non
     return done is not None and done >= app_version
 
 
-def finish_write(txn: Transaction, adds: Sequence[Add], *, overwrite: bool,
-                 predicate: Predicate | None, app_id: str | None, app_version: int | None,
-                 num_rows: int, durable: bool = True) -> WriteResult:
-    """Stage the removes of an overwrite, the app id and the new files, and commit.
-    ``durable=False``: the files were written unsynced, for the commit to sync.
-
-    If another writer recorded this app id meanwhile with this version or a newer one, this
-    write's data is already in the table: its files are deleted and the write is reported as
-    skipped.  Otherwise the ConcurrentTransactionException propagates (the caller must redo the
-    write from a fresh read).
-    """
-    log = txn.table.log
-    if overwrite:
-        txn.remove(txn.scan(predicate=predicate))
-    if app_id is not None and app_version is not None:
-        txn.set_app_version(app_id, app_version)
-    txn.add(adds, durable=durable)
-    txn.operation_metrics["numOutputRows"] = str(num_rows)
-    try:
-        result = txn.commit()
-    except ConcurrentTransactionException:
-        if not recorded_concurrently(log, app_id, app_version):
-            raise
-        delete_files(log.log_store.store, adds)
-        return WriteResult(log.version, 0, skipped=True)
-    return WriteResult(result.version, result.attempts, num_files=len(adds), num_rows=num_rows,
-                       txn_id=result.txn_id, digest=result.digest)
-
-
-def check_staged(table: DeltaTable, adds: Sequence[Add], started_ms: int) -> None:
-    """Before committing files whose writing began at ``started_ms``: when that is longer ago
-    than the window in which no VACUUM can have deleted them (``staged_files``), each must
-    still exist; if one is gone, the rest are deleted too and StagedFilesExpiredError says
-    so (nothing was committed).  A write cannot be redone silently as a compaction bin can,
-    so an old one that is whole still commits: only a VACUUM whose retention the operator
-    set below the write's duration can race it."""
-    if may_commit(started_ms, now_ms(table.clock)):
-        return
-    store = table.log_store.store
-    paths = [decode_add_path(a.path) for a in adds]
-    store.await_puts(paths)
-    missing = [p for p in paths if not store.exists(p)]
-    if missing:
-        delete_files(store, adds)
-        raise StagedFilesExpiredError(
-            f"write to table {table.uri}: {len(missing)} of the {len(paths)} files it wrote "
-            f"(first {missing[0]}) were deleted before it could commit them, after "
-            f"{(now_ms(table.clock) - started_ms) / 60_000:.0f} minutes (a VACUUM with a "
-            "short retention?); the others were deleted too and nothing was committed")
-
-
 def recorded_concurrently(log: TableLog, app_id: str | None, app_version: int | None) -> bool:
     """After a ConcurrentTransactionException: did the winner record this app version?"""
     if app_id is None or app_version is None:
@@ -233,10 +181,16 @@ def recorded_concurrently(log: TableLog, app_id: str | None, app_version: int | 
     return done is not None and done >= app_version
 
 
-def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) -> None:
-    """An overwrite with a predicate must only write rows the predicate selects."""
-    from deltacommit.protocol.partitions import serialize_partition_value
+def identity_raced(log: TableLog, txn: Transaction) -> bool:
+    """After a MetadataChangedException of a write that generated identity values: was the
+    only change since its snapshot another writer's high-water marks (so allocating again
+    and retrying is correct)?"""
+    log.refresh()
+    return only_marks_changed(txn.snapshot.metadata, log.snapshot.metadata)
 
+
+def _check_predicate_covers(pred: Predicate, data: pa.Table, table: WriteTable) -> None:
+    """An overwrite with a predicate must only write rows the predicate selects."""
     pcols = table.partition_columns
     schema = table.schema
     types = {c: schema.field(c).type for c in pcols}
@@ -250,94 +204,212 @@ def _check_predicate_covers(pred: Predicate, data: pa.Table, table: DeltaTable) 
                 f"predicate {pred.to_sql()!r} does not select")
 
 
-def write(table_or_uri: DeltaTable | str, data: Any, *, mode: str = "append",
+class TableWrite(Generic[T]):
+    """A write of rows to a table through the write driver (``driver.run``): the stages every
+    writer shares; a writer adds how the files are written (``write``).
+
+    Idempotent writes record ``(app_id, app_version)`` in a ``txn`` action in the same commit
+    as the data, so "already written" and "written now" can never both be true: if another
+    writer recorded this app id meanwhile with this version or a newer one, this write's data
+    is already in the table, and it is reported as skipped (its files deleted); otherwise the
+    ConcurrentTransactionException propagates (the caller must redo the write from a fresh
+    read)."""
+
+    #: Whether the files are durable once written (else the commit makes them so).
+    durable = True
+
+    def __init__(self, table: T, *, mode: str, predicate: str | None,
+                 partition_by: Sequence[str] | None, app_id: str | None,
+                 app_version: int | None) -> None:
+        self.table = table
+        self.mode = mode
+        self.predicate = predicate
+        self.partition_by = partition_by
+        self.app_id = app_id
+        self.app_version = app_version
+        self.num_rows = 0
+        self.pred: Predicate | None = None
+        self._txn: Transaction | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.log_store.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "begin() first"
+        return self._txn
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self.num_rows = 0
+        self._txn, self.pred = start_write(self.table, self.mode, self.predicate,
+                                           self.partition_by)
+        return self._txn
+
+    def already_written(self) -> Finished[WriteResult] | None:
+        """Finished if the app version is recorded in the transaction's snapshot."""
+        if already_written(self.txn, self.app_id, self.app_version):
+            return Finished(WriteResult(self.txn.read_version, 0, skipped=True))
+        return None
+
+    def stage(self, attempt: Attempt) -> None:
+        """The removes of an overwrite, the app id and the new files."""
+        txn = self.txn
+        if self.mode == "overwrite":
+            txn.remove(txn.scan(predicate=self.pred))
+        if self.app_id is not None and self.app_version is not None:
+            txn.set_app_version(self.app_id, self.app_version)
+        txn.add(attempt.written, durable=self.durable)
+        txn.operation_metrics["numOutputRows"] = str(self.num_rows)
+
+    def commit(self, attempt: Attempt) -> WriteResult:
+        result = self.txn.commit()
+        return WriteResult(result.version, result.attempts, num_files=len(attempt.written),
+                           num_rows=self.num_rows, txn_id=result.txn_id, digest=result.digest)
+
+    def refused(self, attempt: Attempt, error: Exception) -> Decision | Finished[WriteResult]:
+        if isinstance(error, ConcurrentTransactionException):
+            log = self.table.log
+            if recorded_concurrently(log, self.app_id, self.app_version):
+                return Finished(WriteResult(log.version, 0, skipped=True))
+        return Decision.RAISE
+
+
+class ArrowWrite(TableWrite[T]):
+    """``dc.write``: rows in this process, identity values allocated here, files written
+    unsynced (the commit loop makes them durable just before the version that names them,
+    with the files of the rest of its group on a group-commit table)."""
+
+    durable = False
+
+    def __init__(self, table: T, data: pa.Table, *, mode: str, predicate: str | None,
+                 partition_by: Sequence[str] | None, app_id: str | None,
+                 app_version: int | None, target_file_rows: int | None,
+                 reopen: Callable[[], T] | None) -> None:
+        super().__init__(table, mode=mode, predicate=predicate, partition_by=partition_by,
+                         app_id=app_id, app_version=app_version)
+        self.data = data
+        self.target_file_rows = target_file_rows
+        self.reopen = reopen
+        #: The table's state was taken from the process's cache without a read (a blind
+        #: append): whatever fails on it is tried once more on a fresh read.
+        self.unrefreshed = table.log.unconfirmed
+        self.ids: dict[str, Any] = {}
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self.ids = {}
+        return super().begin(attempt)
+
+    def write(self, attempt: Attempt) -> Finished[WriteResult] | None:
+        table, txn, data = self.table, self.txn, self.data
+        target = WriteTarget.of(table.uri, txn.snapshot)
+        self.ids = allocate(target.identity, data.column_names, data.num_rows, table.uri)
+        rows = conform_rows(target, data, self.ids)
+        if self.pred is not None and rows.num_rows:
+            _check_predicate_covers(self.pred, rows, table)
+        finished = self.already_written()
+        if finished is not None:
+            return finished
+        if self.ids:
+            txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, self.ids.values()))
+        self.num_rows = rows.num_rows
+        attempt.written.extend(write_rows(self.store, target, rows, clock=table.clock,
+                                          random=table.random,
+                                          target_file_rows=self.target_file_rows,
+                                          durable=False))
+        return None
+
+    def refused(self, attempt: Attempt, error: Exception) -> Decision | Finished[WriteResult]:
+        decision = super().refused(attempt, error)
+        if decision is not Decision.RAISE:
+            return decision
+        table = self.table
+        if self.unrefreshed and self.reopen is not None and (
+                isinstance(error, ConcurrentModificationException | TableReplacedError
+                           | CoordinationMismatchError)
+                or (isinstance(error, DeltaCommitError) and not attempt.written)):
+            # A conflict, a table replaced, or a check failed (validation against an older
+            # schema) on the cached state: tried once more on a fresh read.
+            self.table = self.reopen()
+            self.unrefreshed = False
+            return Decision.REDO
+        if isinstance(error, MetadataChangedException) and self.ids \
+                and identity_raced(table.log, self.txn) \
+                and attempt.number < table.policy.max_attempts:
+            # A concurrent writer took identity values beyond the mark this write read: its
+            # files hold values that may now be taken, so they are written again with values
+            # allocated above the winner's mark, after a jittered pause (as the commit loop
+            # pauses) so racing identity writers spread out.
+            table.clock.sleep(table.policy.backoff(attempt.number,
+                                                   table.random.uniform(0.0, 1.0)))
+            return Decision.REDO
+        return Decision.RAISE
+
+
+class CoalescedAppend(TableWrite[T]):
+    """``dc.append`` on a table opened with ``group_commit``: the rows are handed to the
+    group's leader, which writes the rows of every append in its group into shared files and
+    deletes them itself when they are not committed (``engine.group.threads``)."""
+
+    def __init__(self, table: T, data: pa.Table, *, app_id: str | None,
+                 app_version: int | None) -> None:
+        super().__init__(table, mode="append", predicate=None, partition_by=None,
+                         app_id=app_id, app_version=app_version)
+        self.data = data
+        self.rows = data
+
+    def write(self, attempt: Attempt) -> Finished[WriteResult] | None:
+        self.rows = conform_rows(WriteTarget.of(self.table.uri, self.txn.snapshot), self.data)
+        self.num_rows = self.rows.num_rows
+        return self.already_written()
+
+    def commit(self, attempt: Attempt) -> WriteResult:
+        result, files = self.txn.commit_rows(self.rows)
+        return WriteResult(result.version, result.attempts, num_files=files,
+                           num_rows=self.num_rows, txn_id=result.txn_id, digest=result.digest)
+
+
+def write(table_or_uri: T | str, data: Any, *, tables: Tables[T], mode: str = "append",
           partition_by: Sequence[str] | None = None, predicate: str | None = None,
           app_id: str | None = None, app_version: int | None = None,
           storage_options: Mapping[str, str] | None = None,
           configuration: Mapping[str, str] | None = None,
           target_file_rows: int | None = None) -> WriteResult:
-    """Append or overwrite; creates the table on first write (see README.md, "Python")."""
+    """Append or overwrite; creates the table on first write (see README.md, "Python");
+    ``tables`` opens and creates tables given by location (``deltacommit.write`` passes the
+    facade's)."""
     check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     table_data = to_arrow_table(data)
-    if isinstance(table_or_uri, DeltaTable):
+    reopen: Callable[[], T] | None = None
+    if not isinstance(table_or_uri, str):
         table = table_or_uri
         if app_id is not None:
             table.update()
     else:
+        uri = table_or_uri
+
+        def reopen() -> T:
+            return open_or_create(tables, uri, table_data.schema, partition_by, configuration,
+                                  storage_options)
+
         # A blind append takes the process's last state of the table as it is: whatever was
         # committed since, its commit loop finds by losing a race.
-        table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
+        table = open_or_create(tables, uri, table_data.schema, partition_by, configuration,
                                storage_options, blind=mode == "append" and app_id is None)
-    # Whatever fails on such a cached state (validation against an older schema, a change of
-    # metadata or protocol, a table replaced meanwhile) is tried once more on a fresh read:
-    # the write fails only if it fails there too.
-    unrefreshed = table.log.unconfirmed
-    attempt = 0
-    while True:
-        attempt += 1
-        adds: list[Add] = []
-        ids: dict[str, Any] = {}
-        try:
-            txn, pred = start_write(table, mode, predicate, partition_by)
-            target = WriteTarget.of(table.uri, txn.snapshot)
-            ids = allocate(target.identity, table_data.column_names, table_data.num_rows,
-                           table.uri)
-            rows = conform_rows(target, table_data, ids)
-            if pred is not None and rows.num_rows:
-                _check_predicate_covers(pred, rows, table)
-            if already_written(txn, app_id, app_version):
-                return WriteResult(txn.read_version, 0, skipped=True)
-            if ids:
-                txn.update_metadata(with_high_water_marks(txn.snapshot.metadata, ids.values()))
-            # Written unsynced: the commit loop makes them durable just before the version
-            # that names them (with the files of the rest of its group, on a group-commit table).
-            started = now_ms(table.clock)
-            adds = write_rows(table.log_store.store, target, rows, clock=table.clock,
-                              random=table.random, target_file_rows=target_file_rows,
-                              durable=False)
-            check_staged(table, adds, started)
-            return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
-                                app_id=app_id, app_version=app_version, num_rows=rows.num_rows,
-                                durable=False)
-        except (ConcurrentModificationException, TableReplacedError,
-                CoordinationMismatchError) as e:
-            # Refused before anything was committed: this write's files are unreferenced.
-            delete_files(table.log_store.store, adds)
-            if not unrefreshed:
-                if not isinstance(e, MetadataChangedException) or not ids \
-                        or not identity_raced(table.log, txn) \
-                        or attempt >= table.policy.max_attempts:
-                    raise
-                # A concurrent writer took identity values beyond the mark this write read:
-                # its files hold values that may now be taken, so they are written again with
-                # values allocated above the winner's mark, after a jittered pause (as the
-                # commit loop pauses) so racing identity writers spread out.
-                table.clock.sleep(table.policy.backoff(attempt, table.random.uniform(0.0, 1.0)))
-                continue
-        except DeltaCommitError:
-            # Files written and the commit failed otherwise: it may have happened (a lost
-            # answer), so they stay, and so does the error.  A failed upload of one of them
-            # need not be remembered: no later commit of this write will name it.
-            if adds:
-                store = table.log_store.store
-                store.await_puts([decode_add_path(a.path) for a in adds], forget=True)
-            if not unrefreshed or adds:
-                raise
-        assert isinstance(table_or_uri, str)
-        table = open_or_create(table_or_uri, table_data.schema, partition_by, configuration,
-                               storage_options)
-        unrefreshed = False
+    return run(ArrowWrite(table, table_data, mode=mode, predicate=predicate,
+                          partition_by=partition_by, app_id=app_id, app_version=app_version,
+                          target_file_rows=target_file_rows, reopen=reopen))
 
 
-def identity_raced(log: TableLog, txn: Transaction) -> bool:
-    """After a MetadataChangedException of a write that generated identity values: was the
-    only change since its snapshot another writer's high-water marks (so allocating again
-    and retrying is correct)?"""
-    log.refresh()
-    return only_marks_changed(txn.snapshot.metadata, log.snapshot.metadata)
-
-
-def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
+def append(table: T | str, data: Any, *, tables: Tables[T], app_id: str | None = None,
            app_version: int | None = None,
            storage_options: Mapping[str, str] | None = None) -> WriteResult:
     """Append ``data``; on a group-commit table, concurrent appends share files and a version.
@@ -349,35 +421,17 @@ def append(table: DeltaTable | str, data: Any, *, app_id: str | None = None,
     still returns its own result (``num_files`` counts the files its group wrote).  On any
     other table, or given a URI, this is ``write``.
     """
-    committer = table.group_committer if not isinstance(table, str) else None
-    lacking: list[Any] = []
-    if committer is not None and not committer.shares_processes:
-        assert not isinstance(table, str)
-        data = to_arrow_table(data)
-        lacking = [c for c in identity_columns(table.schema, table.uri)
-                   if c.name not in data.column_names]
-    if committer is None or committer.shares_processes or lacking:
-        # Identity values are allocated by a writer that commits their high-water mark
-        # itself (``write``), never by rows coalesced into another writer's files.
+    if isinstance(table, str) or table.group_committer is None \
+            or table.group_committer.shares_processes:
         # Across processes each append carries its own file (rows are not shipped between
         # processes); the commits are still shared.
-        return write(table, data, mode="append", app_id=app_id, app_version=app_version,
-                     storage_options=storage_options)
-    assert not isinstance(table, str)
+        return write(table, data, tables=tables, mode="append", app_id=app_id,
+                     app_version=app_version, storage_options=storage_options)
+    data = to_arrow_table(data)
+    if any(c.name not in data.column_names for c in identity_columns(table.schema, table.uri)):
+        # Identity values are allocated by a writer that commits their high-water mark
+        # itself (``write``), never by rows coalesced into another writer's files.
+        return write(table, data, tables=tables, mode="append", app_id=app_id,
+                     app_version=app_version, storage_options=storage_options)
     check_write_arguments("append", None, app_id, app_version)
-    txn, _ = start_write(table, "append", None, None)
-    rows = conform_rows(WriteTarget.of(table.uri, txn.snapshot), to_arrow_table(data))
-    if already_written(txn, app_id, app_version):
-        return WriteResult(txn.read_version, 0, skipped=True)
-    if app_id is not None and app_version is not None:
-        txn.set_app_version(app_id, app_version)
-    txn.operation_metrics["numOutputRows"] = str(rows.num_rows)
-    try:
-        result, files = txn.commit_rows(rows)
-    except ConcurrentTransactionException:
-        # As in ``write``; these rows were left out of the group's files, so nothing to delete.
-        if not recorded_concurrently(table.log, app_id, app_version):
-            raise
-        return WriteResult(table.version, 0, skipped=True)
-    return WriteResult(result.version, result.attempts, num_files=files, num_rows=rows.num_rows,
-                       txn_id=result.txn_id, digest=result.digest)
+    return run(CoalescedAppend(table, data, app_id=app_id, app_version=app_version))

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltacommit.errors import DeltaCommitError
-from deltacommit.io.datafiles import WriteTarget, delete_files
+from deltacommit.io.datafiles import WriteTarget
+from deltacommit.ops.driver import discard
 from deltacommit.ops.optimize import CompactionBin
 from deltacommit.protocol.actions import Add
 from deltacommit.spark.shipping import run_tasks
@@ -53,7 +54,7 @@ class SparkBinRewriter:
             else:
                 failures.append(doc["error"])
         if failures:
-            delete_files(table.store, [a for adds in added.values() for a in adds])
+            discard(table.store, [a for adds in added.values() for a in adds])
             raise DeltaCommitError(f"compaction of table {table.uri}: "
                                    f"{failures[0].get('message', '')}"
                                    + (f" (and {len(failures) - 1} more bins)"

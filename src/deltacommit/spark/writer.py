@@ -28,25 +28,20 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from deltacommit import errors
-from deltacommit.errors import (
-    ConcurrentModificationException,
-    DeltaCommitError,
-    InvalidArgumentError,
-)
-from deltacommit.io.datafiles import WriteTarget, delete_files
+from deltacommit.errors import DeltaCommitError, InvalidArgumentError
+from deltacommit.io.datafiles import WriteTarget
+from deltacommit.ops.driver import Attempt, Finished, discard, run
 from deltacommit.ops.write import (
+    TableWrite,
     WriteResult,
-    already_written,
     check_write_arguments,
-    finish_write,
     open_or_create,
-    start_write,
 )
 from deltacommit.protocol.actions import Add
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
-from deltacommit.table import DeltaTable
+from deltacommit.table import TABLES, DeltaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,32 +69,49 @@ def write(df: DataFrame, table_or_uri: DeltaTable | str, *, mode: str = "append"
     rows); without it every task writes one file per partition value it happens to hold, as
     ``DataFrame.write.partitionBy`` does.
     """
-    from deltacommit.protocol.schema.arrow import check_write_compatible
-
     check_write_arguments(mode, predicate, app_id, app_version, target_file_rows)
     arrow_schema = spark_to_arrow_schema(df.schema)
     if isinstance(table_or_uri, DeltaTable):
         table = table_or_uri
         table.update()
     else:
-        table = open_or_create(table_or_uri, as_nullable(arrow_schema), partition_by,
+        table = open_or_create(TABLES, table_or_uri, as_nullable(arrow_schema), partition_by,
                                configuration, storage_options)
-    txn, pred = start_write(table, mode, predicate, partition_by)
-    check_write_compatible(_expected_schema(table, arrow_schema), arrow_schema, table.uri)
-    if already_written(txn, app_id, app_version):
-        return WriteResult(txn.read_version, 0, skipped=True)
-    adds = write_files(df, table, target_file_rows=target_file_rows, repartition=repartition)
-    try:
-        if pred is not None:
-            _check_predicate_covers(pred, adds, table)
-        return finish_write(txn, adds, overwrite=mode == "overwrite", predicate=pred,
-                            app_id=app_id, app_version=app_version,
-                            num_rows=sum(a.num_records() or 0 for a in adds))
-    except (ConcurrentModificationException, InvalidArgumentError):
-        # Nothing was committed (a conflict or bad input is decided before or instead of the
-        # commit), so the files are garbage.  Any other error may hide a commit that happened.
-        delete_files(table.log_store.store, adds)
-        raise
+    return run(SparkWrite(table, df, arrow_schema, mode=mode, predicate=predicate,
+                          partition_by=partition_by, app_id=app_id, app_version=app_version,
+                          target_file_rows=target_file_rows, repartition=repartition))
+
+
+class SparkWrite(TableWrite[DeltaTable]):
+    """The write driver's stages for a DataFrame: the files are written by one Spark job
+    (``write_files``), then committed by the driver as ``dc.write`` commits its own."""
+
+    def __init__(self, table: DeltaTable, df: DataFrame, arrow_schema: pa.Schema, *, mode: str,
+                 predicate: str | None, partition_by: Sequence[str] | None,
+                 app_id: str | None, app_version: int | None, target_file_rows: int | None,
+                 repartition: bool) -> None:
+        super().__init__(table, mode=mode, predicate=predicate, partition_by=partition_by,
+                         app_id=app_id, app_version=app_version)
+        self.df = df
+        self.arrow_schema = arrow_schema
+        self.target_file_rows = target_file_rows
+        self.repartition = repartition
+
+    def write(self, attempt: Attempt) -> Finished[WriteResult] | None:
+        from deltacommit.protocol.schema.arrow import check_write_compatible
+
+        table = self.table
+        check_write_compatible(_expected_schema(table, self.arrow_schema), self.arrow_schema,
+                               table.uri)
+        finished = self.already_written()
+        if finished is not None:
+            return finished
+        attempt.written.extend(write_files(self.df, table, target_file_rows=self.target_file_rows,
+                                           repartition=self.repartition))
+        self.num_rows = sum(a.num_records() or 0 for a in attempt.written)
+        if self.pred is not None:
+            _check_predicate_covers(self.pred, attempt.written, table)
+        return None
 
 
 def _expected_schema(table: DeltaTable, data: pa.Schema) -> pa.Schema:
@@ -160,7 +172,7 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
         else:
             failures.append(doc["error"])
     if failures:
-        delete_files(table.log_store.store, adds)
+        discard(table.log_store.store, adds)
         raise _task_error(failures[0], table.uri, len(failures))
     return adds
 

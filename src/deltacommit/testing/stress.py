@@ -41,7 +41,9 @@ from deltacommit.errors import (
     StorageError,
     TableNotFoundError,
 )
+from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.io.journal import Journal, read_journals
+from deltacommit.ops.driver import Attempt, Decision, run
 from deltacommit.ops.verify import VerifyReport, verify_table
 from deltacommit.testing.stress_peers import (
     PEER_KINDS,
@@ -55,7 +57,9 @@ from deltacommit.testing.stress_peers import (
 )
 
 if TYPE_CHECKING:
-    from deltacommit.engine.transaction.transaction import CommitResult
+    from deltacommit.engine.transaction.transaction import CommitResult, Transaction
+    from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.runtime.clock import Clock
     from deltacommit.table import DeltaTable
 
 #: The table a stress run writes: who wrote each row, in which life of the writer process.
@@ -356,32 +360,68 @@ def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, 
 
 
 def _append(table: DeltaTable, data: pa.Table, who: str) -> CommitResult | None:
-    """One append through a Transaction, retried as the SAME transaction after a transient
-    error, as an application should: if the failed attempt had in fact landed (the answer was
-    lost), the retry finds its own txnId in the log and reports that version instead of
-    committing the rows twice.  None when every try failed (the write's outcome is unknown and
-    it is never acknowledged)."""
-    from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+    """One append through the write driver, whose commit is retried as the SAME transaction
+    after a transient error, as an application should: if the failed attempt had in fact
+    landed (the answer was lost), the retry finds its own txnId in the log and reports that
+    version instead of committing the rows twice.  None when every try failed (the write's
+    outcome is unknown and it is never acknowledged; its files are kept)."""
 
-    txn = table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
-    target = WriteTarget.of(table.uri, txn.snapshot)
-    data = conform_rows(target, data)
+    def retried(e: BaseException, attempt: int) -> None:
+        print(f"{who} transient error (try {attempt} of {COMMIT_TRIES} of txn "
+              f"{job.txn.txn_id}): {e}", file=sys.stderr, flush=True)
+
+    job = _StressAppend(table, data)
     try:
-        adds = write_rows(table.log_store.store, target, data, clock=table.clock,
-                          random=table.random)
+        return run(job, unknown_tries=COMMIT_TRIES, on_unknown=retried)
     except TRANSIENT as e:
         print(f"{who} transient error: {e}", file=sys.stderr, flush=True)
         return None
-    txn.add(adds)
-    txn.operation_metrics["numOutputRows"] = str(data.num_rows)
-    for attempt in range(1, COMMIT_TRIES + 1):
-        try:
-            return txn.commit()
-        except TRANSIENT as e:
-            print(f"{who} transient error (try {attempt} of {COMMIT_TRIES} of txn "
-                  f"{txn.txn_id}): {e}", file=sys.stderr, flush=True)
-            time.sleep(0.05 * attempt)
-    return None
+
+
+class _StressAppend:
+    """A stress writer's append as the write driver's stages (``ops.driver``)."""
+
+    def __init__(self, table: DeltaTable, data: pa.Table) -> None:
+        self.table = table
+        self.data = data
+        self._txn: Transaction | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "begin() first"
+        return self._txn
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self._txn = self.table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+        return self._txn
+
+    def write(self, attempt: Attempt) -> None:
+        target = WriteTarget.of(self.table.uri, self.txn.snapshot)
+        self.data = conform_rows(target, self.data)
+        attempt.written.extend(write_rows(self.store, target, self.data,
+                                          clock=self.table.clock, random=self.table.random))
+
+    def stage(self, attempt: Attempt) -> None:
+        self.txn.add(attempt.written)
+        self.txn.operation_metrics["numOutputRows"] = str(self.data.num_rows)
+
+    def commit(self, attempt: Attempt) -> CommitResult:
+        return self.txn.commit()
+
+    def refused(self, attempt: Attempt, error: Exception) -> Decision:
+        return Decision.RAISE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,6 +80,7 @@ import pyarrow as pa
 
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import CommitLoop, Group, Member, Seen
+from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.group.host import HostLink
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
@@ -331,7 +332,8 @@ class GroupCommitter:
                 handed = True
                 if group is not None:
                     g = group
-                    done = self._guarded(g.members, lambda: self._commit(g))
+                    done = self._guarded(g.members, lambda: self._commit(g), group=g,
+                                         committing=True)
                     if done is not None:
                         commit, snapshot = done
         finally:
@@ -342,16 +344,23 @@ class GroupCommitter:
             # (if it owes one) is written from the snapshot exactly at its version.
             self.table.log.post_commit(commit, snapshot)
 
-    def _guarded(self, members: Sequence[Member], stage: Callable[[], T]) -> T | None:
+    def _guarded(self, members: Sequence[Member], stage: Callable[[], T], *,
+                 group: _Group | None = None, committing: bool = False) -> T | None:
         """Run a stage; if it fails unexpectedly (a storage error writing the commit, most
         likely), each of ``members`` it left unfinished gets that error: the outcome of its
-        commit is what the error says, as for a lone transaction."""
+        commit is what the error says, as for a lone transaction.  The files ``group`` wrote
+        for its coalesced appends are deleted where the failure proves that no version names
+        them (``engine.commit.outcome``: any failure before the commit stage, and the errors
+        that prove it after), and kept where the outcome is unknown."""
         try:
             return stage()
         except Exception as e:
             for m in members:
                 if not m.done and not (isinstance(m, _Member) and m.queued):
                     m.fail(e)
+            if group is not None and outcome_of(e, committing=committing) \
+                    is Outcome.NOT_COMMITTED:
+                group.discard()
             return None
 
     def _take(self) -> list[_Member]:
@@ -440,9 +449,8 @@ class GroupCommitter:
         adds = self._guarded(appends, lambda: self._write_rows(appends)) or []
         appends = [m for m in appends if not m.done]
         group = _Group(self, key, appends, adds, others)
-        if not self._guarded(group.members, lambda: self._make_durable(group)):
-            group.discard()  # every member failed with the sync's error
-            return None
+        if not self._guarded(group.members, lambda: self._make_durable(group), group=group):
+            return None  # every member failed with the sync's error
         return group
 
     def _make_durable(self, group: _Group) -> bool:
