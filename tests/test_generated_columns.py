@@ -112,6 +112,12 @@ CASES: list[tuple[str, pa.DataType, list[Any]]] = [
     ("trunc(day, 'week')", pa.date32(), [dt.date(2024, 2, 26), None, dt.date(1999, 12, 27)]),
     ("length(s)", pa.int32(), [11, None, 5]),
     ("char_length(s) > 6", pa.bool_(), [True, None, False]),
+    # CASE: the first WHEN that holds (NULL does not), its THEN in the branches' common type
+    ("CASE WHEN n > 1 THEN 'big' WHEN n < 0 THEN 'negative' ELSE 'small' END", pa.string(),
+     ["big", "negative", "small"]),
+    ("CASE n WHEN 7 THEN big WHEN -7 THEN 1.5 END", pa.decimal128(21, 1),
+     [Decimal(2**40), Decimal("1.5"), None]),
+    ("CASE WHEN x IS NULL THEN 0 ELSE x END", pa.float64(), [1.5, -2.25, 0.0]),
 ]
 
 
@@ -135,6 +141,8 @@ UNSUPPORTED = [
     ("trunc(day, 'DAY')", "trunc to 'DAY'"),
     ("date_trunc('fortnight', ts)", "date_trunc to 'fortnight'"),
     ("length(n)", "length of INT"),
+    ("CASE WHEN n THEN 1 END", "not a condition"),
+    ("CASE WHEN n > 0 THEN s ELSE day END", "CASE of"),
 ]
 
 
@@ -148,7 +156,7 @@ def test_expression_beyond_this_writer_is_refused(expression: str, why: str) -> 
 
 @pytest.mark.parametrize("expression", [
     "md5(s)", "rand()", "CAST(n AS interval)", "n +", "year(ts", "", "substring(s)",
-    "CASE WHEN n > 1 THEN 1 END"])
+    "CASE WHEN n > 1 END", "CASE n THEN 1 END", "CASE WHEN n > 1 THEN 1", "CASE END"])
 def test_expression_that_does_not_parse(expression: str) -> None:
     with pytest.raises(InvalidArgumentError):
         parse_expression(expression)

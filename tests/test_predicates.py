@@ -18,7 +18,6 @@ from deltacommit.protocol.expressions.predicates import (
     TRUE,
     And,
     Comparison,
-    Constant,
     InList,
     IsNull,
     Literal,
@@ -65,7 +64,7 @@ def ev(text: str, **values: str | None) -> bool:
     ("i < +5", Comparison("i", "<", Literal("int", 5))),
     ("5 < i", Comparison("i", ">", Literal("int", 5))),
     ("f >= 1.50", Comparison("f", ">=", Literal("decimal", Decimal("1.50")))),
-    ("f <= 1e3", Comparison("f", "<=", Literal("int", 1000))),
+    ("f <= 1e3", Comparison("f", "<=", Literal("double", 1000.0))),  # a DOUBLE, as Spark types it
     ("f > .5", Comparison("f", ">", Literal("decimal", Decimal("0.5")))),
     ("b = true", Comparison("b", "=", Literal("bool", True))),
     ("FALSE = b", Comparison("b", "=", Literal("bool", False))),
@@ -300,7 +299,7 @@ def test_predicates_are_immutable_and_hashable() -> None:
     with pytest.raises(AttributeError):
         a.children = ()  # type: ignore[misc]
     assert str(a) == a.to_sql()
-    assert Constant(True) == TRUE and TRUE is not FALSE
+    assert Literal("bool", True) == TRUE and TRUE is not FALSE
 
 
 def test_pickle_and_deepcopy_after_compiling() -> None:
@@ -430,8 +429,8 @@ def _ref_literal(literal: Literal, column: str) -> Any:
 
 def _reference(p: Predicate, values: dict[str, str | None]) -> bool | None:
     """A direct three-valued evaluation over typed Python values."""
-    if isinstance(p, Constant):
-        return p.value
+    if isinstance(p, Literal):  # TRUE or FALSE
+        return bool(p.value)
     if isinstance(p, Not):
         r = _reference(p.child, values)
         return None if r is None else not r

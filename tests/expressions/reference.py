@@ -394,8 +394,8 @@ def _as(v: Any, source: T, to: T) -> Any:
         return float(v) if not isinstance(v, float) else v
     if to == FLOAT:
         return to_float32(v)
-    if to.name == "decimal":
-        return Decimal(v)
+    if to.name == "decimal":  # exact, at the type's scale (CAST(0 AS DECIMAL(12, 2)) is 0.00)
+        return Decimal(v).quantize(Decimal(1).scaleb(-to.s))
     if to == TIMESTAMP and source == DATE:
         return dt.datetime(v.year, v.month, v.day, tzinfo=UTC)
     if to == DATE and source == STRING:

@@ -1,7 +1,7 @@
-"""deltacommit's three expression evaluators against a plain-Python reference of Spark 4's
-semantics (``reference.py``: ANSI mode, a UTC session), over random expressions and random
-Arrow data: value expressions (generated columns and CHECK constraints beyond predicates), row
-filters (DELETE and CHECK constraints) and partition predicates.  They agree on every value, on
+"""deltacommit's expression evaluation against a plain-Python reference of Spark 4's semantics
+(``reference.py``: ANSI mode, a UTC session), over random expressions and random Arrow data:
+value expressions (generated columns), conditions (CHECK constraints), row filters (DELETE)
+and partition predicates (the second interpretation of the same tree).  They agree on every value, on
 every NULL and NaN, and on every row Spark fails; and whatever the input, they raise nothing
 but deltacommit errors.
 """
@@ -29,7 +29,7 @@ from deltacommit.protocol.expressions.generated import (
     expression_type,
 )
 from deltacommit.protocol.expressions.predicates import parse_predicate
-from deltacommit.protocol.expressions.row_filters import not_true, to_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.partitions import serialize_partition_value
 
 from . import reference as ref
@@ -399,9 +399,10 @@ def test_predicates_agree_with_spark_on_rows_and_partition_values(
     data = table_of(rs)
     wanted = [i for i, v in enumerate(values) if v is True]
     numbered = data.append_column("row", pa.array(range(data.num_rows), pa.int64()))
-    selected = numbered.filter(to_expression(predicate, ARROW_SCHEMA))
+    rows_of = row_filter(predicate, ARROW_SCHEMA)
+    selected = numbered.filter(rows_of.matches(numbered))
     assert selected.column("row").to_pylist() == wanted, text
-    rejected = numbered.filter(not_true(to_expression(predicate, ARROW_SCHEMA)))
+    rejected = numbered.filter(rows_of.not_matching(numbered))
     assert rejected.column("row").to_pylist() == sorted(set(range(len(rs))) - set(wanted))
     types = {name: ARROW_SCHEMA.field(name).type for name in _PREDICATE_COLUMNS}
     for i, r in enumerate(rs):
@@ -434,7 +435,7 @@ def test_any_text_raises_only_deltacommit_errors(tokens: list[str],
             lambda: evaluate(GeneratedColumn("g", text), data, pa.int64(), "t"),
             lambda: evaluate_condition(text, data),
             lambda: check_constraints(data, [Constraint("check", "c", text)], "t"),
-            lambda: data.filter(to_expression(parse_predicate(text), ARROW_SCHEMA)),
+            lambda: data.filter(row_filter(parse_predicate(text), ARROW_SCHEMA).matches(data)),
             lambda: parse_predicate(text).evaluate({"i": "1", "d": "NaN"},
                                                    {"i": pa.int32(), "d": pa.float64()})):
         with contextlib.suppress(DeltaCommitError):

@@ -144,6 +144,32 @@ def test_operands_spark_does_not_evaluate_do_not_fail() -> None:
                     "t").to_pylist() == [None]
 
 
+def test_case_evaluates_a_branch_only_for_the_rows_that_reach_it() -> None:
+    """CASE evaluates a WHEN only where no earlier WHEN holds and a THEN only where its WHEN is
+    the first to hold, as Spark does row by row; a failing branch fails only its rows."""
+    x = pa.array([0, 5, None], pa.int32())
+    assert _values("CASE WHEN x = 0 THEN 0 ELSE 10 / x END", x, pa.float64()) == \
+        [0.0, 2.0, None]
+    assert _values("CASE WHEN x = 0 THEN -1 WHEN 10 / x > 1 THEN 1 END", x, pa.int32()) == \
+        [-1, 1, None]
+    assert _values("CASE x WHEN 0 THEN 0 WHEN 5 THEN 100 / x END", x, pa.float64()) == \
+        [0.0, 20.0, None]
+    with pytest.raises(dc.ExpressionValueError, match=r"division by zero.*|.*'x': 0"):
+        _values("CASE WHEN x > 0 THEN 0 ELSE 10 / x END", x, pa.float64())
+
+
+def test_coalesce_evaluates_an_argument_only_where_every_earlier_one_is_null() -> None:
+    """The third argument of coalesce(a, b, c) is evaluated where a and b are both NULL, not
+    merely where b is."""
+    data = pa.table({"a": pa.array([1, None], pa.int64()), "b": pa.array([None, 2], pa.int64())})
+    assert evaluate(GeneratedColumn("g", "coalesce(a, b, 1 / 0)"), data, pa.float64(),
+                    "t").to_pylist() == [1.0, 2.0]
+    with pytest.raises(dc.ExpressionValueError, match="division by zero"):
+        evaluate(GeneratedColumn("g", "coalesce(a, b, 1 / 0)"),
+                 pa.table({"a": pa.array([None], pa.int64()), "b": pa.array([None], pa.int64())}),
+                 pa.float64(), "t")
+
+
 @pytest.mark.parametrize(("expression", "text", "expected"), [
     ("upper(x)", "straße", "STRASSE"),
     ("upper(x)", "ﬁx", "FIX"),

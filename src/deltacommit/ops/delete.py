@@ -35,7 +35,7 @@ from deltacommit.protocol.deletion_vectors import (
     relative_dv_path_or_inline,
 )
 from deltacommit.protocol.expressions.predicates import Predicate
-from deltacommit.protocol.expressions.row_filters import to_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.fingerprint import row_differences
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.table_config.features import change_data_feed_enabled
@@ -96,7 +96,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             "so a DELETE of some rows of a file must also write change data files, which "
             "deltacommit does not write; delete whole partitions (a predicate on partition "
             "columns only) or run the DELETE with Spark")
-    expression = to_expression(predicate, table.schema, where)
+    matching = row_filter(predicate, table.schema, where)
     with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
         files = txn.scan()
         scan = replace(table.file_scan(table.schema), physical_rows=True)
@@ -108,8 +108,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
         for add in files:
             data = scan.read(add)
             n = data.num_rows
-            hit = (data.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
-                   .filter(expression).column("__row").to_numpy())
+            hit = np.flatnonzero(matching.matches(data).to_numpy(zero_copy_only=False))
             old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
                                 add.deletion_vector, data_file=add.path, num_rows=n,
                                 storage_options=table.storage_options,
@@ -121,7 +120,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             deleted_now += len(rows) - len(old)
             removes.append(add)
             live = data.filter(keep_mask(old, n, f"{where}: {add.path}")) if len(old) else data
-            proofs.append((add, data, _without_matches(live, expression)))
+            proofs.append((add, data, live.filter(matching.not_matching(live))))
             if len(rows) < n:
                 kept.append((add, encode_bitmap_array(rows), len(rows)))
         adds: list[Add] = []
@@ -151,16 +150,6 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
         txn.operation_metrics["numDeletedRows"] = str(deleted_now)
     assert txn.result is not None
     return txn.result
-
-
-def _without_matches(live: pa.Table, expression: Any) -> pa.Table:
-    """The rows of ``live`` for which the delete's predicate is not TRUE."""
-    n = live.num_rows
-    matched = (live.append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
-               .filter(expression).column("__row").to_numpy())
-    keep = np.ones(n, dtype=bool)
-    keep[matched] = False
-    return live.filter(pa.array(keep))
 
 
 def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],

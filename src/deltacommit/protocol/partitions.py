@@ -58,8 +58,10 @@ _TIMESTAMP_RE = re.compile(
 _BINARY_ESCAPE_RE = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
 
 
-def _type_kind(t: pa.DataType) -> str:
-    """The partition value family of an Arrow type; '' if it cannot be a partition column."""
+def value_kind(t: pa.DataType) -> str:
+    """The family of values of an Arrow type, as partition values and the SQL predicates over
+    them read it: string, bool, int, float, decimal, date, timestamp or binary; '' for any
+    other type (nested types, float16), which cannot be a partition column."""
     types = pa.types
     if types.is_string(t) or types.is_large_string(t) or types.is_string_view(t):
         return "string"
@@ -87,7 +89,7 @@ PARTITION_TYPES = ("boolean, integers, float, double, decimal, string, binary, d
 
 def is_partition_type(t: pa.DataType) -> bool:
     """Whether a column of this type can partition a table (primitive, not nested)."""
-    return _type_kind(t) != "" and not (pa.types.is_unsigned_integer(t)
+    return value_kind(t) != "" and not (pa.types.is_unsigned_integer(t)
                                         and t.bit_width == 64)
 
 
@@ -182,7 +184,7 @@ def serialize_partition_value(value: object, arrow_type: pa.DataType) -> str | N
         value = _scalar_to_python(value, arrow_type)
     if value is None:
         return None
-    kind = _type_kind(arrow_type)
+    kind = value_kind(arrow_type)
     if kind == "string":
         if not isinstance(value, str):
             raise _bad_value(value, arrow_type, "expected str")
@@ -268,7 +270,7 @@ def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> object:
     """The Python value of a ``partitionValues`` string; None for null or empty."""
     if text is None or text == "":
         return None
-    kind = _type_kind(arrow_type)
+    kind = value_kind(arrow_type)
     try:
         if kind == "string":
             return text

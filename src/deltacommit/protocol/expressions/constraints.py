@@ -6,10 +6,10 @@ Constraints"): ``delta.invariants`` in a column's metadata (``{"expression": {"e
 commits rows every other engine refuses, so every write path (``dc.write``, group commit, the
 Appender, the CLI, Spark) calls ``check_constraints`` before writing data.
 
-Expressions are parsed by the predicate parser and evaluated column-wise with Arrow
-(``row_filters``), or, beyond a predicate, by the value expressions of generated columns
-(``generated.evaluate_condition``); both compare as Spark does (``sql_semantics``: NaN equals
-NaN and is above every other value, so a NaN row violates ``NOT (x > 100)`` and ``x != x``).
+Expressions are parsed by the one parser (``parser.parse_expression``) and evaluated
+column-wise with Arrow by the one evaluator (``evaluator``), which compares as Spark does (NaN
+equals NaN and is above every other value, so a NaN row violates ``NOT (x > 100)`` and ``x !=
+x``) and fails where Spark fails.
 
 A row satisfies a constraint only when the expression is TRUE, so NULL violates it as FALSE
 does.  That is Delta's rule, not SQL's CHECK (where only FALSE violates): PROTOCOL.md "Check
@@ -33,13 +33,14 @@ import pyarrow.compute as pc
 
 from deltacommit.errors import (
     CheckConstraintViolationError,
-    DeltaCommitError,
+    InvalidArgumentError,
     InvariantViolationError,
+    SchemaMismatchError,
     UnsupportedProtocolError,
 )
-from deltacommit.protocol.expressions.generated import ConditionFailed, evaluate_condition
-from deltacommit.protocol.expressions.predicates import parse_predicate
-from deltacommit.protocol.expressions.row_filters import not_true, to_expression
+from deltacommit.protocol.expressions.arrow_values import pcx
+from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
+from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.json_values import loads
 
 CONSTRAINT_PREFIX = "delta.constraints."
@@ -97,37 +98,34 @@ def _invariant_expression(raw: bytes, column: str, table: str) -> str:
 
 def check_constraints(data: pa.Table, constraints: list[Constraint], table: str) -> None:
     """Raise InvariantViolationError / CheckConstraintViolationError naming the constraint and
-    the first violating row; UnsupportedProtocolError if an expression cannot be evaluated."""
+    the first violating row; UnsupportedProtocolError if an expression cannot be evaluated,
+    ExpressionValueError where Spark fails on a row's values."""
     if not constraints or data.num_rows == 0:
         return
     for c in constraints:
+        what = f"table {table}: {_describe(c)}"
         try:
-            passes = to_expression(parse_predicate(c.expression), data.schema, _describe(c))
-            # Violated where the expression is FALSE or NULL: only TRUE passes.
-            failing = data.filter(not_true(passes))
-        except DeltaCommitError as e:
-            # Beyond a predicate (arithmetic, functions, two columns): the value expressions
-            # of generated columns, which compute it row by row.
-            try:
-                result = evaluate_condition(c.expression, data)
-            except ConditionFailed as failed:
-                if failed.failure_row_known:
-                    raise failed.error(f"table {table}: {_describe(c)}") from None
-                raise UnsupportedProtocolError(
-                    f"table {table}: {_describe(c)} cannot be evaluated by deltacommit ({e}; "
-                    f"as an expression: {failed}); refusing to write rather than skip it"
-                ) from None
-            except DeltaCommitError:
-                raise UnsupportedProtocolError(
-                    f"table {table}: {_describe(c)} cannot be evaluated by deltacommit ({e}); "
-                    "refusing to write rather than skip it") from None
-            compute: Any = pc  # the stubs type fill_null's fill value too narrowly
-            failing = data.filter(compute.invert(compute.fill_null(result, False)))
-        if failing.num_rows:
-            sample = failing.slice(0, 1).to_pylist()[0]
+            result = evaluate_condition(parse_expression(c.expression), data)
+        except EvaluationFailed as failed:
+            if failed.row_known:
+                raise failed.error(what) from None
+            raise _cannot_evaluate(what, failed.message) from None
+        except InvalidArgumentError as e:  # it does not parse
+            raise _cannot_evaluate(what, str(e)) from None
+        # Violated where the expression is FALSE or NULL: only TRUE passes.
+        failing = pcx.invert(pcx.fill_null(result, False))
+        count = int(pcx.sum(failing).as_py() or 0)
+        if count:
+            row = int(pcx.index(failing, True).as_py())
+            sample = data.slice(row, 1).to_pylist()[0]
             cls = InvariantViolationError if c.kind == "invariant" else CheckConstraintViolationError
-            raise cls(f"table {table}: {_describe(c)} is violated by {failing.num_rows} row(s), "
-                      f"for example {sample!r}; nothing was written")
+            raise cls(f"{what} is violated by {count} row(s), for example {sample!r}; nothing "
+                      "was written")
+
+
+def _cannot_evaluate(what: str, why: str) -> UnsupportedProtocolError:
+    return UnsupportedProtocolError(f"{what} cannot be evaluated by deltacommit ({why}); "
+                                    "refusing to write rather than skip it")
 
 
 def check_partition_not_null(data: pa.Table, schema: pa.Schema, partition_columns: list[str],
@@ -135,8 +133,6 @@ def check_partition_not_null(data: pa.Table, schema: pa.Schema, partition_column
     """An empty string in a partition column is stored as a null partition value (Delta and
     Hive write it as ``__HIVE_DEFAULT_PARTITION__``), so a NOT NULL partition column must refuse
     it like a null, or the table would hold a null where its schema forbids one."""
-    from deltacommit.errors import SchemaMismatchError
-
     for c in partition_columns:
         f = schema.field(c)
         if f.nullable or c not in data.column_names:

@@ -1,10 +1,9 @@
-"""Spark SQL's value rules that every expression evaluator of this package shares.  Pure.
+"""Spark SQL's value rules that both interpretations of an expression share.  Pure.
 
-Three evaluators decide SQL over a table's values: partition predicates (``predicates``: the
-serialized partition values of each file), row filters (``row_filters``: Arrow expressions for
-DELETE and CHECK constraints) and value expressions (``generated``: generated columns, and
-CHECK constraints beyond a predicate).  Where they must agree with Spark, and so with each
-other, the rule is written here once:
+An expression is decided over Arrow data (``evaluator``: generated columns, CHECK constraints,
+DELETE's rows) and over partition values (``partition_values``: scans, overwrites, conflict
+checks).  Where they must agree with Spark, and so with each other, the rule is written here
+once:
 
 - **Literals** are read once: DATE and TIMESTAMP texts (``parse_date_literal``,
   ``parse_timestamp_literal``) in the forms Spark reads the same way.

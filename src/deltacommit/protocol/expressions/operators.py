@@ -1,0 +1,379 @@
+"""Arithmetic, comparisons and conditions over Arrow values, with Spark's semantics (ANSI mode).
+Pure.
+
+Arithmetic (``Add``, ``Subtract``, ``Multiply``, ``UnaryMinus``, ``Abs`` with failOnError)
+  Integer ``+ - *``, unary minus and ``abs`` fail on overflow (ARITHMETIC_OVERFLOW), at the
+  width of the operation's type: TINYINT + TINYINT overflows past 127.  FLOAT/DOUBLE follow
+  IEEE 754 (no error).  DECIMAL ``+ - *`` are exact in Spark's result type.
+``/`` and ``%`` (``Divide``, ``Remainder``: ``DivModLike``)
+  ``/`` divides as DOUBLE (DECIMAL division, with its own scale rules, is refused).  A zero
+  divisor fails the row (DIVIDE_BY_ZERO), for DOUBLE too (0.0 and -0.0); a NULL dividend or
+  divisor gives NULL first.  ``%`` keeps the dividend's sign (Java's ``%``): ``-7 % 3`` is -1
+  and ``INT_MIN % -1`` is 0; on FLOAT/DOUBLE it is ``fmod``; on DECIMAL it is refused.
+Comparisons
+  Numbers meet in their common type (``spark_types.numeric_plan``), a string meets a date or
+  timestamp as one, a date meets a timestamp at midnight (UTC).  NaN equals NaN and is above
+  every other value, -0.0 equals 0.0 (``SQLOrderingUtil.compareDoubles``;
+  ``sql_semantics.compare``).  Beside a literal:
+
+  - an integer or decimal value compares exactly with a number literal it cannot hold
+    (``i < 2.5``, ``x < 99999999999999999999``), as Spark does by widening both to a DECIMAL
+    (``sql_semantics.exact_comparison``), without converting the column;
+  - a string literal takes the type of the number, boolean or binary value it meets (``f =
+    'NaN'``, ``b = 'true'``), as the partition-value interpretation reads it;
+  - a number, boolean, date or timestamp literal meets a string value as its text.
+Conditions
+  SQL's three-valued logic: ``AND``, ``OR``, ``NOT``, ``IS [NOT] NULL``, ``IN`` (NULL when no
+  item is equal and one is NULL), ``BETWEEN``, ``<=>`` (never NULL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from deltacommit.protocol.expressions.arrow_values import (
+    Value,
+    at,
+    cast_plain,
+    checked,
+    fail_where,
+    is_scalar,
+    non_null,
+    pcx,
+    row_count,
+    type_of,
+)
+from deltacommit.protocol.expressions.ast import FLIPPED, Expr, Literal
+from deltacommit.protocol.expressions.casts import (
+    as_timestamp,
+    implicit_cast,
+    to_date,
+    to_double,
+)
+from deltacommit.protocol.expressions.partition_values import in_type, literal_text
+from deltacommit.protocol.expressions.spark_types import (
+    Unsupported,
+    is_int,
+    is_numeric,
+    is_string,
+    is_temporal,
+    numeric_plan,
+    sql_type,
+)
+from deltacommit.protocol.expressions.sql_semantics import (
+    MAX_DECIMAL_PRECISION,
+    compare,
+    exact_comparison,
+    exact_range,
+    null_safe_equal,
+)
+
+Nodes = Sequence[Expr | None]
+_NULL_BOOL = pa.scalar(None, pa.bool_())
+
+
+def _literal_int(node: Expr | None) -> int | None:
+    """The value of an integer literal (typed INT or BIGINT), which widens to a DECIMAL just
+    as wide as its digits."""
+    if isinstance(node, Literal) and node.kind == "int" and is_int(node.type):
+        value: int = node.value
+        return value
+    return None
+
+
+def unify(a: Value, b: Value, nodes: Nodes, what: str, op: str | None = None
+          ) -> tuple[Value, Value, pa.DataType]:
+    """``a`` and ``b`` in Spark's types for an arithmetic operation (``op``) or a comparison
+    (``op`` None), and the result's type."""
+    ta, tb, result = numeric_plan(type_of(a), type_of(b),
+                                  [_literal_int(nodes[0]), _literal_int(nodes[1])], what, op)
+    return implicit_cast(a, ta), implicit_cast(b, tb), result
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+def arithmetic(op: str, a: Value, b: Value, nodes: Nodes) -> Value:
+    ta, tb = type_of(a), type_of(b)
+    if pa.types.is_null(ta) or pa.types.is_null(tb):
+        other = tb if pa.types.is_null(ta) else ta
+        if not (pa.types.is_null(other) or is_numeric(other)):
+            raise Unsupported(f"arithmetic on {sql_type(ta)} and {sql_type(tb)}")
+        t = pa.float64() if op == "/" else other
+        n = row_count([a, b])
+        return pa.scalar(None, t) if n is None else pcx.cast(pa.nulls(n), t)
+    if op == "/":
+        if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):
+            raise Unsupported("/ on decimals (Spark's result scale and rounding)")
+        if not (is_numeric(ta) and is_numeric(tb)):
+            raise Unsupported(f"arithmetic on {sql_type(ta)} and {sql_type(tb)}")
+        a, b = to_double(a), to_double(b)
+        _fail_division_by_zero(a, b, "/")
+        return pcx.divide(a, b)
+    a, b, t = unify(a, b, nodes, "arithmetic", op)
+    if op == "%":
+        if pa.types.is_decimal(t):
+            raise Unsupported("% on decimals")
+        _fail_division_by_zero(a, b, "%")
+        return _remainder(a, b, t)
+    if is_int(t):
+        kernel = {"+": pcx.add_checked, "-": pcx.subtract_checked,
+                  "*": pcx.multiply_checked}[op]
+        return checked(kernel, [a, b], lambda i: (
+            f"integer overflow: {at(a, i)} {op} {at(b, i)} is beyond {sql_type(t)}"))
+    kernel = {"+": pcx.add, "-": pcx.subtract, "*": pcx.multiply}[op]
+    out = kernel(a, b)
+    if pa.types.is_decimal(t):
+        return cast_plain(out, t)
+    return out
+
+
+def _fail_division_by_zero(a: Value, b: Value, op: str) -> None:
+    t = type_of(b)
+    zero = pa.scalar(0, t) if not pa.types.is_decimal(t) else pa.scalar(Decimal(0)).cast(t)
+    mask = pcx.and_(pcx.equal(b, zero), pcx.is_valid(a))
+    fail_where(mask, lambda i: f"division by zero: {at(a, i)} {op} {at(b, i)}")
+
+
+def _remainder(a: Value, b: Value, t: pa.DataType) -> Value:
+    """Java's ``%``: truncated, with the dividend's sign (C's ``fmod``), and 0 for
+    ``MIN % -1``, which C leaves undefined; no zero divisor reaches here."""
+    n = row_count([a, b])
+    if n is None:
+        x, y = a.as_py(), b.as_py()
+        if x is None or y is None:
+            return pa.scalar(None, t)
+        if is_int(t):
+            return pa.scalar(abs(x) % abs(y) * (1 if x >= 0 else -1), t)
+        with np.errstate(all="ignore"):  # fmod is exact, so a FLOAT's stays a FLOAT
+            return pa.scalar(float(np.fmod(np.float64(x), np.float64(y))), t)
+    arr_a = a if not is_scalar(a) else pa.array([a.as_py()] * n, t)
+    arr_b = b if not is_scalar(b) else pa.array([b.as_py()] * n, t)
+    valid = pcx.and_(pcx.is_valid(arr_a), pcx.is_valid(arr_b))
+    dtype = t.to_pandas_dtype()
+    x = pcx.fill_null(arr_a, pa.scalar(0, t)).to_numpy(zero_copy_only=False).astype(dtype)
+    y = pcx.fill_null(arr_b, pa.scalar(1, t)).to_numpy(zero_copy_only=False).astype(dtype)
+    if is_int(t):
+        y = np.where(y == -1, 1, y)  # x % -1 is 0, and MIN % -1 must not trap
+    with np.errstate(all="ignore"):
+        out = np.fmod(x, y)
+    return pa.array(out, t, mask=pcx.invert(valid).to_numpy(zero_copy_only=False))
+
+
+def _unary(v: Value, kernel: str, what: str, shown: str) -> Value:
+    """``-v`` (``kernel`` negate) or ``abs(v)`` (abs), failing on integer overflow."""
+    t = type_of(v)
+    if pa.types.is_null(t):
+        return v
+    if not is_numeric(t):
+        raise Unsupported(f"{what} {sql_type(t)}")
+    if is_int(t):
+        return checked(getattr(pcx, kernel + "_checked"), [v], lambda i: (
+            f"integer overflow: {shown.format(at(v, i))} is beyond {sql_type(t)}"))
+    return getattr(pcx, kernel)(v)
+
+
+def negate(v: Value) -> Value:
+    return _unary(v, "negate", "negating", "-({})")
+
+
+def absolute(v: Value) -> Value:
+    return _unary(v, "abs", "abs of", "abs({})")
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def comparable(a: Value, b: Value, nodes: Nodes) -> tuple[Value, Value]:
+    """Two operands in one type, as Spark coerces a comparison: numbers to their common type,
+    a string meets a date or timestamp as one, a date meets a timestamp at midnight (UTC)."""
+    ta, tb = type_of(a), type_of(b)
+    if pa.types.is_null(ta) or pa.types.is_null(tb):
+        other = tb if pa.types.is_null(ta) else ta
+        return a.cast(other), b.cast(other)
+    if is_numeric(ta) and is_numeric(tb):
+        a, b, _ = unify(a, b, nodes, "comparing")
+        return a, b
+    if is_string(ta) and is_string(tb):
+        return cast_plain(a, pa.string()), cast_plain(b, pa.string())
+    if ta == tb:
+        return a, b
+    if pa.types.is_date(ta) and (pa.types.is_date(tb) or is_string(tb)):
+        return a, to_date(b)
+    if pa.types.is_date(tb) and is_string(ta):
+        return to_date(a), b
+    if (is_temporal(ta) or is_string(ta)) and (is_temporal(tb) or is_string(tb)):
+        return as_timestamp(a), as_timestamp(b)
+    raise Unsupported(f"comparing {sql_type(ta)} with {sql_type(tb)}")
+
+
+def _exactly(op: str, v: Value, t: pa.DataType, number: Decimal) -> Value:
+    """``v op number`` for an integer or decimal ``v``, decided exactly."""
+    bounds = exact_range(t)
+    assert bounds is not None
+    scale, low, high = bounds
+    plan = exact_comparison(op, number, scale, low, high)
+    if plan.constant is not None:
+        return non_null(v, plan.constant)
+    assert plan.op is not None and plan.value is not None
+    return compare(plan.op, v, _held(plan.value, t, scale), False)
+
+
+def _held(value: Decimal, t: pa.DataType, scale: int) -> pa.Scalar[Any]:
+    """``value``, which ``t`` holds exactly, as a scalar of ``t``."""
+    if pa.types.is_decimal(t):
+        out: pa.Scalar[Any] = pa.scalar(value).cast(
+            pa.decimal128(MAX_DECIMAL_PRECISION, scale)).cast(t)
+        return out
+    return pa.scalar(int(value), t)
+
+
+def _text_number(text: str) -> Decimal | None:
+    try:
+        d = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def _string_literal_as(t: pa.DataType, literal: Literal) -> pa.Scalar[Any] | Decimal:
+    """A string literal as a value of the number, boolean or binary type ``t`` it meets: a
+    Decimal for an integer or decimal type (compared exactly), else a scalar of ``t``."""
+    text: str = literal.value
+    if exact_range(t) is not None:
+        number = _text_number(text)
+        if number is not None:
+            return number
+    elif pa.types.is_floating(t):
+        try:
+            return pa.scalar(in_type(float(text), t), t)
+        except ValueError:
+            pass
+    elif pa.types.is_boolean(t) and text.strip().lower() in ("true", "false"):
+        return pa.scalar(text.strip().lower() == "true")
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.scalar(text.encode(), t)
+    raise Unsupported(f"cannot compare a {sql_type(t)} value with {literal.to_sql()}, which is "
+                      "not a value of that type")
+
+
+def _against_literal(op: str, v: Value, literal: Literal) -> Value | None:
+    """``v op literal`` by the rules for literals (module docstring); None where the general
+    rules apply."""
+    t = type_of(v)
+    if literal.kind == "null" or pa.types.is_null(t):
+        return None
+    if literal.kind in ("int", "decimal") and exact_range(t) is not None:
+        return _exactly(op, v, t, Decimal(literal.value))
+    if literal.kind == "string" and not (is_string(t) or is_temporal(t)):
+        value = _string_literal_as(t, literal)
+        if isinstance(value, Decimal):
+            return _exactly(op, v, t, value)
+        return compare(op, v, value, pa.types.is_floating(t))
+    if is_string(t) and literal.kind not in ("string", "null"):
+        return compare(op, cast_plain(v, pa.string()), pa.scalar(literal_text(literal)), False)
+    return None
+
+
+def compare_values(op: str, a: Value, b: Value, nodes: Nodes) -> Value:
+    """``a op b`` for ``= != < <= > >=`` with Spark's coercions and order."""
+    left, right = nodes[0], nodes[1]
+    if isinstance(right, Literal) and not isinstance(left, Literal):
+        found = _against_literal(op, a, right)
+        if found is not None:
+            return found
+    elif isinstance(left, Literal) and not isinstance(right, Literal):
+        found = _against_literal(FLIPPED[op], b, left)
+        if found is not None:
+            return found
+    a, b = comparable(a, b, nodes)
+    return compare(op, a, b, pa.types.is_floating(type_of(a)))
+
+
+def null_safe(a: Value, b: Value, nodes: Nodes) -> Value:
+    """``a <=> b``: TRUE when both are NULL, FALSE when one is, else ``a = b``."""
+    a, b = comparable(a, b, nodes)
+    return null_safe_equal(a, b, pa.types.is_floating(type_of(a)))
+
+
+def _value_set(t: pa.DataType, items: Sequence[Expr | None]) -> tuple[pa.Array[Any], bool] | None:
+    """The values of type ``t`` that literal ``items`` equal exactly, and whether one is
+    NULL; None unless every item is such a literal (integers and decimals beside a number,
+    strings beside a string)."""
+    present: list[Any] = []
+    has_null = False
+    bounds = exact_range(t)
+    for item in items:
+        if not isinstance(item, Literal):
+            return None
+        if item.kind == "null":
+            has_null = True
+        elif bounds is not None and item.kind in ("int", "decimal"):
+            plan = exact_comparison("=", Decimal(item.value), *bounds)
+            if plan.value is not None:
+                present.append(plan.value)
+        elif is_string(t) and item.kind == "string":
+            present.append(item.value)
+        else:
+            return None
+    if bounds is not None and pa.types.is_decimal(t):
+        wide = pa.array(present, pa.decimal128(MAX_DECIMAL_PRECISION, bounds[0]))
+        return wide.cast(t), has_null
+    if bounds is not None:
+        return pa.array([int(v) for v in present], t), has_null
+    return pa.array(present, t), has_null
+
+
+def member(values: Sequence[Value], nodes: Nodes) -> Value:
+    """``x IN (items)``: TRUE where an item equals x; NULL where x is NULL, or where none does
+    and an item is NULL; FALSE otherwise."""
+    x = values[0]
+    probe = None if is_scalar(x) else _value_set(type_of(x), nodes[1:])
+    if probe is not None:
+        value_set, has_null = probe
+        found = pcx.if_else(pcx.is_in(x, value_set=value_set), pa.scalar(True),
+                            _NULL_BOOL if has_null else pa.scalar(False))
+        return pcx.if_else(pcx.is_valid(x), found, _NULL_BOOL)
+    out: Value = pa.scalar(False)
+    for item, node in zip(values[1:], nodes[1:], strict=True):
+        out = pcx.or_kleene(out, compare_values("=", x, item, (nodes[0], node)))
+    return out
+
+
+def between(values: Sequence[Value], nodes: Nodes) -> Value:
+    low = compare_values(">=", values[0], values[1], (nodes[0], nodes[1]))
+    high = compare_values("<=", values[0], values[2], (nodes[0], nodes[2]))
+    return pcx.and_kleene(low, high)
+
+
+def boolean(v: Value, what: str) -> Value:
+    """``v`` as a condition (NULL of no type is an unknown one)."""
+    t = type_of(v)
+    if pa.types.is_null(t):
+        return v.cast(pa.bool_())
+    if not pa.types.is_boolean(t):
+        raise Unsupported(f"{what} of {sql_type(t)}, which is not a condition")
+    return v
+
+
+def all_of(values: Sequence[Value]) -> Value:
+    out = boolean(values[0], "AND")
+    for v in values[1:]:
+        out = pcx.and_kleene(out, boolean(v, "AND"))
+    return out
+
+
+def any_of(values: Sequence[Value]) -> Value:
+    out = boolean(values[0], "OR")
+    for v in values[1:]:
+        out = pcx.or_kleene(out, boolean(v, "OR"))
+    return out
+
+
+__all__ = ["absolute", "all_of", "any_of", "arithmetic", "between", "boolean", "comparable",
+           "compare_values", "member", "negate", "null_safe", "unify"]
