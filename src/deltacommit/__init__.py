@@ -46,7 +46,7 @@ from deltacommit.errors import (
 )
 from deltacommit.ops.appender import Appender
 from deltacommit.ops.write import WriteResult, append, write
-from deltacommit.protocol.conflicts import IsolationLevel
+from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.table import DeltaTable
 
 __version__ = "0.1.0"

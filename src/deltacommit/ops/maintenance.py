@@ -48,7 +48,7 @@ from deltacommit.protocol.log.paths import (
     vacuum_keys,
 )
 from deltacommit.protocol.table_config.features import check_writable
-from deltacommit.protocol.table_config.intervals import DELETED_FILE_RETENTION, duration_ms
+from deltacommit.protocol.table_config.properties import DELETED_FILE_RETENTION
 from deltacommit.runtime.clock import now_ms
 from deltacommit.runtime.threads import CallThreads
 
@@ -68,7 +68,7 @@ _MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
 
 def cleanup_log(log: TableLog, dry_run: bool = False) -> list[str]:
     """Delete the table's expired log files (``log_cleanup``); returns their paths."""
-    return cleanup_expired_log(log.log_store, log.snapshot.configuration, log.clock, dry_run)
+    return cleanup_expired_log(log.log_store, log.snapshot.table_config, log.clock, dry_run)
 
 
 def create_checkpoint(log: TableLog) -> CheckpointInfo:
@@ -164,7 +164,7 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
-    table_ms = duration_ms(snap.configuration, DELETED_FILE_RETENTION, uri)
+    table_ms = snap.table_config.deleted_file_retention_ms
     if retention_hours is None:
         retention_ms = table_ms
     else:

@@ -20,7 +20,7 @@ types, a missing column reads as null, as the protocol says, and rows may come i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from deltacommit.protocol.stats.parsed import (
     stats_json_texts,
     stats_struct_type,
 )
-from deltacommit.protocol.table_config.intervals import flag
+from deltacommit.protocol.table_config.config import TableConfig
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = True) -> pa.Field[Any]:
@@ -380,16 +380,11 @@ class CheckpointOptions:
     stats_struct: bool = True
 
     @classmethod
-    def of(cls, protocol: Protocol, configuration: Mapping[str, str | None]) -> CheckpointOptions:
-        """The options a table asks for.  UUID-named V2 checkpoints need
-        ``delta.checkpointPolicy=v2`` and the ``v2Checkpoint`` feature: a table without the
-        feature has readers that would not recognise them."""
-        policy = (configuration.get("delta.checkpointPolicy") or "classic").strip().lower()
-        feature = ("v2Checkpoint" in (protocol.reader_features or [])
-                   and "v2Checkpoint" in (protocol.writer_features or []))
-        return cls(v2=policy == "v2" and feature,
-                   stats_json=flag(configuration, "delta.checkpoint.writeStatsAsJson", True),
-                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", True))
+    def of(cls, protocol: Protocol, config: TableConfig) -> CheckpointOptions:
+        """The options a table asks for (``TableConfig.v2_checkpoints``: UUID-named V2
+        checkpoints need the policy and the ``v2Checkpoint`` feature)."""
+        return cls(v2=config.v2_checkpoints(protocol), stats_json=config.checkpoint_stats_as_json,
+                   stats_struct=config.checkpoint_stats_as_struct)
 
 
 def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions,

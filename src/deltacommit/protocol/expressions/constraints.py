@@ -41,8 +41,9 @@ from deltacommit.protocol.expressions.generated import ConditionFailed, evaluate
 from deltacommit.protocol.expressions.predicates import parse_predicate
 from deltacommit.protocol.expressions.row_filters import not_true, to_expression
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import CONSTRAINT_PREFIX
 
-CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = b"delta.invariants"
 
 
@@ -72,12 +73,12 @@ def table_constraints(schema: pa.Schema, configuration: Mapping[str, str | None]
 
     for f in schema:
         visit(f, f.name)
-    for key, value in sorted(configuration.items()):
-        if key.lower().startswith(CONSTRAINT_PREFIX):
-            if not value:
-                raise UnsupportedProtocolError(
-                    f"table {table}: CHECK constraint {key} has an empty expression")
-            out.append(Constraint("check", key[len(CONSTRAINT_PREFIX):], value))
+    for name, value in TableConfig(configuration, table).constraints.items():
+        if not value:
+            raise UnsupportedProtocolError(
+                f"table {table}: CHECK constraint {CONSTRAINT_PREFIX}{name} has an empty "
+                "expression")
+        out.append(Constraint("check", name, value))
     return out
 
 
