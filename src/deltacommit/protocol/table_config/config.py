@@ -117,7 +117,7 @@ CHECKS: dict[str, Any] = {
     p.DATA_SKIPPING_NUM_INDEXED_COLS:
         lambda text, table: p.parse_int(text, table, p.DATA_SKIPPING_NUM_INDEXED_COLS,
                                         minimum=-1),
-    p.DATA_SKIPPING_STATS_COLUMNS: lambda text, table: p.stats_columns(text),
+    p.DATA_SKIPPING_STATS_COLUMNS: p.check_stats_columns,
     p.ISOLATION_LEVEL: lambda text, table: IsolationLevel.parse(text, table),
 }
 

@@ -180,6 +180,17 @@ def _split_outside_backticks(text: str, sep: str) -> list[str]:
     return parts
 
 
+def check_stats_columns(text: str, table: str) -> list[tuple[str, ...]]:
+    """``stats_columns``, refusing a list no reader could match: an unbalanced backtick or an
+    empty name in a dotted path."""
+    columns = stats_columns(text)
+    if text.count("`") % 2 or any(not name for path in columns for name in path):
+        raise invalid(table, DATA_SKIPPING_STATS_COLUMNS, text,
+                      "a comma-separated list of column names (nested names dotted, a name "
+                      "holding dots or commas in backticks)")
+    return columns
+
+
 def stats_columns(text: str) -> list[tuple[str, ...]]:
     """The column paths of ``delta.dataSkippingStatsColumns`` (comma-separated, nested names
     dotted, any name in backticks)."""
