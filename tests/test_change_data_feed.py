@@ -23,7 +23,8 @@ import pytest
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.protocol.actions import Protocol
-from deltacommit.protocol.table_config.features import change_data_feed_enabled, check_writable
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.features import check_writable
 
 DATA = Path(__file__).parent / "data"
 CDF_TABLES = ["cdf-table", "cdf-table-non-partitioned", "cdf-table-partitioned",
@@ -94,7 +95,7 @@ def _new_rows(schema: pa.Schema, n: int, seed: int) -> pa.Table:
 def test_append_to_a_spark_cdf_table(name: str, tmp_path: Path) -> None:
     path = _copy(name, tmp_path)
     table = dc.DeltaTable(path)
-    assert change_data_feed_enabled(table.protocol, table.configuration)
+    assert table.table_config.change_data_feed_enabled(table.protocol)
     before = table.to_arrow()
     peer = _peer_reads(path)
     if peer:
@@ -196,7 +197,7 @@ def test_create_a_cdf_table(tmp_path: Path) -> None:
 ])
 def test_change_data_feed_enabled(protocol: Protocol, config: dict[str, str | None],
                                   enabled: bool) -> None:
-    assert change_data_feed_enabled(protocol, config) is enabled
+    assert TableConfig(config).change_data_feed_enabled(protocol) is enabled
 
 
 @pytest.mark.parametrize("writer, mode, ok", [

@@ -27,6 +27,10 @@ from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import CommitInfo, parse_commit
 from deltacommit.protocol.features import in_commit_timestamps as ict
+from deltacommit.protocol.table_config.properties import (
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+)
 from deltacommit.runtime.clock import ManualClock
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
@@ -144,8 +148,8 @@ def test_turning_on_for_an_existing_table_records_where_it_starts(tmp_path: Path
     dc.append(uri, rows([3]))
     t = dc.DeltaTable(uri)
     stamps = assert_strictly_increasing(uri, from_version=r.version)
-    assert t.configuration[ict.ENABLEMENT_VERSION_KEY] == str(r.version)
-    assert t.configuration[ict.ENABLEMENT_TIMESTAMP_KEY] == str(stamps[0])
+    assert t.configuration[ICT_ENABLEMENT_VERSION] == str(r.version)
+    assert t.configuration[ICT_ENABLEMENT_TIMESTAMP] == str(stamps[0])
     assert "inCommitTimestamp" in (t.protocol.writer_features or [])
     history = {h["version"]: h["timestamp"] for h in t.history()}
     log = Path(uri) / "_delta_log"

@@ -13,8 +13,9 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.ops.optimize import parse_size, plan_bins
+from deltacommit.ops.optimize import plan_bins
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.table_config.properties import parse_size
 
 
 def _small_files(uri: str, per_partition: int = 5) -> None:

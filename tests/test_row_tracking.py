@@ -25,6 +25,12 @@ from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.actions import Add, CommitInfo, DomainMetadata, Protocol, parse_commit
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.names import commit_path
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import (
+    ROW_COMMIT_VERSION_COLUMN,
+    ROW_ID_COLUMN,
+    ROW_TRACKING_SUSPENDED,
+)
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 ENABLED = {"delta.enableRowTracking": "true"}
@@ -115,13 +121,13 @@ def test_support_needs_the_feature_and_no_suspension() -> None:
     from deltacommit.protocol.actions import Metadata
 
     p = Protocol(1, 7, None, ["domainMetadata", "rowTracking"])
-    m = Metadata("i", "{}", [], {})
-    assert row_tracking.is_supported(p, m) and not row_tracking.is_enabled(p, m)
-    m_on = Metadata("i", "{}", [], ENABLED)
-    assert row_tracking.is_enabled(p, m_on)
-    suspended = Metadata("i", "{}", [], {row_tracking.SUSPENDED_KEY: "true"})
-    assert not row_tracking.is_supported(p, suspended)
-    assert not row_tracking.is_supported(Protocol(1, 7, None, ["domainMetadata"]), m_on)
+    m = TableConfig.of(Metadata("i", "{}", [], {}))
+    assert m.row_tracking_supported(p) and not m.row_tracking_enabled(p)
+    m_on = TableConfig.of(Metadata("i", "{}", [], ENABLED))
+    assert m_on.row_tracking_enabled(p)
+    suspended = TableConfig.of(Metadata("i", "{}", [], {ROW_TRACKING_SUSPENDED: "true"}))
+    assert not suspended.row_tracking_supported(p)
+    assert not m_on.row_tracking_supported(Protocol(1, 7, None, ["domainMetadata"]))
 
 
 # --------------------------------------------------------------------------- one writer
@@ -131,8 +137,8 @@ def test_new_table_with_row_tracking_assigns_ids_to_each_append(tmp_path: Path) 
     uri = str(tmp_path / "t")
     t = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], configuration=ENABLED)
     assert t.protocol.writer_features == ["domainMetadata", "rowTracking"]
-    assert t.configuration[row_tracking.ROW_ID_COLUMN_KEY].startswith("_row-id-col-")
-    assert t.configuration[row_tracking.COMMIT_VERSION_COLUMN_KEY].startswith(
+    assert t.configuration[ROW_ID_COLUMN].startswith("_row-id-col-")
+    assert t.configuration[ROW_COMMIT_VERSION_COLUMN].startswith(
         "_row-commit-version-col-")
     r1 = dc.append(uri, rows("a", [1, 2, 3]))
     r2 = dc.append(uri, pa.concat_tables([rows("a", [4]), rows("b", [5, 6])]))
@@ -213,8 +219,8 @@ def stable_ids(uri: str) -> dict[int, tuple[int, int]]:
     from deltacommit.protocol.partitions import decode_add_path
 
     t = dc.DeltaTable(uri)
-    names = (t.configuration[row_tracking.ROW_ID_COLUMN_KEY] or "",
-             t.configuration[row_tracking.COMMIT_VERSION_COLUMN_KEY] or "")
+    names = (t.configuration[ROW_ID_COLUMN] or "",
+             t.configuration[ROW_COMMIT_VERSION_COLUMN] or "")
     out: dict[int, tuple[int, int]] = {}
     for a in t.files():
         data = pq.read_table(Path(uri) / decode_add_path(a.path))
@@ -373,7 +379,7 @@ def test_appends_to_a_databricks_row_tracking_table(tmp_path: Path) -> None:
     log.write_text("\n".join(lines) + "\n")
     (uri / "_delta_log" / "00000000000000000000.crc").unlink()
     t = dc.DeltaTable(str(uri))
-    assert row_tracking.is_enabled(t.protocol, t.metadata)
+    assert t.table_config.row_tracking_enabled(t.protocol)
     for k in range(3):
         dc.append(str(uri), pa.table({"id": [10 * k + j for j in range(k + 2)]}))
     t = dc.DeltaTable(str(uri))

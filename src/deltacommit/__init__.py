@@ -45,7 +45,7 @@ from deltacommit.errors import (
     VersionExistsError,
 )
 from deltacommit.ops.write import WriteResult
-from deltacommit.protocol.conflicts import IsolationLevel
+from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.table import Appender, DeltaTable, append, write
 
 __version__ = "0.1.0"

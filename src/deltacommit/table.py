@@ -8,40 +8,34 @@ each missed commit once per process, not once per transaction.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
-import re
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
 from deltacommit.engine.scan import FileScan, select_files
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
-from deltacommit.engine.transaction.commit_info import build_commit_info, json_text
+from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.engine.transaction.transaction import Transaction
-from deltacommit.errors import InvalidArgumentError, TableExistsError, VersionExistsError
+from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.logstore import open_log_store
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
+from deltacommit.ops.create import stage_new_table
+from deltacommit.ops.properties import set_properties
 from deltacommit.ops.write import WriteResult
-from deltacommit.protocol.actions import Action, Add, Metadata, Protocol, serialize_commit
-from deltacommit.protocol.conflicts import IsolationLevel
-from deltacommit.protocol.features import in_commit_timestamps, row_tracking
+from deltacommit.protocol.actions import Add, Metadata, Protocol
+from deltacommit.protocol.features import in_commit_timestamps
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.log.replay import TableState
-from deltacommit.protocol.table_config.feature_requests import (
-    FEATURE_PREFIX,
-    initial_protocol,
-    requested_features,
-    take_feature_requests,
-    take_version_requests,
-)
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 from deltacommit.runtime.threads import CallThreads
 
@@ -146,79 +140,27 @@ class DeltaTable:
                clock: Clock | None = None, random: RandomSource | None = None,
                policy: CommitPolicy | None = None,
                group_commit: bool | GroupCommitPolicy = False) -> DeltaTable:
-        """Create version 0; TableExistsError if any writer already created the table."""
-        from deltacommit.protocol.partitions import check_partition_columns
-        from deltacommit.protocol.schema.arrow import schema_to_json
-        from deltacommit.protocol.schema.column_mapping import (
-            MAX_COLUMN_ID_KEY,
-            assign_column_mapping,
-            mapping_mode,
-            strip_column_mapping,
-        )
+        """Create version 0; TableExistsError if any writer already created the table.
 
+        Version 0 is a transaction on the empty state before it (``ops/create.py``),
+        committed through the commit loop as every version is: two writers creating one
+        table race for version 0 like any other, and the loser gets TableExistsError."""
         options = dict(storage_options or {})
         ls = log_store or open_log_store(table_uri, options)
         clock = clock or SYSTEM_CLOCK
         random = random or DEFAULT_RANDOM
-        uri = ls.table_uri
-        if not isinstance(schema, pa.Schema):
-            raise InvalidArgumentError(f"schema for new table {uri} must be a pyarrow.Schema, "
-                                       f"got {type(schema).__name__}")
-        pcols = list(partition_by or [])
-        check_configuration(configuration or {}, uri)
-        mode = mapping_mode(configuration or {}, uri)
-        schema = strip_column_mapping(schema)
-        if mode == "none":
-            check_column_names(schema, uri)
-        check_partition_columns(schema, pcols, uri)
-        _check_generated_and_identity(schema, uri)
-        existing = ls.list_log(0)
-        if existing:
-            raise TableExistsError(
-                f"a Delta table already exists at {uri} ({len(existing)} log files, newest "
-                f"version {max(f.version for f in existing)}); open it with DeltaTable({uri!r})")
-        config: dict[str, str | None] = dict(configuration or {})
-        # Protocol requests, not properties: Delta applies them and does not store them.
-        wanted_reader, wanted_writer = take_version_requests(config, uri)
-        config.update(ls.coordination_config())
-        if mode != "none":
-            schema, max_id = assign_column_mapping(schema, 0, random.uuid)
-            config[MAX_COLUMN_ID_KEY] = str(max_id)
-        features = requested_features(config)
-        take_feature_requests(config, uri)
-        protocol = initial_protocol([*features, *schema_features(schema)], wanted_reader,
-                                    wanted_writer)
-        if row_tracking.is_enabled(protocol, Metadata("", "", [], config)):
-            config.update(row_tracking.materialized_columns(config, uuid.UUID(random.uuid()).hex))
-        now = int(clock.time() * 1000)
-        metadata = Metadata(
-            id=str(uuid.UUID(random.uuid())), schema_string=schema_to_json(schema),
-            partition_columns=pcols, configuration=config, name=name, description=description,
-            created_time=now)
-        info = build_commit_info(
-            timestamp=now, operation="CREATE TABLE",
-            parameters={"isManaged": "false", "description": description or "",
-                        "partitionBy": json_text(pcols), "properties": json_text(config)},
-            isolation_level=IsolationLevel.SERIALIZABLE.value, blind_append=True, metrics={},
-            txn_id=random.uuid())
-        if in_commit_timestamps.is_enabled(protocol, metadata):
-            info.values = {in_commit_timestamps.FIELD: now, **info.values}
-        actions: list[Action] = [info, protocol, metadata]
-        data = serialize_commit(actions)
-        try:
-            ls.write_commit(0, data)
-        except VersionExistsError:
-            ls.read_commit(0)  # raises if the name is taken by what is not a commit file
-            raise TableExistsError(
-                f"a Delta table was created at {uri} concurrently; open it instead") from None
-        state = TableState()
-        state.apply(0, actions)
-        snap = Snapshot(ls, state)
-        table = cls(uri, storage_options=options, log_store=ls, clock=clock, random=random,
-                    policy=policy, group_commit=group_commit, _snapshot=snap)
+        staged = stage_new_table(ls, schema, partition_by=partition_by,
+                                 configuration=configuration, name=name,
+                                 description=description, clock=clock, random=random)
+        log = TableLog(ls, clock, Snapshot(ls, TableState()))
+        _, landed = commit_staged(log, staged, policy or CommitPolicy(), clock, random)
+        table = cls(ls.table_uri, storage_options=options, log_store=ls, clock=clock,
+                    random=random, policy=policy, group_commit=group_commit,
+                    _snapshot=log.snapshot)
         # Known by its bytes, version 0 proves what the first commit is claimed after (the
         # host's turn hands that commit on with the proof).
-        table.log.committed(Commit(0, actions, hashlib.sha256(data).hexdigest()))
+        table.log.committed(landed)
+        table.log.post_commit(landed)
         return table
 
     # ------------------------------------------------------------------ state
@@ -246,6 +188,11 @@ class DeltaTable:
     @property
     def configuration(self) -> dict[str, str | None]:
         return self.log.snapshot.configuration
+
+    @property
+    def table_config(self) -> TableConfig:
+        """The table's properties, typed (``TableConfig``)."""
+        return self.log.snapshot.table_config
 
     @property
     def metadata(self) -> Metadata:
@@ -294,9 +241,7 @@ class DeltaTable:
         """Set table properties in one commit, turning on the table features they ask for
         (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
         ``delta.feature.<name>=supported``); see ``properties.py``."""
-        from deltacommit.ops.properties import set_properties
-
-        return set_properties(self, properties, check_configuration)
+        return set_properties(self, properties)
 
     # ------------------------------------------------------------------ maintenance
 
@@ -420,12 +365,10 @@ class DeltaTable:
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:
         """The data-file reader of this snapshot, reading into ``out_schema``."""
-        from deltacommit.protocol.schema.column_mapping import mapping_mode
-
         return FileScan(self.uri, self.version, out_schema, self.partition_columns,
                         storage_options=self.storage_options,
                         allow_external_paths=self.allow_external_paths,
-                        column_mapping=mapping_mode(self.configuration, self.uri),
+                        column_mapping=self.table_config.column_mapping_mode.value,
                         given_store=self.log_store.store)
 
     # ------------------------------------------------------------------ history
@@ -438,7 +381,7 @@ class DeltaTable:
                 f"history of table {self.uri}: limit must be a positive integer or None, "
                 f"got {limit!r}")
         snap = self.log.snapshot
-        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
+        ict_from = snap.table_config.in_commit_timestamps_start(snap.protocol)
         out: list[dict[str, Any]] = []
         for v, info, mtime in snap.commit_entries(limit):
             d: dict[str, Any] = dict(info.values) if info is not None else {}
@@ -468,9 +411,9 @@ class DeltaTable:
                 f"time travel on table {self.uri}: timestamp must be milliseconds since the "
                 f"epoch or a datetime, got {timestamp!r}")
         snap = self.log.snapshot
-        ict_from = in_commit_timestamps.ict_start(snap.metadata, snap.protocol, self.uri)
+        ict_from = snap.table_config.in_commit_timestamps_start(snap.protocol)
         times = in_commit_timestamps.commit_times(snap.commit_entries(), ict_from)
-        enabled_at = (in_commit_timestamps.enablement(snap.metadata, self.uri)
+        enabled_at = (snap.table_config.in_commit_timestamp_enablement
                       if ict_from is not None else None)
         return in_commit_timestamps.version_at(ms, times, self.uri, enabled_at)
 
@@ -529,179 +472,6 @@ class DeltaTable:
         from deltacommit.ops.schema_changes import enable_column_mapping
 
         return enable_column_mapping(self, mode)
-
-
-_KNOWN_DELTA_KEYS = frozenset({
-    "delta.enableDeletionVectors",
-    "delta.appendOnly", "delta.checkpointInterval", "delta.logRetentionDuration",
-    "delta.deletedFileRetentionDuration", "delta.isolationLevel", "delta.dataSkippingNumIndexedCols",
-    "delta.checkpoint.writeStatsAsJson", "delta.checkpoint.writeStatsAsStruct",
-    "delta.enableExpiredLogCleanup", "delta.checkpointRetentionDuration",
-    "delta.setTransactionRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
-    "delta.randomizeFilePrefixes", "delta.randomPrefixLength", "delta.targetFileSize",
-    "delta.tuneFileSizesForRewrites", "delta.dataSkippingStatsColumns",
-    "delta.compatibility.symlinkFormatManifest.enabled", "delta.checkpointPolicy", "delta.columnMapping.mode",
-    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.rowTrackingSuspended",
-    "delta.enableChangeDataFeed",
-}) | frozenset({  # auto-compaction (auto_compact.py)
-    "delta.autoOptimize.autoCompact", "delta.autoOptimize.autoCompact.minNumFiles",
-    "delta.autoOptimize.autoCompact.maxFileSize",
-})
-
-
-_BOOLEAN_KEYS = ("delta.appendOnly", "delta.enableDeletionVectors", "delta.checkpoint.writeStatsAsJson",
-                 "delta.checkpoint.writeStatsAsStruct", "delta.enableExpiredLogCleanup",
-                 "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites",
-                 "delta.compatibility.symlinkFormatManifest.enabled",
-                 "delta.enableInCommitTimestamps", "delta.enableRowTracking",
-                 "delta.rowTrackingSuspended", "delta.enableChangeDataFeed")
-_SIZE = re.compile(r"^\d+\s*(b|k|kb|m|mb|g|gb|t|tb)?$", re.IGNORECASE)
-
-
-# Characters Spark refuses in column names of tables without column mapping
-# (``SchemaUtils.checkFieldNames``): they cannot be stored in Parquet or Hive metadata safely.
-_BAD_NAME_CHARS = frozenset(" ,;{}()\n\t=")
-
-
-def check_column_names(schema: pa.Schema, uri: str) -> None:
-    """Refuse column names Spark refuses without column mapping: empty, or containing any of
-    `` ,;{}()\\n\\t=``."""
-
-    def visit(t: pa.DataType, prefix: str) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                check(t.field(i).name, prefix)
-                visit(t.field(i).type, f"{prefix}{t.field(i).name}.")
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            visit(t.value_type, prefix)
-        elif pa.types.is_map(t):
-            visit(t.key_type, prefix)
-            visit(t.item_type, prefix)
-
-    def check(name: str, prefix: str) -> None:
-        bad = sorted(set(name) & _BAD_NAME_CHARS)
-        if not name or bad:
-            what = "is empty" if not name else f"contains {''.join(bad)!r}"
-            raise InvalidArgumentError(
-                f"table {uri}: column name {prefix + name!r} {what}; Delta allows such names only "
-                "with column mapping: create the table with configuration "
-                "{'delta.columnMapping.mode': 'name'}")
-
-    for f in schema:
-        check(f.name, "")
-        visit(f.type, f"{f.name}.")
-
-
-def _has_invariants(schema: pa.Schema) -> bool:
-    from deltacommit.protocol.expressions.constraints import INVARIANTS_KEY
-
-    def visit(t: pa.DataType) -> bool:
-        return pa.types.is_struct(t) and any(
-            INVARIANTS_KEY in (t.field(i).metadata or {}) or visit(t.field(i).type)
-            for i in range(t.num_fields))
-
-    return any(INVARIANTS_KEY in (f.metadata or {}) or visit(f.type) for f in schema)
-
-
-def schema_features(schema: pa.Schema) -> list[str]:
-    """The table features a new table's schema needs: timestamp_ntz columns, column
-    invariants, generated and identity columns (generated.py, identity.py)."""
-    from deltacommit.protocol.schema.arrow import needs_timestamp_ntz
-
-    return [name for name, used in (
-        ("timestampNtz", needs_timestamp_ntz(schema)),
-        ("invariants", _has_invariants(schema)),
-        ("generatedColumns", _has_field_metadata(schema, b"delta.generationExpression")),
-        ("identityColumns", _has_field_metadata(schema, b"delta.identity.start"))) if used]
-
-
-def _has_field_metadata(schema: pa.Schema, key: bytes) -> bool:
-    return any(key in (f.metadata or {}) for f in schema)
-
-
-def _check_generated_and_identity(schema: pa.Schema, uri: str) -> None:
-    """Refuse, at creation, generated columns this writer could never write and malformed
-    identity columns, rather than a table every later write refuses."""
-    from deltacommit.protocol.expressions.generated import check_expressions
-    from deltacommit.protocol.features.identity import identity_columns
-
-    check_expressions(schema, uri)
-    identity_columns(schema, uri)
-
-
-def check_configuration(configuration: Mapping[str, str], uri: str) -> None:
-    """Refuse ``delta.*`` keys this writer would not honour (a typo would be silently ignored),
-    and values Delta would not parse."""
-    import difflib
-
-    from deltacommit.protocol.expressions.constraints import CONSTRAINT_PREFIX
-    from deltacommit.protocol.expressions.predicates import parse_predicate
-
-    for key, value in configuration.items():
-        if not isinstance(value, str):
-            raise InvalidArgumentError(
-                f"table {uri}: configuration value of {key!r} must be a string, got {value!r}")
-        if key.lower().startswith(CONSTRAINT_PREFIX):
-            if not key[len(CONSTRAINT_PREFIX):]:
-                raise InvalidArgumentError(f"table {uri}: CHECK constraint {key!r} has no name")
-            try:
-                parse_predicate(value)
-            except InvalidArgumentError:
-                from deltacommit.protocol.expressions.generated import parse_expression
-
-                try:  # arithmetic, functions, two columns: evaluated as an expression
-                    parse_expression(value)
-                    continue
-                except InvalidArgumentError as e:  # the wider grammar's error says more
-                    raise InvalidArgumentError(
-                        f"table {uri}: CHECK constraint {key!r} cannot be enforced by "
-                        f"deltacommit: {e}") from None
-            continue
-        if key == "delta.autoOptimize.autoCompact" and value.lower() not in (
-                "true", "false", "auto", "legacy"):
-            raise InvalidArgumentError(
-                f"table {uri}: {key} must be true, false, auto or legacy, got {value!r}")
-        if key in _BOOLEAN_KEYS and value.lower() not in ("true", "false"):
-            raise InvalidArgumentError(
-                f"table {uri}: {key} must be true or false, got {value!r}")
-        if key in ("delta.dataSkippingNumIndexedCols",) and not re.fullmatch(r"-?\d+", value):
-            raise InvalidArgumentError(f"table {uri}: {key} must be an integer, got {value!r}")
-        if key in ("delta.randomPrefixLength", "delta.autoOptimize.autoCompact.minNumFiles") \
-                and not (value.isdigit() and int(value) > 0):
-            raise InvalidArgumentError(
-                f"table {uri}: {key} must be a positive integer, got {value!r}")
-        if key in ("delta.targetFileSize", "delta.autoOptimize.autoCompact.maxFileSize") \
-                and not _SIZE.match(value.strip()):
-            raise InvalidArgumentError(
-                f"table {uri}: {key} must be a size in bytes (optionally with kb, mb or gb), "
-                f"got {value!r}")
-        if key.startswith(FEATURE_PREFIX):
-            continue
-        if key.startswith("delta.") and key not in _KNOWN_DELTA_KEYS:
-            close = difflib.get_close_matches(key, sorted(_KNOWN_DELTA_KEYS), n=2)
-            hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            raise InvalidArgumentError(
-                f"table {uri}: unsupported table property {key!r}{hint}")
-    level = configuration.get("delta.isolationLevel")
-    if level is not None:
-        IsolationLevel.from_table({"delta.isolationLevel": level}, uri)
-    from deltacommit.protocol.table_config.intervals import (
-        DELETED_FILE_RETENTION,
-        LOG_RETENTION,
-        TXN_RETENTION,
-        optional_duration_ms,
-    )
-
-    for key in (LOG_RETENTION, DELETED_FILE_RETENTION, TXN_RETENTION):
-        optional_duration_ms(configuration, key, uri)
-    policy = configuration.get("delta.checkpointPolicy")
-    if policy is not None and policy.lower() not in ("classic", "v2"):
-        raise InvalidArgumentError(
-            f"table {uri}: delta.checkpointPolicy must be classic or v2, got {policy!r}")
-    interval = configuration.get("delta.checkpointInterval")
-    if interval is not None and (not interval.isdigit() or int(interval) < 1):
-        raise InvalidArgumentError(
-            f"table {uri}: delta.checkpointInterval must be a positive integer, got {interval!r}")
 
 
 class _DeltaTables:

@@ -32,11 +32,8 @@ from deltacommit.protocol.stats.parsed import (
     stats_struct_array,
     stats_struct_type,
 )
-from deltacommit.protocol.table_config.intervals import (
-    checkpoint_interval,
-    duration_ms,
-    parse_interval_ms,
-)
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.intervals import parse_interval_ms
 from tests.stats_parsing import json_parsed_rows
 
 NOW = 1_800_000_000_000
@@ -260,12 +257,12 @@ def test_bad_intervals(text: str) -> None:
 
 
 def test_duration_properties_default_and_fail_clearly() -> None:
-    assert duration_ms({}, "delta.logRetentionDuration", "t") == 30 * 86_400_000
-    assert duration_ms({}, "delta.deletedFileRetentionDuration", "t") == WEEK
+    assert TableConfig({}, "t").log_retention_ms == 30 * 86_400_000
+    assert TableConfig({}, "t").deleted_file_retention_ms == WEEK
     with pytest.raises(InvalidArgumentError, match=r"table t: property delta.logRetentionDuration"):
-        duration_ms({"delta.logRetentionDuration": "soon"}, "delta.logRetentionDuration", "t")
-    assert checkpoint_interval({}) == 10
-    assert checkpoint_interval({"delta.checkpointInterval": "3"}) == 3
+        _ = TableConfig({"delta.logRetentionDuration": "soon"}, "t").log_retention_ms
+    assert TableConfig({}).checkpoint_interval == 10
+    assert TableConfig({"delta.checkpointInterval": "3"}).checkpoint_interval == 3
 
 
 @pytest.mark.parametrize("order", ["adds_first", "reversed"])
@@ -292,12 +289,12 @@ def test_decodes_whatever_the_row_order_with_null_feature_lists(order: str) -> N
 
 def test_checkpoints_have_stats_parsed_unless_the_table_says_not() -> None:
     protocol = Protocol(1, 2)
-    assert CheckpointOptions.of(protocol, {}).stats_struct
-    assert CheckpointOptions.of(protocol, {}).stats_json
+    assert CheckpointOptions.of(protocol, TableConfig({})).stats_struct
+    assert CheckpointOptions.of(protocol, TableConfig({})).stats_json
     assert not CheckpointOptions.of(
-        protocol, {"delta.checkpoint.writeStatsAsStruct": "false"}).stats_struct
+        protocol, TableConfig({"delta.checkpoint.writeStatsAsStruct": "false"})).stats_struct
     assert not CheckpointOptions.of(
-        protocol, {"delta.checkpoint.writeStatsAsJson": "false"}).stats_json
+        protocol, TableConfig({"delta.checkpoint.writeStatsAsJson": "false"})).stats_json
 
 
 def test_a_schema_without_types_still_checkpoints_with_json_stats() -> None:

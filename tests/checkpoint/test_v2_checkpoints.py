@@ -50,6 +50,7 @@ from deltacommit.protocol.stats.parsed import (
     stats_struct_array,
     stats_struct_type,
 )
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import ManualClock
 
 from ..compat.corpus import log_only_read, rows
@@ -340,10 +341,10 @@ def test_cleanup_keeps_referenced_sidecars_and_deletes_old_orphans() -> None:
     newest = f"{LOG_DIR}/{hint.v2.path}"
     good = store.get(newest)
     store.put(newest, good[:50])
-    cleanup_expired_log(t.log_store, t.snapshot.configuration, clock)
+    cleanup_expired_log(t.log_store, t.snapshot.table_config, clock)
     assert len(sidecars()) == 4
     store.put(newest, good)
-    deleted = cleanup_expired_log(t.log_store, t.snapshot.configuration, clock)
+    deleted = cleanup_expired_log(t.log_store, t.snapshot.table_config, clock)
     assert sidecars() == {kept, "orphan-young.parquet"}
     assert f"{SIDECAR_DIR}/orphan-old.parquet" in deleted
     again = dc.DeltaTable(t.uri, log_store=t.log_store)
@@ -491,7 +492,7 @@ def _same_state(a: TableState, b: TableState) -> None:
 @given(st.permutations(list(range(9))), st.booleans())
 def test_v2_checkpoints_decode_in_any_row_order(order: list[int], as_json: bool) -> None:
     state = _v2_state()
-    options = CheckpointOptions.of(state.protocol, state.metadata.configuration)  # type: ignore[arg-type, union-attr]
+    options = CheckpointOptions.of(state.protocol, TableConfig.of(state.metadata))  # type: ignore[arg-type]
     table = encode_checkpoint(state, 0, None, options).table
     assert table.num_rows == 9 and options.v2 and options.stats_struct
     shuffled = table.take(pa.array(order))
@@ -591,7 +592,7 @@ def test_cleanup_of_a_spark_table_keeps_the_sidecars_of_the_kept_checkpoint(
     named = referenced(kept)
     before = {p.name for p in (log / "_sidecars").iterdir() if not p.name.startswith(".")}
     assert named < before
-    deleted = cleanup_expired_log(table.log_store, table.snapshot.configuration,
+    deleted = cleanup_expired_log(table.log_store, table.snapshot.table_config,
                                   ManualClock(time.time()))
     after = {p.name for p in (log / "_sidecars").iterdir() if not p.name.startswith(".")}
     assert after == named

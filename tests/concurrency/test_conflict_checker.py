@@ -31,6 +31,7 @@ from deltacommit.protocol.conflicts import (
     check_conflicts,
 )
 from deltacommit.protocol.expressions.predicates import parse_predicate
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.feature_requests import supported_features
 
 T = "file:///tables/t"
@@ -243,11 +244,11 @@ def test_snapshot_isolation_downgrade_rules() -> None:
 
 
 def test_isolation_level_from_table_configuration() -> None:
-    assert IsolationLevel.from_table({}, T) is SER
-    assert IsolationLevel.from_table({"delta.isolationLevel": None}, T) is SER
-    assert IsolationLevel.from_table({"delta.isolationLevel": "writeserializable"}, T) is WS
+    assert TableConfig({}, T).isolation_level is SER
+    assert TableConfig({"delta.isolationLevel": None}, T).isolation_level is SER
+    assert TableConfig({"delta.isolationLevel": "writeserializable"}, T).isolation_level is WS
     with pytest.raises(InvalidArgumentError, match="SnapshotIsolation"):
-        IsolationLevel.from_table({"delta.isolationLevel": "SnapshotIsolation"}, T)
+        _ = TableConfig({"delta.isolationLevel": "SnapshotIsolation"}, T).isolation_level
 
 
 def test_winning_commit_summary_reads_commit_info() -> None:

@@ -103,7 +103,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     import sys
 
-    from deltacommit.ops.optimize import parse_size
+    from deltacommit.protocol.table_config.properties import parse_size
 
     t = _open(args)
     size = None if args.target_size is None else parse_size(args.target_size, "--target-size")

@@ -27,6 +27,7 @@ from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.log.paths import ResolvedPath
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, RandomSource
 from deltacommit.runtime.threads import CallThreads
 
@@ -36,15 +37,6 @@ from deltacommit.runtime.threads import CallThreads
 #: smaller and several times faster to write; columns with few distinct values keep their
 #: dictionaries.
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "dictionary_pagesize_limit": 256 * 1024}
-
-
-def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
-    """``delta.dataSkippingNumIndexedCols`` (32 by default): how many columns get statistics."""
-    raw = configuration.get("delta.dataSkippingNumIndexedCols")
-    try:
-        return 32 if raw is None else int(raw)
-    except ValueError:
-        return 32
 
 
 def data_file_name(random: RandomSource, index: int) -> str:
@@ -232,6 +224,9 @@ class TableVersion(Protocol):
     @property
     def configuration(self) -> dict[str, str | None]: ...
 
+    @property
+    def table_config(self) -> TableConfig: ...
+
 
 @dataclass(frozen=True, slots=True)
 class WriteTarget:
@@ -260,8 +255,6 @@ class WriteTarget:
         from deltacommit.protocol.expressions.constraints import table_constraints
         from deltacommit.protocol.expressions.generated import generated_columns
         from deltacommit.protocol.features.identity import identity_columns
-        from deltacommit.protocol.schema.column_mapping import mapping_mode
-
         metadata = getattr(snapshot, "metadata", None)
         if metadata is not None:
             known = _TARGETS.get((uri, id(metadata)))
@@ -269,9 +262,9 @@ class WriteTarget:
                 return known[1]
         schema = snapshot.schema
         target = cls(uri, schema, tuple(snapshot.partition_columns),
-                     num_indexed_cols(snapshot.configuration),
+                     snapshot.table_config.data_skipping_num_indexed_cols,
                      tuple(table_constraints(schema, snapshot.configuration, uri)),
-                     mapping_mode(snapshot.configuration, uri),
+                     snapshot.table_config.column_mapping_mode.value,
                      tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)))
         if metadata is not None:
             if len(_TARGETS) >= _TARGETS_KEPT:

@@ -22,11 +22,12 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from deltacommit.ops.optimize import parse_size
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import AUTO_COMPACT_MIN_NUM_FILES
 
 if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
@@ -36,16 +37,13 @@ class CompactableTable(Protocol):
     """What auto-compaction needs of a freshly opened table (``DeltaTable`` is one)."""
 
     @property
-    def configuration(self) -> dict[str, str | None]: ...
+    def table_config(self) -> TableConfig: ...
 
     @property
     def optimize(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 
-ENABLED = "delta.autoOptimize.autoCompact"
-MIN_NUM_FILES = "delta.autoOptimize.autoCompact.minNumFiles"
-MAX_FILE_SIZE = "delta.autoOptimize.autoCompact.maxFileSize"
 SWITCH = "DELTACOMMIT_AUTO_COMPACT"
 DEFAULT_MIN_NUM_FILES = 50
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
@@ -56,22 +54,21 @@ _queued: dict[str, set[tuple[tuple[str, str | None], ...]]] = {}
 _threads: dict[str, threading.Thread] = {}
 
 
-def enabled(configuration: Mapping[str, str | None]) -> bool:
+def enabled(config: TableConfig) -> bool:
     if (os.environ.get(SWITCH) or "").strip().lower() in ("off", "false", "0", "no"):
         return False
-    return (configuration.get(ENABLED) or "false").strip().lower() in ("true", "auto", "legacy")
+    return config.auto_compact
 
 
-def _settings(configuration: Mapping[str, str | None], uri: str) -> tuple[int, int]:
-    raw = configuration.get(MIN_NUM_FILES)
-    try:
-        min_files = int(raw) if raw else DEFAULT_MIN_NUM_FILES
-    except ValueError:
+def _settings(config: TableConfig, uri: str) -> tuple[int, int]:
+    min_files = config.auto_compact_min_num_files
+    if min_files is None:
         min_files = DEFAULT_MIN_NUM_FILES
-        log.warning("table %s: %s=%r is not a number; using %d", uri, MIN_NUM_FILES, raw,
-                    min_files)
-    size = configuration.get(MAX_FILE_SIZE)
-    max_size = parse_size(size, f"table {uri}: {MAX_FILE_SIZE}") if size else DEFAULT_MAX_FILE_SIZE
+        raw = config.raw.get(AUTO_COMPACT_MIN_NUM_FILES)
+        if raw:
+            log.warning("table %s: %s=%r is not a number; using %d", uri,
+                        AUTO_COMPACT_MIN_NUM_FILES, raw, min_files)
+    max_size = config.auto_compact_max_file_size or DEFAULT_MAX_FILE_SIZE
     return max(min_files, 2), max_size
 
 
@@ -99,13 +96,13 @@ class AutoCompactor:
         self.open_table = open_table
 
     def __call__(self, commit: Commit, snapshot: Snapshot) -> None:
-        configuration = snapshot.metadata.configuration
-        if not enabled(configuration):
+        config = snapshot.table_config
+        if not enabled(config):
             return
         info = commit.commit_info
         if info is not None and info.operation == "OPTIMIZE":
             return
-        min_files, max_size = _settings(configuration, self.uri)
+        min_files, max_size = _settings(config, self.uri)
         due = due_partitions(commit, snapshot, min_files, max_size)
         if due:
             self._schedule(due)
@@ -129,7 +126,7 @@ class AutoCompactor:
                     return
             try:
                 table = self.open_table()
-                _, max_size = _settings(table.configuration, self.uri)
+                _, max_size = _settings(table.table_config, self.uri)
                 for part in sorted(partitions, key=repr):
                     if any(v is None for _, v in part):
                         continue  # a null partition value has no equality filter

@@ -24,7 +24,7 @@ from deltacommit.engine.transaction.log_table import open_table
 from deltacommit.engine.transaction.transaction import CommitResult
 from deltacommit.errors import CoordinationMismatchError
 from deltacommit.io.logstore import open_log_store, registered_mechanisms
-from deltacommit.io.logstore.base import COORDINATION_KEY
+from deltacommit.protocol.table_config.config import TableConfig
 
 #: The mechanisms a table can record: those of the log-store registry when this module was
 #: imported (``registered_mechanisms()`` also has those registered since).
@@ -32,9 +32,9 @@ MECHANISMS = registered_mechanisms()
 
 
 def recorded_coordination(configuration: Mapping[str, str | None]) -> dict[str, str]:
-    """The ``deltacommit.coordination*`` keys a table's configuration records."""
-    return {k: v for k, v in configuration.items()
-            if (k == COORDINATION_KEY or k.startswith(COORDINATION_KEY + ".")) and v is not None}
+    """The ``deltacommit.coordination*`` keys a table's configuration records
+    (``TableConfig.coordination``)."""
+    return TableConfig(configuration).coordination
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def coordination_status(uri: str, storage_options: Mapping[str, str] | None = No
                         ) -> CoordinationStatus:
     table = open_table(uri, storage_options)
     return CoordinationStatus(table.uri, table.version,
-                              recorded_coordination(table.configuration),
+                              table.table_config.coordination,
                               table.log_store.coordination_config())
 
 
@@ -73,7 +73,7 @@ def set_coordination(uri: str, *, storage_options: Mapping[str, str] | None = No
     None when the table already records exactly the new mechanism (nothing is written).
     """
     table = open_table(uri, storage_options)
-    recorded = recorded_coordination(table.configuration)
+    recorded = table.table_config.coordination
     current = table.log_store.coordination_config()
     mismatched = {k: v for k, v in current.items() if recorded.get(k, v) != v}
     if mismatched:

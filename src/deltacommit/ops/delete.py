@@ -38,7 +38,7 @@ from deltacommit.protocol.expressions.predicates import Predicate
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.fingerprint import row_differences
 from deltacommit.protocol.log.paths import parse_location
-from deltacommit.protocol.table_config.features import change_data_feed_enabled
+from deltacommit.protocol.table_config.config import TableConfig
 
 if TYPE_CHECKING:
     from deltacommit.engine.commit.policy import CommitResult
@@ -62,7 +62,7 @@ class DeletingTable(Interface):
     def protocol(self) -> Protocol: ...
 
     @property
-    def configuration(self) -> dict[str, str | None]: ...
+    def table_config(self) -> TableConfig: ...
 
     @property
     def storage_options(self) -> dict[str, str]: ...
@@ -81,16 +81,14 @@ class DeletingTable(Interface):
 
 def deletes_write_dvs(table: DeletingTable) -> bool:
     """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: only with the property)."""
-    p = table.protocol
-    enabled = (table.configuration.get("delta.enableDeletionVectors") or "").lower() == "true"
-    return enabled and "deletionVectors" in (p.writer_features or [])
+    return table.table_config.deletion_vectors_enabled(table.protocol)
 
 
 def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
     from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
 
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
-    if change_data_feed_enabled(table.protocol, table.configuration):
+    if table.table_config.change_data_feed_enabled(table.protocol):
         raise UnsupportedProtocolError(
             f"{where}: the table has change data feed enabled (delta.enableChangeDataFeed=true), "
             "so a DELETE of some rows of a file must also write change data files, which "

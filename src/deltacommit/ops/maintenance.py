@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from deltacommit.engine.hooks.checkpoint import CheckpointInfo, write_checkpoint
@@ -48,7 +48,7 @@ from deltacommit.protocol.log.paths import (
     vacuum_keys,
 )
 from deltacommit.protocol.table_config.features import check_writable
-from deltacommit.protocol.table_config.intervals import DELETED_FILE_RETENTION, duration_ms
+from deltacommit.protocol.table_config.properties import DELETED_FILE_RETENTION
 from deltacommit.runtime.clock import now_ms
 from deltacommit.runtime.threads import CallThreads
 
@@ -69,7 +69,7 @@ _MAX_RETENTION_HOURS = 24 * 365 * 1_000_000.0
 
 def cleanup_log(log: TableLog, dry_run: bool = False) -> list[str]:
     """Delete the table's expired log files (``log_cleanup``); returns their paths."""
-    return cleanup_expired_log(log.log_store, log.snapshot.configuration, log.clock, dry_run)
+    return cleanup_expired_log(log.log_store, log.snapshot.table_config, log.clock, dry_run)
 
 
 def create_checkpoint(log: TableLog) -> CheckpointInfo:
@@ -165,8 +165,8 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
-    cutoff = started - _retention_ms(uri, snap.configuration, retention_hours,
-                                     enforce_retention_duration)
+    cutoff = started - _retention_ms(uri, snap.table_config.deleted_file_retention_ms,
+                                     retention_hours, enforce_retention_duration)
     doomed = _unreferenced_files(log, snap, cutoff, started, protect_uncommitted)
     if dry_run or not doomed:
         return doomed
@@ -175,11 +175,10 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     return doomed
 
 
-def _retention_ms(uri: str, configuration: Mapping[str, str | None],
+def _retention_ms(uri: str, table_ms: int,
                   retention_hours: float | None, enforce_retention_duration: bool) -> int:
     """The retention asked for, or the table's; InvalidArgumentError for one out of range or,
     while ``enforce_retention_duration`` is on, shorter than the table's."""
-    table_ms = duration_ms(configuration, DELETED_FILE_RETENTION, uri)
     if retention_hours is None:
         return table_ms
     if (isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float)

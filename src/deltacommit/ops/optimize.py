@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -62,6 +61,11 @@ from deltacommit.protocol.expressions.predicates import (
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import (
+    ROW_COMMIT_VERSION_COLUMN,
+    ROW_ID_COLUMN,
+)
 from deltacommit.protocol.zorder import MAX_COLUMNS, unorderable_reason, z_sorted
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 from deltacommit.runtime.threads import CallThreads
@@ -96,7 +100,7 @@ class OptimizableTable(Protocol):
     def partition_columns(self) -> list[str]: ...
 
     @property
-    def configuration(self) -> dict[str, str | None]: ...
+    def table_config(self) -> TableConfig: ...
 
     @property
     def store(self) -> ObjectStore: ...
@@ -111,9 +115,6 @@ class OptimizableTable(Protocol):
 #: deltalake's default target size (Spark's OPTIMIZE uses 1 GiB; small tables want smaller).
 DEFAULT_TARGET_SIZE = 100 * 1024 * 1024
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
-_SIZE = re.compile(r"^(\d+)\s*([a-z]*)$", re.IGNORECASE)
 
 #: A commit replaces at most about this many files: beside a stream of small appends, a
 #: commit of thousands of actions takes long enough to write that it would keep losing the
@@ -122,15 +123,6 @@ MAX_FILES_PER_COMMIT = 1000
 
 #: How many times a commit of the surviving bins is retried after concurrent removes.
 _MAX_ROUNDS = 100
-
-
-def parse_size(value: str, what: str) -> int:
-    """``delta.targetFileSize`` as Delta writes it: bytes, or a number with b/k/m/g/t."""
-    m = _SIZE.match(value.strip())
-    if m is None or m.group(2).lower() not in _UNITS or int(m.group(1)) < 1:
-        raise InvalidArgumentError(f"{what} must be a positive size such as 104857600 or "
-                                   f"128mb, got {value!r}")
-    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 @dataclass
@@ -211,16 +203,15 @@ def _size_stats(sizes: Sequence[int]) -> str:
 def _materialized_columns(snap: Snapshot, uri: str) -> tuple[str, str] | None:
     """The hidden row-id and row-commit-version columns compaction must fill (None when row
     tracking is not enabled: rewritten rows then simply get fresh ids)."""
-    if not row_tracking.is_enabled(snap.protocol, snap.metadata):
+    config = snap.table_config
+    if not config.row_tracking_enabled(snap.protocol):
         return None
-    config = snap.configuration
-    rid = config.get(row_tracking.ROW_ID_COLUMN_KEY)
-    ver = config.get(row_tracking.COMMIT_VERSION_COLUMN_KEY)
+    rid, ver = config.row_id_column, config.row_commit_version_column
     if not rid or not ver:
         raise InvalidArgumentError(
             f"compaction of {uri}: the table has row tracking enabled but no "
-            f"{row_tracking.ROW_ID_COLUMN_KEY} or {row_tracking.COMMIT_VERSION_COLUMN_KEY}, so "
-            "rewritten rows could not keep their ids")
+            f"{ROW_ID_COLUMN} or {ROW_COMMIT_VERSION_COLUMN}, so rewritten rows could not keep "
+            "their ids")
     clash = sorted({rid, ver} & set(snap.schema.names))
     if clash:
         raise InvalidArgumentError(
@@ -554,10 +545,7 @@ class TableOptimizer:
                 raise InvalidArgumentError(f"compaction of {uri}: target_size must be a "
                                            f"positive number of bytes, got {target_size!r}")
             return target_size
-        configured = self.table.configuration.get("delta.targetFileSize")
-        if configured:
-            return parse_size(configured, f"table {uri}: delta.targetFileSize")
-        return DEFAULT_TARGET_SIZE
+        return self.table.table_config.target_file_size or DEFAULT_TARGET_SIZE
 
     def _predicate(self, partition_filters: Sequence[Any] | None, where: str | None) -> Predicate:
         if partition_filters is not None and where is not None:

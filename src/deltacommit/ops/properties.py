@@ -15,26 +15,23 @@ in unchecked.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
 
 from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.ops.schema_changes import column_mapping_turned_on
-from deltacommit.protocol.features import in_commit_timestamps, row_tracking
-from deltacommit.protocol.schema.column_mapping import MODE_KEY, mapping_mode
-from deltacommit.protocol.table_config.feature_requests import (
-    requested_features,
-    take_feature_requests,
-    take_version_requests,
-    with_features,
-)
+from deltacommit.protocol.features import row_tracking
+from deltacommit.protocol.table_config.checks import check_properties
+from deltacommit.protocol.table_config.config import RESERVED, TableConfig
 from deltacommit.protocol.table_config.features import check_writable
+from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
@@ -42,76 +39,65 @@ if TYPE_CHECKING:
     from deltacommit.protocol.expressions.constraints import Constraint
     from deltacommit.runtime.clock import RandomSource
 
-#: Properties only the writer that turns a feature on may set.
-_RESERVED = (in_commit_timestamps.ENABLEMENT_VERSION_KEY,
-             in_commit_timestamps.ENABLEMENT_TIMESTAMP_KEY,
-             row_tracking.ROW_ID_COLUMN_KEY, row_tracking.COMMIT_VERSION_COLUMN_KEY)
 
-
-class PropertiesTable(Protocol):
-    """What a change of properties needs of its table (``DeltaTable`` is one)."""
+class PropertiesTable(Interface):
+    """What a property change needs of its table (``DeltaTable`` is one); a protocol, so this
+    module, which the table calls, does not import the table back."""
 
     random: RandomSource
 
     @property
     def uri(self) -> str: ...
 
-    def transaction(self, operation: str = ..., operation_parameters: Mapping[str, Any] | None = ...,
-                    isolation_level: Any = ...) -> Transaction: ...
+    def transaction(self, operation: str = ...,
+                    operation_parameters: Mapping[str, Any] | None = ...) -> Transaction: ...
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
 
 
-#: Refuses property names and values Delta would not honour (``table.check_configuration``,
-#: the check a new table's configuration gets): ``(properties, table uri) -> None``.
-ConfigurationCheck = Callable[[Mapping[str, str], str], None]
-
-
-def set_properties(table: PropertiesTable, properties: Mapping[str, str],
-                   check_configuration: ConfigurationCheck) -> CommitResult:
-    """Set ``properties`` (and the table features they ask for) in one commit;
-    ``check_configuration`` refuses what a new table's configuration would refuse."""
+def set_properties(table: PropertiesTable, properties: Mapping[str, str]) -> CommitResult:
+    """Set ``properties`` (and the table features they ask for) in one commit."""
     uri = table.uri
     if not isinstance(properties, Mapping) or not properties:
         raise InvalidArgumentError(f"properties for table {uri} must be a non-empty mapping of "
                                    f"strings, got {properties!r}")
-    check_configuration(properties, uri)
-    reserved = sorted(set(properties) & set(_RESERVED))
+    reserved = sorted(set(properties) & set(RESERVED))
     if reserved:
         raise InvalidArgumentError(
             f"table {uri}: {reserved} are set by the writer that turns the feature on, not by "
             "hand")
-    wanted: dict[str, str | None] = dict(properties)
+    check_properties(properties, uri)
     # The features a property asks for are granted as a new table's would be
-    # (``log.feature_requests``); version and feature requests change the protocol only.
-    reader_version, writer_version = take_version_requests(wanted, uri)
-    features = requested_features(wanted)
-    take_feature_requests(wanted, uri)
+    # (``TableConfig.requests``); version and feature requests change the protocol only.
+    requests = TableConfig.requests(properties, uri)
+    wanted = requests.stored
     txn = table.transaction("SET TBLPROPERTIES", {"properties": json_text(dict(properties))})
     snap = txn.snapshot
-    protocol = with_features(snap.protocol, features, reader_version, writer_version)
+    protocol = requests.applied_to(snap.protocol)
     metadata = snap.metadata
     config = dict(metadata.configuration)
     config.update(wanted)
     new_metadata = replace(metadata, configuration=config)
-    if MODE_KEY in wanted:
-        mode, current = mapping_mode(wanted, uri), mapping_mode(metadata.configuration, uri)
+    if COLUMN_MAPPING_MODE in wanted:
+        mode = TableConfig(wanted, uri).column_mapping_mode
+        current = snap.table_config.column_mapping_mode
         if mode != current and current != "none":
             raise InvalidArgumentError(
-                f"table {uri} already uses column mapping mode {current!r}; it cannot be "
-                f"changed to {mode!r} (its files name columns by physical names)")
+                f"table {uri} already uses column mapping mode {current.value!r}; it cannot be "
+                f"changed to {mode.value!r} (its files name columns by physical names)")
         if mode != current:
             # Turning column mapping on names every field as the files do (ids and physical
             # names in the schema), in this same commit.
-            config = {k: v for k, v in config.items() if k != MODE_KEY}
+            config = {k: v for k, v in config.items() if k != COLUMN_MAPPING_MODE}
             new_metadata = column_mapping_turned_on(
-                uri, replace(metadata, configuration=config), mode)
+                uri, replace(metadata, configuration=config), mode.value)
             config = dict(new_metadata.configuration)
     check_writable(uri, protocol, new_metadata)
-    was_enabled = row_tracking.is_enabled(snap.protocol, metadata)
-    if row_tracking.is_enabled(protocol, new_metadata) and not was_enabled:
-        config.update(row_tracking.materialized_columns(
-            config, uuid.UUID(table.random.uuid()).hex))
+    was_enabled = snap.table_config.row_tracking_enabled(snap.protocol)
+    new_config = TableConfig(config, uri)
+    if new_config.row_tracking_enabled(protocol) and not was_enabled:
+        config.update(row_tracking.materialized_columns(new_config,
+                                                        uuid.UUID(table.random.uuid()).hex))
         new_metadata = replace(new_metadata, configuration=config)
         # Files without ids are committed again (same path, dataChange=false) to get them.
         backfill = [replace(a, data_change=False) for a in snap.iter_files()
@@ -136,11 +122,12 @@ def set_properties(table: PropertiesTable, properties: Mapping[str, str],
 def _new_checks(current: Mapping[str, str | None], wanted: Mapping[str, str | None]
                 ) -> list[Constraint]:
     """The CHECK constraints ``wanted`` adds or changes (``delta.constraints.<name>``)."""
-    from deltacommit.protocol.expressions.constraints import CONSTRAINT_PREFIX, Constraint
+    from deltacommit.protocol.expressions.constraints import Constraint
 
-    return [Constraint("check", key[len(CONSTRAINT_PREFIX):], value)
-            for key, value in sorted(wanted.items())
-            if key.lower().startswith(CONSTRAINT_PREFIX) and value and current.get(key) != value]
+    before = TableConfig(current).constraints
+    return [Constraint("check", name, value)
+            for name, value in TableConfig(wanted).constraints.items()
+            if value and before.get(name) != value]
 
 
 def _check_existing_rows(table: PropertiesTable, snap: Snapshot, checks: list[Constraint]) -> None:

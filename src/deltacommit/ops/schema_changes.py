@@ -28,7 +28,8 @@ from deltacommit.protocol.schema.column_mapping import (
     mapping_mode,
     renamed_field,
 )
-from deltacommit.protocol.table_config.feature_requests import requested_features, with_features
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import ColumnMappingMode
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,6 +59,9 @@ class SchemaTable(Interface):
     @property
     def configuration(self) -> dict[str, str | None]: ...
 
+    @property
+    def table_config(self) -> TableConfig: ...
+
     def transaction(self, operation: str = ...,
                     operation_parameters: Mapping[str, Any] | None = ...) -> Transaction: ...
 
@@ -69,7 +73,7 @@ def _path(column: str | Sequence[str]) -> list[str]:
 
 
 def _check_mapped(table: SchemaTable, what: str) -> None:
-    if mapping_mode(table.configuration, table.uri) == "none":
+    if table.table_config.column_mapping_mode == ColumnMappingMode.NONE:
         raise InvalidArgumentError(
             f"table {table.uri}: {what} needs column mapping (data files name columns by "
             "their names otherwise); create the table with configuration "
@@ -155,7 +159,7 @@ def enable_column_mapping(table: SchemaTable, mode: str = "name") -> CommitResul
     property does (``properties.set_properties``).  Renames and drops are possible from then
     on."""
     metadata = column_mapping_turned_on(table.uri, table.metadata, mode)
-    protocol = with_features(table.protocol, requested_features({MODE_KEY: mode}))
+    protocol = TableConfig.requests({MODE_KEY: mode}, table.uri).applied_to(table.protocol)
     return _commit(table, "SET TBLPROPERTIES", {"properties": json_text({MODE_KEY: mode})},
                    json.loads(metadata.schema_string), list(table.partition_columns),
                    dict(metadata.configuration), protocol)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from deltacommit.errors import (
@@ -26,7 +25,6 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     ConcurrentTransactionException,
     DeltaCommitError,
-    InvalidArgumentError,
     MetadataChangedException,
     ProtocolChangedException,
 )
@@ -46,6 +44,7 @@ from deltacommit.protocol.log.replay import file_key
 from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.protocol.table_config.feature_requests import supported_features
 from deltacommit.protocol.table_config.features import check_writable
+from deltacommit.protocol.table_config.properties import IsolationLevel as IsolationLevel
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,23 +52,6 @@ if TYPE_CHECKING:
     from deltacommit.protocol.expressions.predicates import Predicate
 
 __all__ = ["IsolationLevel", "TransactionSummary", "WinningCommit", "check_conflicts"]
-
-
-class IsolationLevel(StrEnum):
-    SERIALIZABLE = "Serializable"
-    WRITE_SERIALIZABLE = "WriteSerializable"
-    SNAPSHOT_ISOLATION = "SnapshotIsolation"
-
-    @classmethod
-    def from_table(cls, configuration: Mapping[str, str | None], table: str) -> IsolationLevel:
-        """The table's ``delta.isolationLevel``; Serializable when unset, as in Delta."""
-        raw = configuration.get("delta.isolationLevel") or cls.SERIALIZABLE.value
-        for level in (cls.SERIALIZABLE, cls.WRITE_SERIALIZABLE):
-            if raw.lower() == level.value.lower():
-                return level
-        raise InvalidArgumentError(
-            f"table {table}: delta.isolationLevel={raw!r} is not valid; expected "
-            "'Serializable' or 'WriteSerializable'")
 
 
 # Operations that rewrite files without changing what the table contains (Spark's

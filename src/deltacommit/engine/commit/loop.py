@@ -35,6 +35,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
     MissingVersionError,
+    TableExistsError,
     TableReplacedError,
     VersionExistsError,
 )
@@ -554,6 +555,34 @@ class CommitLoop:
         # A snapshot newer than version - 1 means that version is taken: the attempt loses
         # the race whatever it carries, and the rebase stamps the next one afresh.
         return stamp(self.actions(group, group_id, now_ms), before, version, now_ms)
+
+
+def commit(log: TableLog, staged: StagedCommit, policy: CommitPolicy, clock: Clock,
+           random: RandomSource) -> tuple[CommitResult, Commit]:
+    """Commit one transaction's staged version through the loop: the entry every lone
+    version takes, a table's first included (``read_version`` -1, staged on the empty state
+    before version 0, as ``DeltaTable.create`` does): it takes the host's turn, is stamped on
+    each attempt and claims its version through the log store like any other.
+
+    Returns the result and the commit it landed in (found in the log when an earlier attempt
+    of the transaction had landed already).  A first version that loses the race for version
+    0 conflicts with whatever won it: the table exists, ``TableExistsError``.
+    """
+    member = Member(staged)
+    group = Group([], [], [member])
+    loop = CommitLoop(log, policy, clock, random)
+    base = log.version
+    landed = None
+    if loop.catch_up(member, base, {}, group):
+        landed = loop.run(group, base, staged.txn_id)
+    if staged.read_version < 0 and isinstance(member.error, ConcurrentModificationException):
+        raise TableExistsError(
+            f"a Delta table was created at {log.uri} concurrently (another writer committed "
+            "its version 0 first); open it instead") from None
+    result = member.outcome()
+    if landed is None:  # found committed by an earlier attempt before this one began
+        landed = log.known_commits(result.version, result.version)[0]
+    return result, landed
 
 
 class _Baton:

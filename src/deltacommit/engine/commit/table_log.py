@@ -184,8 +184,8 @@ class TableLog:
 
     def _may_predate_cleanup(self) -> bool:
         """Whether log cleanup may have deleted commits made after this object's snapshot."""
-        return may_predate_cleanup(self._snapshot.configuration, self.uri, self._confirmed_at,
-                                   self.clock.time())
+        return may_predate_cleanup(self._snapshot.table_config.log_retention_ms,
+                                   self._confirmed_at, self.clock.time())
 
     def refresh_if_stale(self) -> None:
         """Catch up before committing if the snapshot may predate a log cleanup.

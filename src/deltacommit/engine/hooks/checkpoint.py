@@ -52,15 +52,7 @@ from deltacommit.protocol.log.names import (
 )
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import CheckpointCandidate, checkpoint_candidates
-from deltacommit.protocol.table_config.intervals import (
-    DELETED_FILE_RETENTION,
-    EXPIRED_LOG_CLEANUP,
-    TXN_RETENTION,
-    checkpoint_interval,
-    duration_ms,
-    flag,
-    optional_duration_ms,
-)
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, now_ms
 
 if TYPE_CHECKING:
@@ -113,9 +105,9 @@ def _parquet(table: pa.Table) -> bytes:
 
 def _encoded(state: TableState, now: int, table: str) -> EncodedCheckpoint:
     assert state.metadata is not None and state.protocol is not None
-    config = state.metadata.configuration
-    tombstone_cutoff = now - duration_ms(config, DELETED_FILE_RETENTION, table)
-    txn_retention = optional_duration_ms(config, TXN_RETENTION, table)
+    config = TableConfig.of(state.metadata, table)
+    tombstone_cutoff = now - config.deleted_file_retention_ms
+    txn_retention = config.set_transaction_retention_ms
     return encode_checkpoint(state, tombstone_cutoff,
                              None if txn_retention is None else now - txn_retention,
                              CheckpointOptions.of(state.protocol, config))
@@ -258,8 +250,8 @@ def after_commit(log_store: LogStore, snapshot: Snapshot, clock: Clock, version:
     """
     uri = log_store.table_uri
     try:
-        config = snapshot.configuration
-        interval = checkpoint_interval(config)
+        config = snapshot.table_config
+        interval = config.checkpoint_interval
         if version <= 0 or version % interval:
             return
         state = _state_at(log_store, snapshot, version)
@@ -268,7 +260,7 @@ def after_commit(log_store: LogStore, snapshot: Snapshot, clock: Clock, version:
         logger.warning("checkpoint of %s at version %d failed (the commit itself succeeded): %s",
                        uri, version, e, exc_info=True)
         return
-    if not flag(config, EXPIRED_LOG_CLEANUP, True):
+    if not config.enable_expired_log_cleanup:
         return
     try:
         cleanup_expired_log(log_store, config, clock)

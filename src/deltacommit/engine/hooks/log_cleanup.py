@@ -22,7 +22,6 @@ so it sits below the table layer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,7 +44,7 @@ from deltacommit.protocol.log.names import (
 )
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import checkpoint_candidates
-from deltacommit.protocol.table_config.intervals import LOG_RETENTION, duration_ms
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, now_ms
 
 if TYPE_CHECKING:
@@ -158,16 +157,16 @@ def _still_young(log_store: LogStore, cutoff_ms: int) -> bool:
     return meta.last_modified_ms == modified
 
 
-def cleanup_expired_log(log_store: LogStore, configuration: Mapping[str, str | None],
-                        clock: Clock, dry_run: bool = False) -> list[str]:
+def cleanup_expired_log(log_store: LogStore, config: TableConfig, clock: Clock,
+                        dry_run: bool = False) -> list[str]:
     """Delete expired log files (PROTOCOL.md "Metadata Cleanup"); returns their paths.
 
-    Expired: older than ``delta.logRetentionDuration`` (from ``configuration``, the table's)
+    Expired: older than ``delta.logRetentionDuration`` (from ``config``, the table's)
     and before the newest usable checkpoint that is not newer than the cut-off commit.  With
     ``dry_run`` nothing is deleted.
     """
     uri = log_store.table_uri
-    retention = duration_ms(configuration, LOG_RETENTION, uri)
+    retention = config.log_retention_ms
     cutoff = (now_ms(clock) - retention) // DAY_MS * DAY_MS
     files = _expired_prefix(log_store, cutoff)
     last_expired = cutoff_commit(files, cutoff)

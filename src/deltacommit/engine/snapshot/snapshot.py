@@ -30,7 +30,9 @@ from deltacommit.protocol.actions import Action, Add, CommitInfo, Metadata, Prot
 from deltacommit.protocol.log.names import LOG_DIR, LogFile, commit_name, commit_path, version_gaps
 from deltacommit.protocol.log.replay import TableState, replay
 from deltacommit.protocol.log.segment import LogListing, format_versions
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.features import check_readable
+from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,13 +65,12 @@ def check_schema(table: str, protocol: Protocol, metadata: Metadata,
     check_readable(table, protocol, metadata)
     if schema is None:
         schema = table_schema(table, metadata)  # parsing the schema is the check of its types
-    configuration = metadata.configuration
-    if configuration.get("delta.columnMapping.mode") and (
+    if metadata.configuration.get(COLUMN_MAPPING_MODE) and (
             protocol.min_reader_version == 2
             or "columnMapping" in (protocol.reader_features or ())):
-        from deltacommit.protocol.schema.column_mapping import check_column_mapping, mapping_mode
+        from deltacommit.protocol.schema.column_mapping import check_column_mapping
 
-        check_column_mapping(schema, mapping_mode(configuration, table), table)
+        check_column_mapping(schema, TableConfig.of(metadata, table).column_mapping_mode, table)
     if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
         from deltacommit.protocol.schema.type_widening import check_type_changes
 
@@ -132,7 +133,7 @@ class Snapshot:
     rows, so a new snapshot costs the changes since the checkpoint, not the table.
     """
 
-    __slots__ = ("_ict", "_log_store", "_schema", "_schema_source", "_state")
+    __slots__ = ("_config", "_ict", "_log_store", "_schema", "_schema_source", "_state")
 
     def __init__(self, log_store: LogStore, state: TableState) -> None:
         """``state`` becomes this snapshot's: nothing may change it afterwards."""
@@ -141,6 +142,7 @@ class Snapshot:
         self._schema: pa.Schema | None = None
         self._schema_source: str | None = None
         self._ict: tuple[int | None] | None = None
+        self._config: tuple[Metadata | None, TableConfig] | None = None
 
     @property
     def log_store(self) -> LogStore:
@@ -243,8 +245,10 @@ class Snapshot:
         state = replay(((c.version, c.actions) for c in commits), self._state,
                        self._source_of(self._log_store.table_uri))
         snap = Snapshot(self._log_store, state)
-        # The schema is parsed once per schema string, not once per snapshot.
+        # The schema is parsed once per schema string, not once per snapshot, and the
+        # properties once per metaData.
         snap._schema, snap._schema_source = self._schema, self._schema_source
+        snap._config = self._config
         return snap
 
     def with_log_store(self, log_store: LogStore) -> Snapshot:
@@ -252,6 +256,7 @@ class Snapshot:
         from the process's cached state reads further commits through its own store)."""
         snap = Snapshot(log_store, self._state)
         snap._schema, snap._schema_source = self._schema, self._schema_source
+        snap._config = self._config
         return snap
 
     def with_commit(self, commit: Commit) -> Snapshot:
@@ -333,6 +338,17 @@ class Snapshot:
     @property
     def configuration(self) -> dict[str, str | None]:
         return dict(self.metadata.configuration)
+
+    @property
+    def table_config(self) -> TableConfig:
+        """The table's properties, typed (``TableConfig``): built once per ``metaData`` and
+        shared by the snapshots that follow it; empty before version 0."""
+        metadata = self._state.metadata
+        cached = self._config
+        if cached is None or cached[0] is not metadata:
+            cached = (metadata, TableConfig.of(metadata, self._log_store.table_uri))
+            self._config = cached
+        return cached[1]
 
     @property
     def schema(self) -> pa.Schema:

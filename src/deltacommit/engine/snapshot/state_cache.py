@@ -130,7 +130,7 @@ def reuse(key: Key, log_store: LogStore, clock: Clock
         return None
     with _lock:
         entry = _entries.get(key)
-    if entry is None or may_predate_cleanup(entry.snapshot.configuration, log_store.table_uri,
+    if entry is None or may_predate_cleanup(entry.snapshot.table_config.log_retention_ms,
                                             entry.confirmed_at, clock.time()):
         return None
     proof: Future[bool]
@@ -167,7 +167,7 @@ def reopen(key: Key, log_store: LogStore, clock: Clock
     try:
         started = clock.time()
         updated, new = snap.updated(may_predate_cleanup(
-            snap.configuration, log_store.table_uri, entry.confirmed_at, started))
+            snap.table_config.log_retention_ms, entry.confirmed_at, started))
         # What a fresh load refuses (a feature or type this library cannot read, which a
         # commit of this process may have introduced) is refused by the fresh load.
         updated.check_readable()

@@ -136,11 +136,16 @@ def version_commit_info(members: Sequence[StagedCommit], shared_adds: Sequence[A
     tags = _identity_tags(members)
     if len(members) == 1:
         m = members[0]
+        # A new table's version 0 read no version and, as Spark writes CREATE TABLE, counts
+        # no files.
+        new_table = m.read_version < 0 and not m.adds and not shared_adds
         return build_commit_info(
             timestamp=timestamp, operation=m.operation, parameters=m.parameters,
-            read_version=m.read_version, isolation_level=m.summary.effective_isolation.value,
+            read_version=None if m.read_version < 0 else m.read_version,
+            isolation_level=m.summary.effective_isolation.value,
             blind_append=m.summary.is_blind_append,
-            metrics=action_metrics(m.metrics, list(m.adds) + list(shared_adds), m.removes),
+            metrics=dict(m.metrics) if new_table else action_metrics(
+                m.metrics, list(m.adds) + list(shared_adds), m.removes),
             txn_id=m.txn_id, tags=tags)
     first = members[0]
     metrics = sum_metrics([action_metrics(m.metrics, m.adds, m.removes) for m in members]

@@ -23,6 +23,7 @@ from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, Rando
 if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitter
     from deltacommit.io.logstore.base import LogStore
+    from deltacommit.protocol.table_config.config import TableConfig
 
 __all__ = ["LogTable", "open_table"]
 
@@ -63,6 +64,10 @@ class LogTable:
     @property
     def configuration(self) -> dict[str, str | None]:
         return self.log.snapshot.configuration
+
+    @property
+    def table_config(self) -> TableConfig:
+        return self.log.snapshot.table_config
 
     @property
     def group_committer(self) -> GroupCommitter | None:

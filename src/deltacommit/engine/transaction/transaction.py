@@ -17,7 +17,7 @@ from typing import Protocol as Interface
 import pyarrow as pa
 
 from deltacommit.engine.commit.handle import TableHandle
-from deltacommit.engine.commit.loop import CommitLoop, Group, Member
+from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.scan import partition_physical_names, select_files
 from deltacommit.engine.snapshot.snapshot import check_schema
@@ -34,10 +34,11 @@ from deltacommit.protocol.actions import (
     Remove,
     Txn,
 )
-from deltacommit.protocol.conflicts import IsolationLevel, TransactionSummary
+from deltacommit.protocol.conflicts import TransactionSummary
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.protocol.log.replay import file_key
-from deltacommit.protocol.table_config.features import check_writable, is_append_only
+from deltacommit.protocol.table_config.features import check_writable
+from deltacommit.protocol.table_config.properties import IsolationLevel
 
 if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitter
@@ -81,8 +82,8 @@ class Transaction:
         self.operation_parameters: dict[str, Any] = dict(operation_parameters or {})
         # An override of the table's delta.isolationLevel, validated like the property (snapshot
         # isolation is never chosen, only reached by a transaction that changes no data).
-        self._isolation = (None if isolation_level is None else IsolationLevel.from_table(
-            {"delta.isolationLevel": str(isolation_level)}, table.uri))
+        self._isolation = (None if isolation_level is None
+                           else IsolationLevel.parse(str(isolation_level), table.uri))
         self._reads = _Reads()
         self._adds: list[Add] = []
         self._unsynced: list[str] = []
@@ -248,7 +249,7 @@ class Transaction:
         snap = self.snapshot
         schema = snap.schema
         pcols = tuple(snap.partition_columns)
-        isolation = self._isolation or IsolationLevel.from_table(snap.configuration, self.table.uri)
+        isolation = self._isolation or snap.table_config.isolation_level
         return TransactionSummary(
             operation=self.operation,
             partition_columns=pcols,
@@ -299,7 +300,7 @@ class Transaction:
                 raise InvalidArgumentError(
                     f"this {self.operation} would commit a metaData no reader could accept, so "
                     f"nothing was committed: {e}") from None
-        if any(r.data_change for r in self._removes) and is_append_only(snap.metadata):
+        if any(r.data_change for r in self._removes) and snap.table_config.append_only:
             raise InvalidArgumentError(
                 f"table {uri} is append-only (delta.appendOnly=true): this {self.operation} would "
                 "remove data")
@@ -369,18 +370,10 @@ class Transaction:
         committer = table.group_committer
         if committer is not None:
             return self._settle(committer.commit(self.staged()))
-        log = table.log
-        member = Member(self.staged())
-        group = Group([], [], [member])
-        loop = CommitLoop(log, table.policy, table.clock, table.random)
-        base = log.version
-        commit = None
-        if loop.catch_up(member, base, {}, group):
-            commit = loop.run(group, base, self.txn_id)
-        result = self._settle(member.outcome())
-        if commit is None:  # found committed by an earlier attempt before this one began
-            commit = log.known_commits(result.version, result.version)[0]
-        table.log.post_commit(commit)
+        result, landed = commit_staged(table.log, self.staged(), table.policy, table.clock,
+                                       table.random)
+        self._settle(result)
+        table.log.post_commit(landed)
         return result
 
     def commit_rows(self, rows: pa.Table) -> tuple[CommitResult, int]:

@@ -30,6 +30,7 @@ from deltacommit.protocol.log.names import (
     parse_log_name,
     version_gaps,
 )
+from deltacommit.protocol.table_config.properties import COORDINATION
 
 # How many consecutive new versions to probe one by one before listing instead.
 _PROBE_LIMIT = 8
@@ -209,7 +210,8 @@ def unreadable_version(table: str, version: int, e: StorageError) -> CorruptLogE
         "past it; move it out of _delta_log (nothing was committed)")
 
 
-COORDINATION_KEY = "deltacommit.coordination"
+#: The table property recording the commit mechanism (``TableConfig.coordination``).
+COORDINATION_KEY = COORDINATION
 #: The names of the built-in mechanisms (``LogStore.mechanism``), as tables record them.  Here,
 #: not beside each log store, so that the registry names them without importing botocore.
 CONDITIONAL_MECHANISM = "conditional"

@@ -7,7 +7,6 @@ asks for (``CheckpointOptions``).  Pure.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ from deltacommit.protocol.stats.parsed import (
     partition_struct_type,
     stats_struct_type,
 )
-from deltacommit.protocol.table_config.intervals import flag
+from deltacommit.protocol.table_config.config import TableConfig
 
 __all__ = ["CheckpointOptions", "EncodedCheckpoint", "adds_to_arrow", "encode_checkpoint", "fill_required",
            "live_add_chunks", "null_rows", "removes_to_arrow"]
@@ -262,16 +261,11 @@ class CheckpointOptions:
     stats_struct: bool = True
 
     @classmethod
-    def of(cls, protocol: Protocol, configuration: Mapping[str, str | None]) -> CheckpointOptions:
-        """The options a table asks for.  UUID-named V2 checkpoints need
-        ``delta.checkpointPolicy=v2`` and the ``v2Checkpoint`` feature: a table without the
-        feature has readers that would not recognise them."""
-        policy = (configuration.get("delta.checkpointPolicy") or "classic").strip().lower()
-        feature = ("v2Checkpoint" in (protocol.reader_features or [])
-                   and "v2Checkpoint" in (protocol.writer_features or []))
-        return cls(v2=policy == "v2" and feature,
-                   stats_json=flag(configuration, "delta.checkpoint.writeStatsAsJson", True),
-                   stats_struct=flag(configuration, "delta.checkpoint.writeStatsAsStruct", True))
+    def of(cls, protocol: Protocol, config: TableConfig) -> CheckpointOptions:
+        """The options a table asks for (``TableConfig.v2_checkpoints``: UUID-named V2
+        checkpoints need the policy and the ``v2Checkpoint`` feature)."""
+        return cls(v2=config.v2_checkpoints(protocol), stats_json=config.checkpoint_stats_as_json,
+                   stats_struct=config.checkpoint_stats_as_struct)
 
 
 def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOptions,

@@ -42,8 +42,9 @@ from deltacommit.protocol.expressions.arrow_values import pcx
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import CONSTRAINT_PREFIX
 
-CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = b"delta.invariants"
 
 
@@ -73,12 +74,12 @@ def table_constraints(schema: pa.Schema, configuration: Mapping[str, str | None]
 
     for f in schema:
         visit(f, f.name)
-    for key, value in sorted(configuration.items()):
-        if key.lower().startswith(CONSTRAINT_PREFIX):
-            if not value:
-                raise UnsupportedProtocolError(
-                    f"table {table}: CHECK constraint {key} has an empty expression")
-            out.append(Constraint("check", key[len(CONSTRAINT_PREFIX):], value))
+    for name, value in TableConfig(configuration, table).constraints.items():
+        if not value:
+            raise UnsupportedProtocolError(
+                f"table {table}: CHECK constraint {CONSTRAINT_PREFIX}{name} has an empty "
+                "expression")
+        out.append(Constraint("check", name, value))
     return out
 
 

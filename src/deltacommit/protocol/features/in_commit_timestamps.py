@@ -15,22 +15,16 @@ times.  History and timestamp time travel follow that split (``commit_timestamp`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.protocol.actions import CommitInfo, Metadata, Protocol
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.actions import CommitInfo, Metadata
+from deltacommit.protocol.table_config.properties import (
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+)
 
-ENABLE_KEY = "delta.enableInCommitTimestamps"
-ENABLEMENT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
-ENABLEMENT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 FIELD = "inCommitTimestamp"
-
-
-def is_enabled(protocol: Protocol, metadata: Metadata) -> bool:
-    """Whether every commit must carry an in-commit timestamp."""
-    return ("inCommitTimestamp" in (protocol.writer_features or ())
-            and protocol.min_writer_version >= 7
-            and (metadata.configuration.get(ENABLE_KEY) or "false").strip().lower() == "true")
 
 
 def next_timestamp(now_ms: int, previous: int | None) -> int:
@@ -38,26 +32,11 @@ def next_timestamp(now_ms: int, previous: int | None) -> int:
     return now_ms if previous is None else max(now_ms, previous + 1)
 
 
-def enablement(metadata: Metadata, table: str) -> tuple[int, int] | None:
-    """``(version, timestamp)`` from which the table's commits carry in-commit timestamps; None
-    if they all do (or the feature is off)."""
-    config = metadata.configuration
-    v, ts = config.get(ENABLEMENT_VERSION_KEY), config.get(ENABLEMENT_TIMESTAMP_KEY)
-    if v is None and ts is None:
-        return None
-    try:
-        return int(v or ""), int(ts or "")
-    except ValueError:
-        raise CorruptLogError(
-            f"table {table}: {ENABLEMENT_VERSION_KEY}={v!r} and {ENABLEMENT_TIMESTAMP_KEY}="
-            f"{ts!r} must both be integers") from None
-
-
 def with_enablement(metadata: Metadata, version: int, timestamp: int) -> Metadata:
     """``metadata`` recording that in-commit timestamps start at ``version``."""
     config = dict(metadata.configuration)
-    config[ENABLEMENT_VERSION_KEY] = str(version)
-    config[ENABLEMENT_TIMESTAMP_KEY] = str(timestamp)
+    config[ICT_ENABLEMENT_VERSION] = str(version)
+    config[ICT_ENABLEMENT_TIMESTAMP] = str(timestamp)
     return Metadata(metadata.id, metadata.schema_string, list(metadata.partition_columns),
                     config, metadata.format, metadata.name, metadata.description,
                     metadata.created_time, dict(metadata.extra))
@@ -72,14 +51,6 @@ def commit_timestamp(version: int, commit_info: CommitInfo | None, file_time_ms:
         if ts is not None:
             return ts
     return file_time_ms
-
-
-def ict_start(metadata: Metadata, protocol: Protocol, table: str) -> int | None:
-    """The first version whose commits carry in-commit timestamps (None: none do)."""
-    if not is_enabled(protocol, metadata):
-        return None
-    e = enablement(metadata, table)
-    return 0 if e is None else e[0]
 
 
 def version_at(timestamp_ms: int, times: Sequence[tuple[int, int]], table: str,
@@ -124,9 +95,3 @@ def commit_times(entries: Sequence[tuple[int, CommitInfo | None, int | None]],
         previous = t
     return out
 
-
-def previous_from_config(config: Mapping[str, str | None]) -> int | None:
-    """The enablement timestamp, a lower bound for the previous commit's timestamp when the
-    commit file that holds it is gone."""
-    ts = config.get(ENABLEMENT_TIMESTAMP_KEY)
-    return int(ts) if ts is not None and ts.strip().lstrip("-").isdigit() else None

@@ -25,14 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.protocol.actions import Add, DomainMetadata, Metadata, Protocol
+from deltacommit.protocol.actions import Add, DomainMetadata
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
 
 #: The system domain holding the row-id high-water mark.
 DOMAIN = "delta.rowTracking"
-ENABLE_KEY = "delta.enableRowTracking"
-SUSPENDED_KEY = "delta.rowTrackingSuspended"
-ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
-COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 #: Spark's prefixes for the hidden columns that preserve ids of copied rows.
 ROW_ID_COLUMN_PREFIX = "_row-id-col-"
 COMMIT_VERSION_COLUMN_PREFIX = "_row-commit-version-col-"
@@ -42,22 +40,6 @@ PRESERVED_TAG = "delta.rowTracking.preserved"
 
 #: The mark of a table that never assigned a row id.
 NO_ROWS = -1
-
-
-def _true(configuration: Mapping[str, str | None], key: str) -> bool:
-    return (configuration.get(key) or "false").strip().lower() == "true"
-
-
-def is_supported(protocol: Protocol, metadata: Metadata) -> bool:
-    """Whether writers must assign row ids: the feature is listed and not suspended."""
-    return ("rowTracking" in (protocol.writer_features or ())
-            and protocol.min_writer_version >= 7
-            and not _true(metadata.configuration, SUSPENDED_KEY))
-
-
-def is_enabled(protocol: Protocol, metadata: Metadata) -> bool:
-    """Whether readers may rely on ids being present, and writers must preserve them."""
-    return is_supported(protocol, metadata) and _true(metadata.configuration, ENABLE_KEY)
 
 
 def high_water_mark(domains: Mapping[str, Mapping[str, object]], table: str) -> int:
@@ -108,13 +90,11 @@ def assign(adds: Sequence[Add], mark: int, version: int, table: str) -> tuple[li
     return out, mark
 
 
-def materialized_columns(configuration: Mapping[str, str | None], random_hex: str
-                         ) -> dict[str, str]:
+def materialized_columns(config: TableConfig, random_hex: str) -> dict[str, str]:
     """The hidden column names a table enabling row tracking must record (kept if present)."""
     return {
-        ROW_ID_COLUMN_KEY: configuration.get(ROW_ID_COLUMN_KEY)
-        or ROW_ID_COLUMN_PREFIX + random_hex,
-        COMMIT_VERSION_COLUMN_KEY: configuration.get(COMMIT_VERSION_COLUMN_KEY)
+        ROW_ID_COLUMN: config.row_id_column or ROW_ID_COLUMN_PREFIX + random_hex,
+        ROW_COMMIT_VERSION_COLUMN: config.row_commit_version_column
         or COMMIT_VERSION_COLUMN_PREFIX + random_hex,
     }
 

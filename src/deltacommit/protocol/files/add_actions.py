@@ -43,13 +43,13 @@ from deltacommit.protocol.partitions import parse_partition_value
 from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_name, physical_type
 from deltacommit.protocol.stats.arrays import parse_stats, stats_from_struct, struct_only_stats
 from deltacommit.protocol.stats.parsed import partition_strings
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import DEFAULT_INDEXED_COLUMNS, stats_columns
 
 #: Decides whether a file is listed from its partition values (keyed by logical name; None for
 #: null), evaluated once per distinct combination of values.
 PartitionFilter = Callable[[Mapping[str, str | None]], bool]
 
-#: deltalake's default for ``delta.dataSkippingNumIndexedCols``.
-DEFAULT_INDEXED_COLUMNS = 32
 
 
 # --------------------------------------------------------------------------- the stats schema
@@ -62,54 +62,15 @@ def _has_min_max(t: pa.DataType) -> bool:
                 or types.is_timestamp(t) or types.is_decimal(t))
 
 
-def _split_outside_backticks(text: str, sep: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    quoted = False
-    for ch in text:
-        if ch == "`":
-            quoted = not quoted
-            cur.append(ch)
-        elif ch == sep and not quoted:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
-def stats_columns(text: str) -> list[tuple[str, ...]]:
-    """The column paths of ``delta.dataSkippingStatsColumns`` (comma-separated, nested names
-    dotted, any name in backticks)."""
-    out: list[tuple[str, ...]] = []
-    for item in _split_outside_backticks(text, ","):
-        item = item.strip()
-        if not item:
-            continue
-        names = []
-        for name in _split_outside_backticks(item, "."):
-            name = name.strip()
-            if len(name) >= 2 and name[0] == "`" and name[-1] == "`":
-                name = name[1:-1].replace("``", "`")
-            names.append(name)
-        out.append(tuple(names))
-    return out
-
-
 class _Selection:
     """Which leaf columns carry statistics, walked in schema order (deltalake 1.6.0's rule)."""
 
     def __init__(self, configuration: Mapping[str, str | None]) -> None:
-        listed = configuration.get("delta.dataSkippingStatsColumns")
-        self.columns = stats_columns(listed) if listed is not None else None
+        config = TableConfig(configuration)
+        self.columns = config.data_skipping_stats_columns
         self.limit: int | None = None
         if self.columns is None:
-            raw = configuration.get("delta.dataSkippingNumIndexedCols")
-            try:
-                n = DEFAULT_INDEXED_COLUMNS if raw is None else int(raw.strip())
-            except ValueError:
-                n = DEFAULT_INDEXED_COLUMNS
+            n = config.data_skipping_num_indexed_cols
             self.limit = None if n < 0 else n
         self.added = 0
 

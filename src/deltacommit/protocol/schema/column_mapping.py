@@ -34,29 +34,30 @@ import pyarrow as pa
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.schema.nested import conform
 from deltacommit.protocol.schema.walk import rebuild_type, schema_fields
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import (
+    COLUMN_MAPPING_MAX_ID,
+    COLUMN_MAPPING_MODE,
+    ColumnMappingMode,
+)
 
-MODE_KEY = "delta.columnMapping.mode"
-MAX_COLUMN_ID_KEY = "delta.columnMapping.maxColumnId"
+MODE_KEY = COLUMN_MAPPING_MODE
+MAX_COLUMN_ID_KEY = COLUMN_MAPPING_MAX_ID
 ID_KEY = "delta.columnMapping.id"
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 #: The field metadata key under which pyarrow reads and writes a Parquet field id.
 PARQUET_FIELD_ID = b"PARQUET:field_id"
 
-MODES = ("none", "name", "id")
+MODES = tuple(m.value for m in ColumnMappingMode)
 
 _ID = ID_KEY.encode()
 _PHYSICAL = PHYSICAL_NAME_KEY.encode()
 
 
 def mapping_mode(configuration: Mapping[str, str | None], table: str = "") -> str:
-    """``none``, ``name`` or ``id``: the table's ``delta.columnMapping.mode``."""
-    raw = configuration.get(MODE_KEY)
-    mode = (raw or "none").strip().lower()
-    if mode not in MODES:
-        where = f"table {table}: " if table else ""
-        raise InvalidArgumentError(
-            f"{where}{MODE_KEY} must be one of {list(MODES)}, got {raw!r}")
-    return mode
+    """``none``, ``name`` or ``id``: ``delta.columnMapping.mode`` of a configuration at hand
+    (a snapshot has it as ``table_config.column_mapping_mode``)."""
+    return TableConfig(configuration, table).column_mapping_mode.value
 
 
 def field_id(f: pa.Field[Any]) -> int | None:

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import Protocol
+from deltacommit.protocol.table_config import properties as p
+from deltacommit.protocol.table_config.properties import FEATURE_PREFIX
 
-FEATURE_PREFIX = "delta.feature."
 #: The protocol of a table that asks for nothing: writer 2 (appendOnly, invariants), as
 #: Spark creates it.
 DEFAULT_PROTOCOL = (1, 2)
-MIN_READER_KEY = "delta.minReaderVersion"
-MIN_WRITER_KEY = "delta.minWriterVersion"
+MIN_READER_KEY = p.MIN_READER_VERSION
+MIN_WRITER_KEY = p.MIN_WRITER_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ FEATURES: dict[str, Feature] = {
     "v2Checkpoint": Feature(reader=True, legacy=None),
     "columnMapping": Feature(reader=True, legacy=(2, 5)),
     "vacuumProtocolCheck": Feature(reader=True, legacy=None),
+    "typeWidening": Feature(reader=True, legacy=None),
 }
 
 #: Features a ``delta.feature.<name>`` request may turn on: those whose rules this library
@@ -87,14 +89,15 @@ class PropertyFeatures:
 
 #: Which property asks for which features (Spark's rules, PROTOCOL.md's "Table Features").
 PROPERTY_FEATURES = (
-    PropertyFeatures("delta.enableDeletionVectors", ("true",), ("deletionVectors",)),
-    PropertyFeatures("delta.enableRowTracking", ("true",), ("domainMetadata", "rowTracking")),
-    PropertyFeatures("delta.enableChangeDataFeed", ("true",), ("changeDataFeed",)),
-    PropertyFeatures("delta.enableInCommitTimestamps", ("true",), ("inCommitTimestamp",)),
-    PropertyFeatures("delta.columnMapping.mode", ("name", "id"), ("columnMapping",)),
-    PropertyFeatures("delta.appendOnly", ("true",), ("appendOnly",)),
-    PropertyFeatures("delta.constraints.", None, ("checkConstraints",)),
-    PropertyFeatures("delta.checkpointPolicy", ("v2",), ("v2Checkpoint",)),
+    PropertyFeatures(p.ENABLE_DELETION_VECTORS, ("true",), ("deletionVectors",)),
+    PropertyFeatures(p.ENABLE_ROW_TRACKING, ("true",), ("domainMetadata", "rowTracking")),
+    PropertyFeatures(p.ENABLE_CHANGE_DATA_FEED, ("true",), ("changeDataFeed",)),
+    PropertyFeatures(p.ENABLE_IN_COMMIT_TIMESTAMPS, ("true",), ("inCommitTimestamp",)),
+    PropertyFeatures(p.COLUMN_MAPPING_MODE, ("name", "id"), ("columnMapping",)),
+    PropertyFeatures(p.APPEND_ONLY, ("true",), ("appendOnly",)),
+    PropertyFeatures(p.CONSTRAINT_PREFIX, None, ("checkConstraints",)),
+    PropertyFeatures(p.CHECKPOINT_POLICY, ("v2",), ("v2Checkpoint",)),
+    PropertyFeatures(p.ENABLE_TYPE_WIDENING, ("true",), ("typeWidening",)),
 )
 
 

@@ -7,11 +7,10 @@ check the protocol up front and refuse with the feature's name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.protocol.actions import Metadata, Protocol
-from deltacommit.protocol.schema.column_mapping import MODES as COLUMN_MAPPING_MODES
+from deltacommit.protocol.table_config.config import TableConfig
+from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE, ColumnMappingMode
 
 READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "typeWidening",
                              "typeWidening-preview", "v2Checkpoint", "vacuumProtocolCheck"})
@@ -33,11 +32,6 @@ WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", 
 # v2Checkpoint: UUID-named and V2-spec checkpoints (checkpointMetadata, sidecars) are read;
 # checkpoints are written UUID-named with delta.checkpointPolicy=v2, never multi-part.
 
-def _column_mapping(metadata: Metadata | None) -> str:
-    if metadata is None:
-        return "none"
-    return (metadata.configuration.get("delta.columnMapping.mode") or "none").lower()
-
 
 def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
     r = protocol.min_reader_version
@@ -50,10 +44,15 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
             raise UnsupportedProtocolError(
                 f"table {table} uses reader features {missing} that deltacommit does not support "
                 f"(supported: {sorted(READER_FEATURES)})")
-    if r >= 2 and _column_mapping(metadata) not in COLUMN_MAPPING_MODES:
-        raise UnsupportedProtocolError(
-            f"table {table} uses column mapping mode delta.columnMapping.mode="
-            f"{_column_mapping(metadata)}; deltacommit reads modes {list(COLUMN_MAPPING_MODES)}")
+    if r >= 2:
+        try:
+            _ = TableConfig.of(metadata, table).column_mapping_mode
+        except InvalidArgumentError:
+            assert metadata is not None
+            raise UnsupportedProtocolError(
+                f"table {table} uses column mapping mode {COLUMN_MAPPING_MODE}="
+                f"{metadata.configuration.get(COLUMN_MAPPING_MODE)}; deltacommit reads modes "
+                f"{[m.value for m in ColumnMappingMode]}") from None
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
@@ -70,16 +69,3 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata | None) ->
                 f"table {table} uses writer features {missing} that deltacommit does not support "
                 f"(supported: {sorted(WRITER_FEATURES)})")
 
-
-def is_append_only(metadata: Metadata) -> bool:
-    return (metadata.configuration.get("delta.appendOnly") or "false").lower() == "true"
-
-
-def change_data_feed_enabled(protocol: Protocol, configuration: Mapping[str, str | None]) -> bool:
-    """Whether writers must produce change data for row-level changes (PROTOCOL.md "Writer
-    Requirements for AddCDCFile"): the property counts on writer versions 4 to 6, and on 7
-    only with the ``changeDataFeed`` feature."""
-    w = protocol.min_writer_version
-    if w < 4 or (w >= 7 and "changeDataFeed" not in (protocol.writer_features or [])):
-        return False
-    return (configuration.get("delta.enableChangeDataFeed") or "false").lower() == "true"

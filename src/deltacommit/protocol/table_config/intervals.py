@@ -1,24 +1,9 @@
-"""Delta's duration-valued table properties (``interval 30 days``) and their defaults.  Pure."""
+"""Delta's duration-valued table properties (``interval 30 days``) in milliseconds.  Pure."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
-
-from deltacommit.errors import InvalidArgumentError
-
-LOG_RETENTION = "delta.logRetentionDuration"
-DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-TXN_RETENTION = "delta.setTransactionRetentionDuration"
-CHECKPOINT_INTERVAL = "delta.checkpointInterval"
-EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
-
-DEFAULTS = {
-    LOG_RETENTION: "interval 30 days",
-    DELETED_FILE_RETENTION: "interval 1 week",
-}
-DEFAULT_CHECKPOINT_INTERVAL = 10
 
 _UNIT_MS = {
     "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1_000,
@@ -61,52 +46,11 @@ def parse_interval_ms(text: str) -> int:
     return int(total)
 
 
-def duration_ms(configuration: Mapping[str, str | None], key: str, table: str) -> int:
-    """A duration property of a table (its default if unset); a clear error if malformed."""
-    value = configuration.get(key) or DEFAULTS[key]
-    try:
-        return parse_interval_ms(value)
-    except ValueError as e:
-        raise InvalidArgumentError(f"table {table}: property {key}={value!r} is not a duration: {e}"
-                                   ) from None
-
-
-def optional_duration_ms(configuration: Mapping[str, str | None], key: str, table: str) -> int | None:
-    value = configuration.get(key)
-    if not value:
-        return None
-    try:
-        return parse_interval_ms(value)
-    except ValueError as e:
-        raise InvalidArgumentError(f"table {table}: property {key}={value!r} is not a duration: {e}"
-                                   ) from None
-
-
-def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
-    value = configuration.get(CHECKPOINT_INTERVAL)
-    if value is None:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    try:
-        n = int(value)
-    except ValueError:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    return n if n > 0 else DEFAULT_CHECKPOINT_INTERVAL
-
-
-def flag(configuration: Mapping[str, str | None], key: str, default: bool) -> bool:
-    value = configuration.get(key)
-    if value is None:
-        return default
-    return value.strip().lower() == "true"
-
-
-def may_predate_cleanup(configuration: Mapping[str, str | None], table: str,
-                        confirmed_at: float, now: float) -> bool:
+def may_predate_cleanup(log_retention_ms: int, confirmed_at: float, now: float) -> bool:
     """Whether log cleanup may have deleted commits made after a snapshot last known to be
     the newest version at ``confirmed_at`` (seconds).
 
     A commit made after that moment cannot have expired while the moment is younger than
-    ``delta.logRetentionDuration``, less a day for the cut-off's rounding to midnight and an
-    hour for clock skew."""
-    retention = duration_ms(configuration, LOG_RETENTION, table) / 1000
-    return now - confirmed_at > retention - 86_400 - 3_600
+    ``delta.logRetentionDuration`` (``log_retention_ms``), less a day for the cut-off's
+    rounding to midnight and an hour for clock skew."""
+    return now - confirmed_at > log_retention_ms / 1000 - 86_400 - 3_600

@@ -33,7 +33,7 @@ __all__ = ["LEASE_TABLE_KEY", "MECHANISM", "STEPS", "DynamoCommitLogStore", "Lea
 
 #: Table configuration key naming the lease table: writers using another lease table do not
 #: exclude this one's, so they are refused like writers of another mechanism.
-LEASE_TABLE_KEY = "deltacommit.coordination.leaseTable"
+LEASE_TABLE_KEY = f"{COORDINATION_KEY}.leaseTable"
 MECHANISM = DYNAMO_COMMIT_MECHANISM
 
 #: Points of a commit where ``hook(step, version)`` is called: the lease on ``N.json`` is held
