@@ -184,19 +184,25 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path, capsys: pytest.Capture
 # --------------------------------------------------------------------------- who wrote it
 
 
-@pytest.mark.parametrize(("values", "label", "why"), [
+@pytest.mark.parametrize(("values", "label", "why", "fix"), [
     ({"engineInfo": "delta-rs:py-1.6.6", "clientVersion": "delta-rs.py-1.6.6"},
-     "deltalake 1.6.6 (delta-rs)", "ignores AWS_S3_LOCKING_PROVIDER=dynamodb since 1.6.1"),
+     "deltalake 1.6.6 (delta-rs)", "ignores AWS_S3_LOCKING_PROVIDER=dynamodb since 1.6.1",
+     "run deltalake<=1.6.0"),
     ({"clientVersion": "delta-rs.py-1.6.0"}, "deltalake 1.6.0 (delta-rs)",
-     "commits through DynamoDB only when configured for it"),
+     "commits through DynamoDB only when configured for it", "DELTA_DYNAMO_TABLE_NAME"),
     ({"engineInfo": "Apache-Spark/3.5.1 Delta-Lake/3.2.0"},
-     "Spark (Delta Lake 3.2.0, Apache-Spark/3.5.1)", "spark.io.delta.storage.S3DynamoDBLogStore"),
-    ({"engineInfo": "deltacommit/0.1.0"}, "deltacommit 0.1.0", "another commit mechanism"),
-    ({"engineInfo": "my-engine 2"}, '"my-engine 2"', "did not commit through this DynamoDB"),
-    ({"operation": "WRITE"}, "a writer that records no engineInfo", "did not commit"),
+     "Spark (Delta Lake 3.2.0, Apache-Spark/3.5.1)", "not configured for this DynamoDB table",
+     "spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName"),
+    ({"engineInfo": "deltacommit/0.1.0"}, "deltacommit 0.1.0", "another commit mechanism",
+     "coordination show"),
+    ({"engineInfo": "my-engine 2"}, '"my-engine 2"', "did not commit through this DynamoDB",
+     "configure it"),
+    ({"operation": "WRITE"}, "a writer that records no engineInfo", "did not commit",
+     "configure it"),
 ])
 def test_the_writer_is_named_from_its_commit_info(values: dict[str, str], label: str,
-                                                  why: str) -> None:
-    got_label, got_why = describe_writer(CommitInfo(dict(values)))
-    assert got_label == label
-    assert why in got_why
+                                                  why: str, fix: str) -> None:
+    writer = describe_writer(CommitInfo(dict(values)))
+    assert writer.label == label
+    assert why in writer.why
+    assert fix in writer.fix

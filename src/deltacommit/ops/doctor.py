@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -370,33 +371,38 @@ def _check_unentried(report: DoctorReport, ls: LogStore, dyn: DynamoDBLogStore,
         return
     to_read = young[:max_reads]
     infos = _read_commit_infos(ls, to_read)
-    writers: dict[str, list[int]] = defaultdict(list)
-    why: dict[str, str] = {}
-    operations: dict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
+    writers: dict[WriterDescription, list[int]] = defaultdict(list)
+    operations: dict[WriterDescription, defaultdict[str, int]] = defaultdict(
+        lambda: defaultdict(int))
     for v in to_read:  # newest first: a switch to this protocol ends the search
         info, metadata = infos.get(v, (None, None))
         if metadata is not None and _switched_to(metadata, dyn):
             break
-        label, explanation = describe_writer(info)
-        writers[label].append(v)
-        why[label] = explanation
-        operations[label][(info.operation if info else None) or "?"] += 1
+        writer = describe_writer(info)
+        writers[writer].append(v)
+        operations[writer][(info.operation if info else None) or "?"] += 1
     else:
         unread = len(young) - len(to_read)
         if unread:
             report.add("error", "unentried-versions",
                        f"{unread} older version(s) (from {young[-1]}) also have no DynamoDB entry "
                        "and were not read")
-    for label, versions in writers.items():
+    if not writers:
+        return
+    newest = max(v for vs in writers.values() for v in vs)
+    modified = commits[newest].last_modified_ms
+    until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(modified / 1000 + dyn.ttl_seconds / 2))
+    for writer, versions in writers.items():
         versions.sort()
-        ops = ", ".join(f"{op} ({n})" for op, n in sorted(operations[label].items()))
+        ops = ", ".join(f"{op} ({n})" for op, n in sorted(operations[writer].items()))
         report.add("error", "unentried-versions",
                    f"version{'s' if len(versions) > 1 else ''} {format_versions(versions)} "
                    f"{'have' if len(versions) > 1 else 'has'} no DynamoDB entry; written by "
-                   f"{label}, {why[label]}. Such commits do not exclude this table's DynamoDB "
-                   f"writers (table {dyn.table_name}), which refuse to commit while a commit "
-                   f"younger than half the entries' TTL ({dyn.ttl_seconds // 2} s) has no entry. "
-                   f"Operations: {ops}", versions)
+                   f"{writer.label}, {writer.why}. Such commits do not exclude this table's "
+                   f"DynamoDB writers (table {dyn.table_name}), which refuse to commit until the "
+                   f"newest commit without an entry (version {newest}) is older than half the "
+                   f"entries' TTL ({dyn.ttl_seconds / 7200:g} h: at {until}). To do: "
+                   f"{writer.fix}. Operations: {ops}", versions)
 
 
 def _switched_to(metadata: Metadata, dyn: DynamoDBLogStore) -> bool:
@@ -438,11 +444,28 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
-def describe_writer(info: CommitInfo | None) -> tuple[str, str]:
-    """(who wrote a commit, why such a commit has no DynamoDB entry) from its ``commitInfo``."""
+@dataclass(frozen=True)
+class WriterDescription:
+    """Who wrote a commit (``label``), why such a commit has no DynamoDB entry (``why``, a
+    relative clause) and what to do about those writers (``fix``)."""
+
+    label: str
+    why: str
+    fix: str
+
+
+_CONFIGURE_DELTALAKE = ("give it AWS_S3_LOCKING_PROVIDER=dynamodb and the same "
+                        "DELTA_DYNAMO_TABLE_NAME (and AWS_ENDPOINT_URL_DYNAMODB where the "
+                        "endpoint is not AWS's)")
+
+
+def describe_writer(info: CommitInfo | None) -> WriterDescription:
+    """Name the writer of a commit from its ``commitInfo`` (``engineInfo``, ``clientVersion``),
+    and say why its commits have no DynamoDB entry."""
     if info is None:
-        return ("a writer that left no commitInfo",
-                "which did not commit through Spark's DynamoDB protocol")
+        return WriterDescription("a writer that left no commitInfo",
+                                 "which did not commit through Spark's DynamoDB protocol",
+                                 "find it and configure it for this DynamoDB table")
     values = info.values
     engine = str(values.get("engineInfo") or "")
     client = str(values.get("clientVersion") or "")
@@ -453,33 +476,38 @@ def describe_writer(info: CommitInfo | None) -> tuple[str, str]:
         version = m.group(2)
         if m.group(1):  # the Python package
             if _version_tuple(version) >= (1, 6, 1):
-                return (f"deltalake {version} (delta-rs)",
-                        "which ignores AWS_S3_LOCKING_PROVIDER=dynamodb since 1.6.1 and commits "
-                        "by S3 conditional put: stop those writers, or run deltalake<=1.6.0 "
-                        "(the last release that commits through DynamoDB)")
-            return (f"deltalake {version} (delta-rs)",
-                    "which commits through DynamoDB only when configured for it: give it "
-                    "AWS_S3_LOCKING_PROVIDER=dynamodb, the same DELTA_DYNAMO_TABLE_NAME (and "
-                    "AWS_ENDPOINT_URL_DYNAMODB where the endpoint is not AWS's)")
-        return (f"delta-rs {version}",
-                "which commits by S3 conditional put unless built and configured with its "
-                "DynamoDB log store (removed from delta-rs in its 1.6.1 Python release)")
+                return WriterDescription(
+                    f"deltalake {version} (delta-rs)",
+                    "which ignores AWS_S3_LOCKING_PROVIDER=dynamodb since 1.6.1 and commits by "
+                    "S3 conditional put",
+                    "stop those writers, or run deltalake<=1.6.0, the last release that commits "
+                    "through DynamoDB")
+            return WriterDescription(
+                f"deltalake {version} (delta-rs)",
+                "which commits through DynamoDB only when configured for it", _CONFIGURE_DELTALAKE)
+        return WriterDescription(
+            f"delta-rs {version}",
+            "which commits by S3 conditional put unless configured with its DynamoDB log store "
+            "(gone from deltalake since 1.6.1)",
+            "stop those writers, or configure its DynamoDB log store for this table")
     m = _SPARK.search(engine)
     if m is not None:
-        return (f"Spark (Delta Lake {m.group(1)}, {engine.split()[0]})",
-                "configured without this DynamoDB table: set spark.delta.logStore.s3a.impl="
-                "io.delta.storage.S3DynamoDBLogStore (and .s3.impl for s3:// paths) and "
-                "spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName to this table")
+        return WriterDescription(
+            f"Spark (Delta Lake {m.group(1)}, {engine.split()[0]})",
+            "which was not configured for this DynamoDB table",
+            "set spark.delta.logStore.s3a.impl=io.delta.storage.S3DynamoDBLogStore (and .s3.impl "
+            "for s3:// paths) and spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName to "
+            "this table")
     m = _DELTACOMMIT.search(engine)
     if m is not None:
-        return (f"deltacommit {m.group(1)}",
-                "configured for another commit mechanism or DynamoDB table (the table was not "
-                "pinned when it committed)")
+        return WriterDescription(
+            f"deltacommit {m.group(1)}",
+            "which was configured for another commit mechanism or DynamoDB table",
+            "configure its writers like the table's pin (`deltacommit coordination show`)")
     who = engine or client
-    if who:
-        return (json.dumps(who), "which did not commit through this DynamoDB table")
-    return ("a writer that records no engineInfo",
-            "which did not commit through this DynamoDB table")
+    label = json.dumps(who) if who else "a writer that records no engineInfo"
+    return WriterDescription(label, "which did not commit through this DynamoDB table",
+                             "find it and configure it for this DynamoDB table")
 
 
 def _check_entries(report: DoctorReport, ls: LogStore, dyn: DynamoDBLogStore,
