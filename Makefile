@@ -7,6 +7,18 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 DYNALITE_VERSION := 4.0.0
 DYNALITE_STAMP := .tools/.dynalite-$(DYNALITE_VERSION)
+# The newest deltalake, a peer the suite runs in its own venv (the test extras pin 1.6.0, the
+# last release with the DynamoDB log store).
+DELTALAKE_LATEST := 1.6.6
+DELTALAKE_LATEST_STAMP := .tools/.deltalake-$(DELTALAKE_LATEST)
+# LocalStack's own S3 provider, a second S3 implementation for the suite; it needs Python 3.13.
+# Where none is found the install step says so and the LocalStack tests are skipped (with that
+# reason in the run's summary).
+LOCALSTACK_VERSION := 2026.3.0
+LOCALSTACK_STAMP := .tools/.localstack-$(LOCALSTACK_VERSION)
+LOCALSTACK_VENV := .tools/localstack-venv
+LOCALSTACK_PYTHON ?= $(shell for p in python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python3.13 2>/dev/null); do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 # The suite runs in this many worker processes, a whole test file to each (module fixtures such
 # as a Spark Connect server start once); every worker starts its own servers and Spark.  The
 # slowest tests are listed at the end, to keep the suite's time in view.
@@ -33,6 +45,26 @@ $(DYNALITE_STAMP):
 	test -f .tools/node_modules/dynalite/package.json
 	touch $@
 
+$(DELTALAKE_LATEST_STAMP):
+	mkdir -p .tools
+	rm -rf .tools/deltalake-$(DELTALAKE_LATEST)-venv
+	$(PYTHON) -m venv .tools/deltalake-$(DELTALAKE_LATEST)-venv
+	.tools/deltalake-$(DELTALAKE_LATEST)-venv/bin/pip install --quiet deltalake==$(DELTALAKE_LATEST) pyarrow
+	touch $@
+
+# What LocalStack needed beside its own requirements: cbor2<6, pyopenssl<25 and cryptography<45
+# (newer releases break its imports) and service_identity.
+$(LOCALSTACK_STAMP):
+	@if [ -z "$(LOCALSTACK_PYTHON)" ]; then \
+		echo "Python 3.13 not found: LocalStack $(LOCALSTACK_VERSION) is not installed and the tests against its S3 are skipped"; \
+	else \
+		set -e; mkdir -p .tools; rm -rf $(LOCALSTACK_VENV); \
+		$(LOCALSTACK_PYTHON) -m venv $(LOCALSTACK_VENV); \
+		$(LOCALSTACK_VENV)/bin/pip install --quiet 'localstack-core[base-runtime]==$(LOCALSTACK_VERSION)' \
+			'cbor2<6' 'pyopenssl<25' 'cryptography<45' service_identity; \
+		touch $@; \
+	fi
+
 demo: $(VENV)/.demo-deps
 	$(PY) examples/demo.py
 
@@ -40,7 +72,7 @@ lint: $(VENV)/.test-deps
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.test-deps $(DYNALITE_STAMP) lint
+test: $(VENV)/.test-deps $(DYNALITE_STAMP) $(DELTALAKE_LATEST_STAMP) $(LOCALSTACK_STAMP) lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # Benchmarks print JSON lines and write bench/results/ (see bench/README.md); not part of `make test`.

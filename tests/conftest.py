@@ -12,16 +12,22 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deltacommit.testing import (
+    DELTALAKE_LATEST_INSTALL_HINT,
     Dynalite,
     DynaliteNotInstalledError,
+    LocalStackS3,
+    LocalStackUnavailableError,
     MotoServer,
     S3Bucket,
+    S3Implementation,
     apply_test_aws_environment,
+    find_deltalake_latest,
     s3_storage_options,
     unique_name,
 )
@@ -63,11 +69,62 @@ def dynalite_server() -> Iterator[Dynalite]:
 
 
 @pytest.fixture(scope="session")
+def localstack_server() -> Iterator[LocalStackS3]:
+    """LocalStack's own S3 provider, a second S3 implementation (started once per worker).
+
+    Where Python 3.13 is missing, every test using it is skipped with that reason (``-ra``
+    prints it at the end of the run); where it is present but LocalStack is not installed, the
+    tests fail and say how to install it, as a missing dynalite does."""
+    try:
+        server = LocalStackS3()
+    except LocalStackUnavailableError as e:
+        if e.installable:
+            pytest.fail(f"{e}", pytrace=False)
+        pytest.skip(f"{e}")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def deltalake_latest() -> Path:
+    """The Python of the venv holding the newest deltalake (a peer run in subprocesses)."""
+    python = find_deltalake_latest()
+    if python is None:
+        pytest.fail(DELTALAKE_LATEST_INSTALL_HINT, pytrace=False)
+    return python
+
+
+@pytest.fixture(scope="session")
 def moto_s3_client(moto_server: MotoServer) -> Any:
     """A plain boto3 S3 client on the session's moto, for setting up and inspecting tests."""
     import boto3
 
     return boto3.client("s3", endpoint_url=moto_server.endpoint, region_name="us-east-1")
+
+
+#: The S3 implementations the conformance and mixed-fleet tests run on.  moto also serves
+#: DynamoDB, and the rest of the suite runs on it alone.
+S3_SERVERS = ["moto", "localstack"]
+
+
+@pytest.fixture(params=S3_SERVERS)
+def s3_server(request: pytest.FixtureRequest) -> S3Implementation:
+    """Each S3 implementation in turn: a test using it runs once on moto, once on LocalStack."""
+    if request.param == "moto":
+        server: MotoServer | LocalStackS3 = request.getfixturevalue("moto_server")
+        client = request.getfixturevalue("moto_s3_client")
+    else:
+        server = request.getfixturevalue("localstack_server")
+        client = request.getfixturevalue("localstack_s3_client")
+    return S3Implementation(request.param, server.endpoint, client)
+
+
+@pytest.fixture(scope="session")
+def localstack_s3_client(localstack_server: LocalStackS3) -> Any:
+    """A plain boto3 S3 client on the session's LocalStack."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=localstack_server.endpoint, region_name="us-east-1")
 
 
 # --------------------------------------------------------------------------- per-test resources
@@ -79,3 +136,11 @@ def s3_bucket(moto_server: MotoServer, moto_s3_client: Any) -> S3Bucket:
     name = unique_name("dc-test")
     moto_s3_client.create_bucket(Bucket=name)
     return S3Bucket(name, s3_storage_options(moto_server.endpoint))
+
+
+@pytest.fixture
+def any_s3_bucket(s3_server: S3Implementation) -> S3Bucket:
+    """A new, empty bucket on each S3 implementation in turn (see ``s3_server``)."""
+    name = unique_name("dc-test")
+    s3_server.client.create_bucket(Bucket=name)
+    return S3Bucket(name, s3_storage_options(s3_server.endpoint))

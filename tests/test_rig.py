@@ -1,5 +1,8 @@
 """The test rig itself: local servers start and stop, and their conditional writes are atomic.
 
+The S3 races run on each S3 implementation (moto, LocalStack's own provider): a conditional
+write is only as atomic as the server's code for it.
+
 Every exclusion test in the suite is only as good as the server under it: a server that lets
 two racing conditional writes both succeed would make a lost-commit bug look like a pass, or a
 correct log store look broken.  These tests count winners of forced races on each server.
@@ -22,8 +25,12 @@ from botocore.handlers import add_expect_header
 from deltacommit.testing import (
     Dynalite,
     DynaliteNotInstalledError,
+    LocalStackS3,
     MotoServer,
     S3Bucket,
+    S3Implementation,
+    find_python,
+    localstack_unavailable,
     port_is_open,
     race,
     unique_name,
@@ -82,6 +89,34 @@ def test_dynalite_starts_answers_and_stops_with_its_port_closed(dynalite_server:
     assert dynalite_server.running
 
 
+def test_localstack_answers_s3_and_stops_with_its_port_and_folder_gone(
+        localstack_server: LocalStackS3) -> None:
+    client = _client("s3", localstack_server.endpoint)
+    client.create_bucket(Bucket="rig-localstack")
+    client.put_object(Bucket="rig-localstack", Key="k", Body=b"1")
+    assert client.get_object(Bucket="rig-localstack", Key="k")["Body"].read() == b"1"
+    # A second instance beside the session's: its own port and its own folder, both gone
+    # once it stops.
+    with LocalStackS3(localstack_server.python) as server:
+        port, root = server.port, server.root
+        assert port is not None and port != localstack_server.port
+        assert root is not None and Path(root).is_dir()
+        assert _client("s3", server.endpoint).list_buckets()["Buckets"] == []
+    assert not port_is_open(port)
+    assert not Path(root).exists()
+    assert localstack_server.running
+
+
+def test_without_python_3_13_localstack_tests_are_skipped_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    assert find_python((3, 13)) is None
+    reason = localstack_unavailable()
+    assert not reason.installable
+    assert "Python 3.13 is not available" in str(reason) and "skipped" in str(reason)
+
+
 def test_a_missing_dynalite_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(DynaliteNotInstalledError, match=r"run `make test`"):
         Dynalite(tmp_path / "node_modules" / "dynalite")
@@ -122,24 +157,98 @@ def test_s3_bucket_fixture_gives_an_empty_bucket_and_options(s3_bucket: S3Bucket
 # --------------------------------------------------------------------------- atomicity
 
 
-def test_moto_s3_if_none_match_has_exactly_one_winner_per_key(s3_bucket: S3Bucket,
-                                                              moto_server: MotoServer) -> None:
-    client = _client("s3", moto_server.endpoint)
+def _won(call: Any) -> bool:
+    """Whether a conditional write won: 412 (and 409, which S3 may answer to a conditional
+    write racing another on the same key) is a loss, anything else an error."""
+    try:
+        call()
+    except ClientError as e:
+        if e.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise
+    return True
+
+
+def test_s3_if_none_match_has_exactly_one_winner_per_key(any_s3_bucket: S3Bucket,
+                                                        s3_server: S3Implementation) -> None:
+    client = _client("s3", s3_server.endpoint)
+    bodies: dict[str, bytes] = {}
 
     def attempt(index: int, key: str) -> bool:
-        try:
-            client.put_object(Bucket=s3_bucket.name, Key=key, Body=f"writer {index}".encode(),
-                              IfNoneMatch="*")
-        except ClientError as e:
-            if e.response["Error"]["Code"] == "PreconditionFailed":
-                return False
-            raise
-        return True
+        body = f"writer {index}".encode()
+        won = _won(lambda: client.put_object(Bucket=any_s3_bucket.name, Key=key, Body=body,
+                                             IfNoneMatch="*"))
+        if won:
+            bodies[key] = body
+        return won
 
     keys = [f"_delta_log/{v:020d}.json" for v in range(KEYS)]
     wins = race(keys, CONTENDERS, attempt)
     assert {k: n for k, n in wins.items() if n != 1} == {}
     assert sum(wins.values()) == KEYS
+    for key in keys[:10]:  # the object holds the winner's bytes
+        assert client.get_object(Bucket=any_s3_bucket.name, Key=key)["Body"].read() == bodies[key]
+
+
+def test_s3_if_match_has_exactly_one_winner_per_version_read(any_s3_bucket: S3Bucket,
+                                                            s3_server: S3Implementation) -> None:
+    """Contenders that all read the same ETag replace the object: one wins, the rest get 412
+    (``_last_checkpoint`` and DynamoCommit-free replaces rest on this)."""
+    client = _client("s3", s3_server.endpoint)
+    keys = [f"_delta_log/_last_checkpoint-{i}" for i in range(KEYS // 4)]
+    etags = {k: client.put_object(Bucket=any_s3_bucket.name, Key=k, Body=b"read")["ETag"]
+             for k in keys}
+
+    def attempt(index: int, key: str) -> bool:
+        return _won(lambda: client.put_object(Bucket=any_s3_bucket.name, Key=key, IfMatch=etags[key],
+                                              Body=f"writer {index}".encode()))
+
+    wins = race(keys, CONTENDERS, attempt)
+    assert {k: n for k, n in wins.items() if n != 1} == {}
+
+
+def _multipart(client: Any, bucket: str, key: str, body: bytes) -> tuple[str, str]:
+    """A multipart upload of one part, uploaded and not yet completed: (upload id, part ETag)."""
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)
+    return upload, part["ETag"]
+
+
+def _complete(client: Any, bucket: str, key: str, upload: tuple[str, str]) -> None:
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload[0], IfNoneMatch="*",
+        MultipartUpload={"Parts": [{"ETag": upload[1], "PartNumber": 1}]})
+
+
+def test_s3_multipart_completion_with_if_none_match_never_replaces(
+        any_s3_bucket: S3Bucket, s3_server: S3Implementation) -> None:
+    """A large commit or checkpoint written in parts is created exactly once as well: completing
+    an upload with ``If-None-Match: *`` fails on an existing key (412) and changes nothing,
+    and of several uploads racing to complete one key exactly one wins."""
+    client = _client("s3", s3_server.endpoint)
+    bucket = any_s3_bucket.name
+    client.put_object(Bucket=bucket, Key="taken", Body=b"first")
+    late = _multipart(client, bucket, "taken", b"second")
+    assert not _won(lambda: _complete(client, bucket, "taken", late))
+    assert client.get_object(Bucket=bucket, Key="taken")["Body"].read() == b"first"
+
+    contenders = 4
+    keys = [f"_delta_log/{v:020d}.checkpoint.parquet" for v in range(20)]
+    uploads = {(i, k): _multipart(client, bucket, k, f"writer {i}".encode())
+               for k in keys for i in range(contenders)}
+    winners: dict[str, int] = {}
+
+    def attempt(index: int, key: str) -> bool:
+        won = _won(lambda: _complete(client, bucket, key, uploads[(index, key)]))
+        if won:
+            winners[key] = index
+        return won
+
+    wins = race(keys, contenders, attempt)
+    assert {k: n for k, n in wins.items() if n != 1} == {}
+    for key in keys:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert body == f"writer {winners[key]}".encode()
 
 
 def _dynamodb_race(client: Any) -> dict[str, int]:

@@ -90,8 +90,10 @@ def test_mixed_fleet_through_dynamodb(dynamo: DynamoSetup) -> None:
     assert kinds["deltalake"] >= APPENDS * 2 and kinds["deltacommit"] >= APPENDS * 2
 
 
-def test_mixed_fleet_with_conditional_put(s3_bucket: S3Bucket) -> None:
-    _mixed_fleet(f"{s3_bucket.uri}/t", s3_bucket.storage_options)
+def test_mixed_fleet_with_conditional_put(any_s3_bucket: S3Bucket) -> None:
+    """On each S3 implementation: the fleet excludes itself only through the server's
+    ``If-None-Match``."""
+    _mixed_fleet(f"{any_s3_bucket.uri}/t", any_s3_bucket.storage_options)
 
 
 # --------------------------------------------------------------------------- one write at a time

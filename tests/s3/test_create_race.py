@@ -9,9 +9,9 @@ barrier, each with its own log store and clients, as separate writers would be.
 from __future__ import annotations
 
 import pytest
-from deltacommit.io.logstore.s3_dynamodb.store import DynamoDBLogStore
 
 import deltacommit as dc
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import S3Bucket
 from tests.create_race import check_one_table, race

@@ -5,20 +5,22 @@ writer wrote, every batch must be in the table exactly once, and with DynamoDB e
 must end complete.  Racing (host turns off), the log store alone excludes the writers and
 some claims are lost; taking turns (the default), none is.  moto serves one request at a
 time, so its conditional writes are atomic (see tests/test_rig.py): a double winner here
-would be the log store's fault.
+would be the log store's fault.  The racing writers on conditional put also run against
+LocalStack's S3, whose conditional writes are its own code.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from functools import partial
+from typing import Any
 
 import pytest
 
 import deltacommit as dc
 from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.log.names import commit_path
-from deltacommit.testing import S3Bucket
+from deltacommit.testing import LocalStackS3, S3Bucket, s3_storage_options, unique_name
 
 from .helpers import SCHEMA, DynamoSetup, deltacommit_appender, run_writers, sha256
 
@@ -59,6 +61,16 @@ turns = pytest.mark.parametrize("turns", [False, True], ids=["racing", "turns"])
 def test_conditional_put_eight_processes(s3_bucket: S3Bucket, turns: bool) -> None:
     table = _run_and_check(f"{s3_bucket.uri}/t", s3_bucket.storage_options, turns)
     assert table.configuration["deltacommit.coordination"] == "conditional"
+
+
+def test_conditional_put_eight_racing_processes_on_localstack(
+        localstack_server: LocalStackS3, localstack_s3_client: Any) -> None:
+    """The same race on LocalStack's own S3, which serves requests on many threads: only its
+    ``If-None-Match`` excludes the writers (with turns they would not race)."""
+    name = unique_name("dc-test")
+    localstack_s3_client.create_bucket(Bucket=name)
+    bucket = S3Bucket(name, s3_storage_options(localstack_server.endpoint))
+    _run_and_check(f"{bucket.uri}/t", bucket.storage_options, turns=False)
 
 
 @turns

@@ -1,5 +1,10 @@
 """S3Store against moto: addressing, request counts, error mapping and retries.
 
+What depends on the server's own code (addressing, listing pages, one request per operation,
+error answers, what a retried conditional write is answered, batch deletes) also runs against
+LocalStack's S3 provider (the ``s3_server`` fixtures); retries and credentials, which the fault
+proxy and moto's IAM exercise the same way on any server, run on moto only.
+
 Faults are real HTTP failures: a proxy between the store and moto answers 503, 500 or 409, or
 drops the connection, before or after passing the request on.  Credentials are checked by a
 private moto with authentication switched on.
@@ -28,6 +33,7 @@ from deltacommit.testing import (
     FaultInjectingProxy,
     MotoServer,
     S3Bucket,
+    S3Implementation,
     port_is_open,
     s3_storage_options,
     unique_name,
@@ -46,27 +52,27 @@ def _store(bucket: S3Bucket, *, prefix: str = "t", scheme: str = "s3",
 # --------------------------------------------------------------------------- locations
 
 
-def test_uri_keeps_its_scheme_and_objects_live_under_the_prefix(s3_bucket: S3Bucket,
-                                                              moto_s3_client: Any) -> None:
-    store = _store(s3_bucket, prefix="warehouse/events/", scheme="s3a")
-    assert store.uri == f"s3a://{s3_bucket.name}/warehouse/events"
+def test_uri_keeps_its_scheme_and_objects_live_under_the_prefix(any_s3_bucket: S3Bucket,
+                                                              s3_server: S3Implementation) -> None:
+    store = _store(any_s3_bucket, prefix="warehouse/events/", scheme="s3a")
+    assert store.uri == f"s3a://{any_s3_bucket.name}/warehouse/events"
     store.put("_delta_log/00000000000000000000.json", b"{}")
-    keys = [o["Key"] for o in moto_s3_client.list_objects_v2(Bucket=s3_bucket.name)["Contents"]]
+    keys = [o["Key"] for o in s3_server.client.list_objects_v2(Bucket=any_s3_bucket.name)["Contents"]]
     assert keys == ["warehouse/events/_delta_log/00000000000000000000.json"]
 
 
-def test_a_bucket_root_has_no_prefix(s3_bucket: S3Bucket, moto_s3_client: Any) -> None:
-    store = S3Store.from_uri(f"s3://{s3_bucket.name}", s3_bucket.storage_options)
-    assert store.uri == f"s3://{s3_bucket.name}"
+def test_a_bucket_root_has_no_prefix(any_s3_bucket: S3Bucket, s3_server: S3Implementation) -> None:
+    store = S3Store.from_uri(f"s3://{any_s3_bucket.name}", any_s3_bucket.storage_options)
+    assert store.uri == f"s3://{any_s3_bucket.name}"
     store.put("x.json", b"1")
     assert [m.path for m in store.list("")] == ["x.json"]
-    assert moto_s3_client.get_object(Bucket=s3_bucket.name, Key="x.json")["Body"].read() == b"1"
+    assert s3_server.client.get_object(Bucket=any_s3_bucket.name, Key="x.json")["Body"].read() == b"1"
 
 
-def test_a_prefix_does_not_see_its_siblings(s3_bucket: S3Bucket) -> None:
-    _store(s3_bucket, prefix="t").put("a", b"1")
-    _store(s3_bucket, prefix="t2").put("a", b"2")
-    assert [m.path for m in _store(s3_bucket, prefix="t").list("")] == ["a"]
+def test_a_prefix_does_not_see_its_siblings(any_s3_bucket: S3Bucket) -> None:
+    _store(any_s3_bucket, prefix="t").put("a", b"1")
+    _store(any_s3_bucket, prefix="t2").put("a", b"2")
+    assert [m.path for m in _store(any_s3_bucket, prefix="t").list("")] == ["a"]
 
 
 @pytest.mark.parametrize("uri", ["s3://", "s3:///path", "gs://bucket/x", "s3://b/x?versionId=1"])
@@ -92,8 +98,8 @@ def test_open_store_validates_the_options(s3_bucket: S3Bucket) -> None:
         open_store(f"s3://{s3_bucket.name}/t", {**s3_bucket.storage_options, "AWS_ENDPOINT": "x"})
 
 
-def test_list_follows_continuation_pages(s3_bucket: S3Bucket) -> None:
-    store = _store(s3_bucket)
+def test_list_follows_continuation_pages(any_s3_bucket: S3Bucket) -> None:
+    store = _store(any_s3_bucket)
     store.list_page_size = 2
     names = [f"_delta_log/{v:020d}.json" for v in range(7)]
     for name in reversed(names):
@@ -107,8 +113,8 @@ def test_list_follows_continuation_pages(s3_bucket: S3Bucket) -> None:
 # --------------------------------------------------------------------------- request counts
 
 
-def test_each_operation_is_one_request(s3_bucket: S3Bucket) -> None:
-    store = _store(s3_bucket)
+def test_each_operation_is_one_request(any_s3_bucket: S3Bucket) -> None:
+    store = _store(any_s3_bucket)
     assert store.requests == {}
     store.put_if_absent("_delta_log/00000000000000000000.json", b"{}")
     assert store.requests == {"PutObject": 1}
@@ -145,8 +151,8 @@ def test_the_counter_is_thread_safe(s3_bucket: S3Bucket) -> None:
 # --------------------------------------------------------------------------- error mapping
 
 
-def test_a_missing_bucket_is_named(moto_server: MotoServer) -> None:
-    bucket = S3Bucket(unique_name("absent"), s3_storage_options(moto_server.endpoint))
+def test_a_missing_bucket_is_named(s3_server: S3Implementation) -> None:
+    bucket = S3Bucket(unique_name("absent"), s3_storage_options(s3_server.endpoint))
     store = _store(bucket)
     for call in (lambda: store.get("x"), lambda: store.put("x", b"1"),
                  lambda: store.put_if_absent("x", b"1"), lambda: list(store.list(""))):
@@ -253,6 +259,14 @@ def proxy(moto_server: MotoServer) -> Iterator[FaultInjectingProxy]:
         yield p
 
 
+@pytest.fixture
+def any_proxy(s3_server: S3Implementation) -> Iterator[FaultInjectingProxy]:
+    """The fault proxy in front of each S3 implementation in turn: what a server answers to a
+    retried conditional write (412, or the object) is its own code."""
+    with FaultInjectingProxy(s3_server.endpoint) as p:
+        yield p
+
+
 def _proxied(bucket: S3Bucket, proxy: FaultInjectingProxy, clock: ManualClock) -> S3Store:
     return _store(bucket, options={"AWS_ENDPOINT_URL": proxy.endpoint}, clock=clock)
 
@@ -302,17 +316,17 @@ def test_a_409_conflict_on_a_conditional_write_is_retried(s3_bucket: S3Bucket,
 
 
 def test_a_create_whose_answer_was_lost_is_recognised_as_ours(
-        s3_bucket: S3Bucket, proxy: FaultInjectingProxy) -> None:
+        any_s3_bucket: S3Bucket, any_proxy: FaultInjectingProxy) -> None:
     """The PUT reaches S3 and creates the object, but the client sees 500 / a reset.
 
     The retry gets 412; reading the object back shows our bytes, so this writer won.  Treating
     the 412 as a loss would make a committer write its actions again at the next version.
     """
-    store = _proxied(s3_bucket, proxy, ManualClock())
+    store = _proxied(any_s3_bucket, any_proxy, ManualClock())
     for fault in (Fault(status=500, code="InternalError", method="PUT", forward=True),
                   Fault(drop=True, method="PUT", forward=True)):
         key = unique_name("_delta_log/v")
-        proxy.inject(fault)
+        any_proxy.inject(fault)
         meta = store.put_if_absent(key, b"my commit")
         assert meta.size == len(b"my commit")
         assert meta.etag == store.head(key).etag
@@ -320,25 +334,25 @@ def test_a_create_whose_answer_was_lost_is_recognised_as_ours(
 
 
 def test_a_lost_answer_does_not_make_another_writers_object_ours(
-        s3_bucket: S3Bucket, proxy: FaultInjectingProxy) -> None:
-    store = _proxied(s3_bucket, proxy, ManualClock())
+        any_s3_bucket: S3Bucket, any_proxy: FaultInjectingProxy) -> None:
+    store = _proxied(any_s3_bucket, any_proxy, ManualClock())
     store.put_if_absent("v0", b"their commit")
-    proxy.inject(Fault(status=500, code="InternalError", method="PUT", forward=True))
+    any_proxy.inject(Fault(status=500, code="InternalError", method="PUT", forward=True))
     with pytest.raises(ObjectExistsError):
         store.put_if_absent("v0", b"my commit")
     assert store.get("v0") == b"their commit"
 
 
 def test_a_replace_whose_answer_was_lost_is_recognised_as_ours(
-        s3_bucket: S3Bucket, proxy: FaultInjectingProxy) -> None:
-    store = _proxied(s3_bucket, proxy, ManualClock())
+        any_s3_bucket: S3Bucket, any_proxy: FaultInjectingProxy) -> None:
+    store = _proxied(any_s3_bucket, any_proxy, ManualClock())
     old = store.put("_last_checkpoint", b"v1")
-    proxy.inject(Fault(drop=True, method="PUT", forward=True))
+    any_proxy.inject(Fault(drop=True, method="PUT", forward=True))
     new = store.put_if_match("_last_checkpoint", b"v2", old.etag or "")
     assert new.etag != old.etag
     assert store.get("_last_checkpoint") == b"v2"
     # A stale ETag after a lost answer of someone else's content still fails.
-    proxy.inject(Fault(status=500, code="InternalError", method="PUT", forward=True))
+    any_proxy.inject(Fault(status=500, code="InternalError", method="PUT", forward=True))
     with pytest.raises(PreconditionFailedError):
         store.put_if_match("_last_checkpoint", b"v3", old.etag or "")
 
@@ -356,8 +370,8 @@ def test_backoff_delays_grow_and_stay_within_bounds() -> None:
 # --------------------------------------------------------------------------- batch deletes
 
 
-def test_delete_many_is_one_request_and_ignores_missing_objects(s3_bucket: S3Bucket) -> None:
-    store = _store(s3_bucket)
+def test_delete_many_is_one_request_and_ignores_missing_objects(any_s3_bucket: S3Bucket) -> None:
+    store = _store(any_s3_bucket)
     for name in ("a", "b/c", "d"):
         store.put(name, b"1")
     store.reset_requests()

@@ -1,4 +1,5 @@
-"""The ObjectStore contract, run against every store: local directory, memory and S3 (moto).
+"""The ObjectStore contract, run against every store: local directory, memory and S3 (on moto
+and on LocalStack's own S3 provider, two implementations of S3's conditional writes).
 
 The layers above storage rely on these semantics and nothing else, so each store must pass the
 same tests; above all, racing ``put_if_absent`` calls have exactly one winner on every store.
@@ -15,9 +16,9 @@ import pytest
 from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
 from deltacommit.io.storage import LocalStore, MemoryStore, ObjectStore, PutMode
 from deltacommit.io.storage.s3 import S3Store
-from deltacommit.testing import S3Bucket, race, unique_name
+from deltacommit.testing import race, s3_storage_options, unique_name
 
-STORES = ["local", "memory", "s3"]
+STORES = ["local", "memory", "s3-moto", "s3-localstack"]
 
 
 @pytest.fixture(params=STORES)
@@ -28,8 +29,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStor
     elif kind == "memory":
         yield MemoryStore(unique_name("contract"), "table")
     else:
-        bucket: S3Bucket = request.getfixturevalue("s3_bucket")
-        yield S3Store.from_uri(f"s3://{bucket.name}/table", bucket.storage_options)
+        server = kind.removeprefix("s3-")
+        endpoint = request.getfixturevalue(f"{server}_server").endpoint
+        name = unique_name("contract")
+        request.getfixturevalue(f"{server}_s3_client").create_bucket(Bucket=name)
+        yield S3Store.from_uri(f"s3://{name}/table", s3_storage_options(endpoint))
 
 
 def test_put_then_get_and_head(store: ObjectStore) -> None:

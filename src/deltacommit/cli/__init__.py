@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from deltacommit.cli import (
     coordination_commands,
+    doctor_commands,
     dynamodb_commands,
     maintenance_commands,
     stress_commands,
@@ -21,7 +22,7 @@ from deltacommit.cli import (
 from deltacommit.errors import AccessDeniedError, DeltaCommitError
 
 MODULES = [table_commands, maintenance_commands, dynamodb_commands, coordination_commands,
-           verify_commands, stress_commands]
+           verify_commands, doctor_commands, stress_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

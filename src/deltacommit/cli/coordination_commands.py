@@ -42,25 +42,46 @@ def register(sub: Subcommands) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from deltacommit.ops.coordination import coordination_status
+    """What the table records and these options select, and whether writers with them may
+    commit: not only the pin, but everything ``deltacommit doctor`` finds that stops them (a
+    version another mechanism wrote, a split fleet, an unrepairable entry)."""
+    from deltacommit.cli.doctor_commands import print_findings
+    from deltacommit.ops.doctor import diagnose
 
-    st = coordination_status(args.uri, storage_options(args))
+    report = diagnose(args.uri, storage_options(args))
+    shown = [f for f in report.findings if f.severity != "note"]
     if args.json:
-        emit_json({"table": st.table_uri, "version": st.version, "recorded": st.recorded,
-                   "writer": st.writer, "writer_may_commit": st.writer_may_commit})
+        emit_json({"table": report.table_uri, "version": report.version,
+                   "recorded": report.recorded, "writer": report.writer,
+                   "writer_may_commit": report.can_commit,
+                   "findings": [f.to_json() for f in shown]})
         return 0
-    print(f"table       {st.table_uri} (version {st.version})")
-    if st.recorded:
-        for k, v in sorted(st.recorded.items()):
+    print(f"table       {report.table_uri} (version {report.version})")
+    if report.recorded:
+        for k, v in sorted(report.recorded.items()):
             print(f"recorded    {k} = {v}")
     else:
         print("recorded    nothing (not pinned: any mechanism's writers may commit; pin it with "
               "`deltacommit coordination set`)")
-    for k, v in sorted(st.writer.items()):
+    for k, v in sorted(report.writer.items()):
         print(f"these options  {k} = {v}")
-    print("may commit  " + ("yes" if st.writer_may_commit else
-                            "NO: these options select another mechanism than the table records"))
+    print("may commit  " + ("yes" if report.can_commit else
+                            "NO: " + "; ".join(sorted({_reason(f.kind) for f in report.errors()}))))
+    print_findings(shown)
     return 0
+
+
+def _reason(kind: str) -> str:
+    return {
+        "pin-not-honoured": "these options select another mechanism than the table records",
+        "unpinned-dynamodb-fleet": "the table's writers commit through DynamoDB",
+        "tablepath-not-joined": "these options configure another tablePath than the fleet's",
+        "unentried-versions": "versions without DynamoDB entries (another mechanism writes the "
+                              "table)",
+        "split-tablepath": "entries under several tablePath spellings",
+        "unrecoverable-entry": "an incomplete entry that cannot be repaired",
+        "entry-without-commit": "an entry whose commit file is missing",
+    }.get(kind, kind)
 
 
 _MECHANISM_OPTIONS = ("AWS_S3_LOCKING_PROVIDER", "conditional_put", "DELTA_DYNAMO_TABLE_NAME",

@@ -115,10 +115,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     latest = ls.latest_entry()
     incomplete = list(ls.entries(incomplete_only=True))
     ttl = ttl_status(ls.client, ls.table_name)
+    # What the entries do not show by themselves: newer versions without entries (another
+    # mechanism writes the table), an entry whose commit file is gone, an unrepairable entry.
+    findings = [f for f in _diagnose(args, ls).findings if f.kind in _STATUS_FINDINGS]
     out = {"table": ls.table_name, "endpoint": ls.endpoint, "tablePath": ls.table_path,
            "tablePaths": keys,
            "latest": _entry_json(latest), "incomplete": [_entry_json(e) for e in incomplete],
-           "ttl": ttl}
+           "ttl": ttl, "findings": [f.to_json() for f in findings]}
     if args.json:
         emit_json(out)
         return 0
@@ -143,7 +146,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"complete them with `deltacommit dynamodb repair {args.uri}`")
     else:
         print("incomplete entries: none")
+    for f in findings:
+        print(f"{f.severity.upper()}: {f.message}")
     return 0
+
+
+#: Doctor findings ``dynamodb status`` adds to what it lists itself (spellings, incomplete
+#: entries).
+_STATUS_FINDINGS = frozenset({"unentried-versions", "entry-without-commit", "unrecoverable-entry"})
+
+
+def _diagnose(args: argparse.Namespace, ls: Any) -> Any:
+    from deltacommit.ops.doctor import diagnose
+
+    return diagnose(args.uri, storage_options(args), log_store=ls)
 
 
 def cmd_repair(args: argparse.Namespace) -> int:

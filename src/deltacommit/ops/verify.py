@@ -10,7 +10,9 @@ the commits they were told succeeded; the checker reads the whole log and shows 
 * every acknowledged transaction is in exactly the version it was acknowledged at, in the
   bytes it wrote (SHA-256 per version): a commit file replaced after the fact is caught;
 * on the DynamoDB protocol, every entry is complete with its commit file present, or
-  incomplete and repairable (its temp file or its commit file exists);
+  incomplete and repairable (its temp file or its commit file exists), and the fleet is not
+  split (``doctor``): no version young enough to have its entry lacks one (another mechanism
+  wrote it), and entries live under one ``tablePath`` spelling;
 * every checkpoint holds the state a replay of the JSON commits gives, the snapshot a reader
   builds (through ``_last_checkpoint`` and checkpoints) equals a full replay, and the table
   reads back: every live file opens and the row count equals the files' ``numRecords``.
@@ -140,6 +142,7 @@ def verify_table(table_uri: str, journal: Iterable[JournalEntry] = (), *,
     if versions and versions[0] == 0:
         _check_replay(report, reader, parsed, candidates, last)
     _check_dynamodb(report, ls, set(versions), first, last)
+    _check_fleet(report, ls)
     if read_data:
         _check_read_back(report, reader)
     return report
@@ -318,6 +321,24 @@ def _check_dynamodb(report: VerifyReport, ls: LogStore, versions: set[int], firs
             report.problem(f"{name} is incomplete and unrepairable: neither "
                            f"{LOG_DIR}/{entry.file_name} nor its temp file {entry.temp_key} "
                            "exists")
+
+
+#: What ``doctor`` finds that splits a fleet (writers that do not exclude each other), which
+#: the checks above do not see: a history can be whole today and lose a commit tomorrow.
+_FLEET_SPLITS = frozenset({"unentried-versions", "split-tablepath"})
+
+
+def _check_fleet(report: VerifyReport, ls: LogStore) -> None:
+    from deltacommit.ops.doctor import diagnose
+
+    try:
+        found = diagnose(report.table_uri, log_store=ls)
+    except DeltaCommitError as e:
+        report.problem(f"the fleet's coordination cannot be checked: {e}")
+        return
+    for f in found.errors(fleet_only=True):
+        if f.kind in _FLEET_SPLITS:
+            report.problem(f.message)
 
 
 def _check_read_back(report: VerifyReport, reader: LogStore) -> None:

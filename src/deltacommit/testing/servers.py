@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 60.0
@@ -77,6 +77,14 @@ class S3Bucket(NamedTuple):
     @property
     def uri(self) -> str:
         return f"s3://{self.name}"
+
+
+class S3Implementation(NamedTuple):
+    """One S3 server of a test run: its name (moto, localstack), endpoint and a boto3 client."""
+
+    name: str
+    endpoint: str
+    client: Any
 
 
 def s3_storage_options(endpoint: str, *, region: str = "us-east-1") -> dict[str, str]:
@@ -333,11 +341,12 @@ DYNALITE_INSTALL_HINT = (
     f"(or `npm install --prefix .tools dynalite@{DYNALITE_VERSION}` in the repository root)")
 
 
-def find_dynalite(start: Path | None = None) -> Path | None:
-    """The ``dynalite`` package folder under ``.tools/node_modules``, searching upwards.
+def tools_dirs(start: Path | None = None) -> list[Path]:
+    """Where ``make`` may have installed the rig's tools (``.tools``), most specific first.
 
     ``DELTACOMMIT_TOOLS_DIR`` names the ``.tools`` folder explicitly; otherwise the search starts
-    at ``start`` (default: the working directory) and at this package's source folder.
+    at ``start`` (default: the working directory) and at this package's source folder, and goes
+    upwards.
     """
     candidates: list[Path] = []
     explicit = os.environ.get("DELTACOMMIT_TOOLS_DIR")
@@ -346,7 +355,12 @@ def find_dynalite(start: Path | None = None) -> Path | None:
     for origin in (start or Path.cwd(), Path(__file__).resolve()):
         for directory in (origin, *origin.parents):
             candidates.append(directory / ".tools")
-    for tools in candidates:
+    return candidates
+
+
+def find_dynalite(start: Path | None = None) -> Path | None:
+    """The ``dynalite`` package folder under ``.tools/node_modules`` (see ``tools_dirs``)."""
+    for tools in tools_dirs(start):
         package = tools / "node_modules" / "dynalite"
         if (package / "package.json").is_file():
             return package
@@ -379,6 +393,189 @@ class Dynalite(ServerProcess):
     def __enter__(self) -> Dynalite:
         self.start()
         return self
+
+
+# --------------------------------------------------------------------------- LocalStack's S3
+
+LOCALSTACK_VERSION = "2026.3.0"
+#: LocalStack 2026.3 runs on this Python only; ``make test`` installs it into its own venv.
+LOCALSTACK_PYTHON = (3, 13)
+LOCALSTACK_VENV = "localstack-venv"
+LOCALSTACK_INSTALL_HINT = (
+    f"LocalStack {LOCALSTACK_VERSION} is not installed: run `make test`, which installs it into "
+    f".tools/{LOCALSTACK_VENV} with Python {'.'.join(map(str, LOCALSTACK_PYTHON))} (or `make "
+    f".tools/.localstack-{LOCALSTACK_VERSION}` in the repository root)")
+
+
+def find_python(version: tuple[int, int], *, search_pyenv: bool = True) -> str | None:
+    """An interpreter of ``version`` that runs: ``pythonX.Y`` on the PATH (a pyenv shim that
+    selects no such version does not run), else one of pyenv's installed versions."""
+    name = f"python{version[0]}.{version[1]}"
+    candidates = [shutil.which(name)]
+    if search_pyenv:
+        root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+        pattern = f"{version[0]}.{version[1]}*/bin/{name}"
+        candidates += [str(p) for p in sorted((root / "versions").glob(pattern))]
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        try:
+            done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0 and done.stdout.strip() == str(version):
+            return candidate
+    return None
+
+
+def find_localstack(start: Path | None = None) -> Path | None:
+    """The Python of the LocalStack venv ``make`` installed (its stamp file written only once
+    the install succeeded), or None."""
+    for tools in tools_dirs(start):
+        python = tools / LOCALSTACK_VENV / "bin" / "python"
+        if (tools / f".localstack-{LOCALSTACK_VERSION}").is_file() and python.is_file():
+            return python
+    return None
+
+
+class LocalStackUnavailableError(ServerStartError):
+    """No LocalStack to start: ``reason`` says whether Python 3.13 or the install is missing,
+    and ``installable`` whether ``make`` could install it on this machine."""
+
+    def __init__(self, reason: str, *, installable: bool) -> None:
+        super().__init__(reason)
+        self.installable = installable
+
+
+# Runs under the LocalStack venv's Python.  It picks a free port, gives S3 objects a folder of
+# this server's own (LocalStack's default is one fixed folder that every instance would share),
+# runs LocalStack's runtime in this process, and prints the port once S3 answers; it exits when
+# its parent closes its stdin or dies, as the other servers here do.
+_LOCALSTACK_CHILD = """
+import json, os, runpy, socket, sys, threading, time, urllib.request
+# LocalStack prints a banner on stdout: the port goes to the parent on the original stdout,
+# everything LocalStack prints to the log (stderr).
+report = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ["GATEWAY_LISTEN"] = f"127.0.0.1:{port}"
+import localstack.services.s3.provider as provider
+provider.DEFAULT_S3_TMP_DIR = os.path.join(sys.argv[1], "s3-objects")
+def _watch_parent():
+    sys.stdin.buffer.read()
+    os._exit(0)
+def _report_port():
+    url = f"http://127.0.0.1:{port}/_localstack/health"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if json.loads(r.read()).get("services", {}).get("s3") in ("available", "running"):
+                    break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    report.write(f"{port}\\n")
+    report.close()
+threading.Thread(target=_watch_parent, daemon=True).start()
+threading.Thread(target=_report_port, daemon=True).start()
+sys.argv = ["localstack"]
+runpy.run_module("localstack.runtime.main", run_name="__main__", alter_sys=True)
+"""
+
+
+class LocalStackS3(ServerProcess):
+    """LocalStack's own S3 provider (not moto's) on a loopback port, without Docker.
+
+    A second S3 implementation: its conditional writes (``If-None-Match``, ``If-Match``,
+    multipart completion) are its own code, so a test passing on both servers does not rest on
+    one emulator's quirks.  Everything it keeps (objects, state, logs) lives in a temporary
+    folder removed when it stops.
+    """
+
+    name = "localstack"
+
+    def __init__(self, python: str | Path | None = None) -> None:
+        super().__init__()
+        if python is None:
+            found = find_localstack()
+            if found is None:
+                raise localstack_unavailable()
+            python = found
+        self.python = str(python)
+        self._root: str | None = None
+
+    def command(self) -> list[str]:
+        assert self._root is not None
+        return [self.python, "-c", _LOCALSTACK_CHILD, self._root]
+
+    def child_env(self) -> dict[str, str]:
+        env = super().child_env()
+        assert self._root is not None
+        env.update({
+            "SERVICES": "s3", "PERSISTENCE": "0", "DNS_ADDRESS": "0",
+            "SKIP_SSL_CERT_DOWNLOAD": "1", "OVERRIDE_IN_DOCKER": "0",
+            "FILESYSTEM_ROOT": os.path.join(self._root, "filesystem"),
+            "LOCALSTACK_VOLUME_DIR": os.path.join(self._root, "volume"),
+            "DISABLE_EVENTS": "1", "LS_LOG": "warn",
+        })
+        for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+            env.pop(name, None)  # the child runs its own venv, not the caller's
+        return env
+
+    @property
+    def root(self) -> str | None:
+        """The folder holding everything this server keeps (None when stopped)."""
+        return self._root
+
+    def start(self) -> None:
+        self._root = tempfile.mkdtemp(prefix="deltacommit-localstack-")
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        root, self._root = self._root, None
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def __enter__(self) -> LocalStackS3:
+        self.start()
+        return self
+
+
+def localstack_unavailable() -> LocalStackUnavailableError:
+    """Why LocalStack cannot be started here: no Python 3.13 (a skip), or not installed yet."""
+    wanted = ".".join(map(str, LOCALSTACK_PYTHON))
+    if find_python(LOCALSTACK_PYTHON) is None:
+        return LocalStackUnavailableError(
+            f"Python {wanted} is not available on this machine, and LocalStack "
+            f"{LOCALSTACK_VERSION} needs it: the tests against LocalStack's S3 are skipped "
+            "(install Python 3.13, then `make test` installs LocalStack)", installable=False)
+    return LocalStackUnavailableError(LOCALSTACK_INSTALL_HINT, installable=True)
+
+
+# --------------------------------------------------------------------------- the newest deltalake
+
+#: The newest deltalake release the suite runs as a peer, in a venv of its own (the test extras
+#: pin 1.6.0, the last release with the DynamoDB log store).  From 1.6.1 on deltalake ignores
+#: ``AWS_S3_LOCKING_PROVIDER=dynamodb`` and commits by S3 conditional put.
+DELTALAKE_LATEST_VERSION = "1.6.6"
+DELTALAKE_LATEST_VENV = f"deltalake-{DELTALAKE_LATEST_VERSION}-venv"
+DELTALAKE_LATEST_INSTALL_HINT = (
+    f"deltalake {DELTALAKE_LATEST_VERSION} is not installed: run `make test`, which installs it "
+    f"into .tools/{DELTALAKE_LATEST_VENV} (or `make .tools/.deltalake-{DELTALAKE_LATEST_VERSION}` "
+    "in the repository root)")
+
+
+def find_deltalake_latest(start: Path | None = None) -> Path | None:
+    """The Python of the venv holding the newest deltalake (see ``DELTALAKE_LATEST_VERSION``)."""
+    for tools in tools_dirs(start):
+        python = tools / DELTALAKE_LATEST_VENV / "bin" / "python"
+        if (tools / f".deltalake-{DELTALAKE_LATEST_VERSION}").is_file() and python.is_file():
+            return python
+    return None
 
 
 def port_is_open(port: int, host: str = HOST) -> bool:

@@ -80,6 +80,18 @@ class EntryClaimer(EntryRepairer):
 
     def write_commit_when_ready(self, version: int, data: bytes,
                                 ready: Callable[[], None], baton: Baton | None = None) -> None:
+        """``_write_commit``, and a refused commit leaves no temp file: a writer that refuses
+        (the fleet is split, another mechanism writes the table) is usually about to stop, so
+        its temp file (and those of its lost claims) is deleted now, not queued for a sweep
+        that would never come (``_spend_temp``)."""
+        try:
+            self._write_commit(version, data, ready, baton)
+        except CoordinationMismatchError:
+            self._sweep_temps()
+            raise
+
+    def _write_commit(self, version: int, data: bytes, ready: Callable[[], None],
+                      baton: Baton | None) -> None:
         """The steps below; ``ready`` is awaited between the temp file and the entry, so the
         checks and the temp file's put overlap the uploads of the version's data files.
 

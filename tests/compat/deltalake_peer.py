@@ -1,0 +1,82 @@
+"""A deltalake writer process for peer tests, run by another deltalake's interpreter.
+
+The test extras pin deltalake 1.6.0 (the last release with the DynamoDB log store); newer
+releases live in venvs of their own (``deltacommit.testing.find_deltalake_latest``) and cannot
+be imported beside it, so tests start this script with that venv's Python.  It imports only the
+standard library, pyarrow and deltalake.
+
+    python deltalake_peer.py '{"uri": ..., "options": {...}, "writer": 3, "appends": 10}'
+
+prints ``ready`` once the table is open, waits for a line on stdin (the start signal shared by
+every writer of a fleet), appends ``appends`` one-row batches (``writer``, ``batch``) with one
+table object kept open, and prints one JSON line: the batches acknowledged, the errors met by
+class, and deltalake's version.  A write that fails because deltalake gave up after its own
+retries ("Failed to commit transaction") committed nothing and is submitted again, as its users
+must; every other error ends the writer and is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+#: How often one batch is submitted again after deltalake gave up on it.
+RESUBMITS = 200
+
+
+def classify(message: str) -> str:
+    if "Failed to commit transaction" in message:
+        return "gave-up-after-retries"
+    if "already exists" in message:
+        return "version-already-exists"
+    return "other: " + message[:300]
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    import deltalake
+    import pyarrow as pa
+    from deltalake.exceptions import DeltaError
+
+    options = dict(spec["options"])
+    writer = int(spec["writer"])
+    table = deltalake.DeltaTable(spec["uri"], storage_options=options)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    errors: Counter[str] = Counter()
+    acked: list[int] = []
+    fatal = None
+    for b in range(int(spec["appends"])):
+        data = pa.table({"writer": pa.array([writer], pa.int64()), "batch": pa.array([b], pa.int64())})
+        for attempt in range(1, RESUBMITS + 1):
+            try:
+                deltalake.write_deltalake(table, data, mode="append")
+                acked.append(b)
+                break
+            except DeltaError as e:
+                kind = classify(str(e))
+                errors[kind] += 1
+                if kind != "gave-up-after-retries":
+                    fatal = kind
+                    break
+                time.sleep(0.01 * min(attempt, 20))
+        if fatal is not None:
+            break
+    return {"writer": writer, "acked": acked, "errors": dict(errors),
+            "deltalake": deltalake.__version__}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    try:
+        report = run(spec)
+    except BaseException as e:  # reported, so that the test names it
+        report = {"writer": spec.get("writer"), "acked": [], "deltalake": None,
+                  "errors": {f"crash: {type(e).__name__}: {e}"[:300]: 1}}
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
