@@ -50,6 +50,14 @@ def turn_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield folder
 
 
+def create_without_turns(uri: str) -> dc.DeltaTable:
+    """The table, created before the test makes its turn folder: version 0 takes the host turn
+    like any version, and would make the folder first."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(host_turn.SWITCH, "off")
+        return dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+
+
 def rows(ids: list[int]) -> pa.Table:
     return pa.table({"p": ["a"] * len(ids), "id": ids, "seen": [0] * len(ids)}, schema=SCHEMA)
 
@@ -112,7 +120,7 @@ def test_a_turn_folder_another_user_made_again_is_not_used(
 def test_a_turn_file_that_is_not_a_private_regular_file_is_refused(
         tmp_path: Path, turn_dir: Path, planted: str, caplog: pytest.LogCaptureFixture) -> None:
     uri = str(tmp_path / "t")
-    table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    table = create_without_turns(uri)
     turn_dir.mkdir(mode=0o700)
     record = Path(turn_of(table).path + ".record")
     elsewhere = tmp_path / "elsewhere"
@@ -177,7 +185,7 @@ def appends(uri: str, ids: list[int], patience: float, *, give_way: float | None
 
 @pytest.fixture
 def table(tmp_path: Path, turn_dir: Path) -> dc.DeltaTable:
-    t = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    t = create_without_turns(str(tmp_path / "t"))
     turn_dir.mkdir(mode=0o700)
     return t
 
