@@ -31,7 +31,8 @@ def staged_append(table: dc.DeltaTable, data: pa.Table, *, whole_table: bool = F
     committed); ``whole_table``: it read the whole table (so any concurrent add conflicts)."""
     target = WriteTarget.of(table.uri, table.snapshot)
     adds = write_rows(table.store, target, data, clock=table.clock, random=table.random)
-    txn = table.transaction("WRITE", {"mode": "Append"})
+    # The parameters ``dc.write`` gives an append: members share one commitInfo.
+    txn = table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
     if whole_table:
         txn.read_whole_table()
     if app is not None:

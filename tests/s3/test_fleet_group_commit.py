@@ -19,8 +19,8 @@ from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 
-from .helpers import DynamoSetup, new_log_table
 from ..fleet.helpers import FLEET, SCHEMA, fleet_writer, killed_after_publishing, rows
+from .helpers import DynamoSetup, new_log_table
 
 WRITERS = 3
 APPENDS = 4
