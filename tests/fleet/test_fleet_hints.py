@@ -185,3 +185,32 @@ def test_a_record_of_a_rolled_back_version_is_skipped(tmp_path: Path) -> None:
         txn.add(staged_append(fresh, rows(5, 5)).adds)
     _poisoned_round(table)
     assert (1, 0) not in _counts(table)
+
+
+def test_with_the_property_off_nothing_is_published(tmp_path: Path) -> None:
+    table = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    dc.write(table.uri, rows(1, 0))
+    assert not (_root(table) / FLEET_DIR).exists()
+
+
+def test_the_property_is_typed_and_settable(tmp_path: Path) -> None:
+    table = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    with pytest.raises(dc.errors.InvalidArgumentError, match="groupCommit.fleet"):
+        table.set_properties({"deltacommit.groupCommit.fleet": "maybe"})
+    table.set_properties({"deltacommit.groupCommit.fleet": "true"})
+    assert dc.DeltaTable(table.uri).table_config.group_commit_fleet
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    r = dc.write(table.uri, rows(2, 0))
+    assert set(_carried(table, r.version)) == {staged.txn_id, r.txn_id}
+
+
+def test_one_table_object_joins_with_group_commit_policy_fleet(tmp_path: Path) -> None:
+    plain = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    staged = staged_append(plain, rows(1, 0))
+    publish_only(plain, staged)
+    table = dc.DeltaTable(plain.uri, group_commit=dc.GroupCommitPolicy(fleet=True))
+    r = dc.write(table, rows(2, 0))
+    assert set(_carried(table, r.version)) == {staged.txn_id, r.txn_id}
+    r = dc.append(table, rows(3, 0))
+    assert _counts(table) == {(1, 0): 1, (2, 0): 1, (3, 0): 1}
