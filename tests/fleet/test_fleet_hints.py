@@ -195,7 +195,7 @@ def test_with_the_property_off_nothing_is_published(tmp_path: Path) -> None:
 
 def test_the_property_is_typed_and_settable(tmp_path: Path) -> None:
     table = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA)
-    with pytest.raises(dc.errors.InvalidArgumentError, match="groupCommit.fleet"):
+    with pytest.raises(dc.errors.InvalidArgumentError, match=r"groupCommit\.fleet"):
         table.set_properties({"deltacommit.groupCommit.fleet": "maybe"})
     table.set_properties({"deltacommit.groupCommit.fleet": "true"})
     assert dc.DeltaTable(table.uri).table_config.group_commit_fleet
