@@ -24,7 +24,7 @@ from deltacommit.io.aws.options import (
 )
 
 if TYPE_CHECKING:
-    from boto3.session import Session
+    from botocore.session import Session
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
 
@@ -183,9 +183,16 @@ def _shorten_key_id(key_id: str) -> str:
 # --------------------------------------------------------------------------- clients
 
 # Creating a client costs tens of milliseconds and clients are thread-safe, so one per distinct
-# setting serves every table and thread of the process.  boto3 is imported only when a client is
-# first asked for, so local use needs no AWS packages.
+# setting serves every table and thread of the process.  botocore is imported only when a client
+# is first asked for, so local use needs no AWS packages, and boto3 is not imported at all: its
+# sessions add nothing a client needs.  The clients of one profile share one botocore session,
+# whose loader reads each service model, the endpoint rules and the partitions once for the S3
+# and DynamoDB clients alike (creating a session and its endpoint resolver costs as much as a
+# client); a client made with keys from the options signs with those keys, a client made without
+# with the session's credential chain.  Both caches are process-wide by design (what they hold
+# is derived from settings and the environment alone); ``clear_client_cache`` empties them.
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
+_SESSIONS: dict[str | None, Session] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -199,9 +206,10 @@ def _cached(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
 
 
 def clear_client_cache() -> None:
-    """Forget cached clients (after credentials rotate, or between tests)."""
+    """Forget cached clients and sessions (after credentials or the AWS config files change)."""
     with _CLIENTS_LOCK:
         _CLIENTS.clear()
+        _SESSIONS.clear()
 
 
 def _s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
@@ -237,11 +245,9 @@ def _make_s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = _session(config, config.access_key_id, config.secret_access_key,
-                       config.session_token)
-    region = config.region or session.region_name or FALLBACK_REGION
-    client = session.client("s3", endpoint_url=config.endpoint_url, region_name=region,
-                            config=botocore_config)
+    client: S3Client = _client("s3", config, (config.access_key_id, config.secret_access_key,
+                                              config.session_token),
+                               config.endpoint_url, config.region, botocore_config)
     # botocore sends every PutObject with "Expect: 100-continue", which costs a round trip
     # before the body goes out (and, on servers that answer 412 without reading the body,
     # a stall).  Commit files are small and commit latency is the table's throughput limit.
@@ -258,25 +264,40 @@ def _make_dynamodb_client(config: AwsConfig) -> DynamoDBClient:
         max_pool_connections=MAX_POOL_CONNECTIONS,
         retries={"mode": "standard", "total_max_attempts": DYNAMODB_MAX_ATTEMPTS},
     )
-    session = _session(config, *config.dynamodb_credentials())
-    region = config.dynamodb_region or config.region or session.region_name or FALLBACK_REGION
-    return session.client("dynamodb", endpoint_url=config.effective_dynamodb_endpoint_url,
-                          region_name=region, config=botocore_config)
+    return _client(  # type: ignore[no-any-return]
+        "dynamodb", config, config.dynamodb_credentials(), config.effective_dynamodb_endpoint_url,
+        config.dynamodb_region or config.region, botocore_config)
 
 
-def _session(config: AwsConfig, access_key_id: str | None, secret: str | None,
-             token: str | None) -> Session:
-    import boto3.session
+def _client(service: str, config: AwsConfig, credentials: tuple[str | None, ...],
+            endpoint_url: str | None, region: str | None, botocore_config: Any) -> Any:
+    """A botocore client of ``service`` (called with ``_CLIENTS_LOCK`` held: botocore sessions
+    are not thread-safe, their clients are)."""
     from botocore.exceptions import ProfileNotFound
 
-    # Explicit keys win over the profile, as in boto3; without keys the profile (or boto3's
+    access_key_id, secret, token = credentials
+    # Explicit keys win over the profile, as in boto3; without keys the profile (or botocore's
     # own chain: environment, shared files, container and instance roles) supplies them.
+    profile = config.profile if access_key_id is None else None
     try:
-        return boto3.session.Session(
-            aws_access_key_id=access_key_id, aws_secret_access_key=secret,
-            aws_session_token=token, profile_name=config.profile if access_key_id is None else None)
+        session = _session(profile)
+        return session.create_client(
+            service, region_name=region or session.get_config_variable("region")
+            or FALLBACK_REGION, endpoint_url=endpoint_url, aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret, aws_session_token=token, config=botocore_config)
     except ProfileNotFound:
         raise StorageConfigError(
             f"{PROFILE} names the profile {config.profile!r}, which is not in the AWS config "
             "files (~/.aws/config, ~/.aws/credentials, or AWS_CONFIG_FILE / "
             "AWS_SHARED_CREDENTIALS_FILE)") from None
+
+
+def _session(profile: str | None) -> Session:
+    """The process's botocore session of ``profile`` (None: the default chain)."""
+    session = _SESSIONS.get(profile)
+    if session is None:
+        import botocore.session
+
+        session = botocore.session.Session(profile=profile)
+        _SESSIONS[profile] = session
+    return session
