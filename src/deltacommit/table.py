@@ -17,6 +17,7 @@ import pyarrow as pa
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
+from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
 from deltacommit.engine.scan import FileScan, select_files
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
@@ -27,11 +28,18 @@ from deltacommit.io.logstore import open_log_store
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
+from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.create import stage_new_table
+from deltacommit.ops.delete import delete_with_deletion_vectors, deletes_write_dvs
+from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
+from deltacommit.ops.optimize import TableOptimizer
 from deltacommit.ops.properties import set_properties
+from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
+from deltacommit.protocol.expressions.predicates import TRUE, from_partition_filters, parse_predicate
 from deltacommit.protocol.features import in_commit_timestamps
+from deltacommit.protocol.files.add_actions import TextsNeeded, add_actions_table
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.table_config.config import TableConfig
@@ -71,14 +79,12 @@ class DeltaTable:
         self.log = self._open_log(version, _snapshot, custom_store=log_store is not None,
                                   blind=_blind)
         if not self.log.pinned:
-            from deltacommit.ops.auto_compact import AutoCompactor
 
             uri, options = self.uri, dict(self.storage_options)
             self.log.add_hook(AutoCompactor(
                 uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
-            from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
 
             if self.log.pinned:
                 raise InvalidArgumentError(
@@ -227,7 +233,6 @@ class DeltaTable:
     @property
     def optimize(self) -> TableOptimizer:
         """Compaction (``optimize.compact``), with deltalake's names."""
-        from deltacommit.ops.optimize import TableOptimizer
 
         return TableOptimizer(self)
 
@@ -247,13 +252,11 @@ class DeltaTable:
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
-        from deltacommit.ops.maintenance import create_checkpoint
 
         return create_checkpoint(self.log)
 
     def cleanup_log(self, dry_run: bool = False) -> list[str]:
         """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
-        from deltacommit.ops.maintenance import cleanup_log
 
         return cleanup_log(self.log, dry_run=dry_run)
 
@@ -265,7 +268,6 @@ class DeltaTable:
         Files no version names are kept until an hour old whatever the retention (a writer
         may be about to commit them); ``protect_uncommitted=False`` deletes them too, when
         no writer can be running."""
-        from deltacommit.ops.maintenance import vacuum
 
         return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration,
                       protect_uncommitted)
@@ -275,11 +277,6 @@ class DeltaTable:
     def files(self, partition_filters: Sequence[Any] | None = None,
               predicate: str | None = None) -> list[Add]:
         """The add actions of the snapshot, optionally filtered by partition values."""
-        from deltacommit.protocol.expressions.predicates import (
-            TRUE,
-            from_partition_filters,
-            parse_predicate,
-        )
 
         if predicate is not None:
             pred = parse_predicate(predicate)
@@ -300,8 +297,6 @@ class DeltaTable:
         (deltalake's DNF tuples) lists only the matching partitions.  Built from the
         checkpoint's Arrow rows, without a Python object per file, its statistics from the
         checkpoint's ``stats_parsed`` where it has them (``protocol/files/add_actions.py``)."""
-        from deltacommit.protocol.expressions.predicates import from_partition_filters
-        from deltacommit.protocol.files.add_actions import TextsNeeded, add_actions_table
 
         snap = self.snapshot
         keep = None
@@ -434,8 +429,6 @@ class DeltaTable:
         predicate on data columns deletes matching rows by writing deletion vectors.
         """
         if predicate is not None:
-            from deltacommit.ops.delete import delete_with_deletion_vectors, deletes_write_dvs
-            from deltacommit.protocol.expressions.predicates import parse_predicate
 
             parsed = parse_predicate(predicate)
             if (not parsed.columns() <= set(self.partition_columns)
@@ -455,21 +448,18 @@ class DeltaTable:
     def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
         """Rename a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
-        from deltacommit.ops.schema_changes import rename_column
 
         return rename_column(self, column, new_name)
 
     def drop_column(self, column: str | Sequence[str]) -> CommitResult:
         """Drop a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
-        from deltacommit.ops.schema_changes import drop_column
 
         return drop_column(self, column)
 
     def enable_column_mapping(self, mode: str = "name") -> CommitResult:
         """Turn on column mapping for a table created without it; existing files stay as they
         are (``schema_changes.py``)."""
-        from deltacommit.ops.schema_changes import enable_column_mapping
 
         return enable_column_mapping(self, mode)
 

@@ -11,6 +11,9 @@ from deltacommit.cli.common import (
     parse_pairs,
     storage_options,
 )
+from deltacommit.cli.doctor_commands import print_findings
+from deltacommit.ops.coordination import set_coordination
+from deltacommit.ops.doctor import diagnose
 
 
 def register(sub: Subcommands) -> None:
@@ -45,8 +48,6 @@ def _show(args: argparse.Namespace) -> int:
     """What the table records and these options select, and whether writers with them may
     commit: not only the pin, but everything ``deltacommit doctor`` finds that stops them (a
     version another mechanism wrote, a split fleet, an unrepairable entry)."""
-    from deltacommit.cli.doctor_commands import print_findings
-    from deltacommit.ops.doctor import diagnose
 
     report = diagnose(args.uri, storage_options(args))
     shown = [f for f in report.findings if f.severity != "note"]
@@ -89,8 +90,6 @@ _MECHANISM_OPTIONS = ("AWS_S3_LOCKING_PROVIDER", "conditional_put", "DELTA_DYNAM
 
 
 def _set(args: argparse.Namespace) -> int:
-    from deltacommit.ops.coordination import set_coordination
-
     current = storage_options(args)
     if args.to == "conditional":
         target = {k: v for k, v in current.items()

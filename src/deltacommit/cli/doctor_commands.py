@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
+from deltacommit.ops.doctor import diagnose
 
 _LABELS = {"error": "ERROR", "warning": "WARNING", "note": "note"}
 
@@ -27,8 +28,6 @@ def register(sub: Subcommands) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from deltacommit.ops.doctor import diagnose
-
     report = diagnose(args.uri, storage_options(args))
     if args.json:
         emit_json(report.to_json())

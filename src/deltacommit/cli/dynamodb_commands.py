@@ -13,6 +13,8 @@ from typing import Any
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.io.aws.resolve import resolve_aws_config
+from deltacommit.ops.doctor import diagnose
 
 SCHEMAS = ("delta-log", "dynamo-commit")
 
@@ -55,8 +57,6 @@ def register(sub: Subcommands) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from deltacommit.io.aws.resolve import resolve_aws_config
-
     return resolve_aws_config(storage_options(args))
 
 
@@ -157,8 +157,6 @@ _STATUS_FINDINGS = frozenset({"unentried-versions", "entry-without-commit", "unr
 
 
 def _diagnose(args: argparse.Namespace, ls: Any) -> Any:
-    from deltacommit.ops.doctor import diagnose
-
     return diagnose(args.uri, storage_options(args), log_store=ls)
 
 

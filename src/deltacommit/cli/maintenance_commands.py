@@ -7,6 +7,8 @@ import argparse
 from typing import Any
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
+from deltacommit.protocol.table_config.properties import parse_size
+from deltacommit.table import DeltaTable
 
 
 def register(sub: Subcommands) -> None:
@@ -55,8 +57,6 @@ def register(sub: Subcommands) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from deltacommit.table import DeltaTable
-
     return DeltaTable(args.uri, storage_options=storage_options(args))
 
 
@@ -103,7 +103,6 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     import sys
 
-    from deltacommit.protocol.table_config.properties import parse_size
 
     t = _open(args)
     size = None if args.target_size is None else parse_size(args.target_size, "--target-size")

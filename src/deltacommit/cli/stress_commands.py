@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
+from deltacommit.testing.stress import run_stress
 
 
 def register(sub: Subcommands) -> None:
@@ -34,8 +35,6 @@ def register(sub: Subcommands) -> None:
 
 
 def _stress(args: argparse.Namespace) -> int:
-    from deltacommit.testing.stress import run_stress
-
     report = run_stress(args.uri, writers=args.writers, seconds=args.seconds,
                         kill_rate=args.kill_rate, storage_options=storage_options(args),
                         rows_per_commit=args.rows_per_commit, journal_dir=args.journal_dir,

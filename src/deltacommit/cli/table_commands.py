@@ -18,8 +18,11 @@ from deltacommit.cli.common import (
     parse_pairs,
     storage_options,
 )
-from deltacommit.errors import InvalidArgumentError, SchemaMismatchError
+from deltacommit.engine.scan import partition_physical_names
+from deltacommit.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.schema.arrow import delta_schema_dict, delta_to_arrow_type, schema_from_json
+from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.table import DeltaTable, write
 
 INPUT_FORMATS = ("parquet", "csv", "json")
@@ -79,7 +82,6 @@ _DECIMAL = re.compile(r"^decimal\(\s*\d+\s*,\s*\d+\s*\)$", re.IGNORECASE)
 
 def parse_schema_spec(spec: str) -> pa.Schema:
     """``id:long,name:string`` or a Delta schemaString into an Arrow schema."""
-    from deltacommit.protocol.schema.arrow import delta_to_arrow_type, schema_from_json
 
     text = spec.strip()
     if text.startswith("{"):
@@ -160,7 +162,6 @@ def _json_keys(path: Path) -> set[str]:
 
 def _existing_table(uri: str, options: dict[str, str]) -> DeltaTable | None:
     """The table at ``uri``, or None when there is no table yet (the append creates it)."""
-    from deltacommit.errors import TableNotFoundError
 
     try:
         return DeltaTable(uri, storage_options=options)
@@ -210,10 +211,6 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 
 def _describe(t: DeltaTable, list_files: bool) -> dict[str, Any]:
-    from deltacommit.engine.scan import partition_physical_names
-    from deltacommit.protocol.schema.arrow import delta_schema_dict
-    from deltacommit.protocol.schema.column_mapping import logical_values
-
     files = t.files()
     physical = partition_physical_names(t.schema, t.partition_columns, t.configuration)
     partitions: Counter[str] = Counter()

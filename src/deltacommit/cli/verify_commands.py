@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from deltacommit.cli.common import Subcommands, add_storage_options, emit_json, storage_options
+from deltacommit.io.journal import read_journals
+from deltacommit.ops.verify import verify_table
 
 
 def register(sub: Subcommands) -> None:
@@ -26,9 +28,6 @@ def register(sub: Subcommands) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from deltacommit.io.journal import read_journals
-    from deltacommit.ops.verify import verify_table
-
     entries = read_journals(args.journal)
     report = verify_table(args.uri, entries, storage_options=storage_options(args),
                           read_data=not args.no_data)

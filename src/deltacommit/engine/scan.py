@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
 from deltacommit.io.datafiles import open_data_file
+from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.actions import Add
@@ -361,7 +362,6 @@ class FileScan:
     def _keep_mask(self, deletion_vector: Mapping[str, Any], rel: str,
                    num_rows: int) -> pa.BooleanArray:
         """False at each row of the file its deletion vector deletes."""
-        from deltacommit.io.deletion_vectors import kept_rows
 
         return kept_rows(self.store, parse_location(self.table_uri), self.table_uri,
                          deletion_vector, data_file=rel, num_rows=num_rows,

@@ -23,10 +23,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltacommit.errors import SchemaMismatchError
+from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.expressions.constraints import (
+    check_constraints,
+    check_partition_not_null,
+    table_constraints,
+)
+from deltacommit.protocol.expressions.generated import check_generated, fill_generated, generated_columns
+from deltacommit.protocol.features.identity import fill_identity, identity_columns
 from deltacommit.protocol.log.paths import ResolvedPath
+from deltacommit.protocol.partitions import (
+    decode_add_path,
+    encode_add_path,
+    partition_path,
+    split_by_partition,
+)
+from deltacommit.protocol.schema.arrow import cast_to_table_schema, check_write_compatible
+from deltacommit.protocol.schema.column_mapping import physical_names, physical_values, to_physical
+from deltacommit.protocol.schema.nested import enforce_nested_not_null, has_nested_required
+from deltacommit.protocol.stats.compute import compute_stats
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, RandomSource
 from deltacommit.runtime.threads import CallThreads
@@ -60,20 +78,12 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     ``durable=False`` leaves a local file unsynced, and starts a remote file's upload in the
     background (``ObjectStore.put_soon``): the caller must pass it to ``store.make_durable``
     before any commit references it."""
-    from deltacommit.protocol.partitions import encode_add_path, partition_path
-    from deltacommit.protocol.schema.nested import enforce_nested_not_null, has_nested_required
-    from deltacommit.protocol.stats.compute import compute_stats
 
     if has_nested_required(data.schema):
         data = enforce_nested_not_null(data, data.schema)
     # A void column is all nulls; Spark leaves it out of the file and readers fill it in.
     data = data.select([f.name for f in data.schema if not pa.types.is_null(f.type)])
     if column_mapping != "none":
-        from deltacommit.protocol.schema.column_mapping import (
-            physical_names,
-            physical_values,
-            to_physical,
-        )
 
         if table_schema is None:
             raise ValueError("write_data_file: column mapping needs the table schema")
@@ -142,7 +152,6 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
     directories; files go to remote stores in parallel.
     """
-    from deltacommit.protocol.partitions import split_by_partition
 
     groups = split_by_partition(data, partition_columns) if partition_columns else [({}, data)]
     jobs: list[tuple[dict[str, str | None], pa.Table]] = []
@@ -199,7 +208,6 @@ def open_data_file(store: ObjectStore, resolved: ResolvedPath,
         return (local if local is not None else store.open_input(rel)), rel
     loc = resolved.location
     parent, _, name = loc.path.rpartition("/")
-    from deltacommit.io.storage import open_store
 
     other = open_store(f"{loc.scheme}://{loc.authority}{parent or '/'}", storage_options)
     local = other.local_path(name)
@@ -252,9 +260,6 @@ class WriteTarget:
         """The target of a table version; everything in it follows from the version's
         ``metaData`` action, so versions sharing one (most of a table's versions) share one
         target instead of parsing the schema, constraints and generated columns per write."""
-        from deltacommit.protocol.expressions.constraints import table_constraints
-        from deltacommit.protocol.expressions.generated import generated_columns
-        from deltacommit.protocol.features.identity import identity_columns
         metadata = getattr(snapshot, "metadata", None)
         if metadata is not None:
             known = _TARGETS.get((uri, id(metadata)))
@@ -287,11 +292,6 @@ def conform_rows(target: WriteTarget, data: pa.Table,
     Identity columns the data lacks take the values of ``identity`` (``identity.allocate``,
     by a writer that commits the new high-water mark); generated columns the data lacks are
     computed, those it supplies verified."""
-    from deltacommit.protocol.expressions.constraints import (
-        check_constraints,
-        check_partition_not_null,
-    )
-    from deltacommit.protocol.schema.arrow import cast_to_table_schema, check_write_compatible
 
     schema, uri = target.schema, target.uri
     supplied = set(data.column_names)
@@ -306,7 +306,6 @@ def conform_rows(target: WriteTarget, data: pa.Table,
     check_not_null(data, schema, uri)
     check_partition_not_null(data, schema, list(target.partition_columns), uri)
     if target.generated:
-        from deltacommit.protocol.expressions.generated import check_generated
 
         check_generated(data, [g for g in target.generated if g.name in supplied], uri)
     if target.constraints:
@@ -318,9 +317,6 @@ def _complete_columns(target: WriteTarget, data: pa.Table, identity: Mapping[str
                       ) -> pa.Table:
     """``data`` with the identity and generated columns it lacks filled in: the other columns
     are conformed first, so expressions see the table's types."""
-    from deltacommit.protocol.expressions.generated import fill_generated
-    from deltacommit.protocol.features.identity import fill_identity
-    from deltacommit.protocol.schema.arrow import cast_to_table_schema, check_write_compatible
 
     schema, uri = target.schema, target.uri
     data = fill_identity(data, list(target.identity), identity, schema, uri)
@@ -360,7 +356,6 @@ def delete_files(store: ObjectStore, adds: Sequence[Add]) -> None:
     """Delete data files that no commit references (a write that did not commit), in one
     ``delete_many`` (one request on S3 where a write spans partitions).  Uploads still in
     flight end first: a delete must not be overtaken by the put it undoes."""
-    from deltacommit.protocol.partitions import decode_add_path
 
     paths = [decode_add_path(a.path) for a in adds]
     store.await_puts(paths, forget=True)

@@ -18,12 +18,14 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     check_descriptor,
     decode_bitmap_array,
     deleted_bits,
+    deleted_mask,
     extract_from_file,
     extract_segment,
 )
@@ -82,7 +84,6 @@ def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Ma
     The descriptor is checked against the data file's ``num_rows`` and the DV file's size
     before a byte is read: ``sizeInBytes`` decides how much is read, and a forged one must
     not make the reader allocate it."""
-    from deltacommit.io.datafiles import open_data_file
 
     what = f"table {table}: deletion vector of {data_file}"
     dv = DeletionVectorDescriptor.from_json(dict(descriptor), what)
@@ -133,6 +134,5 @@ def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Ma
 
 def keep_mask(rows: npt.NDArray[np.uint64], num_rows: int, what: str) -> pa.BooleanArray:
     """An Arrow mask, False at each deleted row of a file of ``num_rows`` rows."""
-    from deltacommit.protocol.deletion_vectors import deleted_mask
 
     return pa.array(~deleted_mask(rows, num_rows, what), pa.bool_())

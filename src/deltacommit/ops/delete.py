@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.errors import RewriteCheckError, UnsupportedProtocolError
+from deltacommit.io.deletion_vectors import deleted_rows, keep_mask, kept_rows
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.deletion_vectors import (
     encode_bitmap_array,
@@ -85,8 +86,6 @@ def deletes_write_dvs(table: DeletingTable) -> bool:
 
 
 def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
-    from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
-
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
     if table.table_config.change_data_feed_enabled(table.protocol):
         raise UnsupportedProtocolError(
@@ -155,7 +154,6 @@ def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Tabl
     """RewriteCheckError, after deleting ``dv_file``, unless every touched file's rows as
     its new deletion vector (read back from storage) leaves them are the rows expected: a
     file without a new ``add`` must keep none."""
-    from deltacommit.io.deletion_vectors import kept_rows
 
     store = table.log_store.store
     root = parse_location(table.uri)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from deltacommit.engine.snapshot.snapshot import Snapshot
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
+from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME
 from deltacommit.io.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.io.logstore.base import (
     COORDINATION_KEY,
@@ -247,8 +248,6 @@ def _check_pin(report: DoctorReport, ls: LogStore) -> None:
 
 
 def _pin_advice(recorded: Mapping[str, str]) -> str:
-    from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME
-
     mechanism = recorded.get(COORDINATION_KEY)
     if mechanism == DYNAMODB_MECHANISM:
         table = recorded.get(f"{COORDINATION_KEY}.dynamodbTable")

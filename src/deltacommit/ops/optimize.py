@@ -49,6 +49,7 @@ from deltacommit.errors import (
     InvalidArgumentError,
 )
 from deltacommit.io.datafiles import WriteTarget, write_rows
+from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
 from deltacommit.ops.driver import Attempt, Decision, Finished, discard, run
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS, may_commit
@@ -60,6 +61,7 @@ from deltacommit.protocol.expressions.predicates import (
 )
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.log.replay import file_key
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import (
@@ -223,8 +225,6 @@ def _materialized_columns(snap: Snapshot, uri: str) -> tuple[str, str] | None:
 def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Table:
     """A file's live rows with their stable row ids and row commit versions in the hidden
     columns ``names`` (read from the file where it has them, else its defaults)."""
-    from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
-    from deltacommit.protocol.log.paths import parse_location
 
     uri = scan.table_uri
     data = scan.read(add)

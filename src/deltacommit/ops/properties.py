@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
 from deltacommit.engine.transaction.commit_info import json_text
-from deltacommit.errors import InvalidArgumentError
+from deltacommit.errors import CheckConstraintViolationError, InvalidArgumentError
 from deltacommit.ops.schema_changes import column_mapping_turned_on
+from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.table_config.checks import check_properties
 from deltacommit.protocol.table_config.config import RESERVED, TableConfig
@@ -122,7 +123,6 @@ def set_properties(table: PropertiesTable, properties: Mapping[str, str]) -> Com
 def _new_checks(current: Mapping[str, str | None], wanted: Mapping[str, str | None]
                 ) -> list[Constraint]:
     """The CHECK constraints ``wanted`` adds or changes (``delta.constraints.<name>``)."""
-    from deltacommit.protocol.expressions.constraints import Constraint
 
     before = TableConfig(current).constraints
     return [Constraint("check", name, value)
@@ -135,8 +135,6 @@ def _check_existing_rows(table: PropertiesTable, snap: Snapshot, checks: list[Co
     CHECK constraint only on the rows they write, so one set over rows that violate it would
     be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``
     and checks the rows in ``ADD CONSTRAINT``; this is the one way to set it here.)"""
-    from deltacommit.errors import CheckConstraintViolationError
-    from deltacommit.protocol.expressions.constraints import check_constraints
 
     uri = table.uri
     scan = table.file_scan(snap.schema)

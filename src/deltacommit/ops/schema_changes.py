@@ -20,6 +20,9 @@ from typing import Protocol as Interface
 from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import Metadata, Protocol
+from deltacommit.protocol.expressions.constraints import table_constraints
+from deltacommit.protocol.expressions.predicates import parse_predicate
+from deltacommit.protocol.schema.arrow import delta_schema_dict
 from deltacommit.protocol.schema.column_mapping import (
     MAX_COLUMN_ID_KEY,
     MODE_KEY,
@@ -83,8 +86,6 @@ def _check_mapped(table: SchemaTable, what: str) -> None:
 def _check_unconstrained(table: SchemaTable, path: list[str], what: str) -> None:
     """Refuse changing a column a constraint names: its expression would name a column that
     no longer exists (Spark refuses the same)."""
-    from deltacommit.protocol.expressions.constraints import table_constraints
-    from deltacommit.protocol.expressions.predicates import parse_predicate
 
     target = ".".join(path)
     for c in table_constraints(table.schema, table.configuration, table.uri):
@@ -121,7 +122,6 @@ def _commit(table: SchemaTable, operation: str, parameters: Mapping[str, Any],
 def rename_column(table: SchemaTable, column: str | Sequence[str], new_name: str) -> CommitResult:
     """Give a column (or a nested struct field) a new display name; a renamed partition
     column stays the partition column."""
-    from deltacommit.protocol.schema.arrow import delta_schema_dict
 
     path = _path(column)
     _check_mapped(table, "renaming a column")
@@ -138,7 +138,6 @@ def rename_column(table: SchemaTable, column: str | Sequence[str], new_name: str
 def drop_column(table: SchemaTable, column: str | Sequence[str]) -> CommitResult:
     """Remove a column (or a nested struct field) from the schema; its data stays in the
     files, unread, until they are rewritten."""
-    from deltacommit.protocol.schema.arrow import delta_schema_dict
 
     path = _path(column)
     _check_mapped(table, "dropping a column")
@@ -169,7 +168,6 @@ def column_mapping_turned_on(uri: str, metadata: Metadata, mode: str) -> Metadat
     """``metadata`` of a table without column mapping with mapping mode ``mode`` turned on:
     every field gets an id and its current name as physical name, so existing files read as
     before.  Only ``name`` mode can be turned on (existing files carry no field ids)."""
-    from deltacommit.protocol.schema.arrow import delta_schema_dict
 
     current = mapping_mode(metadata.configuration, uri)
     if current != "none":

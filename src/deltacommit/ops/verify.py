@@ -38,6 +38,7 @@ from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFo
 from deltacommit.io.journal import JournalEntry
 from deltacommit.io.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.io.logstore.base import LogStore
+from deltacommit.ops.doctor import diagnose
 from deltacommit.protocol.actions import Action, CommitInfo, parse_commit
 from deltacommit.protocol.expressions.predicates import TRUE
 from deltacommit.protocol.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
@@ -329,8 +330,6 @@ _FLEET_SPLITS = frozenset({"unentried-versions", "split-tablepath"})
 
 
 def _check_fleet(report: VerifyReport, ls: LogStore) -> None:
-    from deltacommit.ops.doctor import diagnose
-
     try:
         found = diagnose(report.table_uri, log_store=ls)
     except DeltaCommitError as e:

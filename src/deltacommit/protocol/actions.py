@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 
 from deltacommit.errors import CorruptLogError
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.stats.compute import stats_num_records
 
 JsonDict: TypeAlias = dict[str, Any]
 
@@ -220,7 +221,6 @@ class Add:
 
     def num_records(self) -> int | None:
         """``numRecords`` from the statistics, if the writer recorded them."""
-        from deltacommit.protocol.stats.compute import stats_num_records
 
         return stats_num_records(self.stats, self.path)
 

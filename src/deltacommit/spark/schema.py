@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from deltacommit.errors import SchemaMismatchError
+from deltacommit.protocol.schema.arrow import schema_from_json
 
 MAX_DECIMAL_PRECISION = 38
 
@@ -212,6 +213,5 @@ def arrow_to_spark_schema(schema: pa.Schema) -> T.StructType:
 
 def delta_to_spark_schema(schema_string: str) -> T.StructType:
     """The Spark schema of a Delta ``schemaString`` (as deltacommit reads the table)."""
-    from deltacommit.protocol.schema.arrow import schema_from_json
 
     return arrow_to_spark_schema(schema_from_json(schema_string))

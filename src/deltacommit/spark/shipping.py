@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import deltacommit
 from deltacommit.errors import DeltaCommitError
 
 if TYPE_CHECKING:
@@ -98,7 +99,6 @@ def package_files() -> list[tuple[str, bytes]]:
     The package is read from where it was imported: its folder, or the zip it was imported
     from (as on a Spark Connect server's worker, which runs the code a client carried to it),
     so both give the same list for the same code."""
-    import deltacommit
 
     spec = deltacommit.__spec__
     loader = spec.loader if spec is not None else None

@@ -41,7 +41,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, TableNotFoundError
+from deltacommit.protocol.log.paths import parse_location
 from deltacommit.spark.shipping import is_connect, package, shipping_enabled
+from deltacommit.spark.writer import write
+from deltacommit.table import DeltaTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -69,8 +72,6 @@ class BatchSink:
                  configuration: Mapping[str, str] | None = None,
                  target_file_rows: int | None = None, carry_package: bool = True,
                  legacy_app_id: str | None = None) -> None:
-        from deltacommit.table import DeltaTable
-
         if isinstance(table_or_uri, DeltaTable):
             self.table: DeltaTable | None = table_or_uri
             self.uri = table_or_uri.uri
@@ -94,8 +95,6 @@ class BatchSink:
         self._first_batch = True
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        from deltacommit.spark.writer import write
-
         batch_id = int(batch_id)
         app_id = self.app_id or self.query_id(batch)
         first, self._first_batch = self._first_batch, False
@@ -138,7 +137,6 @@ class BatchSink:
         crash.  A batch 0 is always committed."""
         if self.legacy_app_id is None or batch_id <= 0:
             return False
-        from deltacommit.table import DeltaTable
 
         try:
             table = DeltaTable(self.uri, storage_options=self.storage_options)
@@ -238,7 +236,6 @@ def read_query_id(spark: Any, checkpoint_location: str, uri: str) -> str:
 def _legacy_stream_app_id(checkpoint_location: str) -> str:
     """The ``txn`` app id earlier releases derived from a checkpoint's location; read only to
     recognise a batch they committed just before a crash (``BatchSink``)."""
-    from deltacommit.protocol.log.paths import parse_location
 
     location = checkpoint_location
     if "://" not in location and not location.startswith("file:"):

@@ -22,6 +22,20 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltacommit.engine.rewrite_check import check_rewritten
+from deltacommit.engine.scan import FileScan
+from deltacommit.errors import (
+    ConstraintViolationError,
+    DeltaCommitError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    UnsupportedProtocolError,
+)
+from deltacommit.io.datafiles import conform_rows, write_data_file, write_rows
+from deltacommit.io.storage import open_store
+from deltacommit.protocol.partitions import serialize_partition_value, split_by_partition
+from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
+
 if TYPE_CHECKING:
     from deltacommit.io.datafiles import WriteTarget
 
@@ -101,13 +115,6 @@ class WriteTask:
         self.buffer_bytes = buffer_bytes
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from deltacommit.errors import (
-            ConstraintViolationError,
-            InvalidArgumentError,
-            SchemaMismatchError,
-            UnsupportedProtocolError,
-        )
-
         written: list[str] = []
         try:
             for add in self._write(batches):
@@ -121,8 +128,6 @@ class WriteTask:
             yield pa.RecordBatch.from_arrays([pa.array(written, pa.string())], schema=RESULT_SCHEMA)
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> Iterator[str]:
-        from deltacommit.io.storage import open_store
-
         store = open_store(self.table_uri, self.storage_options)
         index = _partition_id()
         buffers: dict[tuple[str | None, ...], _Buffer] = {}
@@ -144,8 +149,6 @@ class WriteTask:
 
     def _absorb(self, store: Any, index: int, buffers: dict[tuple[str | None, ...], _Buffer],
                 pending: list[pa.RecordBatch]) -> Iterator[str]:
-        from deltacommit.io.datafiles import conform_rows
-
         data = conform_rows(self.target, pa.Table.from_batches(pending))
         target = self.target_file_rows
         groups, clustered = self._groups(data)
@@ -176,7 +179,6 @@ class WriteTask:
         equal values and each run is a zero-copy slice.  Rows that are not clustered (many short
         runs) are grouped by a vectorised sort instead; either way the result is correct.
         """
-        from deltacommit.protocol.partitions import serialize_partition_value, split_by_partition
 
         pcols = self.partition_columns
         if not pcols:
@@ -203,9 +205,6 @@ class WriteTask:
 
     def _write_file(self, store: Any, index: int, values: dict[str, str | None],
                     data: pa.Table) -> str:
-        from deltacommit.io.datafiles import write_data_file
-        from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
-
         add = write_data_file(store, values, self.partition_columns, data, index=index,
                               random=DEFAULT_RANDOM, clock=SYSTEM_CLOCK,
                               indexed_cols=self.indexed_cols,
@@ -225,7 +224,6 @@ class ReadTask:
                  out_schema: pa.Schema, partition_columns: Sequence[str],
                  batch_rows: int = 65_536, allow_external_paths: bool = False,
                  column_mapping: str = "none") -> None:
-        from deltacommit.engine.scan import FileScan
 
         #: The one data-file reader (``scan.py``), streaming ``batch_rows`` at a time.
         self.scan = FileScan(table_uri, version, out_schema,
@@ -255,8 +253,6 @@ class CompactTask:
 
     def __init__(self, target: WriteTarget, storage_options: Mapping[str, str], version: int,
                  allow_external_paths: bool = False) -> None:
-        from deltacommit.engine.scan import FileScan
-
         self.target = target
         self.storage_options = dict(storage_options)
         schema = target.schema
@@ -278,11 +274,6 @@ class CompactTask:
     def _rewrite(self, index: int, files: list[list[Any]]) -> list[str]:
         from dataclasses import replace
 
-        from deltacommit.engine.rewrite_check import check_rewritten
-        from deltacommit.errors import DeltaCommitError
-        from deltacommit.io.datafiles import write_rows
-        from deltacommit.io.storage import open_store
-        from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
 
         try:
             parts = [self.scan.read_file(path, values, dv) for path, values, dv in files]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from deltacommit import errors
+from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError
 from deltacommit.io.datafiles import WriteTarget
 from deltacommit.ops.driver import Attempt, Finished, discard, run
@@ -38,6 +39,10 @@ from deltacommit.ops.write import (
     open_or_create,
 )
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.expressions.generated import generated_columns
+from deltacommit.protocol.features.identity import check_explicit, identity_columns
+from deltacommit.protocol.schema.arrow import check_write_compatible
+from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask
@@ -98,8 +103,6 @@ class SparkWrite(TableWrite[DeltaTable]):
         self.repartition = repartition
 
     def write(self, attempt: Attempt) -> Finished[WriteResult] | None:
-        from deltacommit.protocol.schema.arrow import check_write_compatible
-
         table = self.table
         check_write_compatible(_expected_schema(table, self.arrow_schema), self.arrow_schema,
                                table.uri)
@@ -118,8 +121,6 @@ def _expected_schema(table: DeltaTable, data: pa.Schema) -> pa.Schema:
     """The columns the DataFrame must have: generated columns it lacks are computed by the
     tasks; identity columns must be supplied (where allowed), as tasks cannot allocate values
     (``identity.py``)."""
-    from deltacommit.protocol.expressions.generated import generated_columns
-    from deltacommit.protocol.features.identity import check_explicit, identity_columns
 
     for c in identity_columns(table.schema, table.uri):
         if c.name not in data.names:
@@ -146,7 +147,6 @@ def write_files(df: DataFrame, table: DeltaTable, *, target_file_rows: int | Non
     task = WriteTask(WriteTarget.of(table.uri, table.snapshot), table.storage_options,
                      target_file_rows, buffer_bytes)
     source = df
-    from deltacommit.protocol.expressions.generated import generated_columns
 
     for g in generated_columns(table.schema):
         if g.name in pcols and g.name not in df.columns:
@@ -198,8 +198,6 @@ def _task_error(failure: dict[str, str], uri: str, count: int) -> DeltaCommitErr
 
 def _check_predicate_covers(pred: Predicate, adds: Sequence[Add], table: DeltaTable) -> None:
     """An overwrite with a predicate must only write rows the predicate selects."""
-    from deltacommit.engine.scan import partition_physical_names
-    from deltacommit.protocol.schema.column_mapping import logical_values
 
     schema = table.schema
     types = {c: schema.field(c).type for c in table.partition_columns}

@@ -45,6 +45,7 @@ from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.io.journal import Journal, read_journals
 from deltacommit.ops.driver import Attempt, Decision, run
 from deltacommit.ops.verify import VerifyReport, verify_table
+from deltacommit.table import DeltaTable
 from deltacommit.testing.stress_peers import (
     PEER_KINDS,
     PeerReport,
@@ -129,7 +130,6 @@ class _Worker:
 
 def ensure_table(uri: str, storage_options: Mapping[str, str] | None = None) -> None:
     """Create the stress table, or accept an existing one with the stress schema."""
-    from deltacommit.table import DeltaTable
 
     try:
         table = DeltaTable(uri, storage_options=storage_options)
@@ -209,7 +209,6 @@ def _prepare_table(uri: str, options: dict[str, str], spark_fleet: bool) -> None
     its entries start at version 0)."""
     if spark_fleet:
         try:
-            from deltacommit.table import DeltaTable
 
             DeltaTable(uri, storage_options=options)
         except TableNotFoundError:
@@ -336,7 +335,6 @@ def _count_transient(log: Path) -> int:
 
 def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int) -> int:
     """Append batches until SIGTERM, journaling each acknowledged commit."""
-    from deltacommit.table import DeltaTable
 
     stop = StopOnSigterm()
     signal.signal(signal.SIGTERM, stop)

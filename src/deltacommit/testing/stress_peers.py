@@ -29,6 +29,8 @@ from typing import Any
 import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.schema.arrow import schema_to_json
+from deltacommit.table import DeltaTable
 
 PEER_KINDS = ("deltalake", "spark-emulator")
 
@@ -97,7 +99,6 @@ def _emulator(uri: str, options: Mapping[str, str]) -> Any:
 
 def create_through_spark(uri: str, options: Mapping[str, str], schema: pa.Schema) -> None:
     """Create the table as a Spark fleet would (its entries keyed ``s3a://``)."""
-    from deltacommit.protocol.schema.arrow import schema_to_json
 
     _emulator(uri, options).create(schema_to_json(schema))
 
@@ -155,7 +156,6 @@ def peer_worker(kind: str, uri: str, name: str, incarnation: int, journal_path: 
 def check_peers(uri: str, options: Mapping[str, str], jdir: Path, kinds: Mapping[str, str]
                 ) -> PeerReport:
     """Read the table back against the peers' journals; ``kinds`` maps writer name to kind."""
-    from deltacommit.table import DeltaTable
 
     report = PeerReport()
     data = DeltaTable(uri, storage_options=options).to_arrow(columns=["writer", "incarnation", "seq"])

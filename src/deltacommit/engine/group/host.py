@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltacommit import errors
 from deltacommit.engine.commit.loop import Member
 from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.commit.table_log import TableLog
@@ -89,7 +90,6 @@ def _encode_error(e: BaseException) -> tuple[str, str, dict[str, Any]]:
 def _decode_error(encoded: tuple[str, str, dict[str, Any]]) -> BaseException:
     """The error as this process's own exception class, with the same message and attributes
     (errors of other kinds arrive as CommitFailedError naming their kind)."""
-    from deltacommit import errors
 
     name, message, attrs = encoded
     cls = getattr(errors, name, None)

@@ -88,6 +88,7 @@ from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.commit_info import MEMBERS_KEY, committed_txn_ids
 from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import ConcurrentModificationException, InvalidArgumentError
+from deltacommit.io.datafiles import WriteTarget, delete_files, write_rows
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.conflicts import WinningCommit, check_conflicts
 
@@ -485,7 +486,6 @@ class GroupCommitter:
         parts = [m.rows for m in appends if isinstance(m, _Member) and m.rows is not None]
         if not parts:
             return []
-        from deltacommit.io.datafiles import WriteTarget, write_rows
 
         table = self.table
         target = WriteTarget.of(table.log.uri, table.log.snapshot)
@@ -499,7 +499,6 @@ class GroupCommitter:
     def _discard_files(self, adds: Sequence[Add]) -> None:
         """Delete files written for a group that will never reference them (best effort:
         vacuum removes any left behind)."""
-        from deltacommit.io.datafiles import delete_files
 
         with contextlib.suppress(Exception):
             delete_files(self.table.log.log_store.store, adds)

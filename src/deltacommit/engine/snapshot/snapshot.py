@@ -27,9 +27,14 @@ from deltacommit.errors import (
     UnsupportedTypeError,
 )
 from deltacommit.protocol.actions import Action, Add, CommitInfo, Metadata, Protocol, parse_commit
+from deltacommit.protocol.checkpoint.encode import adds_to_arrow, live_add_chunks
+from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.names import LOG_DIR, LogFile, commit_name, commit_path, version_gaps
 from deltacommit.protocol.log.replay import TableState, replay
 from deltacommit.protocol.log.segment import LogListing, format_versions
+from deltacommit.protocol.schema.arrow import schema_from_json
+from deltacommit.protocol.schema.column_mapping import check_column_mapping
+from deltacommit.protocol.schema.type_widening import check_type_changes
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.features import check_readable
 from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE
@@ -46,7 +51,6 @@ logger = logging.getLogger(__name__)
 def table_schema(table: str, metadata: Metadata) -> pa.Schema:
     """The Arrow schema of ``metadata.schemaString``; a type this library cannot hold is an
     unsupported protocol, anything else unparsable a corrupt log."""
-    from deltacommit.protocol.schema.arrow import schema_from_json
 
     try:
         return schema_from_json(metadata.schema_string)
@@ -68,11 +72,9 @@ def check_schema(table: str, protocol: Protocol, metadata: Metadata,
     if metadata.configuration.get(COLUMN_MAPPING_MODE) and (
             protocol.min_reader_version == 2
             or "columnMapping" in (protocol.reader_features or ())):
-        from deltacommit.protocol.schema.column_mapping import check_column_mapping
 
         check_column_mapping(schema, TableConfig.of(metadata, table).column_mapping_mode, table)
     if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
-        from deltacommit.protocol.schema.type_widening import check_type_changes
 
         check_type_changes(schema, table)
 
@@ -370,7 +372,6 @@ class Snapshot:
         """The live files a filter accepts, in ``files()`` order: checkpoint rows judged as
         canonical ``add`` rows (``rows_mask``, a boolean per row), the files added since by
         ``keep``; an ``Add`` is built only for a checkpoint row accepted."""
-        from deltacommit.protocol.files.lazy_files import LazyActionMap
 
         files = self._state.files
         if isinstance(files, LazyActionMap):
@@ -381,8 +382,6 @@ class Snapshot:
         """The live files as canonical ``add`` rows (``protocol.checkpoint.schema.ADD``), in chunks:
         the checkpoint's rows still kept, then the adds committed since.  No ``Add`` object is
         built for a checkpoint row."""
-        from deltacommit.protocol.checkpoint.encode import adds_to_arrow
-        from deltacommit.protocol.files.lazy_files import LazyActionMap
 
         files = self._state.files
         if isinstance(files, LazyActionMap):
@@ -393,7 +392,6 @@ class Snapshot:
         """``add_rows``, each chunk with the checkpoint's typed statistics of its rows
         (``add.stats_parsed``; None for the adds committed since, or if it has none).
         Without ``texts``, checkpoint rows may lack their JSON statistics (``ADD_LIGHT``)."""
-        from deltacommit.protocol.checkpoint.encode import live_add_chunks
 
         return live_add_chunks(self._state.files, texts=texts)
 

@@ -37,8 +37,10 @@ from deltacommit.protocol.actions import (
     Txn,
 )
 from deltacommit.protocol.conflicts import TransactionSummary
+from deltacommit.protocol.expressions.predicates import TRUE, from_partition_filters, parse_predicate
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
@@ -107,11 +109,6 @@ class Transaction:
     def scan(self, partition_filters: Sequence[Any] | None = None,
              predicate: str | Predicate | None = None) -> list[Add]:
         """Files of the read snapshot matching the filters; recorded as read by this transaction."""
-        from deltacommit.protocol.expressions.predicates import (
-            TRUE,
-            from_partition_filters,
-            parse_predicate,
-        )
 
         pred: Predicate
         if predicate is not None and partition_filters is not None:
@@ -155,7 +152,6 @@ class Transaction:
         files = list(files)
         self._adds.extend(files)
         if not durable:
-            from deltacommit.protocol.partitions import decode_add_path
 
             # Local files wait for a sync, remote ones for an upload still in flight; a
             # remote put already acknowledged is durable.

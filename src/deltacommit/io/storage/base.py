@@ -21,6 +21,7 @@ from typing import BinaryIO, ClassVar, Literal
 
 from deltacommit.errors import ObjectNotFoundError
 from deltacommit.io.storage import background
+from deltacommit.io.storage.durable import fsync_files
 from deltacommit.protocol.log.paths import parse_location
 
 
@@ -229,7 +230,6 @@ class ObjectStore(ABC):
                 parent = parent.rpartition("/")[0]
                 parents[parent] = None
         directories = [d for d in (self.local_path(p) for p in parents) if d is not None]
-        from deltacommit.io.storage.durable import fsync_files
 
         fsync_files(files, directories)
 

@@ -31,6 +31,7 @@ from deltacommit.protocol.files.from_arrow import adds_from_arrow, removes_from_
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.schema.arrow import schema_from_json
+from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_schema
 from deltacommit.protocol.stats.parsed import ntz_paths, stats_json_texts
 
 __all__ = ["column_rows", "decode_checkpoint", "joined_parsed", "joined_rows"]
@@ -153,7 +154,6 @@ def _stats_from_struct(arr: Any, ntz: frozenset[tuple[str, ...]]) -> Any:
 def _ntz_of(metadata: Metadata) -> frozenset[tuple[str, ...]]:
     """The column paths of ``timestamp_ntz`` columns as statistics key them: by physical name
     in a column-mapping table, as its ``stats_parsed`` is."""
-    from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_schema
 
     try:
         schema = schema_from_json(metadata.schema_string)

@@ -32,6 +32,7 @@ from deltacommit.protocol.files.from_arrow import adds_from_arrow
 from deltacommit.protocol.files.lazy_files import LazyActionMap, rebased_map
 from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.schema.arrow import schema_from_json
+from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_names, physical_schema
 from deltacommit.protocol.stats.arrays import stats_from_struct
 from deltacommit.protocol.stats.parsed import (
     partition_struct_column,
@@ -302,11 +303,6 @@ def _parsed_add_columns(adds: Any, metadata: Metadata, options: CheckpointOption
 
 def _parsed_columns(adds: Any, metadata: Metadata, previous: Any) -> list[tuple[Any, Any]]:
     """``partitionValues_parsed`` (partitioned tables only) and ``stats_parsed`` of ``adds``."""
-    from deltacommit.protocol.schema.column_mapping import (
-        mapping_mode,
-        physical_names,
-        physical_schema,
-    )
 
     schema = schema_from_json(metadata.schema_string)
     parts = list(metadata.partition_columns)

@@ -12,7 +12,7 @@ from deltacommit.io.aws.config import AwsConfig
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.logstore.s3_dynamodb.claim import EntryClaimer
 from deltacommit.io.logstore.s3_dynamodb.client import FaultHook
-from deltacommit.io.storage import background
+from deltacommit.io.storage import background, open_store
 from deltacommit.protocol.log.names import LOG_DIR, LogFile, commit_name, commit_path
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 
@@ -37,7 +37,6 @@ class DynamoDBLogStore(EntryClaimer):
              hook: FaultHook | None = None, clock: Clock = SYSTEM_CLOCK,
              random: RandomSource = DEFAULT_RANDOM) -> DynamoDBLogStore:
         """The log store of an S3 table URI, whatever ``AWS_S3_LOCKING_PROVIDER`` says."""
-        from deltacommit.io.storage import open_store
 
         store = open_store(uri, storage_options)
         config = getattr(store, "config", None)
