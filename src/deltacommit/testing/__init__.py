@@ -19,6 +19,7 @@ from deltacommit.io.storage.faults import (
     SimulatedCrash,
     StepFaults,
 )
+from deltacommit.testing.proxy import Fault, FaultInjectingProxy, ProxyRecord
 from deltacommit.testing.servers import (
     DELTALAKE_LATEST_INSTALL_HINT,
     DELTALAKE_LATEST_VERSION,
@@ -27,12 +28,9 @@ from deltacommit.testing.servers import (
     TEST_AWS_ENV,
     Dynalite,
     DynaliteNotInstalledError,
-    Fault,
-    FaultInjectingProxy,
     LocalStackS3,
     LocalStackUnavailableError,
     MotoServer,
-    ProxyRecord,
     S3Bucket,
     S3Implementation,
     ServerProcess,
