@@ -123,29 +123,18 @@ def medians(runs: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, floa
 def prepare_tables(moto: Any, backend: str,
                    labels: tuple[str, ...]) -> dict[str, tuple[str, dict[str, str]]]:
     """A 20-version table per label on ``moto``, and the options that reach it."""
-    import boto3
     import pyarrow as pa
 
     import deltacommit as dc
-    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
-    from deltacommit.testing import s3_storage_options, unique_name
+    from deltacommit.testing.locations import new_s3_location
 
-    bucket = unique_name("cold")
-    boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1").create_bucket(
-        Bucket=bucket)
-    options = s3_storage_options(moto.endpoint)
-    if backend == "s3-dynamodb":
-        log_table = unique_name("delta-log")
-        create_log_table(boto3.client("dynamodb", endpoint_url=moto.endpoint,
-                                      region_name="us-east-1"), log_table)
-        options.update({"AWS_S3_LOCKING_PROVIDER": "dynamodb",
-                        "DELTA_DYNAMO_TABLE_NAME": log_table,
-                        "AWS_ENDPOINT_URL_DYNAMODB": moto.endpoint})
+    bucket_uri, options = new_s3_location(moto.endpoint, "cold",
+                                          dynamodb=backend == "s3-dynamodb")
     batch = pa.table({"writer": pa.array([0], pa.int64()), "seq": pa.array([0], pa.int64()),
                       "payload": pa.array(["seed"], pa.string())})
     tables = {}
     for label in labels:
-        uri = f"s3://{bucket}/{label}"
+        uri = f"{bucket_uri}/{label}"
         table = dc.DeltaTable.create(uri, batch.schema, storage_options=options)
         for _ in range(VERSIONS - 1):
             dc.write(table, batch)

@@ -280,10 +280,7 @@ class Env:
 
     def fresh_location(self, backend: str, name: str) -> tuple[str, dict[str, str]]:
         """A new, empty table location for a backend, and the options that reach it."""
-        import boto3
-
-        from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
-        from deltacommit.testing import unique_name
+        from deltacommit.testing.locations import new_s3_location
 
         if backend == "local":
             path = Path(tempfile.mkdtemp(dir=self.tmp, prefix=f"{name}-"))
@@ -291,18 +288,10 @@ class Env:
         # A fresh moto for every run: the same single server, emptied, so no run pays for the
         # objects of the runs before it.
         self.moto.reset()
-        bucket = unique_name("bench")
-        s3 = boto3.client("s3", endpoint_url=self.moto.endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket=bucket)
-        options = self.s3_options()
-        if backend == "s3-dynamodb":
-            table = unique_name("delta-log")
-            create_log_table(boto3.client("dynamodb", endpoint_url=self.moto.endpoint,
-                                          region_name="us-east-1"), table)
-            options.update({"AWS_S3_LOCKING_PROVIDER": "dynamodb",
-                            "DELTA_DYNAMO_TABLE_NAME": table,
-                            "AWS_ENDPOINT_URL_DYNAMODB": self.endpoint})
-        return f"s3://{bucket}/{name}", options
+        bucket_uri, options = new_s3_location(self.moto.endpoint, "bench",
+                                              dynamodb=backend == "s3-dynamodb",
+                                              client_endpoint=self.endpoint)
+        return f"{bucket_uri}/{name}", options
 
 
 SCHEMA_FIELDS = (("writer", "int64"), ("seq", "int64"), ("payload", "string"))

@@ -22,8 +22,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -36,13 +34,11 @@ def main() -> int:
                     help="peer writers of the s3-dynamodb-mixed and s3-dynamodb-peers-only modes")
     args = ap.parse_args()
 
-    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
     from deltacommit.testing import (
         MotoServer,
         apply_test_aws_environment,
-        s3_storage_options,
-        unique_name,
     )
+    from deltacommit.testing.locations import new_s3_location
     from deltacommit.testing.stress import run_stress
 
     apply_test_aws_environment()
@@ -57,18 +53,9 @@ def main() -> int:
                 uri = str(Path(tmp) / "local" / "table")
             else:
                 moto.reset()
-                bucket = unique_name("torture")
-                boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1"
-                             ).create_bucket(Bucket=bucket)
-                uri = f"s3://{bucket}/table"
-                options = s3_storage_options(moto.endpoint)
-                if mode.startswith("s3-dynamodb"):
-                    table = unique_name("delta-log")
-                    create_log_table(boto3.client("dynamodb", endpoint_url=moto.endpoint,
-                                                  region_name="us-east-1"), table)
-                    options.update({"AWS_S3_LOCKING_PROVIDER": "dynamodb",
-                                    "DELTA_DYNAMO_TABLE_NAME": table,
-                                    "AWS_ENDPOINT_URL_DYNAMODB": moto.endpoint})
+                bucket_uri, options = new_s3_location(
+                    moto.endpoint, "torture", dynamodb=mode.startswith("s3-dynamodb"))
+                uri = f"{bucket_uri}/table"
             peers = [p for p in args.peers.split(",") if p] if mode in (
                 "s3-dynamodb-mixed", "s3-dynamodb-peers-only") else []
             writers = 0 if mode == "s3-dynamodb-peers-only" else args.writers

@@ -79,13 +79,11 @@ class DeltaTable:
         self.log = self._open_log(version, _snapshot, custom_store=log_store is not None,
                                   blind=_blind)
         if not self.log.pinned:
-
             uri, options = self.uri, dict(self.storage_options)
             self.log.add_hook(AutoCompactor(
                 uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
-
             if self.log.pinned:
                 raise InvalidArgumentError(
                     f"table {self.uri} was opened at version {self.version} and is read-only; "
@@ -429,7 +427,6 @@ class DeltaTable:
         predicate on data columns deletes matching rows by writing deletion vectors.
         """
         if predicate is not None:
-
             parsed = parse_predicate(predicate)
             if (not parsed.columns() <= set(self.partition_columns)
                     and deletes_write_dvs(self)):

@@ -84,7 +84,6 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
     # A void column is all nulls; Spark leaves it out of the file and readers fill it in.
     data = data.select([f.name for f in data.schema if not pa.types.is_null(f.type)])
     if column_mapping != "none":
-
         if table_schema is None:
             raise ValueError("write_data_file: column mapping needs the table schema")
         names = physical_names(table_schema, column_mapping)
@@ -306,7 +305,6 @@ def conform_rows(target: WriteTarget, data: pa.Table,
     check_not_null(data, schema, uri)
     check_partition_not_null(data, schema, list(target.partition_columns), uri)
     if target.generated:
-
         check_generated(data, [g for g in target.generated if g.name in supplied], uri)
     if target.constraints:
         check_constraints(data, list(target.constraints), uri)

@@ -209,7 +209,6 @@ def _prepare_table(uri: str, options: dict[str, str], spark_fleet: bool) -> None
     its entries start at version 0)."""
     if spark_fleet:
         try:
-
             DeltaTable(uri, storage_options=options)
         except TableNotFoundError:
             create_through_spark(uri, options, SCHEMA)

@@ -72,10 +72,8 @@ def check_schema(table: str, protocol: Protocol, metadata: Metadata,
     if metadata.configuration.get(COLUMN_MAPPING_MODE) and (
             protocol.min_reader_version == 2
             or "columnMapping" in (protocol.reader_features or ())):
-
         check_column_mapping(schema, TableConfig.of(metadata, table).column_mapping_mode, table)
     if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
-
         check_type_changes(schema, table)
 
 
