@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import AUTO_COMPACT_MIN_NUM_FILES
+from deltacommit.runtime.process_state import process_wide
 
 if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
@@ -52,6 +53,17 @@ _lock = threading.Lock()
 #: Table URI -> partitions waiting for the compaction thread of that table.
 _queued: dict[str, set[tuple[tuple[str, str | None], ...]]] = {}
 _threads: dict[str, threading.Thread] = {}
+
+
+def _forget_in_child() -> None:
+    """The parent's compaction threads do not run in a forked child."""
+    global _lock
+    _lock = threading.Lock()
+    _queued.clear()
+    _threads.clear()
+
+
+process_wide("queued auto-compactions (ops.auto_compact)", _forget_in_child)
 
 
 def enabled(config: TableConfig) -> bool:

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Protocol
 
+from deltacommit.runtime.process_state import process_wide
+
 
 class Clock(Protocol):
     def time(self) -> float:
@@ -91,8 +93,7 @@ class _RandomBytes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state: tuple[bytes, Iterator[int]] = (b"", itertools.count(self.SLOTS))
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._discard)
+        process_wide(f"random draws {id(self):x} (runtime.clock)", self._discard)
 
     def _discard(self) -> None:
         self._lock = threading.Lock()

@@ -96,6 +96,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from deltacommit.io.logstore.base import LogStore
+from deltacommit.runtime.process_state import process_wide
 
 log = logging.getLogger(__name__)
 
@@ -341,8 +342,7 @@ def _forget_in_child() -> None:
     _files.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+process_wide("host turns held (engine.commit.host_turn)", _forget_in_child)
 
 
 def turn_dir() -> str:

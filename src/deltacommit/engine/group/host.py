@@ -36,6 +36,7 @@ from deltacommit.engine.snapshot.snapshot import Commit
 from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import CommitFailedError, InvalidArgumentError
+from deltacommit.runtime.process_state import process_wide
 
 #: Queues a transaction on this process's committer; returns once it is carried to its end.
 Submit = Callable[[StagedCommit, "pa.Table | None"], Member]
@@ -292,6 +293,7 @@ class HostLink:
 
 #: Links serving in this process, closed at exit so that senders are answered first.
 _SERVING: set[HostLink] = set()
+process_wide("host group-commit links served (engine.group.host)", _SERVING.clear)
 
 
 @atexit.register

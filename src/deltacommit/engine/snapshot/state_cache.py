@@ -38,6 +38,7 @@ from deltacommit.protocol.log.names import commit_path
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
 from deltacommit.runtime.clock import Clock
+from deltacommit.runtime.process_state import process_wide
 
 SWITCH = "DELTACOMMIT_TABLE_CACHE"
 #: At most this many tables' states are kept.
@@ -57,6 +58,15 @@ class _Entry:
 
 _lock = threading.Lock()
 _entries: OrderedDict[Key, _Entry] = OrderedDict()
+
+
+def _forget_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _entries.clear()
+
+
+process_wide("table states (engine.snapshot.state_cache)", _forget_in_child)
 
 
 def enabled() -> bool:

@@ -22,6 +22,7 @@ from deltacommit.io.aws.options import (
     FALLBACK_REGION,
     PROFILE,
 )
+from deltacommit.runtime.process_state import process_wide
 
 if TYPE_CHECKING:
     from botocore.session import Session
@@ -194,6 +195,17 @@ def _shorten_key_id(key_id: str) -> str:
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _SESSIONS: dict[str | None, Session] = {}
 _CLIENTS_LOCK = threading.Lock()
+
+
+def _forget_clients_in_child() -> None:
+    """A forked child makes its own clients: the parent's pool the parent's sockets."""
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    _CLIENTS.clear()
+    _SESSIONS.clear()
+
+
+process_wide("AWS clients and botocore sessions (io.aws.config)", _forget_clients_in_child)
 
 
 def _cached(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from deltacommit.protocol.log.paths import parse_location
+from deltacommit.runtime.process_state import process_wide
 
 T = TypeVar("T")
 
@@ -36,6 +37,15 @@ CAPACITY = 256
 _lock = threading.Lock()
 _records: OrderedDict[tuple[str, tuple[str, ...]], Any] = OrderedDict()
 
+
+
+def _forget_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _records.clear()
+
+
+process_wide("log-store knowledge (io.logstore.knowledge)", _forget_in_child)
 
 def canonical(uri: str) -> str:
     """The location every spelling of ``uri`` shares (``s3a://b/t/`` is ``s3://b/t``)."""

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
+from deltacommit.runtime.process_state import process_wide
 from deltacommit.runtime.threads import run_inline
 
 T = TypeVar("T")
@@ -38,6 +39,13 @@ class ProcessPool:
         self.name = name
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+        process_wide(f"thread pool {name} (io.storage.background)", self._forget_in_child)
+
+    def _forget_in_child(self) -> None:
+        """The parent's threads do not exist in a forked child: start afresh on first use."""
+        self._lock = threading.Lock()
+        self._pool = None
         self._pid = 0
 
     def submit(self, call: Callable[[], T]) -> Future[T]:

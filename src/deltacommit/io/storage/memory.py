@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
 from deltacommit.io.storage.base import ObjectMeta, ObjectStore, PutMode
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
+from deltacommit.runtime.process_state import process_wide
 
 
 class _Bucket:
@@ -25,6 +26,18 @@ class _Bucket:
 
 _BUCKETS: dict[str, _Bucket] = {}
 _BUCKETS_LOCK = threading.Lock()
+
+
+def _new_locks_in_child() -> None:
+    """A forked child keeps its copy of the buckets (memory:// lives in one process), with
+    locks of its own."""
+    global _BUCKETS_LOCK
+    _BUCKETS_LOCK = threading.Lock()
+    for bucket in _BUCKETS.values():
+        bucket.lock = threading.Lock()
+
+
+process_wide("memory:// buckets (io.storage.memory)", _new_locks_in_child)
 
 
 def _bucket(name: str) -> _Bucket:

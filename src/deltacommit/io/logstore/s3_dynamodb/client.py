@@ -52,6 +52,7 @@ from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.s3 import RequestCounter
 from deltacommit.protocol.log.names import commit_name
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
+from deltacommit.runtime.process_state import process_wide
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -75,6 +76,16 @@ FLEET_ROUND_TTL_SECONDS = 86_400
 
 _CHECKED: set[tuple[str, str]] = set()
 _CHECKED_LOCK = threading.Lock()
+
+
+def _forget_checked_in_child() -> None:
+    global _CHECKED_LOCK
+    _CHECKED_LOCK = threading.Lock()
+    _CHECKED.clear()
+
+
+process_wide("DynamoDB log tables checked (io.logstore.s3_dynamodb.client)",
+             _forget_checked_in_child)
 
 
 class ConditionFailed(Exception):
