@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
-from deltacommit.protocol.stats.compute import float32_text
+from deltacommit.protocol.json_values import float32_text
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 

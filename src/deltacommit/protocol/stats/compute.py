@@ -32,7 +32,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import struct
 from decimal import Decimal
 from typing import Any, TypeAlias
 
@@ -40,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.json_values import float32_text, json_float_text, loads
 
 logger = logging.getLogger(__name__)
 
@@ -69,24 +68,6 @@ def truncate_max_string(value: str, prefix_length: int) -> str:
     while end < len(value) and value[end] >= TIE_BREAKER:
         end += 1
     return value[:end] + TIE_BREAKER
-
-
-def float32_text(v: float) -> str:
-    """The shortest decimal text that reads back as the same float32 (finite ``v``)."""
-    packed = struct.pack("<f", v)
-    for digits in range(6, 10):
-        text = f"{v:.{digits}g}"
-        if struct.pack("<f", float(text)) == packed:
-            return _as_json_float(text)
-    return repr(v)
-
-
-def _as_json_float(text: str) -> str:
-    # "%g" may give "1e+20" or "5": valid JSON numbers, but keep a float look for readers that
-    # type numbers by their spelling.
-    if "e" not in text and "." not in text and "n" not in text:
-        return text + ".0"
-    return text
 
 
 def _ms_text(ms: int, zulu: bool) -> str | None:
@@ -133,7 +114,7 @@ def _bounds(t: pa.DataType, col: pa.ChunkedArray[Any], prefix: int) -> tuple[str
         return str(lo.as_py()), str(hi.as_py())
     if pa.types.is_floating(t):
         a, b = lo.as_py(), hi.as_py()
-        text = float32_text if pa.types.is_float32(t) else (lambda v: _as_json_float(repr(v)))
+        text = float32_text if pa.types.is_float32(t) else (lambda v: json_float_text(repr(v)))
         fa = text(a) if a == a and abs(a) != float("inf") else None
         fb = text(b) if b == b and abs(b) != float("inf") else None
         return fa, fb
