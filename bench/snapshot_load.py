@@ -73,7 +73,7 @@ from deltacommit.protocol.checkpoint.schema import ADD
 from deltacommit.protocol.files.action_rows import ActionRows
 from deltacommit.protocol.files.from_arrow import adds_from_arrow
 from deltacommit.protocol.files.lazy_files import LazyActionMap
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.runtime.clock import SYSTEM_CLOCK
 
 SCHEMA_STRING = json.dumps({"type": "struct", "fields": [

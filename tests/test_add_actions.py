@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.engine.snapshot import state_cache
-from deltacommit.protocol.checkpoint import decode as checkpoint_decode
-from deltacommit.protocol.files.add_actions import (
+from deltacommit.protocol.add_actions import (
     add_actions_table,
     parse_stats,
     partition_strings,
     stats_columns,
     stats_type,
 )
+from deltacommit.protocol.checkpoint import decode as checkpoint_decode
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_name
 from deltacommit.protocol.stats import arrays as stats_arrays

@@ -28,7 +28,7 @@ from deltacommit.protocol.conflicts import (
     check_conflicts,
 )
 from deltacommit.protocol.log.names import commit_path
-from deltacommit.protocol.log.replay import replay
+from deltacommit.protocol.replay import replay
 
 SCHEMA = pa.schema([("id", pa.int64())])
 FEATURE = {"delta.feature.domainMetadata": "supported"}

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import CommitInfo, parse_commit
 from deltacommit.protocol.features import in_commit_timestamps as ict

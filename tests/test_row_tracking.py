@@ -71,7 +71,7 @@ def assert_ids_dense(table: dc.DeltaTable) -> int:
 
 def assert_each_acknowledged_once(uri: str, results: list[dc.WriteResult]) -> None:
     """Every acknowledged transaction is in the log exactly once, at the version it was told."""
-    from deltacommit.engine.transaction.commit_info import committed_txn_ids
+    from deltacommit.engine.commit.commit_info import committed_txn_ids
 
     seen: dict[str, list[int]] = {}
     for v, info in dc.DeltaTable(uri).snapshot.commit_infos():

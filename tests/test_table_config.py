@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError, DeltaCommitError, InvalidArgumentError
 from deltacommit.protocol.actions import Metadata, Protocol
+from deltacommit.protocol.property_checks import check_properties
 from deltacommit.protocol.table_config import properties as p
-from deltacommit.protocol.table_config.checks import check_properties
 from deltacommit.protocol.table_config.config import (
     BOOLEANS,
     CHECKS,
@@ -212,7 +212,7 @@ def test_a_snapshot_builds_its_config_once_per_metadata() -> None:
     from deltacommit.io.logstore import ConditionalPutLogStore
     from deltacommit.io.storage.memory import MemoryStore
     from deltacommit.protocol.actions import CommitInfo
-    from deltacommit.protocol.log.replay import TableState
+    from deltacommit.protocol.replay import TableState
 
     store = ConditionalPutLogStore(MemoryStore("config-once"))
     m = Metadata("i", '{"type":"struct","fields":[]}', [], {p.CHECKPOINT_INTERVAL: "4"})

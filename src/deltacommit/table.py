@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
@@ -21,7 +22,6 @@ from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
 from deltacommit.engine.scan import FileScan, select_files
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
-from deltacommit.engine.transaction.commit_info import json_text
 from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.logstore import open_log_store
@@ -37,11 +37,15 @@ from deltacommit.ops.properties import set_properties
 from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
-from deltacommit.protocol.expressions.predicates import TRUE, from_partition_filters, parse_predicate
+from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
+from deltacommit.protocol.expressions.predicates import (
+    TRUE,
+    from_partition_filters,
+    parse_predicate,
+)
 from deltacommit.protocol.features import in_commit_timestamps
-from deltacommit.protocol.files.add_actions import TextsNeeded, add_actions_table
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
@@ -294,7 +298,7 @@ class DeltaTable:
         ``flatten`` spreads the structs into dotted columns (``min.id``); ``partition_filters``
         (deltalake's DNF tuples) lists only the matching partitions.  Built from the
         checkpoint's Arrow rows, without a Python object per file, its statistics from the
-        checkpoint's ``stats_parsed`` where it has them (``protocol/files/add_actions.py``)."""
+        checkpoint's ``stats_parsed`` where it has them (``protocol/add_actions.py``)."""
 
         snap = self.snapshot
         keep = None

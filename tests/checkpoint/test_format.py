@@ -20,11 +20,15 @@ from deltacommit.engine.hooks.checkpoint import LastCheckpoint, last_checkpoint_
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
 from deltacommit.protocol.checkpoint.decode import decode_checkpoint
-from deltacommit.protocol.checkpoint.encode import CheckpointOptions, adds_to_arrow, encode_checkpoint
+from deltacommit.protocol.checkpoint.encode import (
+    CheckpointOptions,
+    adds_to_arrow,
+    encode_checkpoint,
+)
 from deltacommit.protocol.checkpoint.schema import CHECKPOINT_SCHEMA
 from deltacommit.protocol.checkpoint.v2 import v2_sidecars
 from deltacommit.protocol.files.lazy_files import LazyActionMap
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.stats.parsed import (
     partition_struct_array,
     partition_struct_column,

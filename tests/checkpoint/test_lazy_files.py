@@ -13,7 +13,12 @@ from deltacommit.protocol.actions import Add
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow, live_add_chunks
 from deltacommit.protocol.checkpoint.schema import STRING_MAP
 from deltacommit.protocol.files.action_rows import ActionRows
-from deltacommit.protocol.files.from_arrow import _all_plain, _clearly_plain, adds_from_arrow, map_dicts
+from deltacommit.protocol.files.from_arrow import (
+    _all_plain,
+    _clearly_plain,
+    adds_from_arrow,
+    map_dicts,
+)
 from deltacommit.protocol.files.lazy_files import (
     LazyActionMap,
     carried_over,
@@ -22,7 +27,7 @@ from deltacommit.protocol.files.lazy_files import (
     rebased_map,
 )
 from deltacommit.protocol.log.paths import is_plain_relative
-from deltacommit.protocol.log.replay import TableState, file_key
+from deltacommit.protocol.replay import TableState, file_key
 
 
 def add(name: str, size: int = 1) -> Add:

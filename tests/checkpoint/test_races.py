@@ -28,7 +28,7 @@ from deltacommit.protocol.log.names import (
     commit_path,
     parse_log_name,
 )
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.testing import MotoServer, S3Bucket
 
 from ..s3.helpers import new_log_table

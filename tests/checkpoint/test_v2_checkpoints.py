@@ -43,8 +43,8 @@ from deltacommit.protocol.log.names import (
     sidecar_path,
     v2_checkpoint_name,
 )
-from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import LogListing, checkpoint_candidates
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.stats.parsed import (
     stats_json_from_struct,
     stats_struct_array,

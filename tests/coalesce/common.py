@@ -16,7 +16,7 @@ from deltacommit.io.storage.base import ObjectMeta, PutMode
 from deltacommit.io.storage.local import LocalStore
 from deltacommit.protocol.actions import Action, Add, CommitInfo, Txn, parse_commit
 from deltacommit.protocol.log.names import commit_path
-from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.replay import file_key
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 

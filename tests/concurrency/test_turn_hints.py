@@ -26,8 +26,8 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.commit.host_turn import HostTurn, Record
-from deltacommit.engine.transaction.commit_info import previous_commit
 from deltacommit.io.datafiles import write_data_files
 from deltacommit.io.storage import open_store
 from deltacommit.protocol.log.names import commit_path

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.group.fleet import round as fleet_round
 from deltacommit.engine.group.fleet.policy import FleetPolicy
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.errors import ConcurrentAppendException
 from deltacommit.protocol.fleet.record import FLEET_DIR, record_path
 

@@ -20,7 +20,7 @@ from deltacommit.protocol.log.paths import (
     resolve,
     z85_decode,
 )
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 
 LOCAL = parse_location("file:///abs/T")
 S3 = parse_location("s3://bkt/T")

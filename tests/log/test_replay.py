@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError
 from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove, Txn, UnknownAction
-from deltacommit.protocol.log.replay import TableState, replay
+from deltacommit.protocol.replay import TableState, replay
 
 
 def add(path: str, **pv: str) -> Add:

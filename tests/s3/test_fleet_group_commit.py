@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 

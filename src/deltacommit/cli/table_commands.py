@@ -250,7 +250,7 @@ RECENT_VERSIONS = 10
 def _recent_versions(t: DeltaTable) -> list[dict[str, Any]]:
     """The newest versions and how many transactions each carried (a group's or a fleet
     round's version lists its members in ``commitInfo``'s ``deltacommit.memberTxnIds``)."""
-    from deltacommit.engine.transaction.commit_info import committed_txn_ids
+    from deltacommit.engine.commit.commit_info import committed_txn_ids
 
     out = []
     for e in t.history(RECENT_VERSIONS):

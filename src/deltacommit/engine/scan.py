@@ -26,8 +26,8 @@ from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.add_actions import partition_mask, partition_strings
 from deltacommit.protocol.expressions.predicates import TRUE, Predicate
-from deltacommit.protocol.files.add_actions import partition_mask, partition_strings
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.partitions import partition_column_arrays
 from deltacommit.protocol.schema.column_mapping import (

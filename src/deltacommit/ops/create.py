@@ -10,7 +10,7 @@ stands, and nothing of the loser's is left.
 
 What is checked before anything is written: the schema (names Spark accepts without column
 mapping, partition columns, generated and identity columns), the properties
-(``table_config.checks``) and that no log exists at the location.
+(``protocol.property_checks``) and that no log exists at the location.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from deltacommit.engine.transaction.commit_info import json_text
-from deltacommit.engine.transaction.staged import StagedCommit
+from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.errors import InvalidArgumentError, TableExistsError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.protocol.actions import Metadata
@@ -30,12 +30,9 @@ from deltacommit.protocol.expressions.constraints import INVARIANTS_KEY
 from deltacommit.protocol.expressions.generated import GENERATION_KEY, check_expressions
 from deltacommit.protocol.features import identity, row_tracking
 from deltacommit.protocol.partitions import check_partition_columns
+from deltacommit.protocol.property_checks import check_properties
 from deltacommit.protocol.schema.arrow import needs_timestamp_ntz, schema_to_json
-from deltacommit.protocol.schema.column_mapping import (
-    assign_column_mapping,
-    strip_column_mapping,
-)
-from deltacommit.protocol.table_config.checks import check_properties
+from deltacommit.protocol.schema.column_mapping import assign_column_mapping, strip_column_mapping
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import (
     COLUMN_MAPPING_MAX_ID,

@@ -26,7 +26,7 @@ from typing import Protocol as Interface
 import numpy as np
 import pyarrow as pa
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import RewriteCheckError, UnsupportedProtocolError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask, kept_rows
 from deltacommit.protocol.actions import Add

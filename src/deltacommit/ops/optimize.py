@@ -62,12 +62,9 @@ from deltacommit.protocol.expressions.predicates import (
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.log.paths import parse_location
-from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.config import TableConfig
-from deltacommit.protocol.table_config.properties import (
-    ROW_COMMIT_VERSION_COLUMN,
-    ROW_ID_COLUMN,
-)
+from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
 from deltacommit.protocol.zorder import MAX_COLUMNS, unorderable_reason, z_sorted
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 from deltacommit.runtime.threads import CallThreads

@@ -20,12 +20,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import CheckConstraintViolationError, InvalidArgumentError
 from deltacommit.ops.schema_changes import column_mapping_turned_on
 from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
 from deltacommit.protocol.features import row_tracking
-from deltacommit.protocol.table_config.checks import check_properties
+from deltacommit.protocol.property_checks import check_properties
 from deltacommit.protocol.table_config.config import RESERVED, TableConfig
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE

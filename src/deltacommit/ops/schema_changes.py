@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import Metadata, Protocol
 from deltacommit.protocol.expressions.constraints import table_constraints

@@ -42,12 +42,12 @@ from deltacommit.ops.doctor import diagnose
 from deltacommit.protocol.actions import Action, CommitInfo, parse_commit
 from deltacommit.protocol.expressions.predicates import TRUE
 from deltacommit.protocol.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
-from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import (
     CheckpointCandidate,
     checkpoint_candidates,
     format_versions,
 )
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.schema.column_mapping import mapping_mode
 from deltacommit.runtime.threads import CallThreads
 

@@ -40,7 +40,7 @@ from deltacommit.protocol.actions import (
 )
 from deltacommit.protocol.features.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.protocol.features.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
-from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.protocol.table_config.feature_requests import supported_features
 from deltacommit.protocol.table_config.features import check_writable
@@ -68,7 +68,7 @@ NON_DATA_CHANGING_OPERATIONS = frozenset({
 class TransactionSummary:
     """What the committing transaction read and what it writes (Spark's CurrentTransactionInfo).
 
-    File sets hold decoded paths (``log.replay.file_key`` without a deletion vector): Spark
+    File sets hold decoded paths (``replay.file_key`` without a deletion vector): Spark
     matches removes against reads by path alone.
     """
 

@@ -19,17 +19,17 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from deltacommit.engine.commit.host_turn import HostTurn, Record
-from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
-from deltacommit.engine.commit.table_log import TableLog
-from deltacommit.engine.snapshot.snapshot import Commit
-from deltacommit.engine.transaction.commit_info import (
+from deltacommit.engine.commit.commit_info import (
     PREVIOUS_COMMIT_KEY,
     committed_txn_ids,
     version_commit_info,
 )
-from deltacommit.engine.transaction.staged import StagedCommit
-from deltacommit.engine.transaction.stamps import stamp
+from deltacommit.engine.commit.host_turn import HostTurn, Record
+from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.staged import StagedCommit
+from deltacommit.engine.commit.stamps import stamp
+from deltacommit.engine.commit.table_log import TableLog
+from deltacommit.engine.snapshot.snapshot import Commit
 from deltacommit.errors import (
     CommitFailedError,
     ConcurrentModificationException,

@@ -13,10 +13,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
+from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.hooks.checkpoint import after_commit
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
-from deltacommit.engine.transaction.commit_info import previous_commit
 from deltacommit.errors import DeltaCommitError, TableReplacedError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign

@@ -29,12 +29,12 @@ from typing import Any
 import pyarrow as pa
 
 from deltacommit import errors
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.commit.loop import Member
 from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.table_log import TableLog
 from deltacommit.engine.snapshot.snapshot import Commit
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
-from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import CommitFailedError, InvalidArgumentError
 from deltacommit.runtime.process_state import process_wide
 

@@ -78,15 +78,15 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.commit_info import MEMBERS_KEY, committed_txn_ids
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import CommitLoop, Group, Member, Seen
 from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.group.fleet.policy import FleetPolicy, fleet_policy
 from deltacommit.engine.group.host import HostLink
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
-from deltacommit.engine.transaction.commit_info import MEMBERS_KEY, committed_txn_ids
-from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import ConcurrentModificationException, InvalidArgumentError
 from deltacommit.io.datafiles import WriteTarget, delete_files, write_rows
 from deltacommit.protocol.actions import Add

@@ -35,7 +35,11 @@ from deltacommit.engine.snapshot.checkpoint_reader import (
 )
 from deltacommit.engine.snapshot.snapshot import Snapshot, decode_commit
 from deltacommit.errors import ObjectExistsError
-from deltacommit.protocol.checkpoint.encode import CheckpointOptions, EncodedCheckpoint, encode_checkpoint
+from deltacommit.protocol.checkpoint.encode import (
+    CheckpointOptions,
+    EncodedCheckpoint,
+    encode_checkpoint,
+)
 from deltacommit.protocol.checkpoint.v2 import split_file_actions, with_sidecars
 from deltacommit.protocol.log.last_checkpoint import (
     LastCheckpoint,
@@ -50,8 +54,8 @@ from deltacommit.protocol.log.names import (
     checkpoint_path,
     v2_checkpoint_name,
 )
-from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import CheckpointCandidate, checkpoint_candidates
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, now_ms
 

@@ -42,8 +42,8 @@ from deltacommit.protocol.log.names import (
     parse_log_name,
     sidecar_path,
 )
-from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import checkpoint_candidates
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, now_ms
 

@@ -28,12 +28,16 @@ from deltacommit.errors import (
     StorageError,
 )
 from deltacommit.protocol.checkpoint.decode import decode_checkpoint
-from deltacommit.protocol.checkpoint.v2 import json_checkpoint_table, sidecar_references, v2_sidecars
+from deltacommit.protocol.checkpoint.v2 import (
+    json_checkpoint_table,
+    sidecar_references,
+    v2_sidecars,
+)
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.last_checkpoint import LastCheckpoint
 from deltacommit.protocol.log.names import LAST_CHECKPOINT, LOG_DIR, LogFile, sidecar_path
-from deltacommit.protocol.log.replay import TableState
 from deltacommit.protocol.log.segment import CheckpointCandidate, LogListing, LogSegment
+from deltacommit.protocol.replay import TableState
 
 if TYPE_CHECKING:
     from deltacommit.io.logstore.base import LogStore

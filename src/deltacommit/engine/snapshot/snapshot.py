@@ -2,7 +2,7 @@
 
 Loading lists the log, lets ``log.segment`` choose the newest usable checkpoint and the commits
 after it, reads that checkpoint (``checkpoint_reader``) and replays the commits
-(``log.replay``).  Moving forward reads only the commits newer than a snapshot and makes a new
+(``protocol.replay``).  Moving forward reads only the commits newer than a snapshot and makes a new
 snapshot of them (``updated``); that is also what every commit retry does, so refreshing state
 costs one request per new commit instead of a reload.
 """
@@ -30,8 +30,8 @@ from deltacommit.protocol.actions import Action, Add, CommitInfo, Metadata, Prot
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow, live_add_chunks
 from deltacommit.protocol.files.lazy_files import LazyActionMap
 from deltacommit.protocol.log.names import LOG_DIR, LogFile, commit_name, commit_path, version_gaps
-from deltacommit.protocol.log.replay import TableState, replay
 from deltacommit.protocol.log.segment import LogListing, format_versions
+from deltacommit.protocol.replay import TableState, replay
 from deltacommit.protocol.schema.arrow import schema_from_json
 from deltacommit.protocol.schema.column_mapping import check_column_mapping
 from deltacommit.protocol.schema.type_widening import check_type_changes

@@ -16,15 +16,15 @@ from typing import Protocol as Interface
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.commit_info import ENGINE_INFO, render_parameters
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.group.fleet.policy import fleet_policy
 from deltacommit.engine.group.fleet.round import commit as fleet_commit
 from deltacommit.engine.scan import partition_physical_names, select_files
 from deltacommit.engine.snapshot.snapshot import check_schema
-from deltacommit.engine.transaction.commit_info import ENGINE_INFO, render_parameters
-from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import CoordinationMismatchError, CorruptLogError, InvalidArgumentError
 from deltacommit.io.logstore.base import COORDINATION_KEY
 from deltacommit.protocol.actions import (
@@ -37,10 +37,14 @@ from deltacommit.protocol.actions import (
     Txn,
 )
 from deltacommit.protocol.conflicts import TransactionSummary
-from deltacommit.protocol.expressions.predicates import TRUE, from_partition_filters, parse_predicate
+from deltacommit.protocol.expressions.predicates import (
+    TRUE,
+    from_partition_filters,
+    parse_predicate,
+)
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
-from deltacommit.protocol.log.replay import file_key
 from deltacommit.protocol.partitions import decode_add_path
+from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import IsolationLevel
 

@@ -29,7 +29,7 @@ from deltacommit.protocol.checkpoint.schema import (
 from deltacommit.protocol.files.action_rows import ActionRows
 from deltacommit.protocol.files.from_arrow import adds_from_arrow, removes_from_arrow
 from deltacommit.protocol.files.lazy_files import LazyActionMap
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.schema.arrow import schema_from_json
 from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_schema
 from deltacommit.protocol.stats.parsed import ntz_paths, stats_json_texts

@@ -30,9 +30,13 @@ from deltacommit.protocol.checkpoint.schema import (
 )
 from deltacommit.protocol.files.from_arrow import adds_from_arrow
 from deltacommit.protocol.files.lazy_files import LazyActionMap, rebased_map
-from deltacommit.protocol.log.replay import TableState
+from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.schema.arrow import schema_from_json
-from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_names, physical_schema
+from deltacommit.protocol.schema.column_mapping import (
+    mapping_mode,
+    physical_names,
+    physical_schema,
+)
 from deltacommit.protocol.stats.arrays import stats_from_struct
 from deltacommit.protocol.stats.parsed import (
     partition_struct_column,

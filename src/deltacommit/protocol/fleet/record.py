@@ -48,7 +48,7 @@ from deltacommit.protocol.actions import (
 )
 from deltacommit.protocol.conflicts import TransactionSummary
 from deltacommit.protocol.json_values import loads
-from deltacommit.protocol.log.replay import file_key
+from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
 __all__ = ["FLEET_DIR", "FORMAT", "FleetRecord", "decode_record", "encode_record",

@@ -434,7 +434,7 @@ class TableConfig:
         """Refuse new properties this library would not honour: a ``delta.*`` key it does not
         know (a typo would be silently ignored), one only the writer turning a feature on
         sets, and any value that does not parse.  (CHECK constraint expressions are checked
-        by the expression parser, ``table_config.checks``.)"""
+        by the expression parser, ``protocol.property_checks``.)"""
         for key, value in properties.items():
             if not isinstance(value, str):
                 raise InvalidArgumentError(

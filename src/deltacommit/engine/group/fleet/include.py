@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.commit.loop import CommitLoop, Group, Member, Seen
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.snapshot.snapshot import Commit
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
-from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import ConcurrentModificationException, DeltaCommitError
 from deltacommit.protocol.conflicts import WinningCommit, check_conflicts
 from deltacommit.protocol.fleet.record import FleetRecord

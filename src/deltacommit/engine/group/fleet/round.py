@@ -33,16 +33,16 @@ import dataclasses
 import hashlib
 import logging
 
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.commit.loop import CommitLoop, Group
 from deltacommit.engine.commit.loop import commit as commit_alone
 from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.table_log import TableLog
 from deltacommit.engine.group.fleet import cleanup, include, records
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.snapshot.snapshot import Commit, decode_commit
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
-from deltacommit.engine.transaction.staged import StagedCommit
 from deltacommit.errors import (
     CommitFailedError,
     ConcurrentModificationException,

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from deltacommit.engine.transaction.staged import StagedCommit
+from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.protocol.actions import Add, CommitInfo, Remove
 from deltacommit.protocol.features.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.protocol.json_values import loads
