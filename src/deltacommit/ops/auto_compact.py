@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import AUTO_COMPACT_MIN_NUM_FILES
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 
 if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
@@ -49,7 +49,7 @@ SWITCH = "DELTACOMMIT_AUTO_COMPACT"
 DEFAULT_MIN_NUM_FILES = 50
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 #: Table URI -> partitions waiting for the compaction thread of that table.
 _queued: dict[str, set[tuple[tuple[str, str | None], ...]]] = {}
 _threads: dict[str, threading.Thread] = {}
@@ -57,8 +57,6 @@ _threads: dict[str, threading.Thread] = {}
 
 def _forget_in_child() -> None:
     """The parent's compaction threads do not run in a forked child."""
-    global _lock
-    _lock = threading.Lock()
     _queued.clear()
     _threads.clear()
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -38,7 +37,7 @@ from deltacommit.protocol.log.names import commit_path
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
 from deltacommit.runtime.clock import Clock
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 
 SWITCH = "DELTACOMMIT_TABLE_CACHE"
 #: At most this many tables' states are kept.
@@ -56,17 +55,11 @@ class _Entry:
     confirmed_at: float
 
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _entries: OrderedDict[Key, _Entry] = OrderedDict()
 
 
-def _forget_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-    _entries.clear()
-
-
-process_wide("table states (engine.snapshot.state_cache)", _forget_in_child)
+process_wide("table states (engine.snapshot.state_cache)", _entries.clear)
 
 
 def enabled() -> bool:

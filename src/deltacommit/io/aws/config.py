@@ -7,7 +7,6 @@ Which options exist, and how deltacommit reads them differently from deltalake, 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,7 +21,7 @@ from deltacommit.io.aws.options import (
     FALLBACK_REGION,
     PROFILE,
 )
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 
 if TYPE_CHECKING:
     from botocore.session import Session
@@ -194,13 +193,11 @@ def _shorten_key_id(key_id: str) -> str:
 # is derived from settings and the environment alone); ``clear_client_cache`` empties them.
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _SESSIONS: dict[str | None, Session] = {}
-_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_LOCK = ForkSafeLock()
 
 
 def _forget_clients_in_child() -> None:
     """A forked child makes its own clients: the parent's pool the parent's sockets."""
-    global _CLIENTS_LOCK
-    _CLIENTS_LOCK = threading.Lock()
     _CLIENTS.clear()
     _SESSIONS.clear()
 

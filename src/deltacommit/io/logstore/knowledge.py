@@ -21,31 +21,24 @@ a log too young to expire here too (``log_cleanup._Young``), for the same reason
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from deltacommit.protocol.log.paths import parse_location
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 
 T = TypeVar("T")
 
 #: At most this many tables' records are kept.
 CAPACITY = 256
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _records: OrderedDict[tuple[str, tuple[str, ...]], Any] = OrderedDict()
 
 
 
-def _forget_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
-    _records.clear()
-
-
-process_wide("log-store knowledge (io.logstore.knowledge)", _forget_in_child)
+process_wide("log-store knowledge (io.logstore.knowledge)", _records.clear)
 
 def canonical(uri: str) -> str:
     """The location every spelling of ``uri`` shares (``s3a://b/t/`` is ``s3://b/t``)."""

@@ -20,7 +20,6 @@ selected.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ from deltacommit.io.logstore.base import (
 from deltacommit.io.logstore.conditional import ConditionalPutLogStore
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.registry import open_store
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock
 
 #: ``factory(store)``: the log store committing to the table at ``store``.
 LogStoreFactory = Callable[[ObjectStore], LogStore]
@@ -53,17 +52,10 @@ class _Registration:
 
 
 _REGISTRY: dict[str, _Registration] = {}
-_LOCK = threading.Lock()
+#: The registrations are the process's by design (the extension points); a forked child keeps
+#: them, with a lock of its own.
+_LOCK = ForkSafeLock()
 
-
-def _new_lock_in_child() -> None:
-    """The registrations are the process's by design (extension points); a forked child keeps
-    them, with a lock of its own."""
-    global _LOCK
-    _LOCK = threading.Lock()
-
-
-process_wide("log-store factories (io.logstore.registry)", _new_lock_in_child)
 
 
 def register_log_store(mechanism: str, factory: LogStoreFactory,

@@ -18,13 +18,12 @@ A pool lives as long as the process, with two exceptions that every pool here ha
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 from deltacommit.runtime.threads import run_inline
 
 T = TypeVar("T")
@@ -37,14 +36,13 @@ class ProcessPool:
     def __init__(self, threads: int, name: str) -> None:
         self.threads = threads
         self.name = name
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._pool: ThreadPoolExecutor | None = None
         self._pid = 0
         process_wide(f"thread pool {name} (io.storage.background)", self._forget_in_child)
 
     def _forget_in_child(self) -> None:
         """The parent's threads do not exist in a forked child: start afresh on first use."""
-        self._lock = threading.Lock()
         self._pool = None
         self._pid = 0
 

@@ -8,36 +8,25 @@ one process see one bucket.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Iterator
 
 from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
 from deltacommit.io.storage.base import ObjectMeta, ObjectStore, PutMode
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock
 
 
 class _Bucket:
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, ObjectMeta]] = {}
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()
         self.counter = itertools.count(1)
 
 
 _BUCKETS: dict[str, _Bucket] = {}
-_BUCKETS_LOCK = threading.Lock()
-
-
-def _new_locks_in_child() -> None:
-    """A forked child keeps its copy of the buckets (memory:// lives in one process), with
-    locks of its own."""
-    global _BUCKETS_LOCK
-    _BUCKETS_LOCK = threading.Lock()
-    for bucket in _BUCKETS.values():
-        bucket.lock = threading.Lock()
-
-
-process_wide("memory:// buckets (io.storage.memory)", _new_locks_in_child)
+#: A forked child keeps its copy of the buckets (memory:// lives in one process), with locks of
+#: its own.
+_BUCKETS_LOCK = ForkSafeLock()
 
 
 def _bucket(name: str) -> _Bucket:

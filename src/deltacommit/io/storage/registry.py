@@ -11,30 +11,22 @@ packages.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 
 from deltacommit.errors import StorageConfigError
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import LocalStore
 from deltacommit.io.storage.memory import MemoryStore
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock
 
 #: ``factory(uri, storage_options)``: the store rooted at ``uri``.
 StoreFactory = Callable[[str, Mapping[str, str] | None], ObjectStore]
 
 _FACTORIES: dict[str, StoreFactory] = {}
-_LOCK = threading.Lock()
+#: The registrations are the process's by design (the extension points); a forked child keeps
+#: them, with a lock of its own.
+_LOCK = ForkSafeLock()
 
-
-def _new_lock_in_child() -> None:
-    """The registrations are the process's by design (extension points); a forked child keeps
-    them, with a lock of its own."""
-    global _LOCK
-    _LOCK = threading.Lock()
-
-
-process_wide("store factories (io.storage.registry)", _new_lock_in_child)
 
 
 def register_store(scheme: str, factory: StoreFactory) -> StoreFactory | None:

@@ -15,7 +15,6 @@ endless lost races.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +51,7 @@ from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.s3 import RequestCounter
 from deltacommit.protocol.log.names import commit_name
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
-from deltacommit.runtime.process_state import process_wide
+from deltacommit.runtime.process_state import ForkSafeLock, process_wide
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -75,17 +74,8 @@ FLEET_ROUNDS_PREFIX = "deltacommit-fleet-rounds:"
 FLEET_ROUND_TTL_SECONDS = 86_400
 
 _CHECKED: set[tuple[str, str]] = set()
-_CHECKED_LOCK = threading.Lock()
-
-
-def _forget_checked_in_child() -> None:
-    global _CHECKED_LOCK
-    _CHECKED_LOCK = threading.Lock()
-    _CHECKED.clear()
-
-
-process_wide("DynamoDB log tables checked (io.logstore.s3_dynamodb.client)",
-             _forget_checked_in_child)
+_CHECKED_LOCK = ForkSafeLock()
+process_wide("DynamoDB log tables checked (io.logstore.s3_dynamodb.client)", _CHECKED.clear)
 
 
 class ConditionFailed(Exception):
