@@ -18,8 +18,10 @@ from deltacommit.cli.common import (
     parse_pairs,
     storage_options,
 )
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError
+from deltacommit.protocol.fleet.record import FLEET_DIR, txn_id_of, version_of_round
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.schema.arrow import delta_schema_dict, delta_to_arrow_type, schema_from_json
 from deltacommit.protocol.schema.column_mapping import logical_values
@@ -250,7 +252,6 @@ RECENT_VERSIONS = 10
 def _recent_versions(t: DeltaTable) -> list[dict[str, Any]]:
     """The newest versions and how many transactions each carried (a group's or a fleet
     round's version lists its members in ``commitInfo``'s ``deltacommit.memberTxnIds``)."""
-    from deltacommit.engine.commit.commit_info import committed_txn_ids
 
     out = []
     for e in t.history(RECENT_VERSIONS):
@@ -262,7 +263,6 @@ def _recent_versions(t: DeltaTable) -> list[dict[str, Any]]:
 def _fleet_folder(t: DeltaTable) -> dict[str, Any]:
     """What fleet-wide group commit has in the table's folder: transactions published and
     not yet landed or expired, and round keys (one listing)."""
-    from deltacommit.protocol.fleet.record import FLEET_DIR, txn_id_of, version_of_round
 
     listed = list(t.store.list(f"{FLEET_DIR}/"))
     return {"folder": FLEET_DIR,

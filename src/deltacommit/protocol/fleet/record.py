@@ -189,21 +189,10 @@ def _str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
     return dict(value)
 
 
-def decode_record(data: bytes) -> FleetRecord:
-    """The record in ``data``; ValueError saying what is wrong for anything else (a record is
-    a hint: its reader skips a bad one and says so)."""
-    try:
-        obj = loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8 at byte {e.start}") from None
-    if not isinstance(obj, dict):
-        raise ValueError("a record is a JSON object")
-    if obj.get("deltacommitFleet") != FORMAT:
-        raise ValueError(f"unknown record format {obj.get('deltacommitFleet')!r} (expected "
-                         f"{FORMAT})")
-    txn_id = _get(obj, "txnId", str)
-    if not _plain_id(txn_id):
-        raise ValueError(f"txnId {txn_id!r} is not an id")
+def _decode_actions(obj: dict[str, Any]) -> tuple[
+        tuple[Add, ...], tuple[Remove, ...], tuple[Txn, ...], tuple[DomainMetadata, ...],
+        list[Metadata], list[Protocol]]:
+    """A record's actions by kind; ValueError for an action a transaction cannot publish."""
     actions: list[Action] = []
     for line in _get(obj, "actions", list):
         try:
@@ -222,20 +211,43 @@ def decode_record(data: bytes) -> FleetRecord:
             != len(actions) or len(metadatas) > 1 or len(protocols) > 1:
         raise ValueError("actions must be protocol, metaData (one each at most), txn, "
                          "domainMetadata, remove and add")
-    isolation = _get(obj, "isolationLevel", str)
-    try:
-        level = IsolationLevel(isolation)
-    except ValueError:
-        raise ValueError(f"unknown isolationLevel {isolation!r}") from None
+    return adds, removes, txns, domains, metadatas, protocols
+
+
+def _read_state(obj: dict[str, Any]) -> tuple[Protocol, Metadata]:
+    """The protocol and metadata the transaction read."""
     read_protocol = obj.get("readProtocol")
     read_metadata = obj.get("readMetadata")
     if not isinstance(read_protocol, dict) or not isinstance(read_metadata, dict):
         raise ValueError("readProtocol and readMetadata must be objects")
     try:
-        rp = Protocol.from_json(read_protocol)
-        rm = Metadata.from_json(read_metadata)
+        return Protocol.from_json(read_protocol), Metadata.from_json(read_metadata)
     except (TypeError, KeyError) as e:
         raise ValueError(f"bad readProtocol or readMetadata: {e}") from None
+
+
+def decode_record(data: bytes) -> FleetRecord:
+    """The record in ``data``; ValueError saying what is wrong for anything else (a record is
+    a hint: its reader skips a bad one and says so)."""
+    try:
+        obj = loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 at byte {e.start}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("a record is a JSON object")
+    if obj.get("deltacommitFleet") != FORMAT:
+        raise ValueError(f"unknown record format {obj.get('deltacommitFleet')!r} (expected "
+                         f"{FORMAT})")
+    txn_id = _get(obj, "txnId", str)
+    if not _plain_id(txn_id):
+        raise ValueError(f"txnId {txn_id!r} is not an id")
+    adds, removes, txns, domains, metadatas, protocols = _decode_actions(obj)
+    isolation = _get(obj, "isolationLevel", str)
+    try:
+        level = IsolationLevel(isolation)
+    except ValueError:
+        raise ValueError(f"unknown isolationLevel {isolation!r}") from None
+    rp, rm = _read_state(obj)
     metadata = metadatas[0] if metadatas else None
     protocol = protocols[0] if protocols else None
     summary = TransactionSummary(
