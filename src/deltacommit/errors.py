@@ -116,6 +116,12 @@ class ExpressionValueError(InvalidArgumentError):
     division by zero, a cast the value does not fit.  Nothing was written."""
 
 
+class MergeCardinalityError(InvalidArgumentError):
+    """A MERGE would update or delete a target row that several source rows match, which
+    Spark refuses (``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``): which source
+    row's change wins would be arbitrary.  Nothing was written."""
+
+
 class RewriteCheckError(DeltaCommitError):
     """A rewrite (compaction, Z-order, a row-level delete) wrote files that do not hold exactly
     the rows it should have: the files were deleted and nothing was committed."""

@@ -62,11 +62,17 @@ def data_file_name(random: RandomSource, index: int) -> str:
     return f"part-{index:05d}-{random.uuid()}-c000.snappy.parquet"
 
 
+#: The folder of change data files (PROTOCOL.md "Change Data Files"), and their column
+#: saying what each row is (``insert``, ``delete``, ``update_preimage``, ``update_postimage``).
+CHANGE_DATA_DIR = "_change_data"
+CHANGE_TYPE_COLUMN = "_change_type"
+
+
 def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                     partition_columns: Sequence[str], data: pa.Table, *, index: int,
                     random: RandomSource, clock: Clock, indexed_cols: int = 32,
                     column_mapping: str = "none", table_schema: pa.Schema | None = None,
-                    durable: bool = True) -> Add:
+                    durable: bool = True, change_data: bool = False) -> Add:
     """Write one file of one partition (``data`` holds the data columns only, in the table's
     schema).  NOT NULL fields below a null parent get their defaults first, as Spark writes
     them (``nested.py``), and a null where no parent explains it is refused.
@@ -77,7 +83,11 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 
     ``durable=False`` leaves a local file unsynced, and starts a remote file's upload in the
     background (``ObjectStore.put_soon``): the caller must pass it to ``store.make_durable``
-    before any commit references it."""
+    before any commit references it.
+
+    ``change_data``: a change data file (``data`` has the ``_change_type`` column last),
+    written as Spark writes them, ``_change_data/<partition>/cdc-<index>-<uuid>.c000.snappy
+    .parquet``, without statistics; the caller turns the add into a ``cdc`` action."""
 
     if has_nested_required(data.schema):
         data = enforce_nested_not_null(data, data.schema)
@@ -87,13 +97,24 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         if table_schema is None:
             raise ValueError("write_data_file: column mapping needs the table schema")
         names = physical_names(table_schema, column_mapping)
+        change_type = None
+        if change_data:
+            change_type = data.column(CHANGE_TYPE_COLUMN)
+            data = data.drop_columns([CHANGE_TYPE_COLUMN])
         data = to_physical(data, pa.schema([table_schema.field(c) for c in data.column_names]),
                            column_mapping)
+        if change_type is not None:
+            data = data.append_column(CHANGE_TYPE_COLUMN, change_type)
         partition_columns = [names[c] for c in partition_columns]
         values = physical_values(values, names)
 
     directory = partition_path([(c, values.get(c)) for c in partition_columns])
-    rel = (directory + "/" if directory else "") + data_file_name(random, index)
+    if change_data:
+        directory = CHANGE_DATA_DIR + ("/" + directory if directory else "")
+        name = f"cdc-{index:05d}-{random.uuid()}.c000.snappy.parquet"
+    else:
+        name = data_file_name(random, index)
+    rel = (directory + "/" if directory else "") + name
     local = store.local_path(rel)
     if local is not None:
         try:
@@ -113,7 +134,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
             store.put_soon(rel, body)
         size, mtime = len(body), modified or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
-               modification_time=mtime, data_change=True, stats=compute_stats(data, indexed_cols))
+               modification_time=mtime, data_change=not change_data,
+               stats=None if change_data else compute_stats(data, indexed_cols))
 
 
 def _encode_parquet(data: pa.Table) -> pa.Buffer:
@@ -145,8 +167,10 @@ def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
 def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,
                      clock: Clock, random: RandomSource, indexed_cols: int = 32,
                      target_file_rows: int | None = None, column_mapping: str = "none",
-                     table_schema: pa.Schema | None = None, durable: bool = True) -> list[Add]:
+                     table_schema: pa.Schema | None = None, durable: bool = True,
+                     change_data: bool = False) -> list[Add]:
     """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
+    ``change_data``: as change data files (``write_data_file``).
 
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
     directories; files go to remote stores in parallel.
@@ -166,7 +190,7 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
         return write_data_file(store, values, partition_columns, part, index=index,
                                random=random, clock=clock, indexed_cols=indexed_cols,
                                column_mapping=column_mapping, table_schema=table_schema,
-                               durable=durable)
+                               durable=durable, change_data=change_data)
 
     numbered = list(enumerate(jobs))
     written: list[Add] = []

@@ -18,7 +18,7 @@ again from the live rows.  Otherwise the new deletion-vector file is deleted and
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
+    from deltacommit.io.storage.base import ObjectStore
     from deltacommit.protocol.actions import Protocol
 
 
@@ -120,23 +121,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             proofs.append((add, data, live.filter(matching.not_matching(live))))
             if len(rows) < n:
                 kept.append((add, encode_bitmap_array(rows), len(rows)))
-        adds: list[Add] = []
-        dv_file: str | None = None
-        if kept:
-            content, offsets = encode_file([b for _, b, _ in kept])
-            uid = uuid.uuid4()
-            dv_file = f"deletion_vector_{uid}.bin"
-            table.log_store.store.put(dv_file, content)
-            key = relative_dv_path_or_inline("", uid)
-            adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
-                        stats=a.stats, tags=a.tags,
-                        # The same file committed again keeps its row ids (row tracking).
-                        base_row_id=a.base_row_id,
-                        default_row_commit_version=a.default_row_commit_version,
-                        deletion_vector={"storageType": "u", "pathOrInlineDv": key,
-                                         "offset": off, "sizeInBytes": len(blob),
-                                         "cardinality": card})
-                    for (a, blob, card), off in zip(kept, offsets, strict=True)]
+        adds, dv_file = write_deletion_vectors(table.log_store.store, kept)
         check_output(table, proofs, adds, dv_file, where)
         txn.remove(removes)
         txn.add(adds)
@@ -149,7 +134,48 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
     return txn.result
 
 
-def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],
+def write_deletion_vectors(store: ObjectStore, kept: Sequence[tuple[Add, bytes, int]]
+                           ) -> tuple[list[Add], str | None]:
+    """Each file of ``kept`` (its add as read, its new deletion vector's bitmap, the rows that
+    marks) committed again with that deletion vector: the new adds, and the one
+    ``deletion_vector_<uuid>.bin`` at the table root holding every bitmap (as Spark writes
+    them; None when ``kept`` is empty).  A row-level DELETE, UPDATE and MERGE mark rows so."""
+    if not kept:
+        return [], None
+    content, offsets = encode_file([b for _, b, _ in kept])
+    uid = uuid.uuid4()
+    dv_file = f"deletion_vector_{uid}.bin"
+    store.put(dv_file, content)
+    key = relative_dv_path_or_inline("", uid)
+    adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
+                stats=a.stats, tags=a.tags,
+                # The same file committed again keeps its row ids (row tracking).
+                base_row_id=a.base_row_id,
+                default_row_commit_version=a.default_row_commit_version,
+                deletion_vector={"storageType": "u", "pathOrInlineDv": key,
+                                 "offset": off, "sizeInBytes": len(blob),
+                                 "cardinality": card})
+            for (a, blob, card), off in zip(kept, offsets, strict=True)]
+    return adds, dv_file
+
+
+class ProvingTable(Interface):
+    """What proving a deletion vector needs of its table."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def storage_options(self) -> dict[str, str]: ...
+
+    @property
+    def allow_external_paths(self) -> bool: ...
+
+    @property
+    def log_store(self) -> LogStore: ...
+
+
+def check_output(table: ProvingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],
                  adds: list[Add], dv_file: str | None, where: str) -> None:
     """RewriteCheckError, after deleting ``dv_file``, unless every touched file's rows as
     its new deletion vector (read back from storage) leaves them are the rows expected: a
@@ -185,4 +211,5 @@ def check_output(table: DeletingTable, proofs: list[tuple[Add, pa.Table, pa.Tabl
                 "was deleted and nothing was committed")
 
 
-__all__ = ["DeletingTable", "check_output", "delete_with_deletion_vectors", "deletes_write_dvs"]
+__all__ = ["DeletingTable", "ProvingTable", "check_output", "delete_with_deletion_vectors",
+           "deletes_write_dvs", "write_deletion_vectors"]

@@ -60,7 +60,6 @@ from deltacommit.protocol.expressions.predicates import (
     parse_predicate,
 )
 from deltacommit.protocol.features import row_tracking
-from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.config import TableConfig
@@ -236,24 +235,6 @@ def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Tab
                             allow_external=scan.allow_external_paths)
         data = data.filter(keep_mask(rows, data.num_rows, f"table {uri}: {add.path}"))
     return data
-
-
-def _without_columns(stats: str | None, names: Sequence[str]) -> str | None:
-    """Statistics without the hidden columns (they are not part of the table's schema)."""
-    if stats is None or not names:
-        return stats
-    try:
-        parsed = loads(stats)
-    except ValueError:
-        return None  # unreadable statistics are absent statistics (they are optional)
-    if not isinstance(parsed, dict):
-        return None
-    for key in ("minValues", "maxValues", "nullCount"):
-        section = parsed.get(key)
-        if isinstance(section, dict):
-            for n in names:
-                section.pop(n, None)
-    return json.dumps(parsed, separators=(",", ":"))
 
 
 class TableOptimizer:
@@ -505,7 +486,8 @@ class TableOptimizer:
                                  random=table.random, target_file_rows=file_rows)
             check_rewritten(scan, table.store, rows, written, what=b.describe(table.uri),
                             read_back=read_back)
-            b.added = [replace(a, data_change=False, stats=_without_columns(a.stats, hidden or ()))
+            b.added = [replace(a, data_change=False,
+                               stats=row_tracking.stats_without_columns(a.stats, hidden or ()))
                        for a in written]
             b.checked = True
             return b

@@ -297,6 +297,42 @@ class Remove:
 
 
 @dataclass(slots=True)
+class AddCDCFile:
+    """A change data file (PROTOCOL.md "Add CDC File"): rows a version changed, each with its
+    ``_change_type``.  A version holding any ``cdc`` action is read by change-data readers
+    from its cdc files alone; its adds and removes then only say which files hold the table."""
+
+    path: str
+    partition_values: dict[str, str | None]
+    size: int
+    #: Always false: a change data file adds no row to the table.
+    data_change: bool = False
+    tags: dict[str, str | None] | None = None
+    extra: JsonDict = field(default_factory=dict)
+
+    _KNOWN = frozenset({"path", "partitionValues", "size", "dataChange", "tags"})
+
+    @classmethod
+    def from_json(cls, d: JsonDict) -> AddCDCFile:
+        tags = d.get("tags")
+        return cls(
+            path=str(_req(d, "path", "cdc")),
+            partition_values=_str_map(d.get("partitionValues"), "partitionValues"),
+            size=_req_long(d, "size", "cdc"),
+            data_change=bool(d.get("dataChange", False)),
+            tags=None if tags is None else _str_map(tags, "tags"),
+            extra=_rest(d, cls._KNOWN),
+        )
+
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"path": self.path, "partitionValues": dict(self.partition_values),
+                         "size": self.size, "dataChange": self.data_change}
+        _put(out, "tags", self.tags)
+        out.update(self.extra)
+        return out
+
+
+@dataclass(slots=True)
 class Txn:
     app_id: str
     version: int
@@ -398,7 +434,7 @@ class DomainMetadata:
 
 @dataclass(slots=True)
 class UnknownAction:
-    """An action type this codec does not model (``cdc``, future ones)."""
+    """An action type this codec does not model (future ones)."""
 
     key: str
     value: Any
@@ -407,14 +443,15 @@ class UnknownAction:
         return self.value
 
 
-Action: TypeAlias = (Protocol | Metadata | Add | Remove | Txn | CommitInfo | DomainMetadata
-                     | UnknownAction)
+Action: TypeAlias = (Protocol | Metadata | Add | Remove | AddCDCFile | Txn | CommitInfo
+                     | DomainMetadata | UnknownAction)
 
 _DECODERS: dict[str, Any] = {
     "protocol": Protocol.from_json,
     "metaData": Metadata.from_json,
     "add": Add.from_json,
     "remove": Remove.from_json,
+    "cdc": AddCDCFile.from_json,
     "txn": Txn.from_json,
     "commitInfo": CommitInfo.from_json,
     "domainMetadata": DomainMetadata.from_json,
@@ -425,6 +462,7 @@ _KEYS: dict[type, str] = {
     Metadata: "metaData",
     Add: "add",
     Remove: "remove",
+    AddCDCFile: "cdc",
     Txn: "txn",
     CommitInfo: "commitInfo",
     DomainMetadata: "domainMetadata",

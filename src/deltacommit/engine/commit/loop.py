@@ -42,6 +42,7 @@ from deltacommit.errors import (
 from deltacommit.protocol.actions import (
     Action,
     Add,
+    AddCDCFile,
     CommitInfo,
     DomainMetadata,
     Metadata,
@@ -532,6 +533,7 @@ class CommitLoop:
         domains: list[DomainMetadata] = []
         removes: list[Remove] = []
         files: list[Add] = list(shared_adds)
+        cdc: list[AddCDCFile] = []
         for s in staged:
             protocol = s.protocol or protocol
             metadata = s.metadata or metadata
@@ -539,6 +541,7 @@ class CommitLoop:
             domains.extend(s.domains)
             removes.extend(s.removes)
             files.extend(s.adds)
+            cdc.extend(s.cdc)
         out: list[Action] = [commit_info]
         if protocol is not None:
             out.append(protocol)
@@ -548,6 +551,7 @@ class CommitLoop:
         out.extend(domains)
         out.extend(removes)
         out.extend(files)
+        out.extend(cdc)
         return out
 
     def actions(self, group: Group, group_id: str, now_ms: int) -> list[Action]:

@@ -16,6 +16,7 @@ from typing import Any
 from deltacommit.protocol.actions import (
     Action,
     Add,
+    AddCDCFile,
     CommitInfo,
     DomainMetadata,
     Metadata,
@@ -52,6 +53,8 @@ class StagedCommit:
     #: commit loop makes them durable (``ObjectStore.make_durable``) before it writes the
     #: version, together with those of the other members of its group.
     unsynced: tuple[str, ...] = ()
+    #: Change data files (``cdc`` actions) of a row-level change on a change-data-feed table.
+    cdc: tuple[AddCDCFile, ...] = ()
 
     def with_adds(self, adds: tuple[Add, ...]) -> StagedCommit:
         """The same transaction carrying ``adds`` (files a group leader wrote for its rows)."""
@@ -61,8 +64,10 @@ class StagedCommit:
     def group_key(self) -> tuple[Any, ...]:
         """Transactions share a version only if one ``commitInfo`` describes each truthfully:
         same operation, same parameters, same isolation level."""
+        # A version with cdc actions is read by change-data readers from its cdc files alone,
+        # so a transaction writing them shares it only with others that do.
         return (self.operation, tuple(sorted(self.parameters.items())),
-                self.summary.effective_isolation)
+                self.summary.effective_isolation, bool(self.cdc))
 
     def actions(self, commit_info: CommitInfo) -> list[Action]:
         """The version's actions in the order Delta writers use."""
@@ -75,6 +80,7 @@ class StagedCommit:
         out.extend(self.domains)
         out.extend(self.removes)
         out.extend(self.adds)
+        out.extend(self.cdc)
         return out
 
     def extend_view(self, view: WinningCommit) -> None:

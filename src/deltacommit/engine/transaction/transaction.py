@@ -30,6 +30,7 @@ from deltacommit.io.logstore.base import COORDINATION_KEY
 from deltacommit.protocol.actions import (
     MAX_LONG,
     Add,
+    AddCDCFile,
     DomainMetadata,
     Metadata,
     Protocol,
@@ -96,6 +97,7 @@ class Transaction:
         self._adds: list[Add] = []
         self._unsynced: list[str] = []
         self._removes: list[Remove] = []
+        self._cdc: list[AddCDCFile] = []
         self._txns: dict[str, Txn] = {}
         self._domains: dict[str, DomainMetadata] = {}
         self._metadata: Metadata | None = None
@@ -162,6 +164,15 @@ class Transaction:
             store = self.table.log.log_store.store
             self._unsynced.extend(p for p in (decode_add_path(a.path) for a in files)
                                   if store.awaits_durable(p))
+
+    def add_cdc(self, files: Iterable[AddCDCFile], *, unsynced: Iterable[str] = ()) -> None:
+        """Stage change data files (``cdc`` actions, PROTOCOL.md "Add CDC File") of a row-level
+        change.  ``unsynced``: their store paths written without a sync, made durable by the
+        commit as ``add(durable=False)`` makes data files."""
+        self._check_open()
+        self._cdc.extend(files)
+        store = self.table.log.log_store.store
+        self._unsynced.extend(p for p in unsynced if store.awaits_durable(p))
 
     def remove(self, files: Iterable[Add | Remove], data_change: bool = True) -> None:
         self._check_open()
@@ -284,7 +295,8 @@ class Transaction:
             removes=tuple(self._removes), txns=tuple(self._txns.values()),
             metadata=self._metadata, protocol=self._protocol,
             app_ids=frozenset(self._txns) | summary.read_app_ids,
-            domains=tuple(self._domains.values()), unsynced=tuple(self._unsynced))
+            domains=tuple(self._domains.values()), unsynced=tuple(self._unsynced),
+            cdc=tuple(self._cdc))
 
     def validate(self) -> None:
         """Refuse what no reader could accept, before anything is committed."""

@@ -120,3 +120,25 @@ def stable_ids(add: Add, materialized_ids: pa.Array[Any] | pa.ChunkedArray[Any],
                            else materialized_versions, version)
     assert isinstance(ids, pa.Array) and isinstance(versions, pa.Array)
     return ids, versions
+
+
+def stats_without_columns(stats: str | None, names: Sequence[str]) -> str | None:
+    """A file's statistics without the hidden materialized columns ``names`` (they are not
+    part of the table's schema, so readers must not see bounds for them)."""
+    from deltacommit.protocol.json_values import loads
+
+    if stats is None or not names:
+        return stats
+    try:
+        parsed = loads(stats)
+    except ValueError:
+        return None  # unreadable statistics are absent statistics (they are optional)
+    if not isinstance(parsed, dict):
+        return None
+    for key in ("minValues", "maxValues", "nullCount"):
+        section = parsed.get(key)
+        if isinstance(section, dict):
+            for n in names:
+                section.pop(n, None)
+    return json.dumps(parsed, separators=(",", ":"))
+

@@ -61,9 +61,10 @@ def commit(log_: TableLog, staged: StagedCommit, policy: CommitPolicy, clock: Cl
     writer made it (its post-commit hooks are this writer's), else None.
 
     A transaction the fleet cannot carry (a new table's version 0, one that read partition
-    predicates, a local folder of another user's) commits by itself, as beside the fleet."""
+    predicates or wrote change data files, a local folder of another user's) commits by
+    itself, as beside the fleet."""
     store = log_.log_store.store
-    if staged.read_version < 0 or not publishable(staged.summary) \
+    if staged.read_version < 0 or not publishable(staged.summary) or staged.cdc \
             or not records.folder_usable(store):
         return commit_alone(log_, staged, policy, clock, random)
     return _Writer(log_, staged, policy, clock, random, fleet).run()

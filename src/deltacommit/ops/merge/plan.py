@@ -1,0 +1,453 @@
+"""What a MERGE does to rows: its clauses, and the work on one target file.  Pure: pyarrow and
+the one expression language, no I/O, so Spark tasks run it on executors with only pyarrow.
+
+A MERGE joins the target's rows with the source's on its condition (``ON``), then, as Spark
+and deltalake do:
+
+* each matched pair (target row, source row) takes the first ``WHEN MATCHED`` clause whose
+  condition is TRUE: the target row is updated or deleted; a pair no clause takes leaves it;
+* each target row no source row matches takes the first ``WHEN NOT MATCHED BY SOURCE`` clause
+  whose condition is TRUE (update or delete);
+* each source row no target row matches takes the first ``WHEN NOT MATCHED`` clause whose
+  condition is TRUE: it is inserted.
+
+A target row that several source rows match is refused where a matched clause could change it
+(Spark's ``multipleSourceRowMatchingTargetRowInMergeException``): with only matched clauses the
+pairs some clause takes count, otherwise every matched pair does; a lone unconditional
+``WHEN MATCHED DELETE`` deletes such a row once.
+
+``merge_file`` does the work of one target file (its matched, deleted and updated rows, and
+which source rows it matched); ``insert_rows`` the inserts, once every file has said which
+source rows it matched.  Positions are row numbers of the rows given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltacommit.errors import InvalidArgumentError, MergeCardinalityError
+from deltacommit.io.datafiles import WriteTarget, conform_rows
+from deltacommit.protocol.expressions.ast import And, Column, Comparison, Expr
+from deltacommit.protocol.expressions.evaluator import (
+    AliasScope,
+    EvaluationFailed,
+    Scope,
+    TableScope,
+    evaluate,
+    predicate_mask,
+)
+
+Positions = npt.NDArray[np.int64]
+
+#: Pairs of rows judged at once where the condition has no equality to join on (a
+#: nested-loop join, chunked); a MERGE needing more pairs than ``MAX_PAIRS`` is refused.
+_PAIRS_PER_STEP = 1 << 20
+MAX_PAIRS = 1 << 31
+
+ACTIONS = ("update", "delete", "insert")
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One ``WHEN`` clause: its action, its condition (None: always) and, for an update or an
+    insert, the value of each target column it sets."""
+
+    action: str
+    condition: Expr | None = None
+    assignments: tuple[tuple[str, Expr], ...] = ()
+
+    def describe(self) -> dict[str, str]:
+        """The clause as Spark records it in ``operationParameters``."""
+        out = {"actionType": self.action}
+        if self.condition is not None:
+            out["predicate"] = self.condition.to_sql()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MergePlan:
+    """A MERGE, checked against the table's and the source's schemas (``check``); small and
+    picklable, so Spark ships it with its tasks."""
+
+    #: The table's URI, named by every error.
+    table: str
+    #: What rows are conformed to (schema, constraints, generated and identity columns).
+    target: WriteTarget
+    on: Expr
+    source_alias: str
+    target_alias: str
+    matched: tuple[Clause, ...] = ()
+    not_matched: tuple[Clause, ...] = ()
+    not_matched_by_source: tuple[Clause, ...] = ()
+    #: Generated columns set by no update clause: recomputed from the updated rows.
+    recomputed: frozenset[str] = field(default=frozenset())
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.target.schema
+
+    @property
+    def what(self) -> str:
+        return f"MERGE into table {self.table}"
+
+    @property
+    def matched_only(self) -> bool:
+        return not self.not_matched and not self.not_matched_by_source
+
+    @property
+    def lone_unconditional_delete(self) -> bool:
+        """A lone ``WHEN MATCHED DELETE`` without condition: a row several source rows match
+        is deleted once, unambiguously."""
+        return (len(self.matched) == 1 and self.matched[0].action == "delete"
+                and self.matched[0].condition is None)
+
+    def check(self, source_schema: pa.Schema) -> None:
+        """InvalidArgumentError naming the table and the expression, before any file is read,
+        for a column neither side has, an expression that cannot be evaluated or gives a value
+        its column cannot hold, or a clause that references the side it cannot see."""
+        target = self.schema.empty_table()
+        source = source_schema.empty_table()
+        both = AliasScope({self.target_alias: target, self.source_alias: source})
+        self._check_condition(self.on, both, "the merge condition")
+        for clauses, scope, kind in (
+                (self.matched, both, "WHEN MATCHED"),
+                (self.not_matched, AliasScope({self.source_alias: source}), "WHEN NOT MATCHED"),
+                (self.not_matched_by_source, AliasScope({self.target_alias: target}),
+                 "WHEN NOT MATCHED BY SOURCE")):
+            for c in clauses:
+                if c.condition is not None:
+                    self._check_condition(c.condition, scope, f"the {kind} condition")
+                for name, expr in c.assignments:
+                    to = self.schema.field(name).type
+                    try:
+                        evaluate(expr, scope, to=to)
+                    except EvaluationFailed as e:
+                        raise InvalidArgumentError(
+                            f"{self.what}: {kind} {c.action} of column {name!r} = "
+                            f"{expr.to_sql()!r}: {e.message}") from None
+
+    def _check_condition(self, expr: Expr, scope: Scope, what: str) -> None:
+        try:
+            predicate_mask(expr, scope)
+        except EvaluationFailed as e:
+            raise InvalidArgumentError(f"{self.what}: {what} {expr.to_sql()!r}: "
+                                       f"{e.message}") from None
+
+
+@dataclass(slots=True)
+class FileMerge:
+    """What a MERGE does to the rows of one target file (positions into the rows given)."""
+
+    #: Rows deleted, ascending.
+    deleted: Positions
+    #: Rows updated, ascending.
+    updated: Positions
+    #: The updated rows' new values, in the table's schema, conformed, in ``updated``'s order.
+    new_rows: pa.Table
+    #: Source rows this file's rows match (by the merge condition alone), ascending.
+    matched_source: Positions
+    matched_updated: int = 0
+    matched_deleted: int = 0
+    not_matched_by_source_updated: int = 0
+    not_matched_by_source_deleted: int = 0
+
+
+def _empty() -> Positions:
+    return np.zeros(0, np.int64)
+
+
+def _fail(e: EvaluationFailed, what: str) -> Exception:
+    return e.error(what)
+
+
+def _mask(expr: Expr | None, scope: Scope, n: int, what: str) -> npt.NDArray[np.bool_]:
+    if expr is None:
+        return np.ones(n, np.bool_)
+    try:
+        m = predicate_mask(expr, scope)
+    except EvaluationFailed as e:
+        raise _fail(e, what) from None
+    return np.asarray(m.to_numpy(zero_copy_only=False), dtype=np.bool_)
+
+
+def _conjuncts(e: Expr) -> Iterator[Expr]:
+    if isinstance(e, And):
+        for c in e.children:
+            yield from _conjuncts(c)
+    else:
+        yield e
+
+
+def _side(column: Column, plan: MergePlan, target: pa.Table, source: pa.Table
+          ) -> tuple[str, tuple[str, ...]] | None:
+    """Which side (``target`` or ``source``) a column of the condition is on, and its path
+    there; None if ambiguous or on neither."""
+    p = column.path
+    if len(p) > 1 and p[0] == plan.target_alias and TableScope(target).type_of(p[1:]):
+        return "target", p[1:]
+    if len(p) > 1 and p[0] == plan.source_alias and TableScope(source).type_of(p[1:]):
+        return "source", p[1:]
+    in_t = TableScope(target).type_of(p) is not None
+    in_s = TableScope(source).type_of(p) is not None
+    if in_t != in_s:
+        return ("target", p) if in_t else ("source", p)
+    return None
+
+
+def _join_keys(t: pa.Array[Any], s: pa.Array[Any]) -> tuple[pa.Array[Any], pa.Array[Any]] | None:
+    """The two sides of an equality as arrays a hash join matches exactly as Spark's ``=``
+    does (-0.0 is 0.0, NaN is NaN, NULL matches nothing); None where their types would need
+    Spark's coercions (the condition is then judged pair by pair)."""
+    tt, st = t.type, s.type
+    ints = pa.types.is_integer
+    floats = pa.types.is_floating
+    if ints(tt) and ints(st):
+        return t.cast(pa.int64()), s.cast(pa.int64())
+    if (floats(tt) or ints(tt)) and (floats(st) or ints(st)):
+        return _normal_float(t), _normal_float(s)
+    strings = (pa.string(), pa.large_string())
+    if tt in strings and st in strings:
+        return t.cast(pa.large_string()), s.cast(pa.large_string())
+    binaries = (pa.binary(), pa.large_binary())
+    if tt in binaries and st in binaries:
+        return t.cast(pa.large_binary()), s.cast(pa.large_binary())
+    if tt == st and (pa.types.is_date(tt) or pa.types.is_timestamp(tt)
+                     or pa.types.is_boolean(tt) or pa.types.is_decimal(tt)):
+        return t, s
+    return None
+
+
+def _normal_float(a: pa.Array[Any]) -> pa.Array[Any]:
+    x = a.cast(pa.float64())
+    x = pc.if_else(pc.equal(x, pa.scalar(0.0)), pa.scalar(0.0), x)  # -0.0 joins 0.0
+    out: pa.Array[Any] = pc.if_else(pc.is_nan(x), pa.scalar(float("nan")), x)  # one NaN
+    return out
+
+
+def _column(table: pa.Table, path: tuple[str, ...]) -> pa.Array[Any]:
+    value = TableScope(table).resolve(path)
+    return value  # type: ignore[no-any-return]
+
+
+def match_pairs(plan: MergePlan, target: pa.Table, source: pa.Table
+                ) -> tuple[Positions, Positions]:
+    """The pairs (target row, source row) the merge condition is TRUE for, ordered by target
+    row then source row.  Equalities between a target and a source column join by hash; the
+    whole condition is then judged on each candidate pair, so a pair is never kept on a
+    join's looser notion of equality."""
+    nt, ns = target.num_rows, source.num_rows
+    if not nt or not ns:
+        return _empty(), _empty()
+    keys: list[tuple[pa.Array[Any], pa.Array[Any]]] = []
+    for c in _conjuncts(plan.on):
+        if not (isinstance(c, Comparison) and c.op == "="
+                and isinstance(c.left, Column) and isinstance(c.right, Column)):
+            continue
+        a, b = _side(c.left, plan, target, source), _side(c.right, plan, target, source)
+        if a is None or b is None or a[0] == b[0]:
+            continue
+        tpath, spath = (a[1], b[1]) if a[0] == "target" else (b[1], a[1])
+        pair = _join_keys(_column(target, tpath), _column(source, spath))
+        if pair is not None:
+            keys.append(pair)
+    if keys:
+        names = [f"k{i}" for i in range(len(keys))]
+        left = pa.table({**{n: k[0] for n, k in zip(names, keys, strict=True)},
+                         "__t": pa.array(np.arange(nt, dtype=np.int64))})
+        right = pa.table({**{n: k[1] for n, k in zip(names, keys, strict=True)},
+                          "__s": pa.array(np.arange(ns, dtype=np.int64))})
+        joined = left.join(right, keys=names, join_type="inner")
+        ti = np.asarray(joined.column("__t").to_numpy(), dtype=np.int64)
+        si = np.asarray(joined.column("__s").to_numpy(), dtype=np.int64)
+        order = np.lexsort((si, ti))
+        return _verified(plan, target, source, ti[order], si[order])
+    if nt * ns > MAX_PAIRS:
+        raise InvalidArgumentError(
+            f"{plan.what}: the merge condition {plan.on.to_sql()!r} has no equality between a "
+            f"target and a source column of the same kind of type, so each of the {nt} target "
+            f"rows would be compared with each of the {ns} source rows; give the condition an "
+            "equality on a key (t.id = s.id), casting one side if the types differ")
+    step = max(1, _PAIRS_PER_STEP // ns)
+    tis: list[Positions] = []
+    sis: list[Positions] = []
+    for start in range(0, nt, step):
+        stop = min(nt, start + step)
+        ti = np.repeat(np.arange(start, stop, dtype=np.int64), ns)
+        si = np.tile(np.arange(ns, dtype=np.int64), stop - start)
+        ti, si = _verified(plan, target, source, ti, si)
+        tis.append(ti)
+        sis.append(si)
+    return np.concatenate(tis), np.concatenate(sis)
+
+
+def _pair_scope(plan: MergePlan, target: pa.Table, source: pa.Table, ti: Positions,
+                si: Positions) -> AliasScope:
+    return AliasScope({plan.target_alias: target.take(ti),
+                       plan.source_alias: source.take(si)})
+
+
+def _verified(plan: MergePlan, target: pa.Table, source: pa.Table, ti: Positions,
+              si: Positions) -> tuple[Positions, Positions]:
+    if not len(ti):
+        return ti, si
+    keep = _mask(plan.on, _pair_scope(plan, target, source, ti, si), len(ti),
+                 f"{plan.what}: the merge condition {plan.on.to_sql()!r}")
+    return ti[keep], si[keep]
+
+
+def _first_clause(clauses: Sequence[Clause], scope_of: Any, n: int, what: str
+                  ) -> npt.NDArray[np.int64]:
+    """For each of ``n`` rows, the index of the first clause whose condition is TRUE (-1 for
+    none).  A clause's condition is judged only on the rows no earlier clause took, as Spark
+    evaluates them (a condition that would fail on a row taken already does not fail)."""
+    chosen = np.full(n, -1, np.int64)
+    for k, c in enumerate(clauses):
+        open_rows = np.flatnonzero(chosen < 0)
+        if not len(open_rows):
+            break
+        if c.condition is None:
+            chosen[open_rows] = k
+            break
+        m = _mask(c.condition, scope_of(open_rows), len(open_rows),
+                  f"{what} condition {c.condition.to_sql()!r}")
+        chosen[open_rows[m]] = k
+    return chosen
+
+
+def _assigned(plan: MergePlan, clause: Clause, scope: Scope, base: pa.Table | None, n: int,
+              what: str) -> pa.Table:
+    """The rows a clause writes: each column it sets evaluated (cast to the column's type as
+    Spark's store assignment casts), the others from ``base`` (the target row, for an
+    update) or NULL (an insert); generated columns not set are left out, so that conforming
+    computes them, and so are identity columns an insert does not set (allocated)."""
+    sets = dict(clause.assignments)
+    generated = {g.name for g in plan.target.generated}
+    identity = {c.name for c in plan.target.identity}
+    arrays: list[Any] = []
+    fields: list[pa.Field[Any]] = []
+    for f in plan.schema:
+        if f.name in sets:
+            expr = sets[f.name]
+            try:
+                values = evaluate(expr, scope, to=f.type)
+            except EvaluationFailed as e:
+                raise _fail(e, f"{what} of column {f.name!r} = {expr.to_sql()!r}") from None
+        elif f.name in generated and (base is None or f.name in plan.recomputed):
+            continue
+        elif base is not None:
+            values = base.column(f.name)
+        elif f.name in identity:
+            continue
+        else:
+            values = pa.nulls(n, f.type)
+        arrays.append(values)
+        fields.append(f.with_nullable(True))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def merge_file(plan: MergePlan, target: pa.Table, source: pa.Table) -> FileMerge:
+    """What the MERGE does to ``target`` (the live rows of one file, in the table's schema)
+    given the whole ``source``: see the module docstring.  MergeCardinalityError for a target
+    row that several source rows match where a matched clause could change it."""
+    nt = target.num_rows
+    ti, si = match_pairs(plan, target, source)
+    deleted: list[Positions] = []
+    updates: list[tuple[Positions, pa.Table]] = []
+    out = FileMerge(_empty(), _empty(), plan.schema.empty_table(), np.unique(si))
+    if plan.matched and len(ti):
+        what = f"{plan.what}: WHEN MATCHED"
+        chosen = _first_clause(plan.matched,
+                               lambda rows: _pair_scope(plan, target, source, ti[rows], si[rows]),
+                               len(ti), what)
+        counted = ti if not plan.matched_only else ti[chosen >= 0]
+        if not plan.lone_unconditional_delete and len(counted) > 1:
+            repeated = counted[1:][counted[1:] == counted[:-1]]  # ``ti`` is sorted
+            if len(repeated):
+                row = target.slice(int(repeated[0]), 1).to_pylist()[0]
+                raise MergeCardinalityError(
+                    f"{plan.what}: {len(np.unique(repeated))} target row(s) are matched by more "
+                    f"than one source row (first: {row!r}), and a WHEN MATCHED clause would "
+                    "update or delete them with one of those rows, which is ambiguous; make "
+                    "the source unique on the merge key (deduplicate it), or make the merge "
+                    "condition match one source row per target row. Nothing was written")
+        for k, c in enumerate(plan.matched):
+            taken = np.flatnonzero(chosen == k)
+            if not len(taken):
+                continue
+            rows = ti[taken]
+            if c.action == "delete":
+                rows = np.unique(rows)
+                deleted.append(rows)
+                out.matched_deleted += len(rows)
+            else:
+                scope = _pair_scope(plan, target, source, rows, si[taken])
+                updates.append((rows, _assigned(plan, c, scope, target.take(rows),
+                                                len(rows), f"{what} UPDATE")))
+                out.matched_updated += len(rows)
+    if plan.not_matched_by_source:
+        alone = np.setdiff1d(np.arange(nt, dtype=np.int64), ti, assume_unique=False)
+        if len(alone):
+            what = f"{plan.what}: WHEN NOT MATCHED BY SOURCE"
+
+            def scope_of(rows: Positions) -> Scope:
+                return AliasScope({plan.target_alias: target.take(alone[rows])})
+
+            chosen = _first_clause(plan.not_matched_by_source, scope_of, len(alone), what)
+            for k, c in enumerate(plan.not_matched_by_source):
+                taken = np.flatnonzero(chosen == k)
+                if not len(taken):
+                    continue
+                rows = alone[taken]
+                if c.action == "delete":
+                    deleted.append(rows)
+                    out.not_matched_by_source_deleted += len(rows)
+                else:
+                    base = target.take(rows)
+                    updates.append((rows, _assigned(plan, c, scope_of(taken), base, len(rows),
+                                                    f"{what} UPDATE")))
+                    out.not_matched_by_source_updated += len(rows)
+    out.deleted = np.sort(np.concatenate(deleted)) if deleted else _empty()
+    if updates:
+        no_identity = replace(plan.target, identity=())
+        positions = np.concatenate([p for p, _ in updates])
+        rows_in = [conform_rows(no_identity, t) for _, t in updates]
+        new_rows = pa.concat_tables(rows_in) if len(rows_in) > 1 else rows_in[0]
+        order = np.argsort(positions, kind="stable")
+        out.updated = positions[order]
+        out.new_rows = new_rows.take(order)
+    return out
+
+
+def insert_rows(plan: MergePlan, source: pa.Table, matched: npt.NDArray[np.bool_]
+                ) -> list[pa.Table]:
+    """The rows the ``WHEN NOT MATCHED`` clauses insert for the source rows no target row
+    matches (``matched`` False), one table per clause that inserts any, not yet conformed:
+    identity columns they leave out are allocated by the committing writer."""
+    if not plan.not_matched:
+        return []
+    alone = np.flatnonzero(~matched).astype(np.int64)
+    if not len(alone):
+        return []
+    what = f"{plan.what}: WHEN NOT MATCHED"
+
+    def scope_of(rows: Positions) -> Scope:
+        return AliasScope({plan.source_alias: source.take(alone[rows])})
+
+    chosen = _first_clause(plan.not_matched, scope_of, len(alone), what)
+    out: list[pa.Table] = []
+    for k, c in enumerate(plan.not_matched):
+        taken = np.flatnonzero(chosen == k)
+        if len(taken):
+            out.append(_assigned(plan, c, scope_of(taken), None, len(taken), f"{what} INSERT"))
+    return out
+
+
+__all__ = ["ACTIONS", "MAX_PAIRS", "Clause", "FileMerge", "MergePlan", "insert_rows",
+           "match_pairs", "merge_file"]

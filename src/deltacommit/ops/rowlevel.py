@@ -1,0 +1,357 @@
+"""The rewrite every row-level operation shares: UPDATE, MERGE and DELETE change some rows of
+some files; this module reads those files, writes the change and proves it before it is staged.
+
+Each verb works out, file by file, which live rows it deletes and which it updates (with their
+new values, conformed to the table's rules), and which rows it inserts; ``RowRewrite`` turns
+that into actions, as Spark does:
+
+* **copy-on-write** (the table does not allow new deletion vectors): each touched file is
+  removed, and its untouched live rows are written again with the updated and inserted rows;
+* **deletion vectors** (``delta.enableDeletionVectors=true``): each touched file is committed
+  again with a deletion vector marking the deleted and updated rows (removed when none is
+  left), and only the updated and inserted rows are written (``delete.write_deletion_vectors``).
+
+On a table with row tracking, rows keep their stable ids as Spark keeps them: copied rows keep
+their ids and row commit versions, updated rows keep their ids and take the commit's version
+(their materialized commit version is left NULL, so it is the new file's default), inserted
+rows get fresh ids.  On a table with change data feed (``delta.enableChangeDataFeed=true``)
+the changed rows are also written as change data files under ``_change_data/`` (``delete``,
+``update_preimage``, ``update_postimage``, ``insert``), staged as ``cdc`` actions.
+
+Before anything is staged the output is proven (``rewrite_check``): the new data files read
+back must hold exactly the copied, updated and inserted rows (with their stable ids), and each
+file's new deletion vector must leave exactly its live rows less those changed; otherwise what
+was written is deleted and ``RewriteCheckError`` says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Protocol as Interface
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from deltacommit.engine.rewrite_check import check_rewritten
+from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltacommit.io.datafiles import (
+    CHANGE_TYPE_COLUMN,
+    WriteTarget,
+    write_data_files,
+    write_rows,
+)
+from deltacommit.ops.delete import check_output, write_deletion_vectors
+from deltacommit.protocol.actions import Add, AddCDCFile
+from deltacommit.protocol.deletion_vectors import encode_bitmap_array
+from deltacommit.protocol.features import row_tracking
+from deltacommit.protocol.log.paths import parse_location
+from deltacommit.protocol.partitions import decode_add_path
+from deltacommit.runtime.threads import CallThreads
+
+if TYPE_CHECKING:
+    from deltacommit.engine.scan import FileScan
+    from deltacommit.engine.snapshot.snapshot import Snapshot
+    from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.io.logstore.base import LogStore
+    from deltacommit.ops.driver import Attempt
+    from deltacommit.protocol.actions import Protocol
+    from deltacommit.protocol.table_config.config import TableConfig
+    from deltacommit.runtime.clock import Clock, RandomSource
+
+Positions = npt.NDArray[np.int64]
+T = TypeVar("T")
+
+
+class RowLevelTable(Interface):
+    """What a row-level operation needs of its table (``DeltaTable`` is one)."""
+
+    clock: Clock
+    random: RandomSource
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
+
+    @property
+    def table_config(self) -> TableConfig: ...
+
+    @property
+    def storage_options(self) -> dict[str, str]: ...
+
+    @property
+    def allow_external_paths(self) -> bool: ...
+
+    @property
+    def log_store(self) -> LogStore: ...
+
+    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
+
+    def transaction(self, operation: str = ..., operation_parameters: Any = ...,
+                    isolation_level: Any = ...) -> Transaction: ...
+
+
+@dataclass(slots=True)
+class ReadFile:
+    """A file a row-level operation read: every physical row (the table's columns, and on a
+    row-tracking table the stable row ids and commit versions in the hidden columns) and
+    which of them are live."""
+
+    add: Add
+    physical: pa.Table
+    live: Positions
+    #: The table's column names (``physical`` may have the hidden ones after them).
+    columns: Sequence[str]
+
+    def live_rows(self) -> pa.Table:
+        """The live rows in the table's schema: what the verb judges."""
+        rows = self.physical.select(list(self.columns))
+        return rows if len(self.live) == rows.num_rows else rows.take(self.live)
+
+
+@dataclass(slots=True)
+class FileChange:
+    """What a verb does to one file: physical rows deleted and updated (ascending), and the
+    updated rows' new values (the table's schema, conformed, in ``updated``'s order)."""
+
+    file: ReadFile
+    deleted: Positions
+    updated: Positions
+    new_rows: pa.Table
+
+    @property
+    def touched(self) -> bool:
+        return bool(len(self.deleted) or len(self.updated))
+
+
+@dataclass(slots=True)
+class Rewritten:
+    """The actions a rewrite stages, and what it did."""
+
+    removes: list[Add] = field(default_factory=list)
+    adds: list[Add] = field(default_factory=list)
+    cdc: list[AddCDCFile] = field(default_factory=list)
+    #: Store paths of the change data files (written unsynced, as the data files are).
+    unsynced: list[str] = field(default_factory=list)
+    files_added: int = 0
+    files_removed: int = 0
+    rows_copied: int = 0
+    dvs_added: int = 0
+    dvs_removed: int = 0
+    change_files: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
+    rewrite_ms: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.removes or self.adds or self.cdc)
+
+
+def hidden_columns(snapshot: Snapshot, what: str) -> tuple[str, str] | None:
+    """The materialized row-id and row-commit-version columns of a table with row tracking
+    enabled (None without): rows a rewrite copies or updates keep their ids in them."""
+    config = snapshot.table_config
+    if not config.row_tracking_enabled(snapshot.protocol):
+        return None
+    rid, ver = config.row_id_column, config.row_commit_version_column
+    if not rid or not ver:
+        raise InvalidArgumentError(
+            f"{what}: the table has row tracking enabled but names no materialized row id or "
+            "row commit version column, so rewritten rows could not keep their ids")
+    clash = sorted({rid, ver} & set(snapshot.schema.names))
+    if clash:
+        raise InvalidArgumentError(
+            f"{what}: materialized row tracking column(s) {clash} collide with columns of the "
+            "table's schema")
+    return rid, ver
+
+
+class RowRewrite:
+    """One row-level operation's reads and writes on its transaction's snapshot."""
+
+    def __init__(self, table: RowLevelTable, txn: Transaction, what: str) -> None:
+        snap = txn.snapshot
+        self.table = table
+        self.what = what
+        self.schema = snap.schema
+        self.target = WriteTarget.of(table.uri, snap)
+        self.hidden = hidden_columns(snap, what)
+        self.deletion_vectors = snap.table_config.deletion_vectors_enabled(snap.protocol)
+        self.change_data = snap.table_config.change_data_feed_enabled(snap.protocol)
+        if self.change_data and self.target.column_mapping != "none" and self.hidden:
+            raise UnsupportedProtocolError(
+                f"{what}: the table has change data feed, column mapping and row tracking "
+                "enabled together, which deltacommit's row-level operations do not write; run "
+                "it with Spark")
+        fields = list(self.schema)
+        if self.hidden is not None:
+            fields += [pa.field(n, pa.int64()) for n in self.hidden]
+        self.wide_schema = pa.schema(fields)
+        self.scan = replace(table.file_scan(self.wide_schema), physical_rows=True)
+        self.read_back_scan = table.file_scan(self.wide_schema)
+        self.store = table.log_store.store
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, add: Add) -> ReadFile:
+        """A file's physical rows, with stable ids where the table tracks rows."""
+        from deltacommit.io.deletion_vectors import deleted_rows
+
+        table = self.table
+        data = self.scan.read(add)
+        n = data.num_rows
+        if self.hidden is not None:
+            rid, ver = self.hidden
+            ids, versions = row_tracking.stable_ids(add, data.column(rid), data.column(ver),
+                                                    table.uri)
+            data = data.set_column(data.schema.get_field_index(rid), rid, ids)
+            data = data.set_column(data.schema.get_field_index(ver), ver, versions)
+        if add.deletion_vector:
+            old = deleted_rows(self.store, parse_location(table.uri), table.uri,
+                               add.deletion_vector, data_file=add.path, num_rows=n,
+                               storage_options=table.storage_options,
+                               allow_external=table.allow_external_paths).astype(np.int64)
+            live = np.setdiff1d(np.arange(n, dtype=np.int64), old, assume_unique=True)
+        else:
+            live = np.arange(n, dtype=np.int64)
+        return ReadFile(add, data, live, self.schema.names)
+
+    def each_file(self, files: Sequence[Add], work: Callable[[ReadFile], T]) -> list[T]:
+        """``work`` on each file as read, in threads (reading and Arrow's kernels release
+        the interpreter), in the files' order."""
+        def one(add: Add) -> T:
+            return work(self.read(add))
+
+        if len(files) <= 1:
+            return [one(a) for a in files]
+        local = self.store.local_path("") is not None
+        with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
+            return list(pool.map(one, files))
+
+    # ------------------------------------------------------------------ writing
+
+    def rewrite(self, attempt: Attempt, changes: Iterable[FileChange],
+                inserted: pa.Table | None) -> Rewritten:
+        """Write what ``changes`` and ``inserted`` (conformed rows) make of the table, proven
+        (module docstring); every file written is in ``attempt.written`` as soon as it
+        exists, so the write driver deletes it if nothing is committed."""
+        started = time.monotonic()
+        touched = [c for c in changes if c.touched]
+        out = Rewritten()
+        if not touched and (inserted is None or not inserted.num_rows):
+            return out
+        parts: list[pa.Table] = []
+        marked: list[tuple[Add, bytes, int]] = []
+        proofs: list[tuple[Add, pa.Table, pa.Table]] = []
+        for c in touched:
+            f = c.file
+            changed = np.union1d(c.deleted, c.updated)
+            out.removes.append(f.add)
+            out.bytes_removed += f.add.size
+            if f.add.deletion_vector:
+                out.dvs_removed += 1
+            left = np.setdiff1d(f.live, changed, assume_unique=True)
+            if self.deletion_vectors:
+                n = f.physical.num_rows
+                gone = np.setdiff1d(np.arange(n, dtype=np.int64), left, assume_unique=True)
+                proofs.append((f.add, f.physical.select(self.schema.names),
+                               f.physical.select(self.schema.names).take(left)))
+                if len(left):
+                    marked.append((f.add, encode_bitmap_array(gone), len(gone)))
+            elif len(left):
+                parts.append(f.physical.take(left))
+                out.rows_copied += len(left)
+            if len(c.updated):
+                parts.append(self._with_ids(c.new_rows, f.physical, c.updated))
+        if inserted is not None and inserted.num_rows:
+            parts.append(self._with_ids(inserted, None, None))
+        if marked or proofs:
+            adds, dv_file = write_deletion_vectors(self.store, marked)
+            if dv_file is not None:
+                # Deleted with the data files if nothing is committed.
+                attempt.written.append(Add(dv_file, {}, 0, 0))
+            check_output(self.table, proofs, adds, dv_file, self.what)
+            out.adds.extend(adds)
+            out.dvs_added += len(adds)
+        out.files_removed = len(out.removes) - len(marked)
+        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0] if parts else None
+        if rows is not None and rows.num_rows:
+            written = write_rows(self.store, self.target, rows, clock=self.table.clock,
+                                 random=self.table.random, durable=False)
+            attempt.written.extend(written)
+            check_rewritten(self.read_back_scan, self.store, rows, written,
+                            what=f"{self.what}: the files it wrote")
+            hidden = self.hidden or ()
+            new = [replace(a, stats=row_tracking.stats_without_columns(a.stats, hidden))
+                   for a in written]
+            out.adds.extend(new)
+            out.files_added = len(new)
+            out.bytes_added = sum(a.size for a in new)
+        if self.change_data:
+            self._change_files(attempt, touched, inserted, out)
+        out.rewrite_ms = int((time.monotonic() - started) * 1000)
+        return out
+
+    def _with_ids(self, rows: pa.Table, physical: pa.Table | None,
+                  positions: Positions | None) -> pa.Table:
+        """``rows`` with the hidden row-tracking columns: the stable ids of ``positions`` of
+        ``physical`` (updated rows) or NULL (inserted rows: fresh ids), and a NULL commit
+        version (the commit's, by the new file's default)."""
+        if self.hidden is None:
+            return rows
+        rid, ver = self.hidden
+        n = rows.num_rows
+        ids = (physical.column(rid).take(positions)
+               if physical is not None and positions is not None else pa.nulls(n, pa.int64()))
+        return rows.append_column(pa.field(rid, pa.int64()), ids).append_column(
+            pa.field(ver, pa.int64()), pa.nulls(n, pa.int64()))
+
+    def _change_files(self, attempt: Attempt, touched: Sequence[FileChange],
+                      inserted: pa.Table | None, out: Rewritten) -> None:
+        """Change data files of every changed row, as Spark writes them."""
+        names = self.schema.names
+        parts: list[pa.Table] = []
+
+        def typed(rows: pa.Table, kind: str) -> None:
+            if rows.num_rows:
+                parts.append(rows.select(names).append_column(
+                    pa.field(CHANGE_TYPE_COLUMN, pa.string()),
+                    pa.array([kind] * rows.num_rows, pa.string())))
+
+        for c in touched:
+            physical = c.file.physical
+            typed(physical.take(c.deleted), "delete")
+            typed(physical.take(c.updated), "update_preimage")
+            typed(c.new_rows, "update_postimage")
+        if inserted is not None:
+            typed(inserted, "insert")
+        if not parts:
+            return
+        rows = pa.concat_tables(parts)
+        target = self.target
+        written = write_data_files(self.store, rows, list(target.partition_columns),
+                                   clock=self.table.clock, random=self.table.random,
+                                   column_mapping=target.column_mapping,
+                                   table_schema=target.schema, durable=False, change_data=True)
+        attempt.written.extend(written)
+        out.cdc.extend(AddCDCFile(a.path, dict(a.partition_values), a.size) for a in written)
+        out.unsynced.extend(decode_add_path(a.path) for a in written)
+        out.change_files = len(written)
+
+    def stage(self, txn: Transaction, out: Rewritten) -> None:
+        txn.remove(out.removes)
+        txn.add(out.adds, durable=False)
+        txn.add_cdc(out.cdc, unsynced=out.unsynced)
+
+
+__all__ = ["FileChange", "ReadFile", "Rewritten", "RowLevelTable", "RowRewrite",
+           "hidden_columns"]
