@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
@@ -219,7 +219,38 @@ class DeltaTable:
         """The committer that merges this object's concurrent transactions, if enabled."""
         return self._group_committer
 
-    def update(self) -> int:
+    @overload
+    def update(self) -> int: ...
+
+    @overload
+    def update(self, updates: Mapping[str, str], predicate: str | None = None
+               ) -> dict[str, Any]: ...
+
+    def update(self, updates: Mapping[str, str] | None = None,
+               predicate: str | None = None) -> int | dict[str, Any]:
+        """Without arguments: move to the newest version, reading only the commits after the
+        cached one (the version).  With ``updates`` (column -> SQL expression): UPDATE the
+        rows where ``predicate`` is TRUE (every row without one), deltalake's
+        ``DeltaTable.update``; its metrics (``ops/update.py``)."""
+        if updates is not None or predicate is not None:
+            from deltacommit.ops.update import update as update_rows
+
+            if updates is None:
+                raise InvalidArgumentError(
+                    f"UPDATE of table {self.uri}: give updates (column -> SQL expression) "
+                    "with the predicate")
+            self._check_writable("UPDATE")
+            self.update()
+            return update_rows(self, updates, predicate)
+        return self.refresh()
+
+    def _check_writable(self, operation: str) -> None:
+        if self.log.pinned:
+            raise InvalidArgumentError(
+                f"table {self.uri} was opened at version {self.version} and is read-only; "
+                f"open it without a version to run {operation}")
+
+    def refresh(self) -> int:
         """Move to the newest version, reading only the commits after the cached one."""
         if self.log.pinned:
             raise InvalidArgumentError(

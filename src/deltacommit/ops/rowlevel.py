@@ -27,7 +27,7 @@ was written is deleted and ``RewriteCheckError`` says so.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from typing import Protocol as Interface
@@ -45,6 +45,7 @@ from deltacommit.io.datafiles import (
     write_rows,
 )
 from deltacommit.ops.delete import check_output, write_deletion_vectors
+from deltacommit.ops.driver import Attempt, Decision, Finished
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
 from deltacommit.protocol.features import row_tracking
@@ -53,12 +54,15 @@ from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
-    from deltacommit.ops.driver import Attempt
+    from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.ops.pruning import Bound
     from deltacommit.protocol.actions import Protocol
+    from deltacommit.protocol.expressions.ast import Expr
     from deltacommit.protocol.table_config.config import TableConfig
     from deltacommit.runtime.clock import Clock, RandomSource
 
@@ -353,5 +357,143 @@ class RowRewrite:
         txn.add_cdc(out.cdc, unsynced=out.unsynced)
 
 
-__all__ = ["FileChange", "ReadFile", "Rewritten", "RowLevelTable", "RowRewrite",
-           "hidden_columns"]
+
+
+def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
+                    bounds: Sequence[Bound]) -> tuple[list[Add], int]:
+    """The files a row-level operation opens, and how many it skipped: those of the partitions
+    that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
+    transaction as Spark's conflict rules read them, less those whose statistics admit no
+    row within ``bounds`` (``pruning``)."""
+    from deltacommit.engine.scan import partition_physical_names
+    from deltacommit.ops.pruning import admitted
+    from deltacommit.protocol.expressions.ast import and_
+
+    snap = txn.snapshot
+    pcols = set(snap.partition_columns)
+    on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
+    try:
+        files = txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
+    except InvalidArgumentError:  # not decidable from partition values alone (a function)
+        files = txn.scan()
+    physical = partition_physical_names(snap.schema, snap.schema.names, snap.configuration)
+    kept = admitted(files, bounds, snap.schema, physical) if bounds else files
+    return kept, len(files) - len(kept)
+
+
+@dataclass(slots=True)
+class Planned:
+    """A verb's work on its snapshot, before anything is written: the changes of the files it
+    read, the rows it inserts (conformed), and its counts."""
+
+    changes: list[FileChange] = field(default_factory=list)
+    inserted: pa.Table | None = None
+    files_scanned: int = 0
+    files_skipped: int = 0
+    scan_ms: int = 0
+    #: The verb's own counts (its metrics under deltalake's and Spark's names derive from them).
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Done:
+    """A row-level operation that ended: what it planned and wrote, and the commit (None
+    when it changed nothing, so nothing was committed)."""
+
+    planned: Planned
+    written: Rewritten
+    result: CommitResult | None
+    version: int
+    execution_ms: int
+
+
+class RowLevelJob:
+    """A row-level operation as the write driver runs it (``driver.run``): each attempt
+    plans on a fresh transaction (``plan``: which files, which rows), writes and proves the
+    rewrite, stages it and commits; a conflict raises, its files deleted, as Spark's and
+    deltalake's row-level operations fail.  ``spark_metrics`` gives the ``operationMetrics``
+    of the commit."""
+
+    def __init__(self, table: RowLevelTable, operation: str, parameters: Mapping[str, Any],
+                 what: str, plan: Callable[[RowRewrite, Transaction], Planned],
+                 spark_metrics: Callable[[Planned, Rewritten], dict[str, str]]) -> None:
+        self.table = table
+        self.operation = operation
+        self.parameters = dict(parameters)
+        self.what = what
+        self.plan = plan
+        self.spark_metrics = spark_metrics
+        self.started = time.monotonic()
+        self._txn: Transaction | None = None
+        self._rewrite: RowRewrite | None = None
+        self._planned = Planned()
+        self._written = Rewritten()
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.log_store.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "begin() first"
+        return self._txn
+
+    def begin(self, attempt: Attempt) -> Transaction:
+        self._txn = self.table.transaction(self.operation, self.parameters)
+        self._txn.check_can_commit()
+        return self._txn
+
+    def _done(self, result: CommitResult | None) -> Done:
+        return Done(self._planned, self._written, result,
+                    result.version if result is not None else self.txn.read_version,
+                    int((time.monotonic() - self.started) * 1000))
+
+    def write(self, attempt: Attempt) -> Finished[Done] | None:
+        self._rewrite = RowRewrite(self.table, self.txn, self.what)
+        self._planned = self.plan(self._rewrite, self.txn)
+        self._written = self._rewrite.rewrite(attempt, self._planned.changes,
+                                              self._planned.inserted)
+        if self._written.empty:
+            return Finished(self._done(None))
+        return None
+
+    def stage(self, attempt: Attempt) -> None:
+        assert self._rewrite is not None
+        self._rewrite.stage(self.txn, self._written)
+        self.txn.operation_metrics.update(self.spark_metrics(self._planned, self._written))
+
+    def commit(self, attempt: Attempt) -> Done:
+        return self._done(self.txn.commit())
+
+    def refused(self, attempt: Attempt, error: Exception) -> Decision | Finished[Done]:
+        return Decision.RAISE
+
+
+def run_row_level(job: RowLevelJob) -> Done:
+    """Run a row-level operation through the one write driver."""
+    from deltacommit.ops.driver import run
+
+    return run(job)
+
+
+__all__ = [
+    "Done",
+    "FileChange",
+    "Planned",
+    "ReadFile",
+    "Rewritten",
+    "RowLevelJob",
+    "RowLevelTable",
+    "RowRewrite",
+    "candidate_files",
+    "hidden_columns",
+    "run_row_level",
+]

@@ -23,7 +23,7 @@ source rows it matched.  Positions are row numbers of the rows given.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -157,6 +157,52 @@ class FileMerge:
     matched_deleted: int = 0
     not_matched_by_source_updated: int = 0
     not_matched_by_source_deleted: int = 0
+
+
+def parse_assignments(updates: Any, schema: pa.Schema, what: str,
+                      target_alias: str | None = None, identity: Sequence[str] = ()
+                      ) -> tuple[tuple[str, Expr], ...]:
+    """``{column: SQL expression}`` as assignments to the table's columns.  A column may be
+    written ```col```, or ``t.col`` with the target's alias (as deltalake's ``*_all``
+    builders write them), and is matched exactly, else ignoring case, as Spark resolves
+    names.  InvalidArgumentError naming ``what`` for anything else: not a mapping of strings,
+    a column the table lacks (or a nested field), one set twice, an identity column (Spark
+    does not update them), an expression that does not parse."""
+    from deltacommit.protocol.expressions.parser import parse_expression
+
+    if not isinstance(updates, Mapping) or not updates:
+        raise InvalidArgumentError(f"{what}: updates must be a non-empty dict of column name "
+                                   f"to SQL expression, got {updates!r}")
+    names = schema.names
+    out: dict[str, Expr] = {}
+    for key, text in updates.items():
+        if not isinstance(key, str) or not isinstance(text, str):
+            raise InvalidArgumentError(f"{what}: updates must map column names to SQL "
+                                       f"expression strings, got {key!r}: {text!r}")
+        try:
+            node = parse_expression(key)
+        except InvalidArgumentError:
+            node = None
+        path = node.path if isinstance(node, Column) else None
+        if path is not None and target_alias is not None and len(path) > 1 \
+                and path[0] == target_alias:
+            path = path[1:]
+        found = None
+        if path is not None and len(path) == 1:
+            found = path[0] if path[0] in names else next(
+                iter([n for n in names if n.lower() == path[0].lower()][:1]), None)
+        if found is None:
+            raise InvalidArgumentError(
+                f"{what}: {key!r} is not a column of the table (columns are {names}); "
+                "updates set top-level columns")
+        if found in out:
+            raise InvalidArgumentError(f"{what}: column {found!r} is set twice")
+        if found in identity:
+            raise InvalidArgumentError(
+                f"{what}: column {found!r} is an identity column, whose values are generated; "
+                "Spark does not update them either")
+        out[found] = parse_expression(text)
+    return tuple(out.items())
 
 
 def _empty() -> Positions:
@@ -450,4 +496,4 @@ def insert_rows(plan: MergePlan, source: pa.Table, matched: npt.NDArray[np.bool_
 
 
 __all__ = ["ACTIONS", "MAX_PAIRS", "Clause", "FileMerge", "MergePlan", "insert_rows",
-           "match_pairs", "merge_file"]
+           "match_pairs", "merge_file", "parse_assignments"]
