@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
     from deltacommit.engine.hooks.checkpoint import CheckpointInfo
     from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.ops.merge import TableMerger
     from deltacommit.ops.optimize import TableOptimizer
 
 
@@ -454,6 +455,16 @@ class DeltaTable:
             raise InvalidArgumentError(
                 f"table {self.uri} was opened at version {self.version} and is read-only")
         return Transaction(self, operation, operation_parameters, isolation_level)
+
+    def merge(self, source: Any, predicate: str, source_alias: str | None = None,
+              target_alias: str | None = None) -> TableMerger:
+        """MERGE ``source`` (anything ``write`` takes: Arrow, pandas, an Arrow stream) into
+        the table on ``predicate``: deltalake's ``TableMerger`` builder; add clauses, then
+        ``execute()`` (``ops/merge``)."""
+        from deltacommit.ops.merge import TableMerger
+
+        self._check_writable("MERGE")
+        return TableMerger(self, source, predicate, source_alias, target_alias)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
         """Remove the rows of the partitions matching ``predicate`` (all rows if None).

@@ -223,15 +223,15 @@ def _mask(expr: Expr | None, scope: Scope, n: int, what: str) -> npt.NDArray[np.
     return np.asarray(m.to_numpy(zero_copy_only=False), dtype=np.bool_)
 
 
-def _conjuncts(e: Expr) -> Iterator[Expr]:
+def conjuncts(e: Expr) -> Iterator[Expr]:
     if isinstance(e, And):
         for c in e.children:
-            yield from _conjuncts(c)
+            yield from conjuncts(c)
     else:
         yield e
 
 
-def _side(column: Column, plan: MergePlan, target: pa.Table, source: pa.Table
+def side_of(column: Column, plan: MergePlan, target: pa.Table, source: pa.Table
           ) -> tuple[str, tuple[str, ...]] | None:
     """Which side (``target`` or ``source``) a column of the condition is on, and its path
     there; None if ambiguous or on neither."""
@@ -292,11 +292,11 @@ def match_pairs(plan: MergePlan, target: pa.Table, source: pa.Table
     if not nt or not ns:
         return _empty(), _empty()
     keys: list[tuple[pa.Array[Any], pa.Array[Any]]] = []
-    for c in _conjuncts(plan.on):
+    for c in conjuncts(plan.on):
         if not (isinstance(c, Comparison) and c.op == "="
                 and isinstance(c.left, Column) and isinstance(c.right, Column)):
             continue
-        a, b = _side(c.left, plan, target, source), _side(c.right, plan, target, source)
+        a, b = side_of(c.left, plan, target, source), side_of(c.right, plan, target, source)
         if a is None or b is None or a[0] == b[0]:
             continue
         tpath, spath = (a[1], b[1]) if a[0] == "target" else (b[1], a[1])
@@ -495,5 +495,16 @@ def insert_rows(plan: MergePlan, source: pa.Table, matched: npt.NDArray[np.bool_
     return out
 
 
-__all__ = ["ACTIONS", "MAX_PAIRS", "Clause", "FileMerge", "MergePlan", "insert_rows",
-           "match_pairs", "merge_file", "parse_assignments"]
+__all__ = [
+    "ACTIONS",
+    "MAX_PAIRS",
+    "Clause",
+    "FileMerge",
+    "MergePlan",
+    "conjuncts",
+    "insert_rows",
+    "match_pairs",
+    "merge_file",
+    "parse_assignments",
+    "side_of",
+]
