@@ -30,7 +30,7 @@ from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.create import stage_new_table
-from deltacommit.ops.delete import delete_with_deletion_vectors, deletes_write_dvs
+from deltacommit.ops.delete import delete_rows, delete_with_deletion_vectors, deletes_write_dvs
 from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
 from deltacommit.ops.optimize import TableOptimizer
 from deltacommit.ops.properties import set_properties
@@ -467,16 +467,22 @@ class DeltaTable:
         return TableMerger(self, source, predicate, source_alias, target_alias)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
-        """Remove the rows of the partitions matching ``predicate`` (all rows if None).
+        """Remove the rows matching ``predicate`` (all rows if None).
 
-        On a table that allows deletion vectors (``delta.enableDeletionVectors=true``), a
-        predicate on data columns deletes matching rows by writing deletion vectors.
+        A predicate on partition columns alone removes whole files.  One on data columns
+        deletes the matching rows: by deletion vectors on a table that allows them
+        (``delta.enableDeletionVectors=true``), else by rewriting the files that hold them
+        (copy-on-write, ``ops/delete.delete_rows``), with change data files on a table with
+        change data feed.
         """
         if predicate is not None:
             parsed = parse_predicate(predicate)
-            if (not parsed.columns() <= set(self.partition_columns)
-                    and deletes_write_dvs(self)):
-                return delete_with_deletion_vectors(self, parsed)
+            if not parsed.columns() <= set(self.partition_columns):
+                self._check_writable("DELETE")
+                if deletes_write_dvs(self) and \
+                        not self.table_config.change_data_feed_enabled(self.protocol):
+                    return delete_with_deletion_vectors(self, parsed)
+                return delete_rows(self, parsed)
         with self.transaction("DELETE", {"predicate": json_text([predicate] if predicate else [])}
                               ) as txn:
             files = txn.scan(predicate=predicate)

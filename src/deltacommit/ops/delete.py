@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
     from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.ops.rowlevel import RowLevelTable
     from deltacommit.protocol.actions import Protocol
 
 
@@ -211,5 +212,69 @@ def check_output(table: ProvingTable, proofs: list[tuple[Add, pa.Table, pa.Table
                 "was deleted and nothing was committed")
 
 
-__all__ = ["DeletingTable", "ProvingTable", "check_output", "delete_with_deletion_vectors",
-           "deletes_write_dvs", "write_deletion_vectors"]
+
+def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
+    """DELETE the rows where ``predicate`` (over any columns) is TRUE through the row-level
+    rewrite (``rowlevel``): copy-on-write on a table without deletion vectors, deletion
+    vectors with change data files on one with change data feed.  Only the files whose
+    partition values and statistics admit a matching row are opened; a commit is made only
+    when a row is deleted (Spark commits an empty DELETE; its result is then the table's
+    version, with ``attempts`` 0)."""
+    import time
+
+    from deltacommit.engine.commit.policy import CommitResult
+    from deltacommit.ops.pruning import predicate_bounds
+    from deltacommit.ops.rowlevel import (
+        FileChange,
+        Planned,
+        ReadFile,
+        Rewritten,
+        RowLevelJob,
+        RowRewrite,
+        candidate_files,
+        run_row_level,
+    )
+    from deltacommit.protocol.expressions.ast import And
+
+    schema = table.schema
+    where = f"delete from table {table.uri} where {predicate.to_sql()}"
+    matching = row_filter(predicate, schema, where)
+
+    def plan(rewrite: RowRewrite, txn: Transaction) -> Planned:
+        started = time.monotonic()
+        conjuncts = list(predicate.children) if isinstance(predicate, And) else [predicate]
+        files, skipped = candidate_files(rewrite, txn, conjuncts,
+                                         predicate_bounds(predicate, schema))
+
+        def one(f: ReadFile) -> FileChange:
+            hit = np.flatnonzero(matching.matches(f.live_rows()).to_numpy(zero_copy_only=False))
+            return FileChange(f, f.live[hit], np.zeros(0, np.int64), schema.empty_table())
+
+        changes = rewrite.each_file(files, one)
+        return Planned(changes, None, len(files), skipped, int((time.monotonic() - started)
+                                                               * 1000),
+                       {"deleted": sum(len(c.deleted) for c in changes)})
+
+    def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
+        return {"numAddedFiles": str(written.files_added),
+                "numRemovedFiles": str(written.files_removed),
+                "numDeletedRows": str(planned.counts["deleted"]),
+                "numCopiedRows": str(written.rows_copied),
+                "numAddedChangeFiles": str(written.change_files),
+                "numDeletionVectorsAdded": str(written.dvs_added),
+                "numDeletionVectorsRemoved": str(written.dvs_removed),
+                "numAddedBytes": str(written.bytes_added),
+                "numRemovedBytes": str(written.bytes_removed),
+                "scanTimeMs": str(planned.scan_ms),
+                "rewriteTimeMs": str(written.rewrite_ms)}
+
+    done = run_row_level(RowLevelJob(table, "DELETE",
+                                     {"predicate": json_text([predicate.to_sql()])}, where,
+                                     plan, spark_metrics))
+    if done.result is not None:
+        return done.result
+    return CommitResult(done.version, 0, read_version=done.version)
+
+
+__all__ = ["DeletingTable", "ProvingTable", "check_output", "delete_rows",
+           "delete_with_deletion_vectors", "deletes_write_dvs", "write_deletion_vectors"]
