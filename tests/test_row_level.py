@@ -1,0 +1,309 @@
+"""UPDATE, MERGE and row-level DELETE: bad input refused with a clear error that loses
+nothing, Spark's MERGE rules, the table's rules kept (generated columns, constraints,
+identity columns, row tracking), change data files deltalake's ``load_cdf`` reads, pruning
+by file statistics, the proof before the commit, and conflicts with concurrent writers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.errors import (
+    ConcurrentDeleteReadException,
+    ConstraintViolationError,
+    ExpressionValueError,
+    InvalidArgumentError,
+    MergeCardinalityError,
+    RewriteCheckError,
+)
+from tests.arrow_strategies import canonical_rows
+from tests.test_row_tracking import stable_ids
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("p", pa.string())])
+
+
+def _table(tmp_path: Path, configuration: dict[str, str] | None = None,
+           partitioned: bool = True, name: str = "t") -> str:
+    uri = str(tmp_path / name)
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"] if partitioned else None,
+                         configuration=configuration)
+    dc.write(uri, pa.table({"id": [1, 2, 3], "v": [1.0, 2.0, None], "p": ["a", "a", "b"]},
+                           schema=SCHEMA))
+    dc.write(uri, pa.table({"id": [4, 5], "v": [4.0, 5.0], "p": ["b", "c"]}, schema=SCHEMA))
+    return uri
+
+
+def _files(uri: str) -> set[str]:
+    return {str(p.relative_to(uri)) for p in Path(uri).rglob("*") if p.is_file()
+            and "_delta_log" not in p.parts}
+
+
+def _state(uri: str) -> tuple[int, list[str], set[str]]:
+    t = dc.DeltaTable(uri)
+    return t.version, canonical_rows(t.to_arrow()), _files(uri)
+
+
+def _source(ids: list[int], vs: list[float | None], ps: list[str]) -> pa.Table:
+    return pa.table({"id": ids, "v": vs, "p": ps}, schema=SCHEMA)
+
+
+# --------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda t: t.update({"nope": "1"}), InvalidArgumentError, r"'nope' is not a column"),
+    (lambda t: t.update({"v": "v +"}), InvalidArgumentError, r"v \+"),
+    (lambda t: t.update({"v": "nope + 1"}), InvalidArgumentError, r"nope"),
+    (lambda t: t.update({"v": "1"}, "nope > 1"), InvalidArgumentError, r"nope"),
+    (lambda t: t.update({"v": "'abc'"}), InvalidArgumentError, r"STRING to DOUBLE"),
+    (lambda t: t.update({"id": "id * 9223372036854775807"}), ExpressionValueError,
+     r"column 'id' = .*overflow"),
+    (lambda t: t.update({}), InvalidArgumentError, r"non-empty dict"),
+    (lambda t: t.delete("nope = 1"), InvalidArgumentError, r"nope"),
+    (lambda t: t.merge(_source([1], [0.0], ["a"]), "t.id = s.id", "s", "t")
+     .when_matched_update({"nope": "s.v"}).execute(), InvalidArgumentError, r"'nope'"),
+    (lambda t: t.merge(_source([1], [0.0], ["a"]), "t.id = s.nope", "s", "t")
+     .when_matched_delete().execute(), InvalidArgumentError, r"merge condition.*nope"),
+    (lambda t: t.merge(_source([1], [0.0], ["a"]), "t.id = s.id", "s", "t")
+     .when_not_matched_insert({"id": "t.id"}).execute(), InvalidArgumentError,
+     r"WHEN NOT MATCHED insert of column 'id'"),
+    (lambda t: t.merge(_source([1], [0.0], ["a"]), "t.id = s.id", "s", "t")
+     .when_not_matched_by_source_delete("s.v > 0").execute(), InvalidArgumentError,
+     r"WHEN NOT MATCHED BY SOURCE condition"),
+    (lambda t: t.merge(pa.table({"id": [1], "w": [2]}), "t.id = s.id", "s", "t")
+     .when_not_matched_insert_all().execute(), InvalidArgumentError,
+     r"source column 'w' is not a column"),
+    (lambda t: t.merge(_source([1], [0.0], ["a"]), "t.id = s.id", "s", "t").execute(),
+     InvalidArgumentError, r"at least one clause"),
+    (lambda t: t.merge(_source([1, 1], [0.0, 9.0], ["a", "a"]), "t.id = s.id", "s", "t")
+     .when_matched_update_all().execute(), MergeCardinalityError,
+     r"MERGE into table .*/t: 1 target row\(s\) are matched by more than one source row"),
+    (lambda t: t.merge(_source([1, 1], [0.0, 9.0], ["a", "a"]), "t.id = s.id", "s", "t")
+     .when_matched_delete("s.v >= 0").execute(), MergeCardinalityError, r"more than one"),
+])
+def test_bad_input_is_refused_and_loses_nothing(tmp_path: Path, call: Any, error: type,
+                                                match: str) -> None:
+    uri = _table(tmp_path)
+    before = _state(uri)
+    with pytest.raises(error, match=match):
+        call(dc.DeltaTable(uri))
+    assert _state(uri) == before
+
+
+def test_a_pinned_table_refuses_row_level_operations(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    old = dc.DeltaTable(uri, version=0)
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        old.update({"v": "0"})
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        old.merge(_source([1], [0.0], ["a"]), "t.id = s.id", "s", "t")
+
+
+# --------------------------------------------------------------------------- MERGE semantics
+
+def test_a_lone_unconditional_delete_takes_rows_several_source_rows_match(
+        tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    m = (dc.DeltaTable(uri).merge(_source([1, 1, 4], [0.0, 9.0, 0.0], ["a", "a", "b"]),
+                                  "t.id = s.id", "s", "t").when_matched_delete().execute())
+    assert m["num_target_rows_deleted"] == 2
+    assert sorted(dc.DeltaTable(uri).to_arrow()["id"].to_pylist()) == [2, 3, 5]
+
+
+def test_first_matching_clause_wins_and_source_rows_matching_nothing_else_are_inserted(
+        tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    m = (dc.DeltaTable(uri).merge(_source([1, 2, 9, 10], [10.0, -1.0, 3.0, None],
+                                          ["a", "a", "a", "c"]), "t.id = s.id", "s", "t")
+         .when_matched_update({"v": "s.v"}, "s.v > 5")
+         .when_matched_delete()
+         .when_not_matched_insert({"id": "s.id", "p": "'new'"}, "s.v IS NULL")
+         .when_not_matched_insert_all()
+         .execute())
+    rows = {r["id"]: (r["v"], r["p"]) for r in dc.DeltaTable(uri).to_arrow().to_pylist()}
+    assert rows == {1: (10.0, "a"), 3: (None, "b"), 4: (4.0, "b"), 5: (5.0, "c"),
+                    9: (3.0, "a"), 10: (None, "new")}
+    assert (m["num_target_rows_updated"], m["num_target_rows_deleted"],
+            m["num_target_rows_inserted"], m["num_source_rows"]) == (1, 1, 2, 4)
+
+
+def test_a_merge_of_a_few_keys_rewrites_only_the_files_their_statistics_admit(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "many")
+    dc.DeltaTable.create(uri, SCHEMA)
+    for i in range(20):
+        dc.write(uri, pa.table({"id": list(range(i * 100, i * 100 + 100)), "v": [0.0] * 100,
+                                "p": ["a"] * 100}, schema=SCHEMA))
+    m = (dc.DeltaTable(uri).merge(_source([150, 1999, 5000], [1.0, 1.0, 1.0], ["a"] * 3),
+                                  "t.id = s.id", "s", "t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert (m["num_target_files_scanned"], m["num_target_files_skipped_during_scan"]) == (2, 18)
+    assert m["num_target_files_removed"] == 2
+    assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == (2, 1)
+    got = dc.DeltaTable(uri).to_arrow()
+    assert got.num_rows == 2001 and sorted(got.filter(
+        pa.compute.equal(got["v"], 1.0))["id"].to_pylist()) == [150, 1999, 5000]
+
+
+def test_a_merge_condition_on_target_partitions_reads_only_those(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    m = (dc.DeltaTable(uri).merge(_source([3, 4], [7.0, 7.0], ["b", "b"]),
+                                  "t.id = s.id AND t.p = 'b'", "s", "t")
+         .when_matched_update_all().execute())
+    assert m["num_target_files_scanned"] == 2 and m["num_target_rows_updated"] == 2
+
+
+# --------------------------------------------------------------------------- table rules
+
+def test_update_recomputes_generated_columns_and_checks_constraints(tmp_path: Path) -> None:
+    uri = str(tmp_path / "g")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int64()),
+                        pa.field("w", pa.int64(), metadata={
+                            "delta.generationExpression": "v * 10"})])
+    dc.DeltaTable.create(uri, schema, configuration={"delta.constraints.v_small": "v < 100"})
+    dc.write(uri, pa.table({"id": [1, 2], "v": [1, 2]}))
+    dc.DeltaTable(uri).update({"v": "v + 5"}, "id = 2")
+    assert sorted(dc.DeltaTable(uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1, "w": 10}, {"id": 2, "v": 7, "w": 70}]
+    (dc.DeltaTable(uri).merge(pa.table({"id": [1, 3], "v": [3, 4]}), "t.id = s.id", "s", "t")
+     .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert sorted(dc.DeltaTable(uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 3, "w": 30}, {"id": 2, "v": 7, "w": 70}, {"id": 3, "v": 4, "w": 40}]
+    before = _state(uri)
+    with pytest.raises(ConstraintViolationError, match="v_small"):
+        dc.DeltaTable(uri).update({"v": "v + 100"})
+    assert _state(uri) == before
+
+
+def test_merge_inserts_take_identity_values_above_the_mark(tmp_path: Path) -> None:
+    uri = str(tmp_path / "ident")
+    schema = pa.schema([pa.field("k", pa.int64(), metadata={
+        "delta.identity.start": "1", "delta.identity.step": "1",
+        "delta.identity.allowExplicitInsert": "false"}), pa.field("id", pa.int64())])
+    dc.DeltaTable.create(uri, schema)
+    dc.write(uri, pa.table({"id": [10, 20]}))
+    (dc.DeltaTable(uri).merge(pa.table({"id": [20, 30, 40]}), "t.id = s.id", "s", "t")
+     .when_not_matched_insert({"id": "s.id"}).execute())
+    rows = sorted((r["k"], r["id"]) for r in dc.DeltaTable(uri).to_arrow().to_pylist())
+    assert rows == [(1, 10), (2, 20), (3, 30), (4, 40)]
+    with pytest.raises(InvalidArgumentError, match="identity column"):
+        dc.DeltaTable(uri).update({"k": "0"})
+
+
+@pytest.mark.parametrize("dvs", [False, True])
+def test_updated_rows_keep_their_row_ids_and_take_the_new_commit_version(
+        tmp_path: Path, dvs: bool) -> None:
+    config = {"delta.enableRowTracking": "true"}
+    if dvs:
+        config["delta.enableDeletionVectors"] = "true"
+    uri = _table(tmp_path, config)
+    before = stable_ids(uri)
+    t = dc.DeltaTable(uri)
+    m = (t.merge(_source([2, 3, 7], [20.0, 30.0, 70.0], ["a", "b", "c"]), "t.id = s.id", "s",
+                 "t").when_matched_update_all().when_not_matched_insert_all().execute())
+    after = stable_ids(uri)
+    version = m["version"]
+    assert any(a.deletion_vector for a in dc.DeltaTable(uri).files()) is dvs
+    assert {k: after[k] for k in (1, 4, 5)} == {k: before[k] for k in (1, 4, 5)}  # copied
+    assert after[2] == (before[2][0], version) and after[3] == (before[3][0], version)
+    assert after[7][0] > max(i for i, _ in before.values()) and after[7][1] == version
+    dc.DeltaTable(uri).delete("id = 1")
+    dc.DeltaTable(uri).update({"v": "0"}, "id = 4")
+    last = stable_ids(uri)
+    assert 1 not in last and last[4] == (before[4][0], dc.DeltaTable(uri).version)
+    assert last[2] == after[2]
+
+
+# --------------------------------------------------------------------------- change data
+
+def _cdf(uri: str, start: int) -> list[tuple[Any, ...]]:
+    feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=start))
+    return sorted((r["_commit_version"], r["_change_type"], r["id"], r["v"], r["p"])
+                  for r in feed.to_pylist())
+
+
+def test_change_data_files_say_what_each_operation_changed(tmp_path: Path) -> None:
+    uri = _table(tmp_path, {"delta.enableChangeDataFeed": "true"})
+    start = dc.DeltaTable(uri).version + 1
+    merged = (dc.DeltaTable(uri).merge(_source([2, 9], [20.0, 90.0], ["a", "c"]),
+                                       "t.id = s.id", "s", "t")
+              .when_matched_update_all().when_not_matched_insert_all()
+              .when_not_matched_by_source_delete("t.id = 5").execute())["version"]
+    updated = dc.DeltaTable(uri).update({"v": "v + 1"}, "id = 4")["version"]
+    deleted = dc.DeltaTable(uri).delete("v IS NULL").version
+    assert _cdf(uri, start) == sorted([
+        (merged, "update_preimage", 2, 2.0, "a"), (merged, "update_postimage", 2, 20.0, "a"),
+        (merged, "insert", 9, 90.0, "c"), (merged, "delete", 5, 5.0, "c"),
+        (updated, "update_preimage", 4, 4.0, "b"), (updated, "update_postimage", 4, 5.0, "b"),
+        (deleted, "delete", 3, None, "b")])
+    assert canonical_rows(deltalake.DeltaTable(uri).to_pyarrow_table()) == \
+        canonical_rows(dc.DeltaTable(uri).to_arrow())
+
+
+def test_a_change_data_table_with_deletion_vectors_gets_change_files_too(
+        tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    uri = _table(tmp_path, {"delta.enableChangeDataFeed": "true",
+                            "delta.enableDeletionVectors": "true"})
+    version = dc.DeltaTable(uri).delete("id = 2").version
+    cdc = [a for a in _actions(uri, version) if "cdc" in a]
+    assert len(cdc) == 1 and cdc[0]["cdc"]["dataChange"] is False
+    rows = pq.read_table(Path(uri) / cdc[0]["cdc"]["path"]).to_pylist()
+    assert rows == [{"id": 2, "v": 2.0, "_change_type": "delete"}]
+    assert any(a.deletion_vector for a in dc.DeltaTable(uri).files())
+    assert sorted(dc.DeltaTable(uri).to_arrow()["id"].to_pylist()) == [1, 3, 4, 5]
+
+
+def _actions(uri: str, version: int) -> list[dict[str, Any]]:
+    import json
+
+    with open(os.path.join(uri, "_delta_log", f"{version:020d}.json")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# --------------------------------------------------------------------------- proof, conflicts
+
+@pytest.mark.parametrize("dvs", [False, True])
+def test_a_rewrite_whose_files_lose_a_row_commits_nothing_and_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dvs: bool) -> None:
+    from deltacommit.ops import rowlevel
+
+    uri = _table(tmp_path, {"delta.enableDeletionVectors": "true"} if dvs else None)
+    before = _state(uri)
+    real = rowlevel.write_rows
+
+    def lossy(store: Any, target: Any, rows: pa.Table, **kw: Any) -> Any:
+        return real(store, target, rows.slice(1), **kw)
+
+    monkeypatch.setattr(rowlevel, "write_rows", lossy)
+    with pytest.raises(RewriteCheckError, match="nothing was committed"):
+        (dc.DeltaTable(uri).merge(_source([2, 9], [20.0, 90.0], ["a", "c"]), "t.id = s.id",
+                                  "s", "t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert _state(uri) == before
+
+
+def test_a_merge_conflicting_with_a_concurrent_delete_fails_and_deletes_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltacommit.ops import rowlevel
+
+    uri = _table(tmp_path)
+    real = rowlevel.RowRewrite.stage
+
+    def stage_after_a_concurrent_delete(self: Any, txn: Any, out: Any) -> None:
+        dc.DeltaTable(uri).delete("p = 'a'")  # removes the file the merge rewrites
+        real(self, txn, out)
+
+    monkeypatch.setattr(rowlevel.RowRewrite, "stage", stage_after_a_concurrent_delete)
+    files = _files(uri)
+    with pytest.raises(ConcurrentDeleteReadException):
+        (dc.DeltaTable(uri).merge(_source([2], [20.0], ["a"]), "t.id = s.id", "s", "t")
+         .when_matched_update_all().execute())
+    assert _files(uri) == files
+    assert sorted(dc.DeltaTable(uri).to_arrow()["id"].to_pylist()) == [3, 4, 5]
