@@ -5,12 +5,13 @@ Spark's CDF tables from delta-kernel-rs's test data (with ``cdc`` actions and
 with deltacommit; then deltacommit and deltalake 1.6.0 read every row, and deltalake's
 ``load_cdf`` reads the change feed of the versions deltacommit wrote.  Operations that only
 add or remove whole files need no change data files (a reader derives the changes from the
-adds and removes); row-level deletes would, and are refused on such a table.
+adds and removes); row-level deletes write them (``ops/rowlevel.py``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -158,15 +159,22 @@ def test_partition_delete_and_compaction_of_a_cdf_table(tmp_path: Path) -> None:
     assert _rows(_peer(path)) == rows
 
 
-def test_row_level_delete_of_a_cdf_table_is_refused(tmp_path: Path) -> None:
+def test_row_level_delete_of_a_cdf_table_writes_change_data(tmp_path: Path) -> None:
     path = _copy("cdf-table-with-dv", tmp_path)  # deletion vectors and change data feed
     table = dc.DeltaTable(path)
-    version, rows = table.version, _rows(table.to_arrow())
-    with pytest.raises(UnsupportedProtocolError, match=r"change data feed enabled.*"
-                       r"change data files"):
-        table.delete("value > 3")
-    assert dc.DeltaTable(path).version == version
-    assert _rows(dc.DeltaTable(path).to_arrow()) == rows
+    before = table.to_arrow()
+    gone = before.filter(pa.compute.greater(before["value"], 3))
+    kept = before.filter(pa.compute.invert(pa.compute.greater(before["value"], 3)))
+    assert gone.num_rows and kept.num_rows
+    version = table.delete("value > 3").version
+    assert _rows(dc.DeltaTable(path).to_arrow()) == _rows(kept)
+    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    cdc = [json.loads(line)["cdc"] for line in lines if '"cdc"' in line]
+    changes = pa.concat_tables([pq.read_table(Path(path) / c["path"]) for c in cdc])
+    assert set(changes["_change_type"].to_pylist()) == {"delete"}
+    assert _rows(changes.drop_columns(["_change_type"])) == \
+        _rows(gone.select([n for n in gone.column_names
+                           if n in changes.column_names and n != "_change_type"]))
 
 
 def test_create_a_cdf_table(tmp_path: Path) -> None:

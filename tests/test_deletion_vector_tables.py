@@ -270,8 +270,11 @@ def test_a_table_created_with_dvs_enabled_deletes_rows_with_them(tmp_path: Path)
     assert sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist()) == [*range(41), 100]
 
 
-def test_delete_on_data_columns_without_dvs_enabled_is_refused(tmp_path: Path) -> None:
+def test_delete_on_data_columns_without_dvs_enabled_rewrites_the_files(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
-    dc.write(uri, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
-    with pytest.raises(dc.InvalidArgumentError, match="'id', which is not a partition column"):
-        dc.DeltaTable(uri).delete("id = 1")
+    dc.write(uri, pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"]}), partition_by=["p"])
+    dc.DeltaTable(uri).delete("id = 1")  # copy-on-write: no deletion vector is written
+    t = dc.DeltaTable(uri)
+    assert not any(a.deletion_vector for a in t.files())
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [2, 3]
+    assert sorted(peer_read(uri).column("id").to_pylist()) == [2, 3]

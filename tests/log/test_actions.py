@@ -86,6 +86,16 @@ def test_unknown_action_types_are_preserved() -> None:
     assert action_to_json(a) == line
 
 
+def test_change_data_files_are_written_as_spark_writes_them() -> None:
+    from deltacommit.protocol.actions import AddCDCFile
+
+    cdc = AddCDCFile("_change_data/p=a/cdc-00000-x.c000.snappy.parquet", {"p": "a"}, 9)
+    line = {"cdc": {"path": "_change_data/p=a/cdc-00000-x.c000.snappy.parquet",
+                    "partitionValues": {"p": "a"}, "size": 9, "dataChange": False}}
+    assert action_to_json(cdc) == line
+    assert parse_commit(serialize_commit([cdc]), "t") == [UnknownAction("cdc", line["cdc"])]
+
+
 def test_domain_metadata_decodes_and_keeps_unknown_fields() -> None:
     line = {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False, "x": 1}}
     a = action_from_json(line)

@@ -300,7 +300,11 @@ class Remove:
 class AddCDCFile:
     """A change data file (PROTOCOL.md "Add CDC File"): rows a version changed, each with its
     ``_change_type``.  A version holding any ``cdc`` action is read by change-data readers
-    from its cdc files alone; its adds and removes then only say which files hold the table."""
+    from its cdc files alone; its adds and removes then only say which files hold the table.
+
+    Written by row-level operations; read back as an ``UnknownAction`` (the table's state
+    does not depend on them, so a malformed one written by another engine never makes a
+    table unreadable)."""
 
     path: str
     partition_values: dict[str, str | None]
@@ -309,20 +313,6 @@ class AddCDCFile:
     data_change: bool = False
     tags: dict[str, str | None] | None = None
     extra: JsonDict = field(default_factory=dict)
-
-    _KNOWN = frozenset({"path", "partitionValues", "size", "dataChange", "tags"})
-
-    @classmethod
-    def from_json(cls, d: JsonDict) -> AddCDCFile:
-        tags = d.get("tags")
-        return cls(
-            path=str(_req(d, "path", "cdc")),
-            partition_values=_str_map(d.get("partitionValues"), "partitionValues"),
-            size=_req_long(d, "size", "cdc"),
-            data_change=bool(d.get("dataChange", False)),
-            tags=None if tags is None else _str_map(tags, "tags"),
-            extra=_rest(d, cls._KNOWN),
-        )
 
     def to_json(self) -> JsonDict:
         out: JsonDict = {"path": self.path, "partitionValues": dict(self.partition_values),
@@ -434,7 +424,7 @@ class DomainMetadata:
 
 @dataclass(slots=True)
 class UnknownAction:
-    """An action type this codec does not model (future ones)."""
+    """An action type this codec does not decode (``cdc``, future ones)."""
 
     key: str
     value: Any
@@ -451,7 +441,6 @@ _DECODERS: dict[str, Any] = {
     "metaData": Metadata.from_json,
     "add": Add.from_json,
     "remove": Remove.from_json,
-    "cdc": AddCDCFile.from_json,
     "txn": Txn.from_json,
     "commitInfo": CommitInfo.from_json,
     "domainMetadata": DomainMetadata.from_json,
