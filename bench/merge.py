@@ -1,0 +1,136 @@
+"""Row-level operations: deltacommit against deltalake 1.6.0 on copies of one table, one run.
+
+A table of ``--rows`` rows (``id``, a float, a string; ``--files`` files) is written once and
+copied for each library and each round.  Measured, interleaved (deltacommit then deltalake,
+``--rounds`` times, each on a fresh copy), as wall time of the call:
+
+* ``merge_upsert``: MERGE of a source of 1% of the rows by key (half existing ids spread over
+  the table, updated; half new, inserted): ``when_matched_update_all`` +
+  ``when_not_matched_insert_all``;
+* ``update``: UPDATE of 1% of the rows (``id % 100 = 7``);
+* ``merge_few_keys``: MERGE of 100 existing keys into the table (ids ordered across files, so
+  file statistics admit a few files): files rewritten by each library.
+
+One JSON line per measurement (each library's median seconds, the ratio deltacommit /
+deltalake), and per library the files the few-keys MERGE removed.
+
+    .venv/bin/python bench/merge.py                  # 1M rows, about a minute
+    .venv/bin/python bench/merge.py --rows 10000000  # the 10M-row table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def table_rows(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table({"id": ids, "v": (ids % 1000).astype(np.float64),
+                     "s": pa.array(np.char.add("s", (ids % 97).astype(str)))})
+
+
+def build(path: str, rows: int, files: int) -> None:
+    import deltacommit as dc
+
+    per = -(-rows // files)
+    for start in range(0, rows, per):
+        dc.write(path, table_rows(start, min(per, rows - start)))
+
+
+def open_table(lib: str, path: str) -> Any:
+    if lib == "deltacommit":
+        import deltacommit as dc
+
+        return dc.DeltaTable(path)
+    import deltalake
+
+    return deltalake.DeltaTable(path)
+
+
+def merge_of(table: Any, source: pa.Table) -> Any:
+    """The MERGE builder; deltalake's streamed execution (its default) reports matches of
+    one source row per target row as duplicates on large sources (delta-rs issue 4572),
+    so it runs unstreamed."""
+    if isinstance(table, __import__("deltalake").DeltaTable):
+        return table.merge(source, "t.id = s.id", source_alias="s", target_alias="t",
+                           streamed_exec=False)
+    return table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+
+
+def upsert_source(rows: int) -> pa.Table:
+    n = max(2, rows // 100)
+    rng = np.random.default_rng(7)
+    existing = rng.choice(rows, size=n // 2, replace=False).astype(np.int64)
+    new = np.arange(rows, rows + n - n // 2, dtype=np.int64)
+    ids = np.concatenate([existing, new])
+    return pa.table({"id": ids, "v": np.full(len(ids), -1.0),
+                     "s": pa.array(["merged"] * len(ids))})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--few-keys-files", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = f"{tmp}/base"
+        build(base, args.rows, args.files)
+        source = upsert_source(args.rows)
+        ops = {
+            "merge_upsert": lambda t: (merge_of(t, source).when_matched_update_all()
+                                       .when_not_matched_insert_all().execute()),
+            "update": lambda t: t.update({"v": "v + 1", "s": "'updated'"},
+                                         predicate="id % 100 = 7"),
+        }
+        for name, op in ops.items():
+            times: dict[str, list[float]] = {"deltacommit": [], "deltalake": []}
+            for r in range(args.rounds):
+                for lib in ("deltacommit", "deltalake"):
+                    path = f"{tmp}/{name}-{lib}-{r}"
+                    shutil.copytree(base, path)
+                    table = open_table(lib, path)
+                    started = time.perf_counter()
+                    op(table)
+                    times[lib].append(time.perf_counter() - started)
+                    shutil.rmtree(path)
+            ours, theirs = (statistics.median(times[k]) for k in ("deltacommit", "deltalake"))
+            emit(bench="merge", op=name, rows=args.rows, files=args.files,
+                 source_rows=source.num_rows if name == "merge_upsert" else None,
+                 deltacommit_s=round(ours, 3), deltalake_s=round(theirs, 3),
+                 ratio=round(ours / theirs, 3), rounds=args.rounds)
+        few = f"{tmp}/few"
+        build(few, args.rows, args.few_keys_files)
+        rng = np.random.default_rng(11)
+        keys = pa.table({"id": np.sort(rng.choice(args.rows, size=100, replace=False))
+                         .astype(np.int64), "v": np.zeros(100), "s": ["few"] * 100})
+        per_file = -(-args.rows // args.few_keys_files)
+        holding = len({int(k) // per_file for k in keys["id"].to_pylist()})
+        for lib in ("deltacommit", "deltalake"):
+            path = f"{tmp}/few-{lib}"
+            shutil.copytree(few, path)
+            table = open_table(lib, path)
+            started = time.perf_counter()
+            m = merge_of(table, keys).when_matched_update_all().execute()
+            emit(bench="merge", op="merge_few_keys", lib=lib, rows=args.rows,
+                 files=args.few_keys_files, files_holding_keys=holding,
+                 files_removed=m["num_target_files_removed"],
+                 seconds=round(time.perf_counter() - started, 3))
+
+
+if __name__ == "__main__":
+    main()
