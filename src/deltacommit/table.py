@@ -32,9 +32,11 @@ from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.create import stage_new_table
 from deltacommit.ops.delete import delete_rows, delete_with_deletion_vectors, deletes_write_dvs
 from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
+from deltacommit.ops.merge import TableMerger
 from deltacommit.ops.optimize import TableOptimizer
 from deltacommit.ops.properties import set_properties
 from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
+from deltacommit.ops.update import update as update_rows
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
 from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
@@ -55,7 +57,6 @@ if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
     from deltacommit.engine.hooks.checkpoint import CheckpointInfo
     from deltacommit.io.storage.base import ObjectStore
-    from deltacommit.ops.merge import TableMerger
     from deltacommit.ops.optimize import TableOptimizer
 
 
@@ -234,8 +235,6 @@ class DeltaTable:
         rows where ``predicate`` is TRUE (every row without one), deltalake's
         ``DeltaTable.update``; its metrics (``ops/update.py``)."""
         if updates is not None or predicate is not None:
-            from deltacommit.ops.update import update as update_rows
-
             if updates is None:
                 raise InvalidArgumentError(
                     f"UPDATE of table {self.uri}: give updates (column -> SQL expression) "
@@ -461,8 +460,6 @@ class DeltaTable:
         """MERGE ``source`` (anything ``write`` takes: Arrow, pandas, an Arrow stream) into
         the table on ``predicate``: deltalake's ``TableMerger`` builder; add clauses, then
         ``execute()`` (``ops/merge``)."""
-        from deltacommit.ops.merge import TableMerger
-
         self._check_writable("MERGE")
         return TableMerger(self, source, predicate, source_alias, target_alias)
 

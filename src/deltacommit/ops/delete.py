@@ -17,8 +17,8 @@ again from the live rows.  Otherwise the new deletion-vector file is deleted and
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
@@ -27,27 +27,34 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
-from deltacommit.errors import RewriteCheckError, UnsupportedProtocolError
-from deltacommit.io.deletion_vectors import deleted_rows, keep_mask, kept_rows
-from deltacommit.protocol.actions import Add
-from deltacommit.protocol.deletion_vectors import (
-    encode_bitmap_array,
-    encode_file,
-    relative_dv_path_or_inline,
+from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
+from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
+from deltacommit.ops.pruning import predicate_bounds
+from deltacommit.ops.rowlevel import (
+    FileChange,
+    Planned,
+    ReadFile,
+    Rewritten,
+    RowLevelJob,
+    RowLevelTable,
+    RowRewrite,
+    candidate_files,
+    run_row_level,
 )
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.deletion_vectors import encode_bitmap_array
+from deltacommit.protocol.expressions.ast import And
 from deltacommit.protocol.expressions.predicates import Predicate
 from deltacommit.protocol.expressions.row_filters import row_filter
-from deltacommit.protocol.fingerprint import row_differences
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.table_config.config import TableConfig
 
 if TYPE_CHECKING:
-    from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
-    from deltacommit.io.storage.base import ObjectStore
-    from deltacommit.ops.rowlevel import RowLevelTable
     from deltacommit.protocol.actions import Protocol
 
 
@@ -135,84 +142,6 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
     return txn.result
 
 
-def write_deletion_vectors(store: ObjectStore, kept: Sequence[tuple[Add, bytes, int]]
-                           ) -> tuple[list[Add], str | None]:
-    """Each file of ``kept`` (its add as read, its new deletion vector's bitmap, the rows that
-    marks) committed again with that deletion vector: the new adds, and the one
-    ``deletion_vector_<uuid>.bin`` at the table root holding every bitmap (as Spark writes
-    them; None when ``kept`` is empty).  A row-level DELETE, UPDATE and MERGE mark rows so."""
-    if not kept:
-        return [], None
-    content, offsets = encode_file([b for _, b, _ in kept])
-    uid = uuid.uuid4()
-    dv_file = f"deletion_vector_{uid}.bin"
-    store.put(dv_file, content)
-    key = relative_dv_path_or_inline("", uid)
-    adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
-                stats=a.stats, tags=a.tags,
-                # The same file committed again keeps its row ids (row tracking).
-                base_row_id=a.base_row_id,
-                default_row_commit_version=a.default_row_commit_version,
-                deletion_vector={"storageType": "u", "pathOrInlineDv": key,
-                                 "offset": off, "sizeInBytes": len(blob),
-                                 "cardinality": card})
-            for (a, blob, card), off in zip(kept, offsets, strict=True)]
-    return adds, dv_file
-
-
-class ProvingTable(Interface):
-    """What proving a deletion vector needs of its table."""
-
-    @property
-    def uri(self) -> str: ...
-
-    @property
-    def storage_options(self) -> dict[str, str]: ...
-
-    @property
-    def allow_external_paths(self) -> bool: ...
-
-    @property
-    def log_store(self) -> LogStore: ...
-
-
-def check_output(table: ProvingTable, proofs: list[tuple[Add, pa.Table, pa.Table]],
-                 adds: list[Add], dv_file: str | None, where: str) -> None:
-    """RewriteCheckError, after deleting ``dv_file``, unless every touched file's rows as
-    its new deletion vector (read back from storage) leaves them are the rows expected: a
-    file without a new ``add`` must keep none."""
-
-    store = table.log_store.store
-    root = parse_location(table.uri)
-    by_path = {a.path: a for a in adds}
-    for old, data, expected in proofs:
-        new = by_path.get(old.path)
-        try:
-            if new is None:
-                found = data.slice(0, 0)
-            else:
-                assert new.deletion_vector is not None
-                found = data.filter(kept_rows(
-                    store, root, table.uri, new.deletion_vector, data_file=new.path,
-                    num_rows=data.num_rows, storage_options=table.storage_options,
-                    allow_external=table.allow_external_paths))
-            problems = row_differences(expected, found)
-        except Exception as e:
-            if dv_file is not None:
-                store.delete(dv_file)
-            raise RewriteCheckError(f"{where}: the deletion vector written for {old.path} "
-                                    f"cannot be read back ({e}); it was deleted and nothing "
-                                    "was committed") from None
-        if problems:
-            if dv_file is not None:
-                store.delete(dv_file)
-            raise RewriteCheckError(
-                f"{where}: the new deletion vector of {old.path} leaves {'; '.join(problems)}, "
-                "not its live rows less those the predicate matches; the deletion-vector file "
-                "was deleted and nothing was committed")
-
-
-
 def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     """DELETE the rows where ``predicate`` (over any columns) is TRUE through the row-level
     rewrite (``rowlevel``): copy-on-write on a table without deletion vectors, deletion
@@ -220,22 +149,6 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     partition values and statistics admit a matching row are opened; a commit is made only
     when a row is deleted (Spark commits an empty DELETE; its result is then the table's
     version, with ``attempts`` 0)."""
-    import time
-
-    from deltacommit.engine.commit.policy import CommitResult
-    from deltacommit.ops.pruning import predicate_bounds
-    from deltacommit.ops.rowlevel import (
-        FileChange,
-        Planned,
-        ReadFile,
-        Rewritten,
-        RowLevelJob,
-        RowRewrite,
-        candidate_files,
-        run_row_level,
-    )
-    from deltacommit.protocol.expressions.ast import And
-
     schema = table.schema
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
     matching = row_filter(predicate, schema, where)
@@ -276,5 +189,4 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     return CommitResult(done.version, 0, read_version=done.version)
 
 
-__all__ = ["DeletingTable", "ProvingTable", "check_output", "delete_rows",
-           "delete_with_deletion_vectors", "deletes_write_dvs", "write_deletion_vectors"]
+__all__ = ["DeletingTable", "delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs"]

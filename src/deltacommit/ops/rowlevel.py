@@ -37,6 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from deltacommit.engine.rewrite_check import check_rewritten
+from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
@@ -44,10 +45,13 @@ from deltacommit.io.datafiles import (
     write_data_files,
     write_rows,
 )
-from deltacommit.ops.delete import check_output, write_deletion_vectors
-from deltacommit.ops.driver import Attempt, Decision, Finished
+from deltacommit.io.deletion_vectors import deleted_rows
+from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
+from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.pruning import Bound, admitted
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
+from deltacommit.protocol.expressions.ast import Expr, and_
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.partitions import decode_add_path
@@ -60,9 +64,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
     from deltacommit.io.storage.base import ObjectStore
-    from deltacommit.ops.pruning import Bound
     from deltacommit.protocol.actions import Protocol
-    from deltacommit.protocol.expressions.ast import Expr
     from deltacommit.protocol.table_config.config import TableConfig
     from deltacommit.runtime.clock import Clock, RandomSource
 
@@ -208,8 +210,6 @@ class RowRewrite:
 
     def read(self, add: Add) -> ReadFile:
         """A file's physical rows, with stable ids where the table tracks rows."""
-        from deltacommit.io.deletion_vectors import deleted_rows
-
         table = self.table
         data = self.scan.read(add)
         n = data.num_rows
@@ -365,10 +365,6 @@ def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence
     that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
     transaction as Spark's conflict rules read them, less those whose statistics admit no
     row within ``bounds`` (``pruning``)."""
-    from deltacommit.engine.scan import partition_physical_names
-    from deltacommit.ops.pruning import admitted
-    from deltacommit.protocol.expressions.ast import and_
-
     snap = txn.snapshot
     pcols = set(snap.partition_columns)
     on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
@@ -479,8 +475,6 @@ class RowLevelJob:
 
 def run_row_level(job: RowLevelJob) -> Done:
     """Run a row-level operation through the one write driver."""
-    from deltacommit.ops.driver import run
-
     return run(job)
 
 

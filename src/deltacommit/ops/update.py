@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import WriteTarget, conform_rows
 from deltacommit.ops.merge.plan import parse_assignments
@@ -41,7 +41,9 @@ from deltacommit.ops.rowlevel import (
 )
 from deltacommit.protocol.expressions.ast import And, Expr
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
+from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
+from deltacommit.protocol.features.identity import identity_columns
 
 Positions = npt.NDArray[np.int64]
 
@@ -84,9 +86,6 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
            predicate: str | None = None) -> dict[str, Any]:
     """UPDATE (module docstring); deltalake's metrics, and ``version`` (the table's version
     when nothing matched: nothing is then committed)."""
-    from deltacommit.protocol.expressions.parser import parse_expression
-    from deltacommit.protocol.features.identity import identity_columns
-
     schema = table.schema
     uri = table.uri
     what = f"UPDATE of table {uri}"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import conform_rows
 from deltacommit.ops.merge.plan import (
@@ -45,7 +45,9 @@ from deltacommit.ops.rowlevel import (
     candidate_files,
     run_row_level,
 )
-from deltacommit.protocol.expressions.ast import Column, Comparison, Expr
+from deltacommit.ops.write import to_arrow_table
+from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
+from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.features.identity import (
     Allocation,
     allocate,
@@ -66,9 +68,6 @@ class TableMerger:
 
     def __init__(self, table: RowLevelTable, source: Any, predicate: str,
                  source_alias: str | None = None, target_alias: str | None = None) -> None:
-        from deltacommit.ops.write import to_arrow_table
-        from deltacommit.protocol.expressions.parser import parse_expression
-
         self.table = table
         self.what = f"MERGE into table {table.uri}"
         for alias, side in ((source_alias, "source_alias"), (target_alias, "target_alias")):
@@ -88,8 +87,6 @@ class TableMerger:
     # ------------------------------------------------------------------ clauses
 
     def _condition(self, predicate: str | None) -> Expr | None:
-        from deltacommit.protocol.expressions.parser import parse_expression
-
         return None if predicate is None else parse_expression(predicate)
 
     def _sets(self, updates: Mapping[str, str], kind: str) -> tuple[tuple[str, Expr], ...]:
@@ -339,8 +336,6 @@ class TableMerger:
 
 
 def _and(parts: Sequence[Expr]) -> Expr:
-    from deltacommit.protocol.expressions.ast import and_
-
     return and_(*parts)
 
 

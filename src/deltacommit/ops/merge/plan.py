@@ -43,6 +43,7 @@ from deltacommit.protocol.expressions.evaluator import (
     evaluate,
     predicate_mask,
 )
+from deltacommit.protocol.expressions.parser import parse_expression
 
 Positions = npt.NDArray[np.int64]
 
@@ -168,8 +169,6 @@ def parse_assignments(updates: Any, schema: pa.Schema, what: str,
     names.  InvalidArgumentError naming ``what`` for anything else: not a mapping of strings,
     a column the table lacks (or a nested field), one set twice, an identity column (Spark
     does not update them), an expression that does not parse."""
-    from deltacommit.protocol.expressions.parser import parse_expression
-
     if not isinstance(updates, Mapping) or not updates:
         raise InvalidArgumentError(f"{what}: updates must be a non-empty dict of column name "
                                    f"to SQL expression, got {updates!r}")

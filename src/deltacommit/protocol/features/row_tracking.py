@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.actions import Add, DomainMetadata
+from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
 
@@ -125,8 +126,6 @@ def stable_ids(add: Add, materialized_ids: pa.Array[Any] | pa.ChunkedArray[Any],
 def stats_without_columns(stats: str | None, names: Sequence[str]) -> str | None:
     """A file's statistics without the hidden materialized columns ``names`` (they are not
     part of the table's schema, so readers must not see bounds for them)."""
-    from deltacommit.protocol.json_values import loads
-
     if stats is None or not names:
         return stats
     try:
