@@ -1,6 +1,7 @@
 """Row-level operations: deltacommit against deltalake 1.6.0 on copies of one table, one run.
 
-A table of ``--rows`` rows (``id``, a float, a string; ``--files`` files) is written once and
+A table of ``--rows`` rows (``id``, a float, a string; ``--files`` files, one per 5,000 rows by
+default, see ``merge_of``) is written once and
 copied for each library and each round.  Measured, interleaved (deltacommit then deltalake,
 ``--rounds`` times, each on a fresh copy), as wall time of the call:
 
@@ -14,8 +15,8 @@ copied for each library and each round.  Measured, interleaved (deltacommit then
 One JSON line per measurement (each library's median seconds, the ratio deltacommit /
 deltalake), and per library the files the few-keys MERGE removed.
 
-    .venv/bin/python bench/merge.py                  # 1M rows, about a minute
-    .venv/bin/python bench/merge.py --rows 10000000  # the 10M-row table
+    .venv/bin/python bench/merge.py                  # 1M rows, about half a minute
+    .venv/bin/python bench/merge.py --rows 10000000  # the 10M-row table (2,000 files)
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def open_table(lib: str, path: str) -> Any:
 
 
 def merge_of(table: Any, source: pa.Table) -> Any:
-    """The MERGE builder; deltalake's streamed execution (its default) reports matches of
-    one source row per target row as duplicates on large sources (delta-rs issue 4572),
-    so it runs unstreamed."""
+    """The MERGE builder.  deltalake 1.6.0 reports matches of one source row per target row
+    as duplicates when its target files hold more than a few thousand rows (delta-rs issue
+    4572, streamed or not), hence files of 5,000 rows by default."""
     if isinstance(table, __import__("deltalake").DeltaTable):
         return table.merge(source, "t.id = s.id", source_alias="s", target_alias="t",
                            streamed_exec=False)
@@ -83,10 +84,13 @@ def upsert_source(rows: int) -> pa.Table:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--files", type=int, default=None,
+                        help="data files of the table (default: one per 5,000 rows)")
     parser.add_argument("--few-keys-files", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.files is None:
+        args.files = max(1, args.rows // 5000)
     with tempfile.TemporaryDirectory() as tmp:
         base = f"{tmp}/base"
         build(base, args.rows, args.files)
