@@ -226,8 +226,8 @@ class TextsNeeded(Exception):
 def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_columns: Sequence[str],
                       configuration: Mapping[str, str | None], *, flatten: bool = False,
                       deletion_vectors: bool = False, keep: PartitionFilter | None = None,
-                      table: str = "", stats_parsed: Sequence[Any | None] | None = None
-                      ) -> pa.Table:
+                      table: str = "", stats_parsed: Sequence[Any | None] | None = None,
+                      tight_bounds: bool = False) -> pa.Table:
     """The files of ``chunks`` (canonical ``add`` rows, see ``checkpoint.schema.ADD``) as
     deltalake's ``get_add_actions`` table (see the module docstring).
 
@@ -237,6 +237,8 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     checkpoint's typed statistics of its rows (or None): where they give what the JSON text
     would, they are used instead of parsing it (``stats_arrays.stats_from_struct``).  A chunk
     of ``ADD_LIGHT`` rows (no texts) raises TextsNeeded unless they answer for every row.
+    ``tight_bounds`` adds the ``tight_bounds`` column (the statistics' ``tightBounds``, null
+    where a file does not say), which file pruning needs and deltalake does not list.
     """
     mode = mapping_mode(configuration, table)
     pcols = list(partition_columns)
@@ -245,6 +247,10 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     expected = stats_type(schema, pcols, configuration)
     physical = _physical_stats_type(expected, mode)
     logical: Any = _plain(expected)
+    if tight_bounds:
+        tight = pa.field("tightBounds", pa.bool_())
+        physical = pa.struct([*physical, tight])
+        logical = pa.struct([*logical, tight])
     ptype = pa.struct([pa.field(f.name, _plain(f.type), f.nullable) for f in pfields])
 
     columns: dict[str, list[Any]] = {}
@@ -282,6 +288,8 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
         out["data_change"] = pc.fill_null(_struct_child(chunk, "dataChange"), True)
         if deletion_vectors:
             out["deletion_vector"] = _struct_child(chunk, "deletionVector")
+        if tight_bounds:
+            out["tight_bounds"] = stats.field("tightBounds")
         for name, arr in out.items():
             columns.setdefault(name, []).append(arr)
 
@@ -297,6 +305,8 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     fields.append(pa.field("data_change", pa.bool_()))
     if deletion_vectors:
         fields.append(pa.field("deletion_vector", DELETION_VECTOR))
+    if tight_bounds:
+        fields.append(pa.field("tight_bounds", pa.bool_()))
     out_schema = pa.schema(fields)
     result = pa.Table.from_arrays(
         [_chunked(columns.get(f.name, []), f.type) for f in out_schema], schema=out_schema)

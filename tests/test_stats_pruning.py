@@ -1,0 +1,299 @@
+"""File pruning by partition values and statistics never drops a file holding a matching row.
+
+The oracle is the evaluator itself: a file must be kept wherever one of its live rows makes the
+predicate TRUE.  Files come with statistics as deltacommit writes them, as Spark writes them
+(timestamps truncated to milliseconds, a string max truncated at 32 UTF-16 units then given
+the tie-breaker), without statistics, or with a deletion vector over statistics of the
+physical rows (``tightBounds`` false, absent, or wrongly left true).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.checkpoint.encode import adds_to_arrow
+from deltacommit.protocol.expressions.ast import (
+    And,
+    Between,
+    Column,
+    Comparison,
+    Expr,
+    InList,
+    IsNull,
+    Not,
+    Or,
+    lit,
+)
+from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
+from deltacommit.protocol.expressions.parser import parse_expression, parse_predicate
+from deltacommit.protocol.files.add_actions import add_actions_table
+from deltacommit.protocol.stats.compute import compute_stats
+from deltacommit.protocol.stats.pruning import may_match
+
+UTC = dt.UTC
+SCHEMA = pa.schema([
+    ("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("d", pa.decimal128(9, 2)),
+    ("ts", pa.timestamp("us", tz="UTC")), ("day", pa.date32()), ("p", pa.int32()),
+])
+DATA = pa.schema([f for f in SCHEMA if f.name != "p"])
+
+INTS = [-3, -1, 0, 1, 2, 7, 2**40]
+FLOATS = [-1.5, -0.0, 0.0, 2.5, math.nan, math.inf, -math.inf]
+STRINGS = ["", "a", "b", "\ufffd", "a" * 31 + "b", "a" * 32 + "\U0001F600",
+           "a" * 32 + "\ufffe", "\U0001F600" * 20, "a" * 33]
+DECIMALS = [Decimal("-1.50"), Decimal("0.00"), Decimal("0.01"), Decimal("2.50"), Decimal("99.99")]
+TIMES = [dt.datetime(2026, 1, 1, tzinfo=UTC), dt.datetime(2026, 1, 1, 0, 0, 0, 500, tzinfo=UTC),
+         dt.datetime(2026, 1, 1, 0, 0, 0, 999, tzinfo=UTC),
+         dt.datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC), dt.datetime(2025, 6, 1, tzinfo=UTC)]
+DAYS = [dt.date(2025, 6, 1), dt.date(2026, 1, 1), dt.date(2026, 1, 2)]
+POOLS: dict[str, list[Any]] = {"i": INTS, "f": FLOATS, "s": STRINGS, "d": DECIMALS, "ts": TIMES,
+                               "day": DAYS, "p": [0, 1, 2]}
+#: Literals of other kinds each column is compared with (Spark coerces them).
+CROSS: dict[str, list[Any]] = {"i": [Decimal("2.5"), 1.5, Decimal("-0.5")],
+                               "f": [2, Decimal("0.5")], "d": [1, 2.5, 0],
+                               "ts": DAYS, "day": TIMES, "s": [], "p": [Decimal("1.5")]}
+
+
+def _value(name: str) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), st.sampled_from(POOLS[name]))
+
+
+STYLES = ["ours", "spark", "spark", "none", "dv-wide", "dv-absent", "dv-claims-tight"]
+
+
+@st.composite
+def files(draw: st.DrawFn, styles: list[str] = STYLES
+          ) -> tuple[pa.Table, list[pa.Table], list[Any]]:
+    """Files (their rows), their add actions as the file list, and each file's live mask."""
+    n_files = draw(st.integers(1, 3))
+    adds: list[Add] = []
+    tables: list[pa.Table] = []
+    masks: list[Any] = []
+    for k in range(n_files):
+        rows = draw(st.integers(0, 4))
+        data = pa.table({f.name: pa.array([draw(_value(f.name)) for _ in range(rows)], f.type)
+                         for f in DATA}, schema=DATA)
+        part = draw(st.one_of(st.none(), st.sampled_from([0, 1, 2])))
+        style = draw(st.sampled_from(styles))
+        stats: str | None = compute_stats(data)
+        if style == "spark":
+            stats = _spark_style(stats, data)
+        if style == "none":
+            stats = None
+        dv = None
+        live = np.ones(rows, dtype=bool)
+        if style.startswith("dv") and rows:
+            deleted = draw(st.lists(st.integers(0, rows - 1), unique=True, max_size=rows))
+            live[deleted] = False
+            dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
+                  "sizeInBytes": 10, "cardinality": len(deleted)}
+            parsed = json.loads(stats or "{}")
+            if style == "dv-wide":
+                parsed["tightBounds"] = False
+            elif style == "dv-claims-tight":
+                parsed["tightBounds"] = True
+            stats = json.dumps(parsed)
+        adds.append(Add(f"f{k}.parquet", {"p": None if part is None else str(part)}, 1, 1,
+                        stats=stats, deletion_vector=dv))
+        full = data.append_column("p", pa.array([part] * rows, pa.int32()))
+        tables.append(full)
+        masks.append(live)
+    listing = add_actions_table([adds_to_arrow(adds)], SCHEMA, ["p"], {},
+                                deletion_vectors=True, tight_bounds=True)
+    return listing, tables, masks
+
+
+def _spark_max(s: str) -> str:
+    """Spark's truncation of a string max: 32 UTF-16 units, past characters >= U+FFFD as Java
+    compares them (a surrogate is below U+FFFD), then the tie-breaker."""
+    units = s.encode("utf-16-le")
+    if len(units) <= 64:
+        return s
+    cut = units[:64].decode("utf-16-le", errors="ignore")
+    rest = s[len(cut):]
+    while rest and rest[0] >= "\ufffd" and ord(rest[0]) <= 0xFFFF:
+        cut, rest = cut + rest[0], rest[1:]
+    return cut + "\ufffd"
+
+
+def _spark_style(stats: str, data: pa.Table) -> str:
+    """Statistics as Spark writes them: timestamps truncated down to milliseconds (ours round
+    the max up), strings truncated by UTF-16 units."""
+    parsed = json.loads(stats)
+    strings = [v for v in data.column("s").to_pylist() if v is not None]
+    if strings:
+        # Spark compares strings as Java does, by UTF-16 units.
+        top = max(strings, key=lambda v: v.encode("utf-16-be"))
+        parsed.setdefault("maxValues", {})["s"] = _spark_max(top)
+    for section in ("minValues", "maxValues"):
+        bounds = parsed.get(section, {})
+        if "ts" in bounds:
+            t = dt.datetime.fromisoformat(bounds["ts"].replace("Z", "+00:00"))
+            if section == "maxValues" and t.microsecond % 1000 == 0:
+                t -= dt.timedelta(milliseconds=1)  # ours rounded up what Spark truncates
+            bounds["ts"] = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+    return json.dumps(parsed)
+
+
+def _literal_for(draw: st.DrawFn, name: str) -> Any:
+    choices = POOLS[name] + CROSS[name]
+    return draw(st.sampled_from(choices))
+
+
+@st.composite
+def predicates(draw: st.DrawFn, focus: str, depth: int = 0) -> Expr:
+    """Mostly conditions on ``focus`` (so that a literal often meets a value of a file)."""
+    kinds = ["cmp", "cmp", "cmp", "in", "between", "null"] + (
+        ["not", "and", "or"] if depth < 2 else [])
+    kind = draw(st.sampled_from(kinds))
+    name = focus if draw(st.integers(0, 4)) else draw(st.sampled_from(list(POOLS)))
+    column = Column((name,))
+    if kind == "cmp":
+        op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "<=>"]))
+        value = draw(st.one_of(st.just(None), st.just(_literal_for(draw, name))))
+        left, right = column, lit(value)
+        if draw(st.booleans()):
+            flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+            return Comparison(right, flipped, left)
+        return Comparison(left, op, right)
+    if kind == "in":
+        items = draw(st.lists(st.sampled_from(POOLS[name] + [None]), min_size=1, max_size=3))
+        return InList(column, tuple(lit(v) for v in items), draw(st.booleans()))
+    if kind == "between":
+        low, high = (lit(_literal_for(draw, name)) for _ in range(2))
+        return Between(column, low, high, draw(st.booleans()))
+    if kind == "null":
+        return IsNull(column, draw(st.booleans()))
+    if kind == "not":
+        return Not(draw(predicates(focus, depth + 1)))
+    children = tuple(draw(st.lists(predicates(focus, depth + 1), min_size=2, max_size=3)))
+    return And(children) if kind == "and" else Or(children)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]:
+    focus = draw(st.sampled_from(list(POOLS)))
+    return draw(files()), draw(predicates(focus))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_pruning_never_drops_a_file_with_a_matching_row(
+        case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
+    (table, datas, masks), predicate = case
+    try:
+        truth = [evaluate_condition(predicate, d.filter(pa.array(m))).to_pylist()
+                 if len(d) else [] for d, m in zip(datas, masks, strict=True)]
+    except EvaluationFailed:
+        reject()
+    kept = may_match(predicate, table, SCHEMA)
+    for k, values in enumerate(truth):
+        if any(v is True for v in values):
+            assert kept[k], (f"file {k} holds a row where {predicate.to_sql()} is TRUE but was "
+                             f"pruned; rows {datas[k].filter(pa.array(masks[k])).to_pylist()}, "
+                             f"listing {table.slice(k, 1).to_pylist()}")
+
+
+def _listing(*stats: str | None, dv: list[int | None] | None = None) -> pa.Table:
+    adds = []
+    for k, s in enumerate(stats):
+        card = (dv or [None] * len(stats))[k]
+        adds.append(Add(f"f{k}.parquet", {"p": "1"}, 1, 1, stats=s,
+                        deletion_vector=None if card is None else {
+                            "storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+                            "offset": 1, "sizeInBytes": 10, "cardinality": card}))
+    return add_actions_table([adds_to_arrow(adds)], SCHEMA, ["p"], {}, deletion_vectors=True,
+                             tight_bounds=True)
+
+
+def _keeps(predicate: str, table: pa.Table) -> list[bool]:
+    return [bool(x) for x in may_match(parse_predicate(predicate), table, SCHEMA)]
+
+
+def test_bounds_prune_what_they_prove() -> None:
+    table = _listing('{"numRecords":2,"minValues":{"i":1},"maxValues":{"i":5},"nullCount":{"i":0}}',
+                     '{"numRecords":2,"minValues":{"i":10},"maxValues":{"i":20},"nullCount":{"i":0}}',
+                     None)
+    assert _keeps("i = 7", table) == [False, False, True]
+    assert _keeps("i BETWEEN 4 AND 10", table) == [True, True, True]
+    assert _keeps("i > 5", table) == [False, True, True]
+    assert _keeps("NOT (i < 30)", table) == [False, False, True]
+    assert _keeps("i IS NULL", table) == [False, False, True]
+    assert _keeps("p = 2 OR i = 3", table) == [True, False, True]
+    assert _keeps("p = 2", table) == [False, False, False]
+
+
+def test_truncated_string_max_bounds_only_its_prefix() -> None:
+    prefix = "a" * 32
+    # Spark's max of "aaa..a\U0001F600": the emoji (a surrogate pair in UTF-16) is below the
+    # tie-breaker as Java compares, so the max is the prefix and U+FFFD, below the real value.
+    table = _listing(json.dumps({"numRecords": 1, "minValues": {"s": prefix},
+                                 "maxValues": {"s": prefix + "\ufffd"}, "nullCount": {"s": 0}}),
+                     json.dumps({"numRecords": 1, "minValues": {"s": "b"},
+                                 "maxValues": {"s": "c"}, "nullCount": {"s": 0}}))
+    assert _keeps(f"s = '{prefix}\U0001F600'", table) == [True, False]
+    assert _keeps(f"s > '{prefix}\uffff'", table) == [True, True]
+    assert _keeps(f"s < '{prefix}'", table) == [False, False]
+    assert _keeps("s > 'ab'", table) == [False, True]
+
+
+def test_timestamp_max_in_milliseconds_covers_the_microseconds_below() -> None:
+    table = _listing(json.dumps({"numRecords": 1, "minValues": {"ts": "2026-01-01T00:00:00.000Z"},
+                                 "maxValues": {"ts": "2026-01-01T00:00:00.000Z"},
+                                 "nullCount": {"ts": 0}}))
+    assert _keeps("ts = TIMESTAMP '2026-01-01 00:00:00.000999Z'", table) == [True]
+    assert _keeps("ts > TIMESTAMP '2026-01-01 00:00:00.002Z'", table) == [False]
+
+
+def test_deletion_vectors_and_wide_bounds_keep_null_checks_safe() -> None:
+    all_null = '{"numRecords":2,"nullCount":{"i":2}}'
+    wide = '{"numRecords":2,"nullCount":{"i":0},"tightBounds":false}'
+    table = _listing(all_null, all_null, wide, '{"numRecords":2,"nullCount":{"i":0}}',
+                     dv=[None, 1, 1, 2])
+    # all null without a DV: no non-null row; with one, counted only as an upper bound; a
+    # file whose DV deletes every row holds nothing.
+    assert _keeps("i IS NOT NULL", table) == [False, True, True, False]
+    assert _keeps("i IS NULL", table) == [True, True, True, False]
+
+
+@pytest.mark.parametrize("predicate", ["upper(s) = 'A'", "i + 1 = 3", "i = f", "s = 5"])
+def test_what_statistics_cannot_decide_keeps_every_file(predicate: str) -> None:
+    table = _listing('{"numRecords":1,"minValues":{"i":9,"s":"z","f":1.0},'
+                     '"maxValues":{"i":9,"s":"z","f":1.0},"nullCount":{"i":0,"s":0,"f":0}}')
+    assert [bool(x) for x in may_match(parse_expression(predicate), table, SCHEMA)] == [True]
+
+
+@st.composite
+def one_column_cases(draw: st.DrawFn, name: str
+                     ) -> tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]:
+    """Comparisons of one column against files as Spark or deltacommit wrote their bounds:
+    the tricky values (truncated strings, sub-millisecond times, NaN) meet often."""
+    listing = draw(files(["spark", "spark", "spark", "ours", "dv-wide", "dv-claims-tight"]))
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "<=>"]))
+    present = [v for d in listing[1] for v in d.column(name).to_pylist() if v is not None]
+    if present and draw(st.integers(0, 9)) < 7:
+        value = draw(st.sampled_from(present))  # a value some file holds
+    else:
+        value = _literal_for(draw, name)
+    return listing, Comparison(Column((name,)), op, lit(value))
+
+
+@pytest.mark.parametrize("name", ["s", "ts", "f", "i", "d", "day"])
+def test_pruning_of_one_column_never_drops_a_matching_file(name: str) -> None:
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(one_column_cases(name))
+    def check(case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
+        test_pruning_never_drops_a_file_with_a_matching_row.hypothesis.inner_test(case)
+
+    check()
