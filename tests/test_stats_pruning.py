@@ -37,7 +37,7 @@ from deltacommit.protocol.expressions.ast import (
 )
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
 from deltacommit.protocol.expressions.parser import parse_expression, parse_predicate
-from deltacommit.protocol.files.add_actions import add_actions_table
+from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.stats.compute import compute_stats
 from deltacommit.protocol.stats.pruning import may_match
 

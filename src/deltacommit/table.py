@@ -19,7 +19,7 @@ from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
 from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
-from deltacommit.engine.scan import FileScan, select_files
+from deltacommit.engine.scan import FileScan, prune_files, select_files
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.transaction import Transaction
@@ -45,6 +45,8 @@ from deltacommit.protocol.expressions.predicates import (
     from_partition_filters,
     parse_predicate,
 )
+from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import in_commit_timestamps
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.replay import TableState
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.hooks.checkpoint import CheckpointInfo
     from deltacommit.io.storage.base import ObjectStore
     from deltacommit.ops.optimize import TableOptimizer
+    from deltacommit.protocol.expressions.ast import Expr
 
 
 class DeltaTable:
@@ -366,8 +369,13 @@ class DeltaTable:
         return out
 
     def to_arrow(self, columns: Sequence[str] | None = None,
-                 partition_filters: Sequence[Any] | None = None) -> pa.Table:
-        """Read the snapshot's rows, pruning partitions before any file is opened."""
+                 partition_filters: Sequence[Any] | None = None,
+                 filter: str | Expr | None = None) -> pa.Table:
+        """Read the snapshot's rows, pruning partitions before any file is opened.
+
+        ``filter`` (SQL text or an expression tree) keeps the rows where it is TRUE, and only
+        the files whose partition values and statistics admit such a row are opened
+        (``engine.scan.prune_files``)."""
         schema = self.schema
         names = schema.names
         if columns is not None:
@@ -376,10 +384,21 @@ class DeltaTable:
                 raise InvalidArgumentError(
                     f"table {self.uri} has no column(s) {unknown}; columns are {names}")
         out_schema = pa.schema([schema.field(c) for c in (columns or names)])
+        matching = None
+        if filter is not None:
+            predicate = parse_expression(filter) if isinstance(filter, str) else filter
+            matching = row_filter(predicate, schema, f"filter of a read of table {self.uri}")
         files = self.files(partition_filters)
+        if matching is not None:
+            kept = {a.path for a in prune_files(self.snapshot, matching.predicate)}
+            files = [a for a in files if a.path in kept]
+        read_schema = out_schema
+        if matching is not None:
+            wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
+            read_schema = pa.schema([f for f in schema if f.name in wanted])
         if not files:
             return out_schema.empty_table()
-        read = self.file_scan(out_schema).read
+        read = self.file_scan(read_schema).read
         local = self.log_store.store.local_path("") is not None
         if len(files) == 1 or (local and not any(a.deletion_vector for a in files)):
             tables = [read(a) for a in files]
@@ -389,6 +408,8 @@ class DeltaTable:
             workers = min(os.cpu_count() or 1, 16) if local else 16
             with CallThreads(max_workers=min(workers, len(files))) as pool:
                 tables = list(pool.map(read, files))
+        if matching is not None:
+            tables = [t.filter(matching.matches(t)).select(out_schema.names) for t in tables]
         return pa.concat_tables(tables)
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:

@@ -97,3 +97,18 @@ def test_deletion_vectors_are_applied_in_spark_tasks(spark: Any, name: str) -> N
     # Only partition columns asked for: rows are still counted after the deletions.
     if names != expected.column_names:
         assert dcs.read(spark, uri, columns=["part"]).count() == expected.num_rows
+
+
+def test_a_filter_prunes_files_by_statistics_and_drops_rows_in_tasks(spark: Any,
+                                                                     tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = str(root)
+    dc.write(uri, pa.table({"id": pa.array(range(100), pa.int64()),
+                            "name": [f"n{i}" for i in range(100)]}), target_file_rows=10)
+    # Take away every file but the one holding ids 40..49: a read that opened another fails.
+    for a in dc.DeltaTable(uri).files():
+        if '"id":40' not in (a.stats or ""):
+            (root / decode_add_path(a.path)).unlink()
+    df = dcs.read(spark, uri, columns=["name"], filter="id >= 42 AND id < 45")
+    assert sorted(r["name"] for r in df.collect()) == ["n42", "n43", "n44"]
+    assert dcs.read(spark, uri, filter="id = 1000").count() == 0

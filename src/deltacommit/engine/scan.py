@@ -20,13 +20,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.errors import (
+    CorruptLogError,
+    InvalidArgumentError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.actions import Add
-from deltacommit.protocol.add_actions import partition_mask, partition_strings
+from deltacommit.protocol.add_actions import (
+    TextsNeeded,
+    add_actions_table,
+    partition_mask,
+    partition_strings,
+)
 from deltacommit.protocol.expressions.predicates import TRUE, Predicate
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.partitions import partition_column_arrays
@@ -39,6 +49,7 @@ from deltacommit.protocol.schema.column_mapping import (
     to_logical,
 )
 from deltacommit.protocol.schema.nested import conform
+from deltacommit.protocol.stats.pruning import may_match
 
 if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Snapshot
@@ -69,6 +80,49 @@ def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
         return snapshot.files_where(rows_mask, lambda a: accepts(a.partition_values))
     return snapshot.files_where(
         rows_mask, lambda a: accepts(logical_values(a.partition_values, physical)))
+
+
+def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
+    """The files of ``snapshot`` that may hold a live row where ``predicate`` (over any
+    columns) is TRUE, by partition values and file statistics (``stats.pruning``).
+
+    What readers with a filter and row-level operations (DELETE, UPDATE, MERGE) open: a few
+    keys of a large table touch the few files whose bounds admit them.  A predicate over
+    partition columns alone takes ``select_files``; otherwise the file list is judged as Arrow
+    columns (statistics from the checkpoint's ``stats_parsed`` where it has them) and an
+    ``Add`` is built only for a file kept."""
+    if predicate is TRUE:
+        return snapshot.files()
+    pcols = snapshot.partition_columns
+    if predicate.columns() <= set(pcols):
+        try:
+            return select_files(snapshot, predicate)
+        except InvalidArgumentError:
+            pass  # not decidable from partition values alone (a function): statistics below
+    schema = snapshot.schema
+    dvs = "deletionVectors" in (snapshot.protocol.reader_features or ())
+
+    def listing(texts: bool) -> pa.Table:
+        chunks = snapshot.add_rows_parsed(texts=texts)
+        return add_actions_table([rows for rows, _ in chunks], schema, pcols,
+                                 snapshot.configuration, deletion_vectors=dvs,
+                                 table=snapshot.log_store.table_uri,
+                                 stats_parsed=[parsed for _, parsed in chunks], tight_bounds=True)
+
+    try:
+        files = listing(texts=False)
+    except TextsNeeded:
+        files = listing(texts=True)
+    keep = may_match(predicate, files, schema)
+    if keep.all():
+        return snapshot.files()
+    kept = files.column("path").combine_chunks().filter(pa.array(keep))
+    wanted = set(kept.to_pylist())
+
+    def rows_mask(rows: pa.StructArray) -> Any:
+        return pc.is_in(rows.field("path"), value_set=kept)
+
+    return snapshot.files_where(rows_mask, lambda a: a.path in wanted)
 
 
 def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],

@@ -32,12 +32,15 @@ _TASKS_PER_CORE = 4
 
 def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | None = None,
          columns: Sequence[str] | None = None, partition_filters: Sequence[Any] | None = None,
-         storage_options: Mapping[str, str] | None = None) -> DataFrame:
+         storage_options: Mapping[str, str] | None = None,
+         filter: str | None = None) -> DataFrame:
     """The rows of a snapshot (the newest, or ``version``) as a DataFrame.
 
     ``partition_filters`` are deltalake's ``[(column, op, value), ...]`` over partition columns
     and select files before any is opened; an empty selection gives an empty DataFrame with the
-    table's schema.
+    table's schema.  ``filter`` (SQL) keeps the rows where it is TRUE: the driver lists only the
+    files whose partition values and statistics admit such a row (``engine.scan.prune_files``)
+    and the read tasks drop the other rows.
     """
     if isinstance(table_or_uri, DeltaTable):
         table = table_or_uri
@@ -58,11 +61,24 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     out_schema = pa.schema([schema.field(c) for c in (columns if columns is not None else names)])
     spark_schema = arrow_to_spark_schema(out_schema)
     files = table.files(partition_filters)
+    read_schema = out_schema
+    if filter is not None:
+        from deltacommit.engine.scan import prune_files
+        from deltacommit.protocol.expressions.parser import parse_expression
+        from deltacommit.protocol.expressions.row_filters import row_filter
+
+        matching = row_filter(parse_expression(filter), schema,
+                              f"filter of a read of table {table.uri}")
+        kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}
+        files = [a for a in files if a.path in kept]
+        wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
+        read_schema = pa.schema([f for f in schema if f.name in wanted])
     if not files:
         return spark.createDataFrame([], spark_schema)
     task = ReadTask(table.uri, table.storage_options, table.version, out_schema,
                     table.partition_columns, allow_external_paths=table.allow_external_paths,
-                    column_mapping=table.file_scan(out_schema).column_mapping)
+                    column_mapping=table.file_scan(out_schema).column_mapping,
+                    row_filter=filter, read_schema=read_schema)
     ship_package(spark)
     if is_connect(spark):
         return _listing_over_connect(spark, files).mapInArrow(task, spark_schema)

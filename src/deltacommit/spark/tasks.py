@@ -33,6 +33,8 @@ from deltacommit.errors import (
 )
 from deltacommit.io.datafiles import conform_rows, write_data_file, write_rows
 from deltacommit.io.storage import open_store
+from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.partitions import serialize_partition_value, split_by_partition
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
 
@@ -223,24 +225,40 @@ class ReadTask:
     def __init__(self, table_uri: str, storage_options: Mapping[str, str], version: int,
                  out_schema: pa.Schema, partition_columns: Sequence[str],
                  batch_rows: int = 65_536, allow_external_paths: bool = False,
-                 column_mapping: str = "none") -> None:
+                 column_mapping: str = "none", row_filter: str | None = None,
+                 read_schema: pa.Schema | None = None) -> None:
 
+        #: SQL text of a filter: only rows where it is TRUE are returned (read in
+        #: ``read_schema``, which adds the columns it needs, then cut to ``out_schema``).
+        self.row_filter = row_filter
+        self.out_names = list(out_schema.names)
+        schema = read_schema if read_schema is not None else out_schema
         #: The one data-file reader (``scan.py``), streaming ``batch_rows`` at a time.
-        self.scan = FileScan(table_uri, version, out_schema,
-                             [c for c in partition_columns if c in out_schema.names],
+        self.scan = FileScan(table_uri, version, schema,
+                             [c for c in partition_columns if c in schema.names],
                              storage_options=dict(storage_options),
                              allow_external_paths=allow_external_paths, batch_rows=batch_rows,
                              column_mapping=column_mapping)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         scan = self.scan
+        matching = None
+        if self.row_filter is not None:
+            matching = row_filter(parse_expression(self.row_filter), scan.out_schema,
+                                  f"filter of a read of table {scan.table_uri}")
         for batch in batches:
             paths: list[Any] = batch.column(0).to_pylist()
             values: list[Any] = batch.column(1).to_pylist()
             dvs: list[Any] = (batch.column(2).to_pylist() if batch.num_columns > 2
                               else [None] * len(paths))
             for path, pv, dv in zip(paths, values, dvs, strict=True):
-                yield from scan.batches(str(path), json.loads(pv), json.loads(dv) if dv else None)
+                out = scan.batches(str(path), json.loads(pv), json.loads(dv) if dv else None)
+                if matching is None:
+                    yield from out
+                    continue
+                for b in out:
+                    t = pa.Table.from_batches([b])
+                    yield from t.filter(matching.matches(t)).select(self.out_names).to_batches()
 
 
 class CompactTask:
