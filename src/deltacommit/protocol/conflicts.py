@@ -41,6 +41,13 @@ from deltacommit.protocol.actions import (
 from deltacommit.protocol.features.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.protocol.features.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltacommit.protocol.replay import file_key
+from deltacommit.protocol.row_conflicts import (
+    RowConflict,
+    RowLevelReads,
+    RowRebase,
+    WinnerRows,
+    check_rows,
+)
 from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.protocol.table_config.feature_requests import supported_features
 from deltacommit.protocol.table_config.features import check_writable
@@ -97,6 +104,10 @@ class TransactionSummary:
     #: Logical -> physical name of each partition column of a column-mapping table, whose
     #: files' ``partitionValues`` are keyed by physical name (empty without column mapping).
     partition_physical_names: Mapping[str, str] = field(default_factory=dict)
+    #: Set by a row-level operation on a table with deletion vectors and row tracking: the
+    #: rows it changed and its predicate, checked row by row instead of file by file
+    #: (``row_conflicts``).
+    row_level: RowLevelReads | None = None
 
     @property
     def is_blind_append(self) -> bool:
@@ -143,6 +154,8 @@ class WinningCommit:
     domains: set[str] = field(default_factory=set)
     #: ``commitInfo.tags`` say its metadata change only raises identity high-water marks.
     identity_mark_update: bool = False
+    #: What the engine read of its files for a row-level check (``row_conflicts``).
+    rows: WinnerRows = field(default_factory=WinnerRows)
 
     @classmethod
     def from_actions(cls, version: int, actions: Sequence[Action]) -> WinningCommit:
@@ -194,22 +207,57 @@ def _describe_metadata_change(old: Metadata | None, new: Metadata) -> str:
     return " and ".join(parts) if parts else "the table metadata"
 
 
-def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: str) -> None:
+def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: str
+                    ) -> RowRebase | None:
     """Raise the Delta exception if ``winner`` invalidates ``current``; return if it may retry.
 
     The checks run in Spark's order (``ConflictChecker.checkConflicts``), so the exception
     raised is the one Spark would raise.  Each message names the winning version, its
     operation and the file, partition or application id at stake, because the reader is an
     operator deciding what to rerun.
+
+    A row-level transaction (``current.row_level``) is checked row by row after the checks of
+    protocol, metadata, domains and application ids (``row_conflicts``): what is returned
+    then says how its retry moves its changes onto the files the winner replaced (None when
+    there is nothing to move).
     """
     who = f"concurrent commit version {winner.version} ({winner.operation}) of table {table}"
     _check_protocol(current, winner, who, table)  # 1
     _check_metadata(current, winner, who)  # 2
     _check_domains(current, winner, who)  # 2b
     _check_app_ids(current, winner, who)  # 3
+    if current.row_level is not None:
+        return _check_rows(current, current.row_level, winner, who)
     _check_added_files(current, winner, who)  # 4
     _check_removed_read_files(current, winner, who)  # 5
     _check_removed_twice(current, winner, who)  # 6
+    return None
+
+
+def _new_row_candidates(current: TransactionSummary, winner: WinningCommit) -> list[Add]:
+    """The winner's adds that count as new rows at the transaction's isolation level (Spark's
+    rule: under WriteSerializable a blind append does not)."""
+    level = current.effective_isolation
+    if level is IsolationLevel.SERIALIZABLE or (
+            level is IsolationLevel.WRITE_SERIALIZABLE and current.has_metadata):
+        return winner.added
+    if level is IsolationLevel.WRITE_SERIALIZABLE:
+        return [] if winner.is_blind_append else winner.added
+    return []
+
+
+def _check_rows(current: TransactionSummary, reads: RowLevelReads, winner: WinningCommit,
+                who: str) -> RowRebase | None:
+    """4-6, row by row: new rows the predicate may match, rows both changed, rows the winner
+    removed that this transaction changed (``row_conflicts.check_rows``)."""
+    try:
+        return check_rows(reads, winner.added, winner.removed, winner.rows,
+                          _new_row_candidates(current, winner))
+    except RowConflict as e:
+        cls: type[ConcurrentModificationException] = {
+            "append": ConcurrentAppendException, "delete": ConcurrentDeleteDeleteException,
+        }.get(e.kind, ConcurrentDeleteReadException)
+        raise _fail(cls, winner, f"{who} {e.message}") from None
 
 
 def _fail(cls: type[ConcurrentModificationException], winner: WinningCommit,

@@ -1,0 +1,287 @@
+"""Row-level conflict detection: which rows a concurrent winner changed.  Pure.
+
+Delta's conflict rules work file by file: an operation that rewrote rows of a file conflicts
+with any concurrent commit that removed the file, and a DELETE, UPDATE or MERGE with any
+concurrent commit that added files where it read.  On a table with deletion vectors and row
+tracking, every row has a stable id (``baseRowId`` plus its position, or the id compaction
+materialized in the hidden column) and a row commit version, and a change to some rows of a
+file is a new deletion vector over the same file.  So a row-level operation records what its
+outcome depends on (``RowLevelReads``): the rows it deleted or rewrote, by position and by
+stable id, and the predicate that chose them.  A concurrent winner then conflicts with it
+only if
+
+1. the winner added rows the predicate may match: files with new rows (not a file it
+   committed again with a new deletion vector, not files a compaction wrote with
+   ``dataChange=false``) that partition values and statistics (``stats.pruning``) cannot
+   prove hold no such row (``ConcurrentAppendException``); or
+2. the winner changed one of its rows:
+
+   - the winner committed one of its files again with a new deletion vector: the rows it
+     deleted since this operation read the file (its DV less the DV read) must not meet the
+     rows this operation changed (``ConcurrentDeleteDeleteException``), and must include every
+     row deleted when it was read (a DV that lost rows is a change this check cannot
+     follow); otherwise the retry merges the two: its DV is the union of both on the
+     winner's entry of the file;
+   - the winner removed one of its files without committing it again: every row this
+     operation changed must be in a file the winner added, under the same stable id and with
+     the row commit version it had (a row moved by compaction keeps both; a row a winner
+     updated gets its commit version); otherwise ``ConcurrentDeleteReadException``.  The
+     retry deletes those rows from the files that now hold them.
+
+What the winner's deletion vectors and new files hold is read by the engine
+(``engine.transaction.row_rebase``) and handed in as ``WinnerRows``; what was not read is
+taken as a conflict.  The answer is a ``RowRebase``: for every file of the operation that
+the winner replaced, the entry it replaced it with and the positions the retry deletes
+there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from deltacommit.protocol.actions import Add, Remove
+from deltacommit.protocol.checkpoint.encode import adds_to_arrow
+from deltacommit.protocol.expressions.ast import Expr
+from deltacommit.protocol.add_actions import add_actions_table
+from deltacommit.protocol.replay import file_key
+from deltacommit.protocol.stats.pruning import may_match
+
+Rows = np.ndarray[Any, np.dtype[np.int64]]
+
+
+def rows(values: Any) -> Rows:
+    """Sorted unique int64 positions or ids."""
+    out: Rows = np.unique(np.asarray(values, dtype=np.int64))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class ChangedFile:
+    """A file some of whose rows a row-level operation deleted or rewrote."""
+
+    #: The add as read: its path, deletion vector, ``baseRowId``.
+    add: Add
+    #: Physical rows of the data file.
+    num_rows: int
+    #: Positions its deletion vector deleted when read.
+    deleted_before: Rows
+    #: Positions this operation deletes (rewritten rows are deleted here and written anew).
+    changed: Rows
+    #: Stable row ids and row commit versions of ``changed``, in the same order.
+    changed_ids: Rows
+    changed_versions: Rows
+
+    @property
+    def key(self) -> str:
+        return file_key(self.add.path)
+
+
+@dataclass(frozen=True, eq=False)
+class RowLevelReads:
+    """What a row-level operation's outcome depends on (see the module docstring)."""
+
+    #: The operation acts on rows where this is TRUE (a MERGE: its target rows' condition).
+    predicate: Expr
+    #: The table's schema, partition columns and configuration, to read file statistics.
+    schema: pa.Schema
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str | None]
+    #: Files it changed rows of, by ``file_key``.
+    files: Mapping[str, ChangedFile]
+
+
+@dataclass(frozen=True, eq=False)
+class MovedRows:
+    """The stable ids, row commit versions and positions of a winner's new file's live rows."""
+
+    ids: Rows
+    versions: Rows
+    positions: Rows
+
+
+@dataclass(eq=False)
+class WinnerRows:
+    """What the engine read of a winner for a row-level check: deleted positions of the files
+    it committed with a deletion vector, and the live rows of the files it added."""
+
+    deletion_vectors: dict[str, Rows] = field(default_factory=dict)
+    moved: dict[str, MovedRows] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class FileRebase:
+    """One file of the winner's state where the retry deletes rows."""
+
+    #: The winner's live entry of the file (removed by the retry, added again with a DV).
+    target: Add
+    #: Physical rows of the file.
+    num_rows: int
+    #: Positions its deletion vector deletes now.
+    deleted_before: Rows
+    #: Positions the retry deletes as well, with their stable ids and commit versions.
+    changed: Rows
+    changed_ids: Rows
+    changed_versions: Rows
+    #: ``file_key`` of the operation's files whose changes land here.
+    replaces: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class RowRebase:
+    """How the retry's changes move onto the winner's state."""
+
+    files: tuple[FileRebase, ...]
+
+
+class RowConflict(Exception):
+    """The winner changed a row this operation depends on: ``kind`` is ``append`` (new rows
+    the predicate may match), ``delete`` (a row both changed) or ``read`` (a row it changed
+    is gone or changed)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def new_rows_matching(reads: RowLevelReads, added: Sequence[Add]) -> Add | None:
+    """The first of ``added`` that may hold a row where the predicate is TRUE."""
+    if not added:
+        return None
+    listing = add_actions_table([adds_to_arrow(list(added))], reads.schema,
+                                list(reads.partition_columns), reads.configuration,
+                                deletion_vectors=True, tight_bounds=True)
+    keep = may_match(reads.predicate, listing, reads.schema)
+    hits = np.flatnonzero(keep)
+    return added[int(hits[0])] if len(hits) else None
+
+
+def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Remove],
+               loaded: WinnerRows, new_row_candidates: Sequence[Add]) -> RowRebase | None:
+    """RowConflict if the winner (its ``added`` and ``removed`` files, what was ``loaded`` of
+    them) changed rows ``reads`` depends on; else how the retry's changes move onto the
+    winner's state (None: the winner touched none of its files).  ``new_row_candidates``:
+    the winner's adds that count as new rows at this isolation level."""
+    removed_keys = {file_key(r.path) for r in removed}
+    readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
+    fresh = [a for a in new_row_candidates
+             if a.data_change and file_key(a.path) not in readded]
+    hit = new_rows_matching(reads, fresh)
+    if hit is not None:
+        raise RowConflict("append", f"added file {hit.path}, which may hold rows matching "
+                                    f"{reads.predicate.to_sql()}")
+    touched = [c for k, c in reads.files.items() if k in removed_keys]
+    if not touched:
+        return None
+    out: dict[str, FileRebase] = {}
+    moved_index: tuple[Rows, Rows, list[tuple[str, int]]] | None = None
+    for c in touched:
+        again = readded.get(c.key)
+        if again is not None:
+            out[c.key] = _same_file(c, again, loaded)
+            continue
+        if moved_index is None:
+            moved_index = _index_moved(added, loaded)
+        for target_key, target, positions, which in _moved(c, moved_index, added):
+            prior = out.get(target_key)
+            deleted_now = loaded.deletion_vectors.get(target_key, rows([]))
+            n = target.num_records() or 0
+            if prior is None:
+                prior = FileRebase(target, n, deleted_now, rows([]), rows([]), rows([]), ())
+            order = np.argsort(positions)
+            out[target_key] = FileRebase(
+                target, n, deleted_now,
+                np.concatenate([prior.changed, positions[order]]),
+                np.concatenate([prior.changed_ids, c.changed_ids[which][order]]),
+                np.concatenate([prior.changed_versions, c.changed_versions[which][order]]),
+                (*prior.replaces, c.key))
+    return RowRebase(tuple(out.values()))
+
+
+def _same_file(c: ChangedFile, again: Add, loaded: WinnerRows) -> FileRebase:
+    """The winner committed ``c``'s file again (a new deletion vector)."""
+    if again.deletion_vector is None:
+        now = rows([])
+    else:
+        found = loaded.deletion_vectors.get(c.key)
+        if found is None:
+            raise RowConflict("delete", f"committed file {again.path} again with a deletion "
+                                        "vector that was not read")
+        now = found
+    if len(np.setdiff1d(c.deleted_before, now)):
+        raise RowConflict("delete", f"committed file {again.path} again with rows restored "
+                                    "that were deleted when this transaction read it")
+    winner_deleted = np.setdiff1d(now, c.deleted_before)
+    both = np.intersect1d(winner_deleted, c.changed)
+    if len(both):
+        ids = c.changed_ids[np.isin(c.changed, both)]
+        raise RowConflict("delete", f"deleted or rewrote row(s) with id(s) "
+                                    f"{ids[:5].tolist()} of file {again.path}, which this "
+                                    "transaction changes too")
+    return FileRebase(again, c.num_rows, now, c.changed, c.changed_ids, c.changed_versions,
+                      (c.key,))
+
+
+def _index_moved(added: Sequence[Add], loaded: WinnerRows
+                 ) -> tuple[Rows, Rows, list[tuple[str, int]]]:
+    """Stable ids (sorted), their commit versions, and (file, position) of every live row of
+    the winner's new files that were read."""
+    ids: list[Rows] = []
+    versions: list[Rows] = []
+    where: list[tuple[str, int]] = []
+    for a in added:
+        m = loaded.moved.get(file_key(a.path))
+        if m is None:
+            continue
+        ids.append(m.ids)
+        versions.append(m.versions)
+        where.extend((file_key(a.path), int(p)) for p in m.positions)
+    if not ids:
+        return rows([]), rows([]), []
+    all_ids = np.concatenate(ids)
+    all_versions = np.concatenate(versions)
+    order = np.argsort(all_ids, kind="stable")
+    return all_ids[order], all_versions[order], [where[i] for i in order]
+
+
+def _moved(c: ChangedFile, index: tuple[Rows, Rows, list[tuple[str, int]]],
+           added: Sequence[Add]) -> list[tuple[str, Add, Rows, Rows]]:
+    """Where the winner's new files hold ``c``'s changed rows, unchanged: per target file, its
+    positions there and which of ``c.changed`` they are."""
+    ids, versions, where = index
+    at = np.searchsorted(ids, c.changed_ids)
+    found = (at < len(ids)) & (ids[np.minimum(at, max(len(ids) - 1, 0))] == c.changed_ids) \
+        if len(ids) else np.zeros(len(c.changed_ids), dtype=bool)
+    if not found.all():
+        missing = c.changed_ids[~found][:5].tolist()
+        raise RowConflict("read", f"removed file {c.add.path} and its rows with id(s) {missing}, "
+                                  "which this transaction changes, are in none of the files it "
+                                  "added")
+    if len(np.unique(c.changed_ids)) != len(c.changed_ids) or \
+            (len(ids) > 1 and (np.diff(ids) == 0).any()):
+        raise RowConflict("read", f"removed file {c.add.path}: row ids are not unique among its "
+                                  "rows and the files added")
+    changed_versions = versions[at]
+    if (changed_versions != c.changed_versions).any():
+        moved = c.changed_ids[changed_versions != c.changed_versions][:5].tolist()
+        raise RowConflict("read", f"changed row(s) with id(s) {moved} of file {c.add.path}, "
+                                  "which this transaction changes too")
+    by_key = {file_key(a.path): a for a in added}
+    targets: dict[str, list[int]] = {}
+    for i, j in enumerate(at):
+        targets.setdefault(where[int(j)][0], []).append(i)
+    out = []
+    for key, which in targets.items():
+        idx = np.asarray(which, dtype=np.int64)
+        positions = np.asarray([where[int(at[i])][1] for i in which], dtype=np.int64)
+        out.append((key, by_key[key], positions, idx))
+    return out
+
+
+__all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads",
+           "RowRebase", "WinnerRows", "check_rows", "new_rows_matching", "rows"]

@@ -1,0 +1,215 @@
+"""Row-level conflict checks (``protocol.row_conflicts`` through ``conflicts.check_conflicts``).
+
+A model of one data file with row ids: a row-level transaction read it with some rows deleted
+and deletes (or rewrites) others; a concurrent winner deletes rows of the same file with a new
+deletion vector, compacts it into new files (keeping ids and commit versions, perhaps dropping
+or updating rows as it goes), appends rows, or touches another file.  The check must conflict
+exactly when the winner changed a row the transaction changed or added a row its predicate
+matches, and otherwise say how the retry's deletes land on the winner's files so that the
+table afterwards holds what the two in series would have left.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltacommit.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+)
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.conflicts import (
+    IsolationLevel,
+    TransactionSummary,
+    WinningCommit,
+    check_conflicts,
+)
+from deltacommit.protocol.expressions.parser import parse_predicate
+from deltacommit.protocol.row_conflicts import (
+    ChangedFile,
+    MovedRows,
+    RowLevelReads,
+    RowRebase,
+    rows,
+)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+DV = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
+      "sizeInBytes": 10}
+BASE, VERSION = 1000, 3
+
+
+def _add(path: str, n: int, ids: list[int] | None = None, deleted: int = 0,
+         data_change: bool = True) -> Add:
+    values = ids if ids is not None else list(range(n))
+    stats = json.dumps({"numRecords": n, "minValues": {"id": min(values)} if values else {},
+                        "maxValues": {"id": max(values)} if values else {},
+                        "nullCount": {"id": 0}})
+    return Add(path, {}, 1, 1, data_change=data_change, stats=stats,
+               deletion_vector={**DV, "cardinality": deleted} if deleted else None,
+               base_row_id=BASE, default_row_commit_version=VERSION)
+
+
+def _summary(changed: ChangedFile, predicate: str = "id >= 0 AND id < 10",
+             level: IsolationLevel = IsolationLevel.SERIALIZABLE) -> TransactionSummary:
+    reads = RowLevelReads(parse_predicate(predicate), SCHEMA, (), {}, {changed.key: changed})
+    return TransactionSummary(operation="DELETE", partition_columns=(), partition_types={},
+                              isolation_level=level, read_predicates=(parse_predicate("TRUE"),),
+                              read_whole_table=True, removed_files=frozenset({changed.key}),
+                              row_level=reads)
+
+
+@st.composite
+def reads(draw: st.DrawFn) -> tuple[int, Any, Any]:
+    """A file of n rows: the rows deleted when read, and the (live) rows the transaction
+    changes."""
+    n = draw(st.integers(2, 40))
+    before = draw(st.sets(st.integers(0, n - 1), max_size=n - 1))
+    live = sorted(set(range(n)) - before)
+    changed = draw(st.sets(st.sampled_from(live), min_size=1))
+    return n, rows(sorted(before)), rows(sorted(changed))
+
+
+def _changed(n: int, before: Any, changed: Any) -> ChangedFile:
+    return ChangedFile(_add("f.parquet", n, deleted=len(before)), n, before, changed,
+                       changed + BASE, np.full(len(changed), VERSION, dtype=np.int64))
+
+
+def _check(summary: TransactionSummary, winner: WinningCommit) -> RowRebase | None:
+    return check_conflicts(summary, winner, "t")
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads(), st.data())
+def test_a_winner_deleting_rows_of_the_same_file(read: tuple[int, Any, Any],
+                                                 data: st.DataObject) -> None:
+    n, before, changed = read
+    live = sorted(set(range(n)) - set(before.tolist()))
+    theirs = rows(sorted(data.draw(st.sets(st.sampled_from(live), min_size=1))))
+    now = np.union1d(before, theirs)
+    winner = WinningCommit(5, "DELETE")
+    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1))
+    again = _add("f.parquet", n, deleted=len(now))
+    winner.added.append(again)
+    winner.rows.deletion_vectors["f.parquet"] = now
+    summary = _summary(_changed(n, before, changed))
+    if len(np.intersect1d(theirs, changed)):
+        with pytest.raises(ConcurrentDeleteDeleteException):
+            _check(summary, winner)
+        return
+    plan = _check(summary, winner)
+    assert plan is not None and len(plan.files) == 1
+    (f,) = plan.files
+    assert f.target is again
+    # The retry deletes the union: the winner's rows are never brought back.
+    assert np.union1d(f.deleted_before, f.changed).tolist() == \
+        np.union1d(now, changed).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads(), st.data())
+def test_a_winner_compacting_the_file(read: tuple[int, Any, Any], data: st.DataObject) -> None:
+    n, before, changed = read
+    live = sorted(set(range(n)) - set(before.tolist()))
+    dropped = data.draw(st.sets(st.sampled_from(live)))  # deleted while compacting
+    updated = data.draw(st.sets(st.sampled_from(live)))  # rewritten: a new commit version
+    kept = [r for r in live if r not in dropped]
+    order = data.draw(st.permutations(kept))
+    split = data.draw(st.integers(0, len(order)))
+    winner = WinningCommit(5, "OPTIMIZE")
+    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1, False))
+    for name, part in (("g1.parquet", order[:split]), ("g2.parquet", order[split:])):
+        if not part:
+            continue
+        ids = [BASE + r for r in part]
+        winner.added.append(_add(name, len(part), ids, data_change=False))
+        versions = [7 if r in updated else VERSION for r in part]
+        winner.rows.moved[name] = MovedRows(np.asarray(ids, np.int64),
+                                            np.asarray(versions, np.int64),
+                                            np.arange(len(part), dtype=np.int64))
+    summary = _summary(_changed(n, before, changed))
+    lost = set(changed.tolist()) & (set(dropped) | set(updated))
+    if lost:
+        with pytest.raises(ConcurrentDeleteReadException):
+            _check(summary, winner)
+        return
+    plan = _check(summary, winner)
+    assert plan is not None
+    landed = {}
+    for f in plan.files:
+        ids = winner.rows.moved[f.target.path].ids
+        landed.update({int(ids[p]) - BASE: f.target.path for p in f.changed})
+        assert f.changed_ids.tolist() == [int(ids[p]) for p in f.changed]
+    # Every row the transaction changed, and only those, is deleted where it now lives.
+    assert sorted(landed) == changed.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(reads(), st.lists(st.integers(-20, 40), min_size=1, max_size=8), st.booleans())
+def test_a_winner_appending_rows(read: tuple[int, Any, Any], new_ids: list[int],
+                                 blind: bool) -> None:
+    n, before, changed = read
+    winner = WinningCommit(5, "WRITE", is_blind_append=blind)
+    winner.added.append(_add("new.parquet", len(new_ids), new_ids))
+    for level in (IsolationLevel.SERIALIZABLE, IsolationLevel.WRITE_SERIALIZABLE):
+        summary = _summary(_changed(n, before, changed), "id >= 0 AND id < 10", level)
+        matches = any(0 <= i < 10 for i in new_ids)
+        counted = level is IsolationLevel.SERIALIZABLE or not blind
+        disjoint = max(new_ids) < 0 or min(new_ids) >= 10
+        if matches and counted:
+            with pytest.raises(ConcurrentAppendException):
+                _check(summary, winner)
+        elif disjoint or not counted:
+            assert _check(summary, winner) is None
+
+
+def test_the_file_level_rules_stay_without_row_level_reads() -> None:
+    summary = TransactionSummary(operation="DELETE", partition_columns=(), partition_types={},
+                                 isolation_level=IsolationLevel.SERIALIZABLE,
+                                 read_files=frozenset({"f.parquet"}),
+                                 read_predicates=(parse_predicate("TRUE"),),
+                                 removed_files=frozenset({"f.parquet"}))
+    winner = WinningCommit(5, "OPTIMIZE")
+    winner.removed.append(_add("f.parquet", 4).to_remove(1, False))
+    with pytest.raises(ConcurrentDeleteReadException):
+        _check(summary, winner)
+
+
+def test_unread_winner_files_conflict() -> None:
+    """What the engine did not read of a winner is taken as changed."""
+    n, before, changed = 10, rows([]), rows([3])
+    summary = _summary(_changed(n, before, changed))
+    winner = WinningCommit(5, "DELETE")
+    winner.removed.append(_add("f.parquet", n).to_remove(1))
+    winner.added.append(_add("f.parquet", n, deleted=1))
+    with pytest.raises(ConcurrentDeleteDeleteException, match="not read"):
+        _check(summary, winner)
+    compaction = WinningCommit(6, "OPTIMIZE")
+    compaction.removed.append(_add("f.parquet", n).to_remove(1, False))
+    compaction.added.append(_add("g.parquet", n, data_change=False))
+    with pytest.raises(ConcurrentDeleteReadException, match="none of the files"):
+        _check(summary, compaction)
+
+
+def test_a_winner_touching_other_files_needs_nothing() -> None:
+    summary = _summary(_changed(10, rows([]), rows([3])))
+    winner = WinningCommit(5, "DELETE")
+    winner.removed.append(_add("other.parquet", 10).to_remove(1))
+    winner.added.append(_add("other.parquet", 10, deleted=2))
+    assert _check(summary, winner) is None
+    with pytest.raises(ConcurrentModificationException):
+        metadata_winner = WinningCommit(6, "SET TBLPROPERTIES")
+        from deltacommit.protocol.actions import Metadata
+
+        metadata_winner.metadata = Metadata(id="x", schema_string="{}", partition_columns=[],
+                                            configuration={"a": "b"})
+        _check(summary, metadata_winner)
