@@ -40,12 +40,12 @@ from deltacommit.ops.update import update as update_rows
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
 from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
+from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.predicates import (
     TRUE,
     from_partition_filters,
     parse_predicate,
 )
-from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import in_commit_timestamps
 from deltacommit.protocol.log.paths import locate_data_file, parse_location

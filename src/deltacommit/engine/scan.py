@@ -110,9 +110,14 @@ def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
                                  stats_parsed=[parsed for _, parsed in chunks], tight_bounds=True)
 
     try:
-        files = listing(texts=False)
-    except TextsNeeded:
-        files = listing(texts=True)
+        try:
+            files = listing(texts=False)
+        except TextsNeeded:
+            files = listing(texts=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        # A file entry Arrow cannot hold (a forged deletion-vector size): nothing is pruned,
+        # and reading that file says what is wrong with it.
+        return snapshot.files()
     keep = may_match(predicate, files, schema)
     if keep.all():
         return snapshot.files()

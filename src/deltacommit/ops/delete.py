@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.scan import prune_files
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
@@ -102,44 +103,74 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
             "so a DELETE of some rows of a file must also write change data files, which "
             "deltacommit does not write; delete whole partitions (a predicate on partition "
             "columns only) or run the DELETE with Spark")
-    matching = row_filter(predicate, table.schema, where)
     with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
-        files = txn.scan()
-        scan = replace(table.file_scan(table.schema), physical_rows=True)
-        removes: list[Add] = []
-        kept: list[tuple[Add, bytes, int]] = []
-        #: Each touched file's physical rows and the rows that should survive the delete.
-        proofs: list[tuple[Add, pa.Table, pa.Table]] = []
-        deleted_now = 0
-        for add in files:
-            data = scan.read(add)
-            n = data.num_rows
-            hit = np.flatnonzero(matching.matches(data).to_numpy(zero_copy_only=False))
-            old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
-                                add.deletion_vector, data_file=add.path, num_rows=n,
-                                storage_options=table.storage_options,
-                                allow_external=table.allow_external_paths)
-                   if add.deletion_vector else np.zeros(0, np.uint64))
-            rows = np.union1d(old.astype(np.int64), hit)
-            if len(rows) == len(old):
-                continue
-            deleted_now += len(rows) - len(old)
-            removes.append(add)
-            live = data.filter(keep_mask(old, n, f"{where}: {add.path}")) if len(old) else data
-            proofs.append((add, data, live.filter(matching.not_matching(live))))
-            if len(rows) < n:
-                kept.append((add, encode_bitmap_array(rows), len(rows)))
-        adds, dv_file = write_deletion_vectors(table.log_store.store, kept)
-        check_output(table, proofs, adds, dv_file, where)
-        txn.remove(removes)
-        txn.add(adds)
-        txn.operation_metrics["numRemovedFiles"] = str(len(removes) - len(adds))
-        txn.operation_metrics["numDeletionVectorsAdded"] = str(len(adds))
-        txn.operation_metrics["numDeletionVectorsRemoved"] = str(
-            sum(1 for a in removes if a.deletion_vector))
-        txn.operation_metrics["numDeletedRows"] = str(deleted_now)
+        stage_dv_delete(table, txn, predicate, where)
     assert txn.result is not None
     return txn.result
+
+
+def stage_dv_delete(table: DeletingTable, txn: Transaction, predicate: Predicate,
+                    where: str) -> pa.Table:
+    """Stage in ``txn`` the deletion of the rows where ``predicate`` is TRUE by deletion
+    vectors (see the module docstring), proven before anything is staged; the live rows
+    deleted, in the table's schema (what an UPDATE writes again, changed).
+
+    Only the files whose statistics admit a matching row are opened.  On a table with row
+    tracking the transaction records the rows it deletes (``Transaction.record_row_changes``),
+    so concurrent commits are checked against them row by row."""
+    matching = row_filter(predicate, table.schema, where)
+    # Read as Spark's file-level rules need it; only the files whose statistics admit a
+    # matching row are opened.
+    files = txn.scan()
+    admitted = {a.path for a in prune_files(txn.snapshot, predicate)}
+    files = [a for a in files if a.path in admitted]
+    scan = replace(table.file_scan(table.schema), physical_rows=True)
+    changes: list[tuple[Add, int, Any, Any]] = []
+    removes: list[Add] = []
+    kept: list[tuple[Add, bytes, int]] = []
+    #: Each touched file's physical rows and the rows that should survive the delete.
+    proofs: list[tuple[Add, pa.Table, pa.Table]] = []
+    gone: list[pa.Table] = []
+    deleted_now = 0
+    for add in files:
+        data = scan.read(add)
+        n = data.num_rows
+        hit = np.flatnonzero(matching.matches(data).to_numpy(zero_copy_only=False))
+        old = (deleted_rows(table.log_store.store, parse_location(table.uri), table.uri,
+                            add.deletion_vector, data_file=add.path, num_rows=n,
+                            storage_options=table.storage_options,
+                            allow_external=table.allow_external_paths)
+               if add.deletion_vector else np.zeros(0, np.uint64)).astype(np.int64)
+        rows = np.union1d(old, hit)
+        if len(rows) == len(old):
+            continue
+        newly = np.setdiff1d(hit, old)
+        deleted_now += len(newly)
+        removes.append(add)
+        changes.append((add, n, old, newly))
+        gone.append(data.take(newly))
+        live = data.filter(keep_mask(old.astype(np.uint64), n, f"{where}: {add.path}")) \
+            if len(old) else data
+        proofs.append((add, data, live.filter(matching.not_matching(live))))
+        if len(rows) < n:
+            kept.append((add, encode_bitmap_array(rows), len(rows)))
+    adds, dv_file = write_deletion_vectors(table.log_store.store, kept)
+    check_output(table, proofs, adds, dv_file, where)
+    # On a table with row tracking, concurrent commits are checked against these rows and
+    # the predicate, not file by file.
+    txn.record_row_changes(predicate, changes)
+    txn.remove(removes)
+    txn.add(adds)
+    metrics = txn.operation_metrics
+    metrics["numRemovedFiles"] = str(int(metrics.get("numRemovedFiles", 0))
+                                     + len(removes) - len(adds))
+    metrics["numDeletionVectorsAdded"] = str(int(metrics.get("numDeletionVectorsAdded", 0))
+                                             + len(adds))
+    metrics["numDeletionVectorsRemoved"] = str(
+        int(metrics.get("numDeletionVectorsRemoved", 0))
+        + sum(1 for a in removes if a.deletion_vector))
+    metrics["numDeletedRows"] = str(int(metrics.get("numDeletedRows", 0)) + deleted_now)
+    return pa.concat_tables(gone) if gone else table.schema.empty_table()
 
 
 def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
@@ -166,7 +197,7 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
         changes = rewrite.each_file(files, one)
         return Planned(changes, None, len(files), skipped, int((time.monotonic() - started)
                                                                * 1000),
-                       {"deleted": sum(len(c.deleted) for c in changes)})
+                       {"deleted": sum(len(c.deleted) for c in changes)}, reads=predicate)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
         return {"numAddedFiles": str(written.files_added),
@@ -189,4 +220,5 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     return CommitResult(done.version, 0, read_version=done.version)
 
 
-__all__ = ["DeletingTable", "delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs"]
+__all__ = ["DeletingTable", "delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs",
+           "stage_dv_delete"]

@@ -45,9 +45,9 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.protocol.actions import Add, Remove
+from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
 from deltacommit.protocol.expressions.ast import Expr
-from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.stats.pruning import may_match
 

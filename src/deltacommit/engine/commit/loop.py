@@ -26,6 +26,7 @@ from deltacommit.engine.commit.commit_info import (
 )
 from deltacommit.engine.commit.host_turn import HostTurn, Record
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.row_rebase import load_winner_rows, rebase
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.stamps import stamp
 from deltacommit.engine.commit.table_log import TableLog
@@ -271,13 +272,33 @@ class CommitLoop:
             if m.staged.txn_id in ids:
                 m.resolve(self._result(m, v, self.log.log_store.read_commit(v), len(ids)))
                 return False
-            try:
-                check_conflicts(m.staged.summary, winner, self.log.uri)
-            except ConcurrentModificationException as e:
-                group.on_fail(m, e)
+            if not self.check(m, winner, group):
                 return False
             m.winners.append(v)
         m.checked = base
+        return True
+
+    def check(self, m: Member, winner: WinningCommit, group: Group) -> bool:
+        """Check ``m`` against ``winner``; False (``m`` failed) on a conflict.  A row-level
+        member is checked row by row, with what it needs read of the winner's files, and
+        rebased onto the files the winner replaced (``engine/transaction/row_rebase.py``)."""
+        summary = m.staged.summary
+        store = self.log.log_store.store
+        try:
+            if summary.row_level is not None:
+                load_winner_rows(store, self.log.uri, winner.version, summary.row_level, winner)
+            plan = check_conflicts(summary, winner, self.log.uri)
+            if plan is not None:
+                m.staged = rebase(store, self.log.uri, m.staged, plan,
+                                  int(self.clock.time() * 1000))
+        except ConcurrentModificationException as e:
+            group.on_fail(m, e)
+            return False
+        except DeltaCommitError as e:
+            # The rebase could not write or prove its deletion vectors: nothing of it is
+            # committed, and the member fails with the reason.
+            group.on_fail(m, e)
+            return False
         return True
 
     # ----------------------------------------------------------------- attempts
@@ -324,7 +345,8 @@ class CommitLoop:
             actions, dependent = self.stamped_actions(group, group_id, version)
             if baton is not None:
                 actions[0] = self._vouching(actions[0], base)
-            key = (tuple(id(m) for m in members), id(group.adds), len(group.adds),
+            key = (tuple((id(m), id(m.staged)) for m in members), id(group.adds),
+                   len(group.adds),
                    version if dependent else None)
             if key != body_key:
                 body, body_key = serialize_commit(actions[1:]), key
@@ -474,10 +496,7 @@ class CommitLoop:
             for m in group.members:
                 if m.done:
                     continue
-                try:
-                    check_conflicts(m.staged.summary, winner, self.log.uri)
-                except ConcurrentModificationException as e:
-                    group.on_fail(m, e)
+                if not self.check(m, winner, group):
                     continue
                 m.winners.append(c.version)
                 m.checked = c.version

@@ -527,9 +527,13 @@ class GroupCommitter:
         deferred: list[_Member] = []
         for m in candidates:
             try:
-                for view in (blind, unread):
-                    check_conflicts(m.staged.summary, view, table.log.uri)
+                # A row-level member whose rows an earlier member's files hold would need a
+                # rebase onto files not committed yet: it waits for a later group instead.
+                shares = any([check_conflicts(m.staged.summary, view, table.log.uri) is not None
+                              for view in (blind, unread)])
             except ConcurrentModificationException:
+                shares = True
+            if shares:
                 if isinstance(m, _Member):
                     deferred.append(m)
                 continue

@@ -20,6 +20,7 @@ from deltacommit.engine.commit.commit_info import ENGINE_INFO, render_parameters
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.commit.row_rebase import hidden_columns, stable_rows
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.group.fleet.policy import fleet_policy
 from deltacommit.engine.group.fleet.round import commit as fleet_commit
@@ -38,6 +39,7 @@ from deltacommit.protocol.actions import (
     Txn,
 )
 from deltacommit.protocol.conflicts import TransactionSummary
+from deltacommit.protocol.expressions.ast import or_
 from deltacommit.protocol.expressions.predicates import (
     TRUE,
     from_partition_filters,
@@ -46,6 +48,7 @@ from deltacommit.protocol.expressions.predicates import (
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.protocol.replay import file_key
+from deltacommit.protocol.row_conflicts import ChangedFile, RowLevelReads, rows
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
@@ -94,6 +97,7 @@ class Transaction:
         self._isolation = (None if isolation_level is None
                            else IsolationLevel.parse(str(isolation_level), table.uri))
         self._reads = _Reads()
+        self._row_level: RowLevelReads | None = None
         self._adds: list[Add] = []
         self._unsynced: list[str] = []
         self._removes: list[Remove] = []
@@ -141,6 +145,50 @@ class Transaction:
     def read_whole_table(self) -> None:
         """Declare that the outcome depends on every file (any concurrent change conflicts)."""
         self._reads.whole_table = True
+
+    @property
+    def tracks_rows(self) -> bool:
+        """Whether this transaction's row-level changes are checked row by row: the table has
+        deletion vectors and row tracking enabled (with its materialized id columns)."""
+        snap = self.snapshot
+        config = snap.table_config
+        return bool(config.deletion_vectors_enabled(snap.protocol)
+                    and config.row_tracking_enabled(snap.protocol)
+                    and config.row_id_column and config.row_commit_version_column)
+
+    def record_row_changes(self, predicate: Predicate,
+                           changes: Iterable[tuple[Add, int, Any, Any]]) -> bool:
+        """Declare this transaction a row-level one: it acts on the rows where ``predicate``
+        is TRUE, and of each file ``(add as read, physical rows, positions its deletion vector
+        deleted when read, positions this transaction deletes or rewrites)`` it changed those
+        rows.  Concurrent commits are then checked against these rows and the predicate
+        instead of Spark's file-level rules (``protocol/row_conflicts.py``), and a retry moves
+        its deletes onto files a winner replaced (``row_rebase.py``).  Returns False, and
+        changes nothing, where the table lacks deletion vectors or row tracking
+        (``tracks_rows``): the file-level rules stay.  Reads each file's stable row ids."""
+        self._check_open()
+        if not self.tracks_rows:
+            return False
+        snap = self.snapshot
+        store = self.table.log.log_store.store
+        hidden = hidden_columns(snap.configuration)
+        files = dict(self._row_level.files) if self._row_level is not None else {}
+        for add, num_rows, before, changed in changes:
+            changed_rows = rows(changed)
+            ids, versions, n = stable_rows(store, self.table.uri, snap.version, add, hidden)
+            if n != num_rows or (len(changed_rows) and changed_rows[-1] >= n):
+                raise InvalidArgumentError(
+                    f"row changes of {add.path} in table {self.table.uri}: the file has {n} "
+                    f"rows, not {num_rows}, or positions beyond them were given")
+            change = ChangedFile(add, n, rows(before), changed_rows, ids[changed_rows],
+                                 versions[changed_rows])
+            files[change.key] = change
+        pcols = tuple(snap.partition_columns)
+        previous = self._row_level.predicate if self._row_level is not None else None
+        self._row_level = RowLevelReads(
+            predicate if previous is None else or_(previous, predicate), snap.schema, pcols,
+            dict(snap.configuration), files)
+        return True
 
     def app_version(self, app_id: str) -> int | None:
         """The last committed version of an application id; the read is tracked, so a
@@ -283,6 +331,7 @@ class Transaction:
             read_protocol=snap.protocol,
             read_metadata=snap.metadata,
             domains=frozenset(self._domains),
+            row_level=self._row_level,
         )
 
     def staged(self) -> StagedCommit:

@@ -136,7 +136,9 @@ class FilePruner:
                  else pa.nulls(self.n, pa.bool_()))
         self.wide = _np(pc.fill_null(pc.equal(tight, False), False))
         live = records if cardinality is None else pc.subtract(records, cardinality)
-        self.empty = _np(pc.fill_null(pc.less_equal(live, 0), False))
+        # Exactly none live; a cardinality above the rows is a forged entry, which reading
+        # the file reports.
+        self.empty = _np(pc.fill_null(pc.equal(live, 0), False))
         self.true = np.ones(self.n, dtype=bool)
         self.false = np.zeros(self.n, dtype=bool)
 
