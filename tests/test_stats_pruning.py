@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
 from deltacommit.protocol.expressions.ast import (
     And,
@@ -37,9 +38,8 @@ from deltacommit.protocol.expressions.ast import (
 )
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
 from deltacommit.protocol.expressions.parser import parse_expression, parse_predicate
-from deltacommit.protocol.add_actions import add_actions_table
+from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.stats.compute import compute_stats
-from deltacommit.protocol.stats.pruning import may_match
 
 UTC = dt.UTC
 SCHEMA = pa.schema([

@@ -38,6 +38,7 @@ from deltacommit.protocol.add_actions import (
     partition_strings,
 )
 from deltacommit.protocol.expressions.predicates import TRUE, Predicate
+from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.partitions import partition_column_arrays
 from deltacommit.protocol.schema.column_mapping import (
@@ -49,7 +50,6 @@ from deltacommit.protocol.schema.column_mapping import (
     to_logical,
 )
 from deltacommit.protocol.schema.nested import conform
-from deltacommit.protocol.stats.pruning import may_match
 
 if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Snapshot
@@ -84,7 +84,7 @@ def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
 
 def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
     """The files of ``snapshot`` that may hold a live row where ``predicate`` (over any
-    columns) is TRUE, by partition values and file statistics (``stats.pruning``).
+    columns) is TRUE, by partition values and file statistics (``file_pruning``).
 
     What readers with a filter and row-level operations (DELETE, UPDATE, MERGE) open: a few
     keys of a large table touch the few files whose bounds admit them.  A predicate over

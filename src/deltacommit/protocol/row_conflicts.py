@@ -12,7 +12,7 @@ only if
 
 1. the winner added rows the predicate may match: files with new rows (not a file it
    committed again with a new deletion vector, not files a compaction wrote with
-   ``dataChange=false``) that partition values and statistics (``stats.pruning``) cannot
+   ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
    prove hold no such row (``ConcurrentAppendException``); or
 2. the winner changed one of its rows:
 
@@ -48,8 +48,8 @@ from deltacommit.protocol.actions import Add, Remove
 from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
 from deltacommit.protocol.expressions.ast import Expr
+from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.replay import file_key
-from deltacommit.protocol.stats.pruning import may_match
 
 Rows = np.ndarray[Any, np.dtype[np.int64]]
 
