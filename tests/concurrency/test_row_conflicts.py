@@ -213,3 +213,19 @@ def test_a_winner_touching_other_files_needs_nothing() -> None:
         metadata_winner.metadata = Metadata(id="x", schema_string="{}", partition_columns=[],
                                             configuration={"a": "b"})
         _check(summary, metadata_winner)
+
+
+def test_a_file_committed_again_with_rows_restored_holds_new_rows() -> None:
+    """A winner that commits a file again with fewer deleted rows brings rows back: they are
+    new rows to the predicate, unlike a deletion vector that grew."""
+    summary = _summary(_changed(10, rows([]), rows([3])), "id >= 0 AND id < 10")
+    other = _add("other.parquet", 10, list(range(5, 15)), deleted=2)
+    for restored, conflict in ((1, True), (3, False)):
+        winner = WinningCommit(5, "RESTORE")
+        winner.removed.append(other.to_remove(1))
+        winner.added.append(_add("other.parquet", 10, list(range(5, 15)), deleted=restored))
+        if conflict:
+            with pytest.raises(ConcurrentAppendException):
+                _check(summary, winner)
+        else:
+            assert _check(summary, winner) is None

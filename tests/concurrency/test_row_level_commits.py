@@ -21,6 +21,7 @@ from deltacommit.errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
 )
+from deltacommit.protocol.expressions.parser import parse_predicate
 from deltacommit.protocol.partitions import decode_add_path
 
 ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
@@ -122,3 +123,19 @@ def test_rows_of_a_compaction_that_cannot_be_read_are_a_conflict(tmp_path: Path)
     (tmp_path / "t" / decode_add_path(new.path)).unlink()
     with pytest.raises(ConcurrentDeleteReadException, match="none of the files"):
         loser.delete("id = 4")
+
+
+def test_files_without_row_ids_keep_the_file_level_rules(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    uri = _table(tmp_path, ROW_LEVEL)
+    t = dc.DeltaTable(uri)
+    txn = t.transaction("DELETE")
+    add = t.files()[0]
+    assert txn.tracks_rows
+    assert not txn.record_row_changes(parse_predicate("id = 1"),
+                                      [(replace(add, base_row_id=None), 10, [], [1])])
+    assert txn.summary().row_level is None
+    # Later changes of the same transaction stay file-level too.
+    assert not txn.record_row_changes(parse_predicate("id = 2"), [(add, 10, [], [2])])
+    assert txn.summary().row_level is None

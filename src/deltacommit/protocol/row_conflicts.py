@@ -11,8 +11,8 @@ stable id, and the predicate that chose them.  A concurrent winner then conflict
 only if
 
 1. the winner added rows the predicate may match: files with new rows (not a file it
-   committed again with a new deletion vector, not files a compaction wrote with
-   ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
+   committed again with a deletion vector deleting more rows, not files a compaction wrote
+   with ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
    prove hold no such row (``ConcurrentAppendException``); or
 2. the winner changed one of its rows:
 
@@ -169,8 +169,9 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     the winner's adds that count as new rows at this isolation level."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
+    grown = _deletes_only(removed, readded)
     fresh = [a for a in new_row_candidates
-             if a.data_change and file_key(a.path) not in readded]
+             if a.data_change and file_key(a.path) not in grown]
     hit = new_rows_matching(reads, fresh)
     if hit is not None:
         raise RowConflict("append", f"added file {hit.path}, which may hold rows matching "
@@ -201,6 +202,27 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
                 np.concatenate([prior.changed_versions, c.changed_versions[which][order]]),
                 (*prior.replaces, c.key))
     return RowRebase(tuple(out.values()))
+
+
+def _cardinality(dv: Mapping[str, Any] | None) -> int:
+    value = (dv or {}).get("cardinality")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _deletes_only(removed: Sequence[Remove], readded: Mapping[str, Add]) -> set[str]:
+    """Files committed again that only lost rows (a deletion vector that grew): no new rows.
+    A file committed again with fewer deleted rows (rows restored), or whose remove does not
+    say which deletion vector it had, may hold rows that were not live before."""
+    out: set[str] = set()
+    for r in removed:
+        key = file_key(r.path)
+        again = readded.get(key)
+        if again is None:
+            continue
+        known = r.deletion_vector is not None or r.extended_file_metadata is True
+        if known and _cardinality(again.deletion_vector) >= _cardinality(r.deletion_vector):
+            out.add(key)
+    return out
 
 
 def _same_file(c: ChangedFile, again: Add, loaded: WinnerRows) -> FileRebase:

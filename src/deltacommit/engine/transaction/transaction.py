@@ -98,6 +98,8 @@ class Transaction:
                            else IsolationLevel.parse(str(isolation_level), table.uri))
         self._reads = _Reads()
         self._row_level: RowLevelReads | None = None
+        #: Some change could not be tracked by row: the file-level rules apply throughout.
+        self._row_level_off = False
         self._adds: list[Add] = []
         self._unsynced: list[str] = []
         self._removes: list[Remove] = []
@@ -167,7 +169,16 @@ class Transaction:
         changes nothing, where the table lacks deletion vectors or row tracking
         (``tracks_rows``): the file-level rules stay.  Reads each file's stable row ids."""
         self._check_open()
-        if not self.tracks_rows:
+        changes = list(changes)
+        if not self.tracks_rows or any(
+                a.base_row_id is None or a.default_row_commit_version is None
+                for a, _, _, _ in changes):
+            # A file committed before row tracking was enabled (and not backfilled) has no
+            # stable ids to check rows by: the whole transaction keeps the file-level rules.
+            self._row_level = None
+            self._row_level_off = True
+            return False
+        if self._row_level_off:
             return False
         snap = self.snapshot
         store = self.table.log.log_store.store
