@@ -122,8 +122,9 @@ class FleetRecord:
 
 
 def publishable(summary: TransactionSummary) -> bool:
-    """Whether a transaction's reads have a stored form: not if it read partition predicates."""
-    return not summary.read_predicates
+    """Whether a transaction's reads have a stored form: not if it read partition predicates
+    or rows (a row-level transaction, ``row_conflicts``)."""
+    return not summary.read_predicates and summary.row_level is None
 
 
 def encode_record(r: FleetRecord) -> bytes:
