@@ -27,15 +27,21 @@ def main() -> None:
     parser.add_argument("--compaction-interval", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--modes", default="row-level,file-level")
+    parser.add_argument("--kinds", default="update,merge,delete-insert",
+                        help="update: DeltaTable.update; merge: an upsert of the keys by "
+                             "DeltaTable.merge; delete-insert: a DELETE by deletion vectors "
+                             "writing the rows again in the same transaction")
     args = parser.parse_args()
     layout = Layout(args.workers, args.operations, args.keys)
     for _ in range(args.rounds):
-        for mode in args.modes.split(","):
-            with tempfile.TemporaryDirectory() as tmp:
-                figures = run(str(Path(tmp) / "t"), row_level=mode == "row-level",
-                              layout=layout, compaction_interval=args.compaction_interval)
-            print(json.dumps({"bench": "rowlevel_concurrency", "mode": mode, **figures}),
-                  flush=True)
+        for kind in args.kinds.split(","):
+            for mode in args.modes.split(","):
+                with tempfile.TemporaryDirectory() as tmp:
+                    figures = run(str(Path(tmp) / "t"), row_level=mode == "row-level",
+                                  layout=layout, compaction_interval=args.compaction_interval,
+                                  kind=kind)
+                print(json.dumps({"bench": "rowlevel_concurrency", "mode": mode, **figures}),
+                      flush=True)
 
 
 if __name__ == "__main__":

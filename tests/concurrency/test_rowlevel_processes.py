@@ -1,5 +1,6 @@
-"""Row-level concurrency across processes: 4 processes x 8 row-level updates of disjoint keys
-that share every data file, beside an appender whose rows match no update and a compaction
+"""Row-level concurrency across processes: 4 processes x 8 row-level updates (UPDATE, MERGE
+upserts, and a DELETE by deletion vectors with the rows written again) of disjoint keys that share every
+data file, beside an appender whose rows match no update and a compaction
 running over and over (``deltacommit.testing.rowlevel``).
 
 With deletion vectors and row tracking no update aborts, and the final table is the serial
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from deltacommit.testing.rowlevel import Layout, run
 
 
-def test_row_level_updates_never_abort(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["update", "merge", "delete-insert"])
+def test_row_level_updates_never_abort(tmp_path: Path, kind: str) -> None:
     figures = run(str(tmp_path / "t"), row_level=True, layout=Layout(4, 8, 10),
-                  compaction_interval=0.05)
+                  compaction_interval=0.05, kind=kind)
     assert figures["equals_serial"], figures
     assert figures["aborted_operations"] == 0, figures
     # The updates did meet concurrent commits (and were checked and rebased over them).

@@ -18,6 +18,7 @@ from typing import Protocol as Interface
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.row_rebase import wide_stats
 from deltacommit.errors import RewriteCheckError
 from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.protocol.actions import Add
@@ -44,7 +45,8 @@ def write_deletion_vectors(store: ObjectStore, kept: Sequence[tuple[Add, bytes, 
     store.put(dv_file, content)
     key = relative_dv_path_or_inline("", uid)
     adds = [Add(a.path, dict(a.partition_values), a.size, a.modification_time,
-                stats=a.stats, tags=a.tags,
+                # Bounds of the physical rows, no longer tight for the live ones.
+                stats=wide_stats(a.stats), tags=a.tags,
                 # The same file committed again keeps its row ids (row tracking).
                 base_row_id=a.base_row_id,
                 default_row_commit_version=a.default_row_commit_version,

@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from deltacommit.engine.rewrite_check import check_rewritten
-from deltacommit.engine.scan import partition_physical_names
+from deltacommit.engine.scan import prune_files
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
@@ -48,10 +48,19 @@ from deltacommit.io.datafiles import (
 from deltacommit.io.deletion_vectors import deleted_rows
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
 from deltacommit.ops.driver import Attempt, Decision, Finished, run
-from deltacommit.ops.pruning import Bound, admitted
+from deltacommit.ops.pruning import Bound
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
-from deltacommit.protocol.expressions.ast import Expr, and_
+from deltacommit.protocol.expressions.ast import (
+    FALSE,
+    TRUE,
+    Column,
+    Comparison,
+    Expr,
+    InList,
+    and_,
+    lit,
+)
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.partitions import decode_add_path
@@ -359,12 +368,36 @@ class RowRewrite:
 
 
 
+#: A MERGE's source keys are judged one by one against file statistics up to this many;
+#: beyond it, by their range alone (a looser bound, never an unsound one).
+KEYS_JUDGED_ONE_BY_ONE = 1_000
+
+
+def bound_condition(bound: Bound) -> Expr:
+    """``bound`` as a condition over its column: what ``file_pruning`` judges files by."""
+    column = Column((bound.column,))
+    parts: list[Expr] = []
+    if bound.values is not None:
+        if not bound.values:
+            return FALSE
+        if len(bound.values) <= KEYS_JUDGED_ONE_BY_ONE:
+            parts.append(InList(column, tuple(lit(v) for v in bound.values)))
+    if bound.low is not None:
+        parts.append(Comparison(column, ">=" if bound.low_inclusive else ">", lit(bound.low)))
+    if bound.high is not None:
+        parts.append(Comparison(column, "<=" if bound.high_inclusive else "<",
+                                lit(bound.high)))
+    return and_(*parts)
+
+
 def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
                     bounds: Sequence[Bound]) -> tuple[list[Add], int]:
     """The files a row-level operation opens, and how many it skipped: those of the partitions
     that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
-    transaction as Spark's conflict rules read them, less those whose statistics admit no
-    row within ``bounds`` (``pruning``)."""
+    transaction as Spark's conflict rules read them, less those whose partition values and
+    statistics admit no row where every conjunct and every bound (a MERGE's source keys)
+    holds (``engine.scan.prune_files``, ``file_pruning``: truncated strings, millisecond
+    timestamps, NaN, bounds of files with deletion vectors)."""
     snap = txn.snapshot
     pcols = set(snap.partition_columns)
     on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
@@ -372,8 +405,11 @@ def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence
         files = txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
     except InvalidArgumentError:  # not decidable from partition values alone (a function)
         files = txn.scan()
-    physical = partition_physical_names(snap.schema, snap.schema.names, snap.configuration)
-    kept = admitted(files, bounds, snap.schema, physical) if bounds else files
+    condition = and_(*target_only, *(bound_condition(b) for b in bounds))
+    if condition is TRUE:
+        return files, 0
+    admits = {a.path for a in prune_files(snap, condition)}
+    kept = [a for a in files if a.path in admits]
     return kept, len(files) - len(kept)
 
 
@@ -389,6 +425,12 @@ class Planned:
     scan_ms: int = 0
     #: The verb's own counts (its metrics under deltalake's and Spark's names derive from them).
     counts: dict[str, int] = field(default_factory=dict)
+    #: The condition of the target rows the verb acts on (UPDATE, DELETE: its predicate, TRUE
+    #: without one; MERGE: its target rows' condition, covering every key it may insert).
+    #: Given, a table with deletion vectors and row tracking checks concurrent commits row by
+    #: row against it and the rows changed (``Transaction.record_row_changes``); None keeps
+    #: Spark's file-level rules.
+    reads: Expr | None = None
 
 
 @dataclass(slots=True)
@@ -463,6 +505,13 @@ class RowLevelJob:
 
     def stage(self, attempt: Attempt) -> None:
         assert self._rewrite is not None
+        planned = self._planned
+        if planned.reads is not None and self._rewrite.deletion_vectors:
+            self.txn.record_row_changes(planned.reads, [
+                (c.file.add, c.file.physical.num_rows,
+                 np.setdiff1d(np.arange(c.file.physical.num_rows, dtype=np.int64), c.file.live),
+                 np.union1d(c.deleted, c.updated))
+                for c in planned.changes if c.touched])
         self._rewrite.stage(self.txn, self._written)
         self.txn.operation_metrics.update(self.spark_metrics(self._planned, self._written))
 
@@ -487,6 +536,7 @@ __all__ = [
     "RowLevelJob",
     "RowLevelTable",
     "RowRewrite",
+    "bound_condition",
     "candidate_files",
     "hidden_columns",
     "run_row_level",

@@ -39,7 +39,7 @@ from deltacommit.ops.rowlevel import (
     candidate_files,
     run_row_level,
 )
-from deltacommit.protocol.expressions.ast import And, Expr
+from deltacommit.protocol.expressions.ast import TRUE, And, Expr
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
@@ -116,7 +116,8 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
         changes = rewrite.each_file(files, one)
         return Planned(changes, None, len(files), skipped,
                        int((time.monotonic() - started) * 1000),
-                       {"updated": sum(len(c.updated) for c in changes)})
+                       {"updated": sum(len(c.updated) for c in changes)},
+                       reads=pred if pred is not None else TRUE)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
         return {"numAddedFiles": str(written.files_added),

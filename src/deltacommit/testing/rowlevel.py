@@ -4,9 +4,10 @@ appender and a compaction, counting the operations that abort.
 ``run`` builds a table whose every data file holds keys of every worker's range, then starts
 (as separate processes, released together by a barrier):
 
-- ``workers`` processes, each running ``operations`` row-level updates of its own keys (one
-  transaction: the matching rows deleted by deletion vectors, ``stage_dv_delete``, and
-  written again with a new value);
+- ``workers`` processes, each running ``operations`` row-level updates of its own keys
+  (``DeltaTable.update``, an upsert by ``DeltaTable.merge``, or one transaction deleting
+  the rows by deletion vectors, ``stage_dv_delete``, and writing them again with a new
+  value);
 - an appender whose rows match no update (ids above every range);
 - a compaction running over and over.
 
@@ -28,6 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+import deltacommit as dc
+from deltacommit.errors import ConcurrentModificationException
+from deltacommit.io.datafiles import WriteTarget, write_rows
+from deltacommit.ops.delete import stage_dv_delete
+from deltacommit.protocol.expressions.parser import parse_predicate
 
 ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 FILE_LEVEL = {"delta.enableDeletionVectors": "true"}
@@ -65,17 +72,30 @@ def value(worker: int, operation: int) -> str:
     return f"w{worker}-op{operation}"
 
 
-def update(uri: str, worker: int, operation: int, layout: Layout) -> tuple[int, tuple[int, ...]]:
+def update(uri: str, worker: int, operation: int, layout: Layout, kind: str = "update"
+           ) -> tuple[int, tuple[int, ...]]:
     """One row-level update of ``worker``'s keys; its commit version and the concurrent
-    versions it was checked against (and rebased over)."""
-    import deltacommit as dc
-    from deltacommit.io.datafiles import WriteTarget, write_rows
-    from deltacommit.ops.delete import stage_dv_delete
-    from deltacommit.protocol.expressions.parser import parse_predicate
+    versions it was checked against (and rebased over).  ``kind``: ``update`` runs
+    ``DeltaTable.update``, ``merge`` an upsert of the keys (``DeltaTable.merge``);
+    ``delete-insert`` deletes the rows by deletion vectors
+    (``stage_dv_delete``) and writes their new versions in the same transaction."""
 
     low, high = layout.keys(worker, operation)
     predicate = parse_predicate(f"id >= {low} AND id < {high}")
     table = dc.DeltaTable(uri)
+    if kind in ("update", "merge"):
+        if kind == "update":
+            metrics = table.update({"v": f"'{value(worker, operation)}'"}, predicate.to_sql())
+        else:
+            source = pa.table({"id": pa.array(range(low, high), pa.int64()),
+                               "v": pa.array([value(worker, operation)] * (high - low))})
+            metrics = (table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+                       .when_matched_update({"v": "s.v"}).when_not_matched_insert_all()
+                       .execute())
+        version = int(metrics["version"])
+        (info,) = [h for h in dc.DeltaTable(uri, version=version).history(1)]
+        read = int(info.get("readVersion", version - 1))
+        return version, tuple(range(read + 1, version))
     with table.transaction("UPDATE", {"predicate": predicate.to_sql()}) as txn:
         where = f"update of table {uri} where {predicate.to_sql()}"
         old = stage_dv_delete(table, txn, predicate, where)
@@ -88,8 +108,7 @@ def update(uri: str, worker: int, operation: int, layout: Layout) -> tuple[int, 
     return txn.result.version, txn.result.winners
 
 
-def _worker(uri: str, worker: int, layout: Layout, barrier: Any, out: Any) -> None:
-    from deltacommit.errors import ConcurrentModificationException
+def _worker(uri: str, worker: int, layout: Layout, kind: str, barrier: Any, out: Any) -> None:
 
     barrier.wait(PATIENCE_S)
     started = time.time()
@@ -98,7 +117,7 @@ def _worker(uri: str, worker: int, layout: Layout, barrier: Any, out: Any) -> No
     for op in range(layout.operations):
         while True:
             try:
-                results.append(update(uri, worker, op, layout))
+                results.append(update(uri, worker, op, layout, kind))
                 break
             except ConcurrentModificationException as e:
                 aborts.append(type(e).__name__)
@@ -106,7 +125,6 @@ def _worker(uri: str, worker: int, layout: Layout, barrier: Any, out: Any) -> No
 
 
 def _appender(uri: str, barrier: Any, stop: Any, out: Any) -> None:
-    import deltacommit as dc
 
     barrier.wait(PATIENCE_S)
     appended: list[int] = []
@@ -125,8 +143,6 @@ def _appender(uri: str, barrier: Any, stop: Any, out: Any) -> None:
 
 def _compactor(uri: str, compaction_target: int, interval: float, barrier: Any, stop: Any,
                out: Any) -> None:
-    import deltacommit as dc
-    from deltacommit.errors import ConcurrentModificationException
 
     barrier.wait(PATIENCE_S)
     committed = failed = lost = 0
@@ -142,12 +158,13 @@ def _compactor(uri: str, compaction_target: int, interval: float, barrier: Any, 
 
 
 def run(uri: str, *, row_level: bool, layout: Layout,
-        compaction_target: int = 3_000, compaction_interval: float = 1.0) -> dict[str, Any]:
+        compaction_target: int = 3_000, compaction_interval: float = 1.0,
+        kind: str = "update") -> dict[str, Any]:
     """The workload on a new table at ``uri`` (see the module docstring); its figures and
     whether the final table equals the serial result.  ``compaction_target`` (bytes) keeps
     compaction bins to a few files, so that bins no update touched commit beside them;
-    a compaction round starts every ``compaction_interval`` seconds."""
-    import deltacommit as dc
+    a compaction round starts every ``compaction_interval`` seconds; ``kind`` is how each
+    update is made (``update``)."""
 
     dc.write(uri, layout.initial(), configuration=ROW_LEVEL if row_level else FILE_LEVEL,
              target_file_rows=layout.workers * layout.keys_per_operation)
@@ -158,7 +175,7 @@ def run(uri: str, *, row_level: bool, layout: Layout,
     barrier = ctx.Barrier(layout.workers + 2)
     stop = ctx.Event()
     out = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(uri, w, layout, barrier, out))
+    procs = [ctx.Process(target=_worker, args=(uri, w, layout, kind, barrier, out))
              for w in range(layout.workers)]
     procs.append(ctx.Process(target=_appender, args=(uri, barrier, stop, out)))
     procs.append(ctx.Process(target=_compactor,
@@ -169,12 +186,12 @@ def run(uri: str, *, row_level: bool, layout: Layout,
     results: dict[str, Any] = {"workers": {}}
     try:
         for _ in range(layout.workers):
-            kind, index, payload = out.get(timeout=PATIENCE_S)
+            role, index, payload = out.get(timeout=PATIENCE_S)
             results["workers"][index] = payload
         stop.set()
         for _ in range(2):
-            kind, index, payload = out.get(timeout=PATIENCE_S)
-            results[kind] = payload
+            role, index, payload = out.get(timeout=PATIENCE_S)
+            results[role] = payload
     finally:
         stop.set()
         for p in procs:
@@ -187,18 +204,18 @@ def run(uri: str, *, row_level: bool, layout: Layout,
     elapsed = max(w[3] for w in workers) - min(w[2] for w in workers)
     table = dc.DeltaTable(uri)
     operations = {h["version"]: h.get("operation") for h in table.history()}
-    over = {"OPTIMIZE": 0, "UPDATE": 0, "WRITE": 0}
+    over: dict[str, int] = {}  # operation of a concurrent commit -> updates rebased over one
     for w in workers:
         for _, winners in w[1]:
-            for kind in {operations.get(v) for v in winners}:
-                if kind in over:
-                    over[kind] += 1
+            for op_name in {str(operations.get(v)) for v in winners}:
+                over[op_name] = over.get(op_name, 0) + 1
     final = table.to_arrow().sort_by("id")
     appended, latencies = results["appender"]
     latencies = sorted(latencies) or [0.0]
     expected = _serial(layout, appended)
     return {
-        "row_level": row_level, "workers": layout.workers, "operations": layout.operations,
+        "row_level": row_level, "kind": kind, "workers": layout.workers,
+        "operations": layout.operations,
         "compaction_interval_s": compaction_interval,
         "files_before": files_before, "aborted_operations": len(aborts),
         "aborts_by_kind": {k: aborts.count(k) for k in sorted(set(aborts))},

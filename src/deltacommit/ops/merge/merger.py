@@ -42,6 +42,7 @@ from deltacommit.ops.rowlevel import (
     RowLevelJob,
     RowLevelTable,
     RowRewrite,
+    bound_condition,
     candidate_files,
     run_row_level,
 )
@@ -222,8 +223,12 @@ class TableMerger:
                 counts["matched_deleted"] += m.matched_deleted
                 counts["nmbs_updated"] += m.not_matched_by_source_updated
                 counts["nmbs_deleted"] += m.not_matched_by_source_deleted
+            # The target rows the MERGE may act on: every row matching a source row, every
+            # key it inserts (a row added there concurrently would have matched), all rows
+            # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).
+            reads = and_(*target_only, *(bound_condition(b) for b in bounds))
             return Planned([c for c, _ in results], inserted, len(files), skipped,
-                           int((time.monotonic() - started) * 1000), counts)
+                           int((time.monotonic() - started) * 1000), counts, reads=reads)
 
         def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
             c = planned.counts
