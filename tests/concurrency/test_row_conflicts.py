@@ -11,6 +11,7 @@ table afterwards holds what the two in series would have left.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -229,3 +230,81 @@ def test_a_file_committed_again_with_rows_restored_holds_new_rows() -> None:
                 _check(summary, winner)
         else:
             assert _check(summary, winner) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads(), st.data())
+def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
+                                                 data: st.DataObject) -> None:
+    """Winners one after another, each deleting rows of the file where the transaction's
+    rows now live or compacting it into new files (ids and commit versions kept, perhaps
+    dropping or updating rows).  The transaction conflicts exactly when a winner changed one
+    of its rows; otherwise, after each rebase, the rows deleted where its rows live are the
+    winners' deletes and its own, by row id: nothing restored, nothing lost."""
+    from deltacommit.protocol.row_conflicts import rebased_reads
+
+    n, before, changed = read
+    summary = _summary(_changed(n, before, changed))
+    # The table as the winners leave it: each live id's file and position.
+    where = {BASE + p: ("f.parquet", p) for p in range(n) if p not in set(before.tolist())}
+    physical = {"f.parquet": n}
+    mine = {BASE + int(p) for p in changed}
+    for step in range(data.draw(st.integers(1, 3))):
+        target = data.draw(st.sampled_from(sorted({f for f, _ in where.values()})))
+        live_ids = sorted(i for i, (f, _) in where.items() if f == target)
+        winner = WinningCommit(10 + step, "DELETE")
+        old_deleted = physical[target] - len(live_ids)
+        winner.removed.append(_add(target, physical[target], deleted=old_deleted).to_remove(1))
+        if data.draw(st.booleans()):  # a delete of some rows, by deletion vector
+            theirs = set(data.draw(st.sets(st.sampled_from(live_ids), min_size=1))) \
+                if live_ids else set()
+            positions = {where[i][1] for i in theirs}
+            dead = sorted(set(range(physical[target])) - {where[i][1] for i in live_ids}
+                          | positions)
+            winner.added.append(_add(target, physical[target], deleted=len(dead)))
+            winner.rows.deletion_vectors[target] = rows(dead)
+            lost = theirs & mine
+            for i in theirs:
+                del where[i]
+        else:  # compaction into a new file, perhaps dropping or updating rows
+            dropped = set(data.draw(st.sets(st.sampled_from(live_ids)))) if live_ids else set()
+            updated = set(data.draw(st.sets(st.sampled_from(live_ids)))) if live_ids else set()
+            kept = [i for i in data.draw(st.permutations(live_ids)) if i not in dropped]
+            name = f"g{step}.parquet"
+            if kept:
+                winner.operation = "OPTIMIZE"
+                winner.added.append(_add(name, len(kept), kept, data_change=False))
+                winner.rows.moved[name] = MovedRows(
+                    np.asarray(kept, np.int64),
+                    np.asarray([7 if i in updated else VERSION for i in kept], np.int64),
+                    np.arange(len(kept), dtype=np.int64))
+                physical[name] = len(kept)
+            lost = (dropped | updated) & mine
+            for i in live_ids:
+                del where[i]
+            for p, i in enumerate(kept):
+                where[i] = (name, p)
+        if lost:
+            with pytest.raises((ConcurrentDeleteDeleteException, ConcurrentDeleteReadException)):
+                _check(summary, winner)
+            return
+        plan = _check(summary, winner)
+        if plan is not None:
+            assert summary.row_level is not None
+            summary = dataclasses.replace(summary,
+                                          row_level=rebased_reads(summary.row_level, plan))
+        reads_now = summary.row_level
+        assert reads_now is not None
+        # Every row of the transaction is marked where it lives now, and nothing else.
+        marked = set()
+        for c in reads_now.files.values():
+            key = c.key
+            for p in c.changed.tolist():
+                ids = [i for i, (f, q) in where.items() if f == key and q == p]
+                assert len(ids) == 1, (key, p)
+                marked.add(ids[0])
+            # The rows the retry's deletion vector starts from are exactly those the
+            # winners left deleted: none restored, none forgotten.
+            live_here = {q for f, q in where.values() if f == key}
+            assert set(c.deleted_before.tolist()) == set(range(physical[key])) - live_here
+        assert marked == mine

@@ -38,7 +38,7 @@ there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -204,6 +204,19 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     return RowRebase(tuple(out.values()))
 
 
+def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
+    """``reads`` after the retry moved its changes as ``plan`` says: the files the winner
+    replaced give way to the winner's entries, as a later winner will see them (with the
+    winner's deletes as the rows deleted when read)."""
+    replaced = {k for f in plan.files for k in f.replaces}
+    files = {k: c for k, c in reads.files.items() if k not in replaced}
+    for f in plan.files:
+        files[file_key(f.target.path)] = ChangedFile(
+            f.target, f.num_rows, f.deleted_before, f.changed, f.changed_ids,
+            f.changed_versions)
+    return replace(reads, files=files)
+
+
 def _cardinality(dv: Mapping[str, Any] | None) -> int:
     value = (dv or {}).get("cardinality")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -306,4 +319,4 @@ def _moved(c: ChangedFile, index: tuple[Rows, Rows, list[tuple[str, int]]],
 
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads",
-           "RowRebase", "WinnerRows", "check_rows", "new_rows_matching", "rows"]
+           "RowRebase", "WinnerRows", "check_rows", "new_rows_matching", "rebased_reads", "rows"]

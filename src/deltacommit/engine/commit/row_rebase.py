@@ -46,10 +46,10 @@ from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.row_conflicts import (
-    ChangedFile,
     MovedRows,
     RowLevelReads,
     RowRebase,
+    rebased_reads,
     rows,
 )
 from deltacommit.protocol.table_config.config import TableConfig
@@ -185,13 +185,7 @@ def rebase(store: ObjectStore, uri: str, staged: StagedCommit, plan: RowRebase,
     removes: list[Remove] = [r for r in staged.removes if file_key(r.path) not in replaced]
     removes += [f.target.to_remove(now_ms) for f in plan.files]
     adds = [a for a in staged.adds if file_key(a.path) not in replaced] + list(new_adds.values())
-    files = {k: c for k, c in reads.files.items() if k not in replaced}
-    for f in plan.files:
-        # As a later winner will see it: the entry now live, with the winner's deletes.
-        files[file_key(f.target.path)] = ChangedFile(
-            f.target, f.num_rows, f.deleted_before, f.changed, f.changed_ids,
-            f.changed_versions)
-    summary = replace(staged.summary, row_level=replace(reads, files=files),
+    summary = replace(staged.summary, row_level=rebased_reads(reads, plan),
                       removed_files=frozenset(file_key(r.path) for r in removes))
     return replace(staged, removes=tuple(removes), adds=tuple(adds), summary=summary)
 
