@@ -29,6 +29,8 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from deltacommit.engine.group.fleet import records
+from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.hooks.checkpoint import CheckpointInfo, write_checkpoint
 from deltacommit.engine.hooks.log_cleanup import (
     DAY_MS,
@@ -37,7 +39,7 @@ from deltacommit.engine.hooks.log_cleanup import (
     files_before_checkpoint,
 )
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.io.storage.base import DELETE_BATCH, ObjectStore
+from deltacommit.io.storage.base import DELETE_BATCH, ObjectMeta, ObjectStore
 from deltacommit.protocol.commit_window import UNCOMMITTED_FLOOR_MS, untracked_deletable
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.protocol.log.names import LOG_DIR
@@ -215,8 +217,12 @@ def _unreferenced_files(log: TableLog, snap: Snapshot, cutoff: int, started: int
     store = log.log_store.store
     doomed: list[str] = []
     recent: list[str] = []
+    published: list[ObjectMeta] = []
     for meta in store.list_contained(""):
         path = meta.path
+        if path.startswith(FLEET_DIR + "/"):
+            published.append(meta)
+            continue
         # The fleet's published transactions (``engine.group.fleet``) are hidden anyway;
         # named too, so no partition column's name can ever make them data files.
         if path.startswith((LOG_DIR + "/", FLEET_DIR + "/")) or is_hidden(path, pcols):
@@ -231,6 +237,15 @@ def _unreferenced_files(log: TableLog, snap: Snapshot, cutoff: int, started: int
             recent.append(path)  # kept unless a version named it (below)
             continue
         doomed.append(path)
+    if published:
+        # Files of the fleet's published transactions (``engine.group.fleet``), which another
+        # writer may commit at any moment: kept while any writer may still land them, however
+        # old (an owner may have written them long before it published).
+        margin = int(FleetPolicy().expiry_margin_seconds * 1000)
+        pending = live_relative_paths(uri, records.published_files(
+            store, published, snap.version, started, margin))
+        doomed = [p for p in doomed if p not in pending]
+        recent = [p for p in recent if p not in pending]
     young = 0
     if recent:
         # Files some version named (removed since): no writer is about to commit them.

@@ -80,6 +80,10 @@ class Member:
         self.attempts = 0
         self.result: CommitResult | None = None
         self.error: BaseException | None = None
+        #: Whether another writer may have committed this transaction (a fleet's published
+        #: one, ``engine.group.fleet``): then only its txnId in the versions since its
+        #: snapshot tells, and versions gone from the log leave its outcome unknown.
+        self.published = False
 
     @property
     def done(self) -> bool:
@@ -235,6 +239,16 @@ class CommitLoop:
         except MissingVersionError as e:
             now = self.log.snapshot
             for m in members:
+                if m.published:
+                    group.on_fail(m, CommitFailedError(
+                        f"{m.staged.operation} on table {self.log.uri} (txnId "
+                        f"{m.staged.txn_id}) was published for the fleet's group commit, "
+                        f"which another writer may have landed after version "
+                        f"{m.staged.read_version}; commits made since then are gone from the "
+                        f"log (deleted by log cleanup past delta.logRetentionDuration: {e}), "
+                        "so whether it landed is unknown and it is not committed again. Look "
+                        "for its rows, or its app id's version, before writing it again"))
+                    continue
                 s = m.staged.summary
                 # (a newer identity high-water mark alone passes, as it would one by one)
                 same_metadata = now.metadata == s.read_metadata or (

@@ -31,10 +31,13 @@ form here); it commits by itself, as any writer beside the fleet does.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
+from deltacommit.errors import DeltaCommitError
 from deltacommit.protocol.actions import (
     Action,
     Add,
@@ -48,6 +51,8 @@ from deltacommit.protocol.actions import (
 )
 from deltacommit.protocol.conflicts import TransactionSummary
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.log.names import LOG_DIR
+from deltacommit.protocol.log.paths import deletion_vector_path
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
@@ -190,6 +195,54 @@ def _str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
     return dict(value)
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def _data_path_error(path: str) -> str | None:
+    """Why ``path`` (an add's or remove's path, or a deletion vector's) may not be committed
+    from a record, or None.  A record may name only files below the table, by a plain
+    relative path: no scheme, no leading ``/``, no empty, ``.`` or ``..`` segment, nothing in
+    the log's or the fleet's folder.  Checked as written, decoded once (as Delta readers
+    decode) and decoded twice (as a reader joining a URL may), so no spelling leaves the
+    table for any reader, nor for VACUUM."""
+    if not path or len(path) > 16_384:
+        return "is empty or too long"
+    forms = [path]
+    if "%" in path:
+        once = unquote(path, errors="surrogateescape")
+        forms += [once, unquote(once, errors="surrogateescape")]
+    for form in forms:
+        if "\x00" in form or "\\" in form:
+            return "holds a NUL or a backslash"
+        if _SCHEME.match(form) or form.startswith("/"):
+            return "is absolute (a record names only files below the table, by relative paths)"
+        segments = form.split("/")
+        if any(seg in ("", ".", "..") for seg in segments):
+            return "has an empty, '.' or '..' segment"
+        if segments[0] in (LOG_DIR, FLEET_DIR):
+            return f"lies in {segments[0]}/"
+    return None
+
+
+def _check_paths(adds: Sequence[Add], removes: Sequence[Remove]) -> None:
+    files: list[tuple[str, Any]] = [(a.path, a.deletion_vector) for a in adds]
+    files += [(r.path, r.deletion_vector) for r in removes]
+    for path, dv in files:
+        why = _data_path_error(path)
+        if why is None and dv:
+            if dv.get("storageType") == "p":
+                why = "names its deletion vector by an absolute path"
+            else:
+                try:
+                    dv_path = deletion_vector_path(dv)
+                except DeltaCommitError as e:
+                    raise ValueError(f"file {path!r}: {e}") from None
+                if dv_path is not None:
+                    why = _data_path_error(dv_path)
+        if why is not None:
+            raise ValueError(f"data file path {path[:200]!r} {why}")
+
+
 def _decode_actions(obj: dict[str, Any]) -> tuple[
         tuple[Add, ...], tuple[Remove, ...], tuple[Txn, ...], tuple[DomainMetadata, ...],
         list[Metadata], list[Protocol]]:
@@ -272,8 +325,11 @@ def decode_record(data: bytes) -> FleetRecord:
         domains=frozenset(d.domain for d in domains),
     )
     app_ids = frozenset(_strings(obj, "appIds"))
-    if not {t.app_id for t in txns} <= app_ids:
-        raise ValueError("appIds must name every txn action's appId")
+    if not {t.app_id for t in txns} <= app_ids & summary.read_app_ids:
+        # A writer setting an app version reads it (``Transaction.set_app_version``): that is
+        # what makes a concurrent commit of the same app id conflict instead of both landing.
+        raise ValueError("appIds and readAppIds must name every txn action's appId")
+    _check_paths(adds, removes)
     ints = {k: _get(obj, k, int) for k in ("readVersion", "bound", "deadlineMs")}
     if not 0 <= ints["readVersion"] <= ints["bound"] < 2 ** 63:
         raise ValueError("needs 0 <= readVersion <= bound < 2**63")

@@ -49,6 +49,9 @@ class FleetMember(Member):
         self.deadline_ms = deadline_ms
         #: The record's store path ("" for the committer's own).
         self.path = path
+        # Published (the owner's own too: an earlier attempt of the same txnId may have
+        # published it), so versions gone from the log leave its outcome unknown.
+        self.published = True
 
 
 class FleetGroup(Group):
@@ -102,19 +105,28 @@ def history_for(loop: CommitLoop, first: int, base: int) -> tuple[dict[int, Seen
     return history, digests
 
 
+def _holds(landed: int | None, version: int) -> bool:
+    return landed is not None and landed >= version
+
+
 def choose(loop: CommitLoop, own: FleetMember, candidates: Sequence[tuple[str, FleetRecord]],
-           base: int, max_members: int, group: FleetGroup) -> list[FleetMember]:
-    """The published transactions to commit with ``own`` at ``base + 1``, in serial order;
-    each checked against the versions after its snapshot and against the members before it.
-    ``own`` must be caught up to ``base`` already."""
+           base: int, max_members: int, group: FleetGroup
+           ) -> tuple[list[FleetMember], list[str]]:
+    """The published transactions to commit with ``own`` at ``base + 1``, in serial order,
+    each checked against the versions after its snapshot and against the members before it;
+    and the paths of the records found landed already (a committer killed before deleting
+    them, or a record replayed): whoever reads them may delete them.  ``own`` must be caught
+    up to ``base`` already."""
+    landed: list[str] = []
     if not candidates:
-        return []
+        return [], landed
     first = min(r.read_version for _, r in candidates)
     try:
         history, digests = history_for(loop, first, base)
     except (DeltaCommitError, ValueError) as e:
         log.info("fleet: published transactions left to their owners: %s", e)
-        return []
+        return [], landed
+    snapshot = loop.log.snapshot
     key = own.staged.group_key
     taken = set(own.staged.app_ids)
     blind = WinningCommit(base + 1, operation=key[0], is_blind_append=True)
@@ -132,7 +144,12 @@ def choose(loop: CommitLoop, own: FleetMember, candidates: Sequence[tuple[str, F
         m = FleetMember(staged, record.bound, record.deadline_ms, path)
         probe = Group([], [], [m])
         if not loop.catch_up(m, base, history, probe) or m.done:
+            if m.result is not None:
+                landed.append(path)
             continue  # landed already, or conflicts: its owner learns the same from the log
+        if snapshot.version == base and any(
+                _holds(snapshot.app_version(t.app_id), t.version) for t in staged.txns):
+            continue  # an app version the table holds already: left to its owner
         try:
             for view in (blind, unread):
                 check_conflicts(staged.summary, view, loop.log.uri)
@@ -141,4 +158,4 @@ def choose(loop: CommitLoop, own: FleetMember, candidates: Sequence[tuple[str, F
         taken |= staged.app_ids
         staged.extend_view(blind if staged.summary.is_blind_append else unread)
         chosen.append(m)
-    return chosen
+    return chosen, landed

@@ -32,9 +32,12 @@ class FleetPolicy:
     #: An includer checks a transaction only against this many versions after its snapshot;
     #: one published further back is left to its owner.
     max_back: int = 64
+    #: Rounds a writer waits for others to carry its transaction before it commits it
+    #: itself (a round's winner that never includes it: another operation, a full version).
+    max_rounds: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("bound_versions", "max_members", "max_back"):
+        for name in ("bound_versions", "max_members", "max_back", "max_rounds"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(

@@ -17,6 +17,7 @@ import socket
 import stat
 from collections.abc import Sequence
 
+from deltacommit.engine.group.fleet import cleanup
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, StorageError
 from deltacommit.io.storage.background import ProcessPool
 from deltacommit.io.storage.base import ObjectMeta, ObjectStore
@@ -135,6 +136,34 @@ def listing(store: ObjectStore) -> list[ObjectMeta]:
         return list(store.list_contained(f"{FLEET_DIR}/"))
     except ObjectNotFoundError:
         return []
+
+
+def folder_is_real(store: ObjectStore) -> bool:
+    """Whether the fleet folder may be read: on a local file system, a real directory (never
+    a symbolic link followed out of the table); an object store has no links."""
+    local = store.local_path(FLEET_DIR)
+    if local is None:
+        return True
+    try:
+        return stat.S_ISDIR(os.lstat(local).st_mode)
+    except OSError:
+        return False
+
+
+def published_files(store: ObjectStore, listed: Sequence[ObjectMeta], latest: int,
+                    now_ms: int, margin_ms: int) -> list[tuple[str, dict[str, object] | None]]:
+    """(path, deletion vector) of every file a published transaction that may still land
+    adds, of the records among ``listed``: what VACUUM keeps whatever its retention, since
+    an includer may commit them at any moment (``cleanup.expired`` says which records no
+    one can land any more)."""
+    if not listed or not folder_is_real(store):
+        return []
+    paths = [p for _, p in cleanup.record_paths(listed)]
+    out: list[tuple[str, dict[str, object] | None]] = []
+    for record in read_records(store, paths):
+        if record is not None and not cleanup.expired(record, latest, now_ms, margin_ms):
+            out += [(a.path, a.deletion_vector) for a in record.adds]
+    return out
 
 
 def delete(store: ObjectStore, paths: Sequence[str]) -> None:

@@ -49,6 +49,7 @@ from deltacommit.errors import (
     DeltaCommitError,
     ObjectNotFoundError,
 )
+from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS
 from deltacommit.protocol.fleet.record import FleetRecord, publishable, record_path, round_path
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 
@@ -92,6 +93,11 @@ class _Writer:
         self.record: FleetRecord | None = None
         self.published = False
         self.read_digest = ""
+        #: When this writer first published the record (its clock, ms); None before.
+        self.first_published_ms: int | None = None
+        #: When (monotonic) this writer last learned the table's newest version: its caller
+        #: has just read it.
+        self.fresh_at = clock.monotonic()
 
     # ----------------------------------------------------------------- the owner's record
 
@@ -103,14 +109,30 @@ class _Writer:
         digest = known[0].digest if known else ""
         return digest or hashlib.sha256(self.log.log_store.read_commit(v)).hexdigest()
 
+    def _deadline(self) -> int:
+        """When includers stop taking the record: ``deadline_seconds`` from now, but never
+        past half the commit window after its first publication.  Its data files were
+        written within the window before that (the write driver's check), so an includer's
+        claim starts well inside VACUUM's floor for files no version names
+        (``protocol.commit_window``), as the owner's own would."""
+        now = now_ms(self.clock)
+        if self.first_published_ms is None:
+            self.first_published_ms = now
+        return min(now + int(self.fleet.deadline_seconds * 1000),
+                   self.first_published_ms + COMMIT_WINDOW_MS // 2)
+
+    def _renewable(self) -> bool:
+        """Whether a renewed record would still be taken by includers (see ``_deadline``)."""
+        return self.first_published_ms is None or \
+            now_ms(self.clock) < self.first_published_ms + COMMIT_WINDOW_MS // 2
+
     def _record(self, bound: int) -> FleetRecord:
         s = self.staged
         table_id = s.summary.read_metadata.id if s.summary.read_metadata is not None else ""
         return FleetRecord(
             txn_id=s.txn_id, owner=records.owner_id(self.random.uuid().replace("-", "")),
             table_id=table_id, read_version=s.read_version, read_digest=self.read_digest,
-            bound=bound,
-            deadline_ms=now_ms(self.clock) + int(self.fleet.deadline_seconds * 1000),
+            bound=bound, deadline_ms=self._deadline(),
             operation=s.operation, parameters=s.parameters, metrics=s.metrics,
             summary=s.summary, adds=s.adds, removes=s.removes, txns=s.txns,
             metadata=s.metadata, protocol=s.protocol, domains=s.domains, app_ids=s.app_ids)
@@ -161,13 +183,20 @@ class _Writer:
         m = self.member
         self._publish(self.log.version)
         waited_out = False
+        rounds = 0
         while True:
             assert self.record is not None
             version = self.log.version + 1
             if version > self.record.bound or \
                     now_ms(self.clock) > self.record.deadline_ms - \
                     int(self.fleet.deadline_seconds * 500):
-                self._publish(version - 1)
+                if self._renewable():
+                    self._publish(version - 1)
+                else:
+                    waited_out = True  # includers refuse it now: commit it here
+            rounds += 1
+            if rounds > self.fleet.max_rounds:
+                waited_out = True  # carried by none of many rounds: commit it here
             if waited_out or self.log.log_store.claim_fleet_round(version):
                 return self._lead(version)
             found = self._await(version)
@@ -184,7 +213,7 @@ class _Writer:
                     read_version=m.staged.read_version, group_size=len(ids)), None
             if at_once:
                 # The version was there already: this writer was behind; catch up at once.
-                self.log.refresh()
+                self._refresh()
             if not self.loop.catch_up(m, self.log.version, {}, group):
                 if isinstance(m.error, ConcurrentModificationException):
                     self._withdraw()
@@ -202,11 +231,17 @@ class _Writer:
             except ObjectNotFoundError:
                 pass
             else:
+                self.fresh_at = self.clock.monotonic()
                 return decode_commit(ls, version, data), data, first
             first = False
             if self.clock.monotonic() >= deadline:
                 return None
             self.clock.sleep(self.fleet.poll_interval)
+
+    def _refresh(self) -> int:
+        latest = self.log.refresh()
+        self.fresh_at = self.clock.monotonic()
+        return latest
 
     def _lead(self, version: int) -> tuple[CommitResult, Commit | None]:
         """This writer commits round ``version``: its own transaction and every published
@@ -216,6 +251,13 @@ class _Writer:
         if fleet.linger > 0:
             self.clock.sleep(fleet.linger)
         base = version - 1
+        if self.clock.monotonic() - self.fresh_at >= self.policy.turn_patience:
+            # This writer last learned the newest version a while ago (it waited out a round,
+            # or was stopped): the round's key being free proves nothing about the version
+            # (a committer deletes it, and log cleanup may have deleted the commit after it),
+            # so the newest version is read before a claim is built on it.
+            base = max(base, self._refresh())
+            version = base + 1
         listed = records.listing(self.store)
         now = now_ms(self.clock)
         margin = int(fleet.expiry_margin_seconds * 1000)
@@ -240,7 +282,9 @@ class _Writer:
             if isinstance(m.error, ConcurrentModificationException):
                 self._withdraw()
             return m.outcome(), None
-        chosen = include.choose(self.loop, m, candidates, base, fleet.max_members, group)
+        chosen, found_landed = include.choose(self.loop, m, candidates, base,
+                                              fleet.max_members, group)
+        doomed += found_landed
         group.others = [m, *chosen]
         landed = self.loop.run(group, base, self.random.uuid() if chosen else m.staged.txn_id)
         done = [x.path for x in chosen if x.result is not None]
