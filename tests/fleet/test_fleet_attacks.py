@@ -531,3 +531,56 @@ def test_a_fleet_folder_made_by_another_user_is_never_used(tmp_path: Path) -> No
         assert _landings(table)[r.txn_id] == 1
         assert os.listdir(root / FLEET_DIR) == []  # nothing published into it
         assert _counts(table) == {(1, 0): 1}
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def test_doctor_and_verify_report_what_the_fleet_folder_holds(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    from deltacommit.cli import main
+    from deltacommit.ops.doctor import diagnose
+    from deltacommit.ops.verify import verify_table
+
+    table = _table(tmp_path)
+    assert diagnose(table.uri).fleet is None  # nothing published: nothing said
+    live = staged_append(_open(table), rows(1, 0))
+    publish_only(_open(table), live, FleetPolicy(bound_versions=50))
+    stale = staged_append(_open(table), rows(2, 0))
+    publish_only(_open(table), stale, FleetPolicy(bound_versions=1))
+    _other_commit(table, rows(5, 5))  # version 1: the stale one's bound exists without it
+    folder = _root(table) / FLEET_DIR
+    (folder / "00000000000000000001.round").write_bytes(b"")
+    (folder / "garbage.json").write_bytes(b"{")
+    report = diagnose(table.uri)
+    assert report.fleet is not None
+    assert report.fleet.to_json() == {"live": 1, "stale": 1, "unreadable": 1,
+                                      "round_keys": 1, "stale_round_keys": 1}
+    kinds = {f.kind for f in report.findings}
+    assert {"fleet-published", "fleet-leftovers"} <= kinds and report.healthy
+    checked = verify_table(table.uri)
+    assert checked.ok and any("stale record" in n for n in checked.notes)
+    assert main(["doctor", table.uri]) == 0
+    out = capsys.readouterr().out
+    assert "fleet       1 published, 1 stale, 1 unreadable" in out
+    assert "delete them by hand" in out
+    # The next fleet write deletes what no writer may land, and lands the live one.
+    dc.write(table.uri, rows(3, 0))
+    report = diagnose(table.uri)
+    assert report.fleet is not None and report.fleet.stale == report.fleet.live == 0
+    assert _counts(table) == {(1, 0): 1, (3, 0): 1, (5, 5): 1}
+
+
+def test_doctor_says_a_fleet_folder_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    from deltacommit.ops.doctor import diagnose
+
+    table = _table(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.json").write_bytes(b"{}")
+    (_root(table) / FLEET_DIR).symlink_to(elsewhere)
+    report = diagnose(table.uri)
+    assert report.fleet is None
+    [finding] = [f for f in report.findings if f.kind == "fleet-folder-not-a-directory"]
+    assert "never follows it" in finding.message

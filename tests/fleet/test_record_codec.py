@@ -127,7 +127,7 @@ def test_a_record_with_any_action_broken_is_a_value_error_or_still_a_record(
     if not body["actions"]:
         return
     i = data.draw(st.integers(0, len(body["actions"]) - 1))
-    [(kind, action)] = body["actions"][i].items()
+    [(_kind, action)] = body["actions"][i].items()
     field = data.draw(st.sampled_from(sorted(action)))
     action[field] = data.draw(_json)
     try:

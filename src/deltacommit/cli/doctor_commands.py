@@ -52,6 +52,11 @@ def print_report(report: Any) -> None:
         print("recorded    " + ", ".join(f"{k}={v}" for k, v in sorted(report.recorded.items())))
     else:
         print("recorded    no commit mechanism (not pinned)")
+    fleet = report.fleet
+    if fleet is not None:
+        print(f"fleet       {fleet.live} published, {fleet.stale} stale, {fleet.unreadable} "
+              f"unreadable records; {fleet.round_keys} round keys ({fleet.stale_round_keys} "
+              "of versions that exist)")
     print_findings(report.findings)
     print(f"result      {report.summary()}")
 

@@ -46,6 +46,8 @@ def _verify(args: argparse.Namespace) -> int:
                   f"{report.incomplete_entries} incomplete (repairable)")
         if not args.no_data:
             print(f"data        {report.files} live files, {report.rows} rows read back")
+        for note in report.notes:
+            print(f"note        {note}")
         for problem in report.problems:
             print(f"PROBLEM     {problem}")
         if report.problems_omitted:

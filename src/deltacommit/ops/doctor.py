@@ -34,6 +34,7 @@ DynamoDB protocol, one ``Query`` per ``tablePath`` spelling plus the entries of 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import defaultdict
@@ -105,6 +106,24 @@ class DynamoDBView:
 
 
 @dataclass
+class FleetFolder:
+    """The fleet folder (``engine.group.fleet``) as the doctor read it: published
+    transactions some writer may still land (``live``), records no writer may land any more
+    (``stale``: their version bound exists, or their deadline passed long ago), records that
+    do not read as one, and round keys of versions that exist (``stale_round_keys``)."""
+
+    live: int = 0
+    stale: int = 0
+    unreadable: int = 0
+    round_keys: int = 0
+    stale_round_keys: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"live": self.live, "stale": self.stale, "unreadable": self.unreadable,
+                "round_keys": self.round_keys, "stale_round_keys": self.stale_round_keys}
+
+
+@dataclass
 class DoctorReport:
     """What ``diagnose`` read and found.  ``can_commit``: no finding stops writers configured
     with the given options (or splits the fleet); ``healthy``: nothing but notes."""
@@ -117,6 +136,8 @@ class DoctorReport:
     recorded: dict[str, str] = field(default_factory=dict)
     dynamodb: DynamoDBView | None = None
     temp_files: int = 0
+    #: What fleet-wide group commit left in ``_deltacommit_fleet/`` (``fleet_folder``).
+    fleet: FleetFolder | None = None
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -173,6 +194,7 @@ class DoctorReport:
         return {"table": self.table_uri, "mechanism": self.mechanism, "version": self.version,
                 "first_version": self.first_version, "writer": self.writer,
                 "recorded": self.recorded, "dynamodb": dyn, "temp_files": self.temp_files,
+                "fleet": None if self.fleet is None else self.fleet.to_json(),
                 "can_commit": self.can_commit, "healthy": self.healthy,
                 "summary": self.summary(), "findings": [f.to_json() for f in self.findings]}
 
@@ -213,6 +235,7 @@ def diagnose(uri: str, storage_options: Mapping[str, str] | None = None, *,
         report.writer = ls.coordination_config()
     _check_pin(report, ls)
     _check_temp_files(report, ls, incomplete, clock, stale_after_s)
+    _check_fleet_folder(report, ls, clock)
     return report
 
 
@@ -580,3 +603,56 @@ def _check_temp_files(report: DoctorReport, ls: LogStore, incomplete: list[Commi
                "checkpoint it keeps, or expire them with an S3 lifecycle rule on "
                f"{LOG_DIR}/.tmp/")
 
+
+
+def _check_fleet_folder(report: DoctorReport, ls: LogStore, clock: Clock) -> None:
+    """What fleet-wide group commit left in the table's folder: one LIST, and a GET of each
+    record.  A folder that is not a directory of this user's (a local symbolic link, another
+    user's) is said, never followed: writers race for versions instead."""
+    from deltacommit.engine.group.fleet import cleanup, records
+    from deltacommit.engine.group.fleet.policy import FleetPolicy
+    from deltacommit.protocol.fleet.record import FLEET_DIR, version_of_round
+
+    store = ls.store
+    local = store.local_path(FLEET_DIR)
+    if local is not None and os.path.lexists(local) and not records.folder_is_real(store):
+        report.add("warning", "fleet-folder-not-a-directory",
+                   f"{FLEET_DIR} in {report.table_uri} is not a directory (a symbolic link?): "
+                   "fleet-wide group commit never follows it, and this table's writers race "
+                   f"for versions instead. Remove it (`rm {local}`); writers make it afresh")
+        return
+    listed = records.listing(store)
+    if not listed:
+        return
+    folder = report.fleet = FleetFolder()
+    latest = report.version if report.version is not None else -1
+    now = int(clock.time() * 1000)
+    margin = int(FleetPolicy().expiry_margin_seconds * 1000)
+    record_paths = [p for _, p in cleanup.record_paths(listed)]
+    for record in records.read_records(store, record_paths):
+        if record is None:
+            folder.unreadable += 1
+        elif cleanup.expired(record, latest, now, margin):
+            folder.stale += 1
+        else:
+            folder.live += 1
+    for meta in listed:
+        v = version_of_round(meta.path)
+        if v is not None:
+            folder.round_keys += 1
+            folder.stale_round_keys += v <= latest
+    leftovers = folder.stale + folder.unreadable + folder.stale_round_keys
+    if folder.live:
+        report.add("note", "fleet-published",
+                   f"{folder.live} transaction{'s' if folder.live != 1 else ''} published in "
+                   f"{FLEET_DIR}/ may still land (their owners or the next round's committer "
+                   "commit them); VACUUM keeps their files")
+    if leftovers:
+        report.add("note", "fleet-leftovers",
+                   f"{FLEET_DIR}/ holds {folder.stale} stale record(s) (their version bound "
+                   f"exists or their deadline passed more than {margin // 1000} s ago: no "
+                   f"writer may land them), {folder.unreadable} that do not read as records "
+                   f"and {folder.stale_round_keys} round key(s) of versions that exist: "
+                   "writers that died or were stopped left them. Nothing commits them; the "
+                   "next fleet write to the table deletes the stale records and round keys, "
+                   "or delete them by hand (the unreadable ones are not this library's)")

@@ -75,6 +75,8 @@ class VerifyReport:
     rows: int = 0
     problems: list[str] = field(default_factory=list)
     problems_omitted: int = 0
+    #: Facts that are no problem but want saying (what fleet-wide group commit left behind).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -95,7 +97,7 @@ class VerifyReport:
             "unverifiable": self.unverifiable, "dynamodb_entries": self.dynamodb_entries,
             "incomplete_entries": self.incomplete_entries, "files": self.files,
             "rows": self.rows, "problems": list(self.problems),
-            "problems_omitted": self.problems_omitted,
+            "problems_omitted": self.problems_omitted, "notes": list(self.notes),
         }
 
 
@@ -338,6 +340,10 @@ def _check_fleet(report: VerifyReport, ls: LogStore) -> None:
     for f in found.errors(fleet_only=True):
         if f.kind in _FLEET_SPLITS:
             report.problem(f.message)
+    # What fleet-wide group commit left in its folder: no problem of the history (a record
+    # is a hint, checked against the log before anything is claimed on it), but stale ones
+    # are worth knowing about.
+    report.notes += [f.message for f in found.findings if f.kind.startswith("fleet-")]
 
 
 def _check_read_back(report: VerifyReport, reader: LogStore) -> None:
