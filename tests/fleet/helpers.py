@@ -85,24 +85,23 @@ def killed_after_publishing(uri: str, options: Mapping[str, str], turn_dir: str)
     dc.write(uri, rows(99, 0), storage_options=dict(options), app_id="w99", app_version=0)
 
 
-def winner_interrupted(uri: str, turn_dir: str, point: str, won: Any) -> None:
+def winner_interrupted(uri: str, options: Mapping[str, str], turn_dir: str, point: str,
+                       won: Any) -> None:
     """Append one batch (writer 98, batch 0, app id w98 version 0) and, having won its
     round's key, stop there: ``point`` "kill-round" dies by SIGKILL before its claim of the
     version, "stop-round" stops itself (SIGSTOP) there, "kill-landed" dies by SIGKILL after
     its version landed, before it deletes the records it landed.  ``won`` is set first."""
     os.environ["DELTACOMMIT_TURN_DIR"] = turn_dir
     from deltacommit.engine.group.fleet import records
-    from deltacommit.io.logstore.base import LogStore
 
-    claim = LogStore.claim_fleet_round
+    lead = fleet_round._Writer._lead
     delete = records.delete
 
-    def claim_and_stop(self: Any, version: int) -> bool:
-        got = claim(self, version)
-        if got and point in ("kill-round", "stop-round"):
+    def lead_and_stop(self: Any, version: int) -> Any:
+        if point in ("kill-round", "stop-round"):
             won.set()
             os.kill(os.getpid(), signal.SIGKILL if point == "kill-round" else signal.SIGSTOP)
-        return got
+        return lead(self, version)
 
     def delete_or_die(store: Any, paths: Any) -> None:
         if point == "kill-landed" and any(p.endswith(".round") for p in paths):
@@ -110,6 +109,6 @@ def winner_interrupted(uri: str, turn_dir: str, point: str, won: Any) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         delete(store, paths)
 
-    LogStore.claim_fleet_round = claim_and_stop  # type: ignore[method-assign]
+    fleet_round._Writer._lead = lead_and_stop  # type: ignore[method-assign]
     records.delete = delete_or_die  # type: ignore[assignment]
-    dc.write(uri, rows(98, 0), app_id="w98", app_version=0)
+    dc.write(uri, rows(98, 0), storage_options=dict(options), app_id="w98", app_version=0)

@@ -92,7 +92,7 @@ def _interrupted_winner(table: dc.DeltaTable, point: str) -> tuple[Any, Any, Any
     ctx = mp.get_context("forkserver")
     won = ctx.Event()
     p = ctx.Process(target=winner_interrupted,
-                    args=(table.uri, tempfile.mkdtemp(), point, won))
+                    args=(table.uri, {}, tempfile.mkdtemp(), point, won))
     p.start()
     assert won.wait(120), "the writer never won its round"
     return ctx, p, won

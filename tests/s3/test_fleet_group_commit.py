@@ -8,6 +8,8 @@ exactly once, in the version it was acknowledged with, and what was published is
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import tempfile
 from collections import Counter
 from typing import Any
@@ -19,7 +21,16 @@ from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 
-from ..fleet.helpers import FLEET, SCHEMA, fleet_writer, killed_after_publishing, rows
+from ..fleet.helpers import (
+    FLEET,
+    SCHEMA,
+    fleet_writer,
+    killed_after_publishing,
+    publish_only,
+    rows,
+    staged_append,
+    winner_interrupted,
+)
 from .helpers import DynamoSetup, new_log_table
 
 WRITERS = 3
@@ -130,3 +141,60 @@ def test_deltalake_reads_the_fleet_table_and_commits_beside_it(
     key = Counter((r["writer"], r["batch"]) for r in theirs)
     assert key == Counter((r["writer"], r["batch"]) for r in ours)
     assert set(key.values()) == {1} and len(key) == 2 * 3 + 2
+
+
+@pytest.mark.parametrize("point", ["kill-round", "kill-landed"])
+def test_a_round_winner_killed_at_any_step_loses_nothing_and_lands_nothing_twice(
+        where: tuple[str, dict[str, str]], point: str) -> None:
+    _interrupted_winner(*where, point)
+
+
+def test_a_stopped_round_winner_delays_the_others_by_the_patience_only(
+        s3_bucket: S3Bucket) -> None:
+    _interrupted_winner(f"{s3_bucket.uri}/t", dict(s3_bucket.storage_options), "stop-round")
+
+
+def _interrupted_winner(uri: str, options: dict[str, str], point: str) -> None:
+    """Two published transactions; a writer that wins its round is killed or stopped at
+    ``point`` (``fleet.helpers.winner_interrupted``); the owners carry on, the dead writer's
+    retry finds its outcome, and every transaction is in the table once."""
+    _create(uri, options)
+
+    def table() -> dc.DeltaTable:
+        return dc.DeltaTable(uri, storage_options=options,
+                             policy=dc.CommitPolicy(turn_patience=0.5))
+
+    owners = [publish_only(table(), staged_append(table(), rows(w, 0))) for w in (1, 2)]
+    ctx = mp.get_context("forkserver")
+    won = ctx.Event()
+    p = ctx.Process(target=winner_interrupted,
+                    args=(uri, options, tempfile.mkdtemp(), point, won))
+    p.start()
+    try:
+        assert won.wait(120), "the writer never won its round"
+        if point != "stop-round":
+            p.join(60)
+            assert p.exitcode == -9
+        # The owners carry on while the winner is dead or stopped (the patience, once).
+        for o in owners:
+            o.run()
+        if point == "stop-round":
+            assert p.is_alive()
+    finally:
+        if point == "stop-round":
+            os.kill(p.pid, signal.SIGCONT)
+        p.join(60)
+    if point == "stop-round":
+        assert p.exitcode == 0
+    again = dc.write(uri, rows(98, 0), storage_options=options, app_id="w98", app_version=0)
+    assert again.skipped
+    dc.write(uri, rows(3, 0), storage_options=options)  # a round that cleans up
+    final = dc.DeltaTable(uri, storage_options=options)
+    data = final.to_arrow().to_pylist()
+    assert Counter((r["writer"], r["batch"]) for r in data) == {
+        (1, 0): 1, (2, 0): 1, (98, 0): 1, (3, 0): 1}
+    seen = Counter(t for c in final.log.known_commits(1, final.version)
+                   for t in committed_txn_ids(c.commit_info))
+    assert all(n == 1 for n in seen.values())
+    assert {o.staged.txn_id for o in owners} <= set(seen)
+    assert not [m for m in _fleet_listing(final) if m.endswith(".json")]

@@ -155,7 +155,9 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     one is refused while ``enforce_retention_duration`` is on, because it can delete files a
     reader of a recent snapshot, or a writer about to commit, still needs.  Files no version
     names are kept until an hour old whatever the retention (a writer may be about to commit
-    them) unless ``protect_uncommitted`` is off.
+    them) unless ``protect_uncommitted`` is off.  Files a transaction published for the
+    fleet's group commit adds (``engine.group.fleet``) are kept, whatever the retention and
+    ``protect_uncommitted``, while any writer may still land it.
     """
     uri = log.uri
     if log.pinned:
