@@ -584,3 +584,24 @@ def test_doctor_says_a_fleet_folder_that_is_a_link_is_not_followed(tmp_path: Pat
     assert report.fleet is None
     [finding] = [f for f in report.findings if f.kind == "fleet-folder-not-a-directory"]
     assert "never follows it" in finding.message
+
+
+def test_a_transaction_naming_a_file_outside_the_table_commits_without_publishing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its includers would refuse the record: it commits by itself, as beside the fleet."""
+    table = _table(tmp_path)
+    published: list[str] = []
+    publish = records.publish
+    monkeypatch.setattr(records, "publish",
+                        lambda store, r: (published.append(r.txn_id), publish(store, r)))
+    t = _open(table)
+    [add] = staged_append(t, rows(1, 0)).adds
+    outside = tmp_path / "elsewhere.parquet"
+    os.rename(_root(table) / add.path, outside)
+    txn = t.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    txn.add([dc.protocol.actions.Add(str(outside), {}, add.size, add.modification_time,
+                                     stats=add.stats)])
+    r = txn.commit()
+    assert published == [] and _landings(table)[r.txn_id] == 1
+    dc.write(table.uri, rows(2, 0))  # an ordinary write still publishes
+    assert len(published) == 1

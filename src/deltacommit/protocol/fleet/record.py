@@ -57,7 +57,8 @@ from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
 __all__ = ["FLEET_DIR", "FORMAT", "FleetRecord", "decode_record", "encode_record",
-           "publishable", "record_path", "round_path", "txn_id_of", "version_of_round"]
+           "plain_paths", "publishable", "record_path", "round_path", "txn_id_of",
+           "version_of_round"]
 
 #: The folder under the table holding published transactions and round keys.
 FLEET_DIR = "_deltacommit_fleet"
@@ -222,6 +223,18 @@ def _data_path_error(path: str) -> str | None:
         if segments[0] in (LOG_DIR, FLEET_DIR):
             return f"lies in {segments[0]}/"
     return None
+
+
+def plain_paths(adds: Sequence[Add], removes: Sequence[Remove]) -> bool:
+    """Whether a record of these actions would be accepted by its includers (every file and
+    deletion vector named below the table by a plain relative path).  A transaction naming
+    others (a shallow clone's files) commits by itself instead of publishing a record nobody
+    would take."""
+    try:
+        _check_paths(adds, removes)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_paths(adds: Sequence[Add], removes: Sequence[Remove]) -> None:

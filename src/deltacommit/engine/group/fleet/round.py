@@ -50,7 +50,13 @@ from deltacommit.errors import (
     ObjectNotFoundError,
 )
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS
-from deltacommit.protocol.fleet.record import FleetRecord, publishable, record_path, round_path
+from deltacommit.protocol.fleet.record import (
+    FleetRecord,
+    plain_paths,
+    publishable,
+    record_path,
+    round_path,
+)
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 
 log = logging.getLogger(__name__)
@@ -62,11 +68,11 @@ def commit(log_: TableLog, staged: StagedCommit, policy: CommitPolicy, clock: Cl
     writer made it (its post-commit hooks are this writer's), else None.
 
     A transaction the fleet cannot carry (a new table's version 0, one that read partition
-    predicates or wrote change data files, a local folder of another user's) commits by
-    itself, as beside the fleet."""
+    predicates or wrote change data files, one naming files outside the table, a local
+    folder of another user's) commits by itself, as beside the fleet."""
     store = log_.log_store.store
     if staged.read_version < 0 or not publishable(staged.summary) or staged.cdc \
-            or not records.folder_usable(store):
+            or not plain_paths(staged.adds, staged.removes) or not records.folder_usable(store):
         return commit_alone(log_, staged, policy, clock, random)
     return _Writer(log_, staged, policy, clock, random, fleet).run()
 
