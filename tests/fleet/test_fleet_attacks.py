@@ -377,28 +377,18 @@ def test_row_ids_and_commit_timestamps_are_stamped_at_the_version_the_committer_
     [c] = fresh.log.known_commits(r.version, r.version)
     assert set(committed_txn_ids(c.commit_info)) == {r.txn_id, *(o.staged.txn_id
                                                                 for o in owners)}
-    spans = []
-    for v in range(0, fresh.version + 1):
-        [commit] = fresh.log.known_commits(v, v)
-        for a in commit.actions:
-            if isinstance(a, dc.protocol.actions.Add):
-                assert a.default_row_commit_version == v
-                assert a.base_row_id is not None
-                spans.append((a.base_row_id, a.base_row_id + (a.num_records() or 0)))
-    spans.sort()
-    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # disjoint
-    stamps = [fresh.log.known_commits(v, v)[0].commit_info.values["inCommitTimestamp"]
-              for v in range(0, fresh.version + 1)]
-    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    _assert_stamps(fresh)
     for o in owners:
         assert o.run()[0].version == r.version
 
 
-def test_identity_values_stay_unique_when_hosts_commit_each_others_rows(tmp_path: Path) -> None:
+def test_identity_row_ids_and_timestamps_stay_right_when_hosts_commit_each_others_rows(
+        tmp_path: Path) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata={
         "delta.identity.start": "1", "delta.identity.step": "1",
         "delta.identity.allowExplicitInsert": "false"}), ("writer", pa.int64())])
-    table = dc.DeltaTable.create(str(tmp_path / "t"), schema, configuration=FLEET)
+    table = dc.DeltaTable.create(str(tmp_path / "t"), schema, configuration={
+        **FLEET, "delta.enableRowTracking": "true", "delta.enableInCommitTimestamps": "true"})
     uri = table.uri
     ctx = mp.get_context("forkserver")
     start = ctx.Event()
@@ -416,6 +406,24 @@ def test_identity_values_stay_unique_when_hosts_commit_each_others_rows(tmp_path
     ids = [r["id"] for r in data]
     assert len(data) == 3 * 3 * 2 and len(set(ids)) == len(ids)
     assert all(n == 1 for n in _landings(table).values())
+    _assert_stamps(dc.DeltaTable(uri))
+
+
+def _assert_stamps(table: dc.DeltaTable) -> None:
+    """Every file's row ids are disjoint from every other's and its default row commit
+    version is the version that added it; in-commit timestamps strictly increase."""
+    spans = []
+    stamps = []
+    for v in range(table.version + 1):
+        [commit] = table.log.known_commits(v, v)
+        stamps.append(commit.commit_info.values["inCommitTimestamp"])
+        for a in commit.actions:
+            if isinstance(a, dc.protocol.actions.Add):
+                assert a.default_row_commit_version == v and a.base_row_id is not None
+                spans.append((a.base_row_id, a.base_row_id + (a.num_records() or 0)))
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
 
 def _identity_writer(uri: str, writer: int, appends: int, turn_dir: str, start: Any,
@@ -565,6 +573,9 @@ def test_doctor_and_verify_report_what_the_fleet_folder_holds(tmp_path: Path,
     out = capsys.readouterr().out
     assert "fleet       1 published, 1 stale, 1 unreadable" in out
     assert "delete them by hand" in out
+    assert main(["verify", table.uri]) == 0
+    out = capsys.readouterr().out
+    assert "note        1 transaction published" in out and "result      ok" in out
     # The next fleet write deletes what no writer may land, and lands the live one.
     dc.write(table.uri, rows(3, 0))
     report = diagnose(table.uri)
