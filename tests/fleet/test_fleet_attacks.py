@@ -264,8 +264,14 @@ def test_a_record_replayed_after_log_cleanup_removed_its_version_is_left_alone(
     assert t.cleanup_log(), "log cleanup deleted nothing"
     (_root(table) / record_path(staged.txn_id)).write_bytes(body)
     os.chmod(_root(table) / record_path(staged.txn_id), 0o600)
-    dc.write(table.uri, rows(4, 0))
-    assert _counts(table) == {(1, 0): 1, (2, 0): 1, (3, 0): 1, (3, 1): 1, (3, 2): 1, (4, 0): 1}
+    # Beside it, a clean record: the round still includes that one.
+    _forget_all()
+    clean = publish_only(_open(table), staged_append(_open(table), rows(5, 0)))
+    r = dc.write(table.uri, rows(4, 0))
+    [c] = dc.DeltaTable(table.uri).log.known_commits(r.version, r.version)
+    assert set(committed_txn_ids(c.commit_info)) == {r.txn_id, clean.staged.txn_id}
+    assert _counts(table) == {(1, 0): 1, (2, 0): 1, (3, 0): 1, (3, 1): 1, (3, 2): 1, (4, 0): 1,
+                              (5, 0): 1}
 
 
 def _age_log(table: dc.DeltaTable) -> None:

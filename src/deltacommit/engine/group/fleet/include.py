@@ -27,11 +27,19 @@ from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.commit.loop import CommitLoop, Group, Member, Seen
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.snapshot.snapshot import Commit
-from deltacommit.errors import ConcurrentModificationException, DeltaCommitError
+from deltacommit.errors import (
+    ConcurrentModificationException,
+    DeltaCommitError,
+    MissingVersionError,
+)
 from deltacommit.protocol.conflicts import WinningCommit, check_conflicts
 from deltacommit.protocol.fleet.record import FleetRecord
 
 log = logging.getLogger(__name__)
+
+#: Snapshots a round's committer tries to read the versions after, oldest first, when log
+#: cleanup removed some of them.
+_HISTORY_TRIES = 3
 
 
 class Refused(Exception):
@@ -120,12 +128,23 @@ def choose(loop: CommitLoop, own: FleetMember, candidates: Sequence[tuple[str, F
     landed: list[str] = []
     if not candidates:
         return [], landed
-    first = min(r.read_version for _, r in candidates)
-    try:
-        history, digests = history_for(loop, first, base)
-    except (DeltaCommitError, ValueError) as e:
-        log.info("fleet: published transactions left to their owners: %s", e)
+    # The versions since the oldest snapshot, read once for all; where log cleanup removed
+    # some, the records that read before them are left to their owners (who cannot be
+    # checked against what is gone), and the others still included.
+    firsts = sorted({r.read_version for _, r in candidates})
+    for first in firsts[:_HISTORY_TRIES]:
+        try:
+            history, digests = history_for(loop, first, base)
+            break
+        except MissingVersionError as e:
+            log.info("fleet: published transactions read before a version log cleanup "
+                     "removed are left to their owners: %s", e)
+        except (DeltaCommitError, ValueError) as e:
+            log.info("fleet: published transactions left to their owners: %s", e)
+            return [], landed
+    else:
         return [], landed
+    candidates = [(p, r) for p, r in candidates if r.read_version >= first]
     snapshot = loop.log.snapshot
     key = own.staged.group_key
     taken = set(own.staged.app_ids)
