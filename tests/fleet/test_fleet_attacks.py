@@ -27,11 +27,11 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.group.fleet import include, records
 from deltacommit.engine.group.fleet import round as fleet_round
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.snapshot import state_cache
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
 from deltacommit.errors import CommitFailedError, ConcurrentTransactionException
 from deltacommit.io.logstore import knowledge
 from deltacommit.protocol.fleet.record import FLEET_DIR, decode_record, record_path

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from deltacommit.protocol.log.replay import file_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,6 @@ from deltacommit.protocol.fleet.record import (
     txn_id_of,
     version_of_round,
 )
-from deltacommit.protocol.log.replay import file_key
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
 FAST = settings(max_examples=150, deadline=None,

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.transaction.commit_info import committed_txn_ids
+from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.protocol.fleet.record import FLEET_DIR
 
 pytestmark = pytest.mark.spark
