@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from deltacommit.protocol.log.replay import file_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from deltacommit.protocol.fleet.record import (
     txn_id_of,
     version_of_round,
 )
+from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
 FAST = settings(max_examples=150, deadline=None,
