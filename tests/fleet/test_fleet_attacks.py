@@ -350,6 +350,23 @@ def test_a_record_of_an_app_version_another_host_landed_does_not_land(tmp_path: 
     assert _landings(table)[other.txn_id] == 1
 
 
+def test_two_records_of_one_app_version_land_once(tmp_path: Path) -> None:
+    """A batch delivered twice, to two hosts, published by both: one lands, the other's owner
+    learns that the app version is taken (a redelivery ``dc.write`` reports as skipped)."""
+    table = _table(tmp_path)
+    owners = [publish_only(_open(table), staged_append(_open(table), rows(1, 0),
+                                                       app=("app", 5))) for _ in range(2)]
+    dc.write(table.uri, rows(2, 0))  # a round that finds both
+    landed = [o for o in owners if o.staged.txn_id in _landings(table)]
+    assert len(landed) == 1
+    [other] = [o for o in owners if o is not landed[0]]
+    assert landed[0].run()[0].version >= 1
+    with pytest.raises(ConcurrentTransactionException):
+        other.run()
+    assert _counts(table) == {(1, 0): 1, (2, 0): 1}
+    assert _records_left(table) == []
+
+
 def test_a_record_with_an_app_version_it_claims_not_to_have_read_is_refused(
         tmp_path: Path) -> None:
     """A record whose txn action's app id is missing from what it read would pass the
