@@ -17,6 +17,7 @@ from __future__ import annotations
 from deltacommit.ops.write import WriteResult
 from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
+from deltacommit.spark.rowlevel import delete, update
 from deltacommit.spark.schema import (
     arrow_to_spark_schema,
     arrow_to_spark_type,
@@ -34,6 +35,7 @@ __all__ = [
     "arrow_to_spark_schema",
     "arrow_to_spark_type",
     "as_nullable",
+    "delete",
     "delta_to_spark_schema",
     "foreach_batch",
     "local_session",
@@ -41,6 +43,7 @@ __all__ = [
     "read",
     "spark_to_arrow_schema",
     "spark_to_arrow_type",
+    "update",
     "write",
     "write_files",
     "write_stream",
