@@ -1,6 +1,6 @@
 """``dcs.merge``, ``dcs.update`` and ``dcs.delete``: the rewrites run in Spark tasks and the
 result equals deltalake 1.6.0's on a copy of the same table (2,000 rows in several files,
-partitioned, NULLs in every column but the partition); a source row matching two target rows
+partitioned, NULLs in every column but the partition); a target row two source rows match
 fails with Spark's cardinality error and leaves the table and its folder unchanged."""
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def _same(ours: str, theirs: str) -> None:
 @pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
 def test_update_and_delete_equal_deltalakes(spark: Any, tmp_path: Path, dvs: bool) -> None:
     ours, theirs = _copies(tmp_path, dvs)
-    result = dcs.update(spark, ours, {"v": "v * 2", "s": "'u'"}, "id > 1500 OR s = 'a'")
+    result = dcs.update(ours, {"v": "v * 2", "s": "'u'"}, "id > 1500 OR s = 'a'", spark=spark)
     peer = deltalake.DeltaTable(theirs).update({"v": "v * 2", "s": "'u'"},
                                                predicate="id > 1500 OR s = 'a'")
     assert result["num_updated_rows"] == peer["num_updated_rows"] > 0
     _same(ours, theirs)
-    result = dcs.delete(spark, ours, "v < 0 AND p = 'y'")
+    result = dcs.delete(ours, "v < 0 AND p = 'y'", spark=spark)
     peer = deltalake.DeltaTable(theirs).delete("v < 0 AND p = 'y'")
     assert result["num_deleted_rows"] == peer["num_deleted_rows"] > 0
     _same(ours, theirs)
@@ -77,3 +77,66 @@ def test_update_and_delete_equal_deltalakes(spark: Any, tmp_path: Path, dvs: boo
     assert [h["operation"] for h in history] == ["DELETE", "UPDATE"]
     marked = [int(h["operationMetrics"]["numDeletionVectorsAdded"]) for h in history]
     assert all(marked) if dvs else not any(marked)
+
+
+def _source(seed: int) -> pa.Table:
+    """1,500 source rows: 1,000 keys of the table (some NULL) and 500 new ones."""
+    rng = np.random.default_rng(seed)
+    ids = np.concatenate([rng.choice(2000, 1000, replace=False), np.arange(5000, 5500)])
+    return _rows(ids, seed)
+
+
+def _merge(builder: Any, conditional: bool) -> dict[str, Any]:
+    if not conditional:
+        return dict(builder.when_matched_update_all().when_not_matched_insert_all().execute())
+    return dict(builder
+                .when_matched_delete("s.v < -40")
+                .when_matched_update({"v": "t.v + s.v", "s": "s.s"}, "s.v IS NOT NULL")
+                .when_matched_update({"s": "'matched'"})
+                .when_not_matched_insert({"id": "s.id", "v": "s.v", "p": "s.p"}, "s.v > 0")
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_update({"v": "t.v - 100"}, "t.v > 40")
+                .when_not_matched_by_source_delete("t.s = 'c' AND t.v < -45")
+                .execute())
+
+
+_COMPARED = ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated",
+             "num_target_rows_deleted")
+
+
+@pytest.mark.parametrize("conditional", [False, True], ids=["upsert", "every-clause-kind"])
+def test_merge_equals_deltalakes(spark: Any, tmp_path: Path, conditional: bool) -> None:
+    ours, theirs = _copies(tmp_path)
+    source = _source(7)
+    # The key on the source side is a column of another type (int) than the target's (long).
+    df = spark.createDataFrame(source.to_pandas()).selectExpr(
+        "cast(id as int) as id", "v", "s", "p")
+    predicate = "t.id = s.id" if not conditional else "t.id = s.id AND t.p = s.p"
+    result = _merge(dcs.merge(df, ours, predicate, source_alias="s", target_alias="t"),
+                    conditional)
+    peer = _merge(deltalake.DeltaTable(theirs).merge(source, predicate, source_alias="s",
+                                                     target_alias="t"), conditional)
+    assert {k: result[k] for k in _COMPARED} == {k: peer[k] for k in _COMPARED}
+    assert result["num_target_rows_inserted"] > 0 and result["num_target_rows_updated"] > 0
+    _same(ours, theirs)
+    assert dc.DeltaTable(ours).history(1)[0]["operation"] == "MERGE"
+
+
+def test_a_target_row_matched_by_two_source_rows_fails_and_changes_nothing(
+        spark: Any, tmp_path: Path) -> None:
+    # Spark's rule: which source row would update the target row is ambiguous.  The two
+    # source rows come from different partitions of the source DataFrame.
+    ours, _ = _copies(tmp_path)
+    before = dc.DeltaTable(ours)
+    version, rows = before.version, canonical_rows(before.to_arrow())
+    files = parquet_files(tmp_path / "ours")
+    source = _source(3)
+    key = next(i for i in source.column("id").to_pylist() if i is not None and i < 2000)
+    df = spark.createDataFrame(source.to_pandas()).union(
+        spark.sql(f"select {key}L as id, 1.0 as v, 'q' as s, 'x' as p"))
+    with pytest.raises(MergeCardinalityError, match="more than one source row"):
+        (dcs.merge(df, ours, "t.id = s.id", source_alias="s", target_alias="t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    after = dc.DeltaTable(ours)
+    assert after.version == version and canonical_rows(after.to_arrow()) == rows
+    assert parquet_files(tmp_path / "ours") == files

@@ -15,6 +15,7 @@ code to them on a session's first job, over classic sessions and Spark Connect a
 from __future__ import annotations
 
 from deltacommit.ops.write import WriteResult
+from deltacommit.spark.merge import SparkMerger, merge
 from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
 from deltacommit.spark.rowlevel import delete, update
@@ -31,6 +32,7 @@ from deltacommit.spark.streaming import foreach_batch, write_stream
 from deltacommit.spark.writer import write, write_files
 
 __all__ = [
+    "SparkMerger",
     "WriteResult",
     "arrow_to_spark_schema",
     "arrow_to_spark_type",
@@ -39,6 +41,7 @@ __all__ = [
     "delta_to_spark_schema",
     "foreach_batch",
     "local_session",
+    "merge",
     "optimize",
     "read",
     "spark_to_arrow_schema",

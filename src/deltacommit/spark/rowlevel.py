@@ -154,7 +154,7 @@ class SparkRowLevelJob(RowLevelJob):
         return None
 
 
-def _open(table_or_uri: DeltaTable | str, storage_options: Mapping[str, str] | None,
+def open_table(table_or_uri: DeltaTable | str, storage_options: Mapping[str, str] | None,
           operation: str) -> DeltaTable:
     table = (table_or_uri if isinstance(table_or_uri, DeltaTable)
              else DeltaTable(table_or_uri, storage_options=storage_options))
@@ -191,8 +191,20 @@ def _conjuncts(pred: Any) -> list[Any]:
     return list(pred.children) if isinstance(pred, And) else [pred] if pred is not None else []
 
 
-def update(spark: SparkSession, table_or_uri: DeltaTable | str, updates: Mapping[str, str],
-           predicate: str | None = None, *,
+def session(spark: SparkSession | None, what: str) -> SparkSession:
+    """``spark``, else the active session; InvalidArgumentError naming ``what`` without one."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise InvalidArgumentError(f"{what}: no active Spark session; pass spark=")
+    return active
+
+
+def update(table_or_uri: DeltaTable | str, updates: Mapping[str, str],
+           predicate: str | None = None, *, spark: SparkSession | None = None,
            storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
     """UPDATE the rows where ``predicate`` is TRUE (all without one) with Spark tasks; the
     same arguments, rules and metrics as ``DeltaTable.update(updates, predicate)``."""
@@ -203,7 +215,8 @@ def update(spark: SparkSession, table_or_uri: DeltaTable | str, updates: Mapping
     from deltacommit.protocol.expressions.row_filters import row_filter
     from deltacommit.protocol.features.identity import identity_columns
 
-    table = _open(table_or_uri, storage_options, "UPDATE")
+    table = open_table(table_or_uri, storage_options, "UPDATE")
+    spark = session(spark, f"UPDATE of table {table.uri}")
     schema, uri = table.schema, table.uri
     what = f"UPDATE of table {uri}"
     sets = parse_assignments(updates, schema, what,
@@ -247,7 +260,8 @@ def update(spark: SparkSession, table_or_uri: DeltaTable | str, updates: Mapping
             "version": done.version}
 
 
-def delete(spark: SparkSession, table_or_uri: DeltaTable | str, predicate: str, *,
+def delete(table_or_uri: DeltaTable | str, predicate: str, *,
+           spark: SparkSession | None = None,
            storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
     """DELETE the rows where ``predicate`` is TRUE (NULL deletes nothing) with Spark tasks:
     copy-on-write, or deletion vectors where the table allows them; deltalake's metrics."""
@@ -255,7 +269,8 @@ def delete(spark: SparkSession, table_or_uri: DeltaTable | str, predicate: str, 
     from deltacommit.protocol.expressions.parser import parse_expression
     from deltacommit.protocol.expressions.row_filters import row_filter
 
-    table = _open(table_or_uri, storage_options, "DELETE")
+    table = open_table(table_or_uri, storage_options, "DELETE")
+    spark = session(spark, f"DELETE from table {table.uri}")
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidArgumentError(f"DELETE from table {table.uri}: give the predicate of the "
                                    f"rows to delete as SQL text, got {predicate!r}")
@@ -293,4 +308,5 @@ def delete(spark: SparkSession, table_or_uri: DeltaTable | str, predicate: str, 
 
 
 __all__ = ["SparkRowLevelJob", "TaskResults", "delete", "file_listing", "files_json",
-           "run_row_tasks", "task_count", "task_error", "update"]
+           "open_table", "run_row_tasks", "session", "task_count", "task_error",
+           "update"]
