@@ -22,8 +22,8 @@ from tests.delta_tables import peer_read
 
 from .conftest import parquet_files
 
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("s", pa.string()),
-                    ("p", pa.string())])
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.float64()),
+                    pa.field("s", pa.string()), pa.field("p", pa.string())])
 
 
 def _rows(ids: np.ndarray[Any, Any], seed: int) -> pa.Table:
