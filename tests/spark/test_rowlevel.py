@@ -16,7 +16,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
-from deltacommit.errors import MergeCardinalityError
+from deltacommit.errors import ConcurrentDeleteReadException, MergeCardinalityError
 from tests.arrow_strategies import canonical_rows
 from tests.delta_tables import peer_read
 
@@ -140,3 +140,83 @@ def test_a_target_row_matched_by_two_source_rows_fails_and_changes_nothing(
     after = dc.DeltaTable(ours)
     assert after.version == version and canonical_rows(after.to_arrow()) == rows
     assert parquet_files(tmp_path / "ours") == files
+
+
+def test_a_merge_losing_to_a_concurrent_delete_fails_and_deletes_the_files_of_its_tasks(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltacommit.ops import rowlevel
+
+    ours, _ = _copies(tmp_path)
+    real = rowlevel.RowRewrite.stage
+
+    def stage_after_a_concurrent_delete(self: Any, txn: Any, out: Any) -> None:
+        # The tasks have written their files; a concurrent writer removes files they read.
+        dc.DeltaTable(ours).delete("p = 'x'")
+        real(self, txn, out)
+
+    monkeypatch.setattr(rowlevel.RowRewrite, "stage", stage_after_a_concurrent_delete)
+    files = parquet_files(tmp_path / "ours")
+    df = spark.createDataFrame(_source(5).to_pandas())
+    with pytest.raises(ConcurrentDeleteReadException):
+        (dcs.merge(df, ours, "t.id = s.id", source_alias="s", target_alias="t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert parquet_files(tmp_path / "ours") == files
+    assert dc.DeltaTable(ours).history(1)[0]["operation"] == "DELETE"
+
+
+def _feed(uri: str, start: int) -> list[str]:
+    feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=start))
+    return canonical_rows(feed.select([*SCHEMA.names, "_change_type"]))
+
+
+@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_merge_keeps_row_ids_and_writes_change_data_as_deltacommits_own(
+        spark: Any, tmp_path: Path, dvs: bool) -> None:
+    # Row tracking and change data are the shared rewrite's: the tasks' MERGE must leave what
+    # DeltaTable.merge leaves on an identical copy (rows, stable row ids, change data).
+    config = {"delta.enableRowTracking": "true", "delta.enableChangeDataFeed": "true"}
+    if dvs:
+        config["delta.enableDeletionVectors"] = "true"
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    dc.DeltaTable.create(ours, SCHEMA, partition_by=["p"], configuration=config)
+    for k in range(3):
+        dc.write(ours, _keyed(_rows(np.arange(k * 200, k * 200 + 200), seed=k)))
+    shutil.copytree(ours, theirs)
+    start = dc.DeltaTable(ours).version + 1
+    before = dict(_row_ids(ours))
+    source = _keyed(_rows(np.arange(100, 700, 3), seed=11))
+
+    def clauses(builder: Any) -> dict[str, Any]:
+        return dict(builder.when_matched_delete("s.v < -40").when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .when_not_matched_by_source_delete("t.v > 45").execute())
+
+    result = clauses(dcs.merge(spark.createDataFrame(source.to_pandas()), ours, "t.id = s.id",
+                               source_alias="s", target_alias="t"))
+    peer = clauses(dc.DeltaTable(theirs).merge(source, "t.id = s.id", "s", "t"))
+    assert {k: result[k] for k in _COMPARED} == {k: peer[k] for k in _COMPARED}
+    assert canonical_rows(dc.DeltaTable(ours).to_arrow()) == \
+        canonical_rows(dc.DeltaTable(theirs).to_arrow())
+    assert _feed(ours, start) == _feed(theirs, start) and _feed(ours, start)
+    # Rows that were there keep their ids as in the Python MERGE; inserted rows take fresh
+    # ids above every earlier one (which depend on how the new files split the rows).
+    mine, peers = dict(_row_ids(ours)), dict(_row_ids(theirs))
+    assert mine.keys() == peers.keys()
+    assert {k: mine[k] for k in mine if k in before} == {k: peers[k] for k in peers if k in before}
+    fresh = [mine[k] for k in mine if k not in before]
+    assert fresh and min(i for i, _ in fresh) > max(i for i, _ in before.values())
+    assert {v for _, v in fresh} == {result["version"]}
+    assert len({i for i, _ in mine.values()}) == len(mine)
+    assert any(a.deletion_vector for a in dc.DeltaTable(ours).files()) is dvs
+
+
+def _keyed(rows: pa.Table) -> pa.Table:
+    """``rows`` without those whose id is NULL (row ids are looked up by id)."""
+    return rows.filter(rows.column("id").is_valid())
+
+
+def _row_ids(uri: str) -> list[tuple[Any, ...]]:
+    """Each live row's id -> its stable row id and row commit version."""
+    from tests.test_row_level import stable_ids
+
+    return sorted(stable_ids(uri).items())
