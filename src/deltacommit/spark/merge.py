@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.ops.merge.merger import TableMerger, _and, _strip_alias
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of

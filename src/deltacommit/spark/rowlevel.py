@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltacommit import errors
-from deltacommit.engine.transaction.commit_info import json_text
+from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.rowlevel import (
@@ -101,11 +101,17 @@ def run_row_tasks(frame: DataFrame, task: Any, uri: str, attempt: Attempt) -> Ta
     for d in docs:
         w = Rewritten(removes=[Add.from_json(a) for a in d.get("removes", [])],
                       adds=[Add.from_json(a) for a in d.get("adds", [])],
-                      cdc=[AddCDCFile.from_json(c) for c in d.get("cdc", [])],
+                      cdc=[_cdc_file(c) for c in d.get("cdc", [])],
                       unsynced=list(d.get("unsynced", [])), **d.get("rewritten", {}))
         out.absorb(TaskResults(w, dict(d.get("counts", {})), list(d.get("matched", [])),
                                int(d.get("scanned", 0))))
     return out
+
+
+def _cdc_file(doc: Mapping[str, Any]) -> AddCDCFile:
+    """A ``cdc`` action a task wrote, from its JSON."""
+    return AddCDCFile(str(doc["path"]), dict(doc["partitionValues"]), int(doc["size"]),
+                      bool(doc.get("dataChange", False)), doc.get("tags"))
 
 
 def file_listing(spark: SparkSession, files: Sequence[Add], partitions: int) -> DataFrame:
