@@ -220,3 +220,24 @@ def _row_ids(uri: str) -> list[tuple[Any, ...]]:
     from tests.test_row_level import stable_ids
 
     return sorted(stable_ids(uri).items())
+
+
+def test_a_merge_of_a_few_keys_reads_only_the_files_that_can_hold_them(
+        spark: Any, tmp_path: Path) -> None:
+    # Files are pruned by the condition's target-only conjunct (a partition) and by the
+    # source keys' range against file statistics; the rows still equal deltalake's.
+    ours, theirs = _copies(tmp_path)
+    source = _keyed(_rows(np.array([10, 11, 12, 9000]), seed=21))
+    predicate = "t.id = s.id AND t.p = 'x'"
+    df = spark.createDataFrame(source.to_pandas())
+    result = (dcs.merge(df, ours, predicate, source_alias="s", target_alias="t")
+              .when_matched_update_all().when_not_matched_insert_all().execute())
+    peer = (deltalake.DeltaTable(theirs).merge(source, predicate, source_alias="s",
+                                               target_alias="t")
+            .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert {k: result[k] for k in _COMPARED} == {k: peer[k] for k in _COMPARED}
+    total = len(deltalake.DeltaTable(theirs).file_uris())
+    assert result["num_target_files_scanned"] == 1
+    assert result["num_target_files_skipped_during_scan"] > 0
+    assert total > 4
+    _same(ours, theirs)

@@ -11,7 +11,7 @@ How it runs (``SparkMerger.execute``):
    same rows under the same numbers even if the DataFrame is not deterministic.
 2. The driver opens a transaction through the one write driver and picks the target files
    that can hold a matching row: partition values and statistics against the condition's
-   target-only conjuncts and the source keys' range (one aggregate job), as
+   target-only conjuncts and the source's keys (collected when few, else their range), as
    ``DeltaTable.merge`` does (every file when a ``WHEN NOT MATCHED BY SOURCE`` clause may
    change rows no source row matches).
 3. Each source row is joined (broadcast, by range) to the candidate files whose statistics
@@ -33,7 +33,6 @@ whose inserts leave an identity column out is refused, run it with ``DeltaTable.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,12 +41,12 @@ import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.ops.merge.merger import TableMerger, _and, _strip_alias
+from deltacommit.ops.merge.merger import TableMerger
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of
 from deltacommit.ops.pruning import Bound, predicate_bounds
 from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
 from deltacommit.protocol.actions import Add
-from deltacommit.protocol.expressions.ast import Column, Comparison, Expr
+from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
 from deltacommit.spark.rowlevel import (
     SparkRowLevelJob,
     TaskResults,
@@ -77,6 +76,10 @@ if TYPE_CHECKING:
 #: String maxima this long may be truncated prefixes: no upper bound from them.
 _TRUNCATED_FROM = 32
 
+#: A MERGE whose source has at most this many distinct keys prunes target files by the keys
+#: themselves, else by their range.
+KEYS_COLLECTED = 10_000
+
 _COUNTS = ("inserted", "matched_updated", "matched_deleted", "nmbs_updated", "nmbs_deleted")
 
 
@@ -104,6 +107,24 @@ def _stat(raw: Any, kind: str) -> Any:
         except ValueError:
             return None
     return None
+
+
+def _without_alias(e: Any, alias: str) -> Any:
+    """``e`` with its columns named without the target's alias (``t.p`` is ``p``), so that
+    partition values and statistics can judge it."""
+    from dataclasses import fields, replace
+
+    if isinstance(e, Column):
+        return Column(e.path[1:]) if len(e.path) > 1 and e.path[0] == alias else e
+    if isinstance(e, tuple):
+        return tuple(_without_alias(x, alias) for x in e)
+    if not isinstance(e, Expr):
+        return e
+    node: Any = e  # every node is a frozen dataclass
+    changes = {f.name: _without_alias(getattr(node, f.name), alias) for f in fields(node)
+               if f.init}
+    changed = {k: v for k, v in changes.items() if v is not getattr(node, k)}
+    return replace(node, **changed) if changed else node
 
 
 def _quote(name: str) -> str:
@@ -223,7 +244,7 @@ class SparkMerger(TableMerger):
         target_only, keys = self._conditions(merge)
         bounds = self._key_bounds(source, keys) if not merge.not_matched_by_source else []
         if target_only:
-            bounds += predicate_bounds(_and(target_only), merge.schema)
+            bounds += predicate_bounds(and_(*target_only), merge.schema)
         files, skipped = candidate_files(rewrite, txn, target_only, bounds)
         spec = RewriteSpec.of(rewrite, txn.read_version)
         results = TaskResults()
@@ -257,7 +278,7 @@ class SparkMerger(TableMerger):
                      if isinstance(col, Column)}
             if sides and all(s is not None and s[0] == "target" for s in sides):
                 if not plan.not_matched_by_source:
-                    target_only.append(_strip_alias(c, plan.target_alias))
+                    target_only.append(_without_alias(c, plan.target_alias))
                 continue
             if not (isinstance(c, Comparison) and c.op == "=" and isinstance(c.left, Column)
                     and isinstance(c.right, Column)):
@@ -281,21 +302,23 @@ class SparkMerger(TableMerger):
         return target_only, keys
 
     def _key_bounds(self, source: DataFrame, keys: Sequence[tuple[str, str]]) -> list[Bound]:
-        """The range of the source's keys for each key equality (one aggregate job): target
-        rows outside it match no source row."""
+        """For each key equality, the source's keys (up to ``KEYS_COLLECTED`` distinct ones,
+        else their range), one small job each: target rows holding none of them match no
+        source row."""
         from pyspark.sql import functions as F
 
-        if not keys:
-            return []
-        aggs = [f(F.col(_quote(s))) for _, s in keys for f in (F.min, F.max)]
-        row = source.agg(*aggs).collect()[0]
         out: list[Bound] = []
-        for i, (t, _) in enumerate(keys):
-            low, high = row[2 * i], row[2 * i + 1]
-            if low is None:  # every key NULL: no row matches
-                out.append(Bound(t, values=()))
-            elif not (isinstance(low, float) and math.isnan(low)):
-                out.append(Bound(t, low, True, high, True))
+        for t, s in keys:
+            column = F.col(_quote(s))
+            present = source.select(column.alias("k")).where(column.isNotNull()).distinct()
+            found = [r[0] for r in present.limit(KEYS_COLLECTED + 1).collect()]
+            if len(found) <= KEYS_COLLECTED:
+                values = tuple(sorted(found))
+                out.append(Bound(t, values[0], True, values[-1], True, values) if values
+                           else Bound(t, values=()))  # every key NULL: no row matches
+                continue
+            row = present.agg(F.min("k"), F.max("k")).collect()[0]
+            out.append(Bound(t, row[0], True, row[1], True))
         return out
 
     def _work_frame(self, source: DataFrame, plan: MergePlan, files: Sequence[Add],
