@@ -16,7 +16,11 @@ import pytest
 
 import deltacommit as dc
 from deltacommit import spark as dcs
-from deltacommit.errors import ConcurrentDeleteReadException, MergeCardinalityError
+from deltacommit.errors import (
+    ConcurrentDeleteReadException,
+    InvalidArgumentError,
+    MergeCardinalityError,
+)
 from tests.arrow_strategies import canonical_rows
 from tests.delta_tables import peer_read
 
@@ -241,3 +245,26 @@ def test_a_merge_of_a_few_keys_reads_only_the_files_that_can_hold_them(
     assert result["num_target_files_skipped_during_scan"] > 0
     assert total > 4
     _same(ours, theirs)
+
+
+def test_bad_input_is_refused_naming_the_table_and_changes_nothing(
+        spark: Any, tmp_path: Path) -> None:
+    ours, _ = _copies(tmp_path)
+    version = dc.DeltaTable(ours).version
+    files = parquet_files(tmp_path / "ours")
+    df = spark.createDataFrame(_source(1).to_pandas())
+    with pytest.raises(InvalidArgumentError, match=f"MERGE into table .*{tmp_path.name}.*nope"):
+        (dcs.merge(df, ours, "t.id = s.nope", source_alias="s", target_alias="t")
+         .when_matched_update_all().execute())
+    with pytest.raises(InvalidArgumentError, match="not a column of the table"):
+        dcs.merge(df, ours, "t.id = s.id", source_alias="s", target_alias="t") \
+            .when_matched_update({"missing": "s.v"})
+    with pytest.raises(InvalidArgumentError, match="__deltacommit_file"):
+        dcs.merge(df.withColumnRenamed("s", "__deltacommit_file"), ours, "t.id = s.id",
+                  source_alias="s", target_alias="t")
+    with pytest.raises(InvalidArgumentError, match=f"UPDATE of table .*{tmp_path.name}"):
+        dcs.update(ours, {"v": "nope + 1"}, spark=spark)
+    with pytest.raises(InvalidArgumentError, match=f"DELETE from table .*{tmp_path.name}"):
+        dcs.delete(ours, "nope > 1", spark=spark)
+    assert dc.DeltaTable(ours).version == version
+    assert parquet_files(tmp_path / "ours") == files

@@ -50,6 +50,7 @@ from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
 from deltacommit.spark.rowlevel import (
     SparkRowLevelJob,
     TaskResults,
+    check_removes,
     files_json,
     open_table,
     run_row_tasks,
@@ -138,6 +139,12 @@ class SparkMerger(TableMerger):
     def __init__(self, table: DeltaTable, source: DataFrame, predicate: str,
                  source_alias: str | None = None, target_alias: str | None = None) -> None:
         self.source_schema = spark_to_arrow_schema(source.schema)
+        reserved = [n for n in self.source_schema.names
+                    if n in (FILE_COLUMN, SOURCE_ROW_COLUMN)]
+        if reserved:
+            raise InvalidArgumentError(
+                f"MERGE into table {table.uri}: the source has column(s) {reserved}, names "
+                "deltacommit's MERGE tasks use for their own columns; rename them")
         # The builder judges the clauses against the source's columns: its schema suffices.
         super().__init__(table, self.source_schema.empty_table(), predicate, source_alias,
                          target_alias)
@@ -260,6 +267,7 @@ class SparkMerger(TableMerger):
                 unmatched = source.join(numbers, SOURCE_ROW_COLUMN, "left_anti")
             results.absorb(run_row_tasks(unmatched, InsertTask(spec, merge), self.table.uri,
                                          attempt))
+        check_removes(files, results.written, self.what)
         counts = {k: results.counts.get(k, 0) for k in _COUNTS}
         planned = Planned([], None, len(files), skipped,
                           int((time.monotonic() - started) * 1000), counts)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
-from deltacommit.errors import DeltaCommitError, InvalidArgumentError
+from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.rowlevel import (
     Planned,
@@ -108,6 +108,19 @@ def run_row_tasks(frame: DataFrame, task: Any, uri: str, attempt: Attempt) -> Ta
     return out
 
 
+def check_removes(files: Sequence[Add], written: Rewritten, what: str) -> None:
+    """RewriteCheckError unless the tasks removed only files the driver gave them, each once:
+    a task's report is checked before it becomes a commit."""
+    given = {a.path for a in files}
+    removed = [a.path for a in written.removes]
+    stray = sorted(set(removed) - given)
+    if stray or len(set(removed)) != len(removed):
+        raise RewriteCheckError(
+            f"{what}: the Spark tasks reported removing "
+            f"{'files they were not given (first ' + stray[0] + ')' if stray else 'a file twice'}"
+            "; nothing was committed and the files they wrote were deleted")
+
+
 def _cdc_file(doc: Mapping[str, Any]) -> AddCDCFile:
     """A ``cdc`` action a task wrote, from its JSON."""
     return AddCDCFile(str(doc["path"]), dict(doc["partitionValues"]), int(doc["size"]),
@@ -183,6 +196,7 @@ def _file_job(spark: SparkSession, work: FileWork, conjuncts: Sequence[Any],
         task = FileTask(RewriteSpec.of(rewrite, txn.read_version), files_json(files), work)
         listing = file_listing(spark, files, task_count(spark, len(files)))
         results = run_row_tasks(listing, task, rewrite.table.uri, attempt)
+        check_removes(files, results.written, rewrite.what)
         counts = {count_key: results.counts.get(count_key, 0)}
         planned = Planned([], None, len(files), skipped,
                           int((time.monotonic() - started) * 1000), counts)
@@ -313,6 +327,6 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
             "version": done.version}
 
 
-__all__ = ["SparkRowLevelJob", "TaskResults", "delete", "file_listing", "files_json",
+__all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "delete", "file_listing", "files_json",
            "open_table", "run_row_tasks", "session", "task_count", "task_error",
            "update"]
