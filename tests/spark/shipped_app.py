@@ -6,7 +6,9 @@ tests use ``local-cluster``: executors are separate JVMs whose Python workers ru
 stage (which must be skipped), overwrites one partition, reads the table back through Spark, and
 prints one JSON line with what happened.  With ``--stream SOURCE --checkpoint CHECKPOINT`` it
 instead streams the folder SOURCE into the table (``dcs.write_stream``, one micro-batch per
-file, ``availableNow``) and prints the query's id and the batch ids it ran.
+file, ``availableNow``) and prints the query's id and the batch ids it ran.  With
+``--rowlevel`` it runs a MERGE, an UPDATE and a DELETE whose rewrites are tasks and prints the
+rows left.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def main() -> int:
                     help="turn shipping off and print the error the write meets")
     ap.add_argument("--stream", help="a folder of Parquet files (id long, day int) to stream")
     ap.add_argument("--checkpoint", help="the streaming query's checkpoint location")
+    ap.add_argument("--rowlevel", action="store_true",
+                    help="MERGE, UPDATE and DELETE a table of 30 rows, print its rows")
     args = ap.parse_args()
     opts = json.loads(os.environ.get("DC_STORAGE_OPTIONS", "{}"))
 
@@ -50,6 +54,10 @@ def main() -> int:
         print(json.dumps({"query_id": str(query.id),
                           "batches": [p["batchId"] for p in query.recentProgress],
                           "error": str(failure) if failure is not None else None}), flush=True)
+        spark.stop()
+        return 0
+    if args.rowlevel:
+        print(json.dumps(_row_level(spark, args.uri, opts)), flush=True)
         spark.stop()
         return 0
     if args.no_ship:
@@ -78,6 +86,29 @@ def main() -> int:
     print(json.dumps(out), flush=True)
     spark.stop()
     return 0
+
+
+def _row_level(spark, uri, opts):  # type: ignore[no-untyped-def]
+    """An upsert MERGE (with a matched delete), an UPDATE and a DELETE, all in tasks."""
+    from deltacommit import spark as dcs
+
+    dcs.write(spark.sql("select id, cast(id % 3 as int) as day, 0L as n from range(30)"), uri,
+              partition_by=["day"], storage_options=opts)
+    source = spark.sql("select id, cast(id % 3 as int) as day, 1L as n from range(20, 40)")
+    merged = (dcs.merge(source, uri, "t.id = s.id", source_alias="s", target_alias="t",
+                        storage_options=opts)
+              .when_matched_delete("s.id = 25").when_matched_update_all()
+              .when_not_matched_insert_all().execute())
+    updated = dcs.update(uri, {"n": "n + 10"}, "id < 5", spark=spark, storage_options=opts)
+    deleted = dcs.delete(uri, "id >= 35", spark=spark, storage_options=opts)
+    rows = dcs.read(spark, uri, storage_options=opts).orderBy("id").collect()
+    worker = spark.range(1).mapInArrow(_worker_python, "exe string, has_package boolean").collect()
+    return {"merged": [merged["num_target_rows_updated"], merged["num_target_rows_deleted"],
+                       merged["num_target_rows_inserted"]],
+            "updated": updated["num_updated_rows"], "deleted": deleted["num_deleted_rows"],
+            "rows": [[r["id"], r["day"], r["n"]] for r in rows],
+            "worker_python": worker[0]["exe"],
+            "worker_has_installed_package": worker[0]["has_package"]}
 
 
 def _worker_python(batches):  # type: ignore[no-untyped-def]

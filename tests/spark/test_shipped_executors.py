@@ -116,6 +116,37 @@ def test_spark_connect_whose_workers_lack_the_package(worker_python: Path, conne
     _check_pipeline(result, uri, worker_python)
 
 
+#: What ``shipped_app.py --rowlevel`` leaves: ids 0-4 updated (n 10), 5-19 untouched (n 0),
+#: 20-34 upserted (n 1) but 25 deleted by the MERGE, 35-39 inserted then deleted.
+ROW_LEVEL = sorted([[i, i % 3, 10] for i in range(5)] + [[i, i % 3, 0] for i in range(5, 20)]
+                   + [[i, i % 3, 1] for i in range(20, 35) if i != 25])
+
+
+def _check_row_level(result: dict[str, object], uri: str, worker_python: Path) -> None:
+    assert result["worker_python"] == str(worker_python)
+    assert result["worker_has_installed_package"] is False
+    assert result["merged"] == [9, 1, 10]
+    assert result["updated"] == 5 and result["deleted"] == 5
+    assert sorted(result["rows"]) == ROW_LEVEL  # type: ignore[arg-type]
+    peer = deltalake.DeltaTable(uri).to_pyarrow_table()
+    assert sorted([r["id"], r["day"], r["n"]] for r in peer.to_pylist()) == ROW_LEVEL
+
+
+def test_merge_update_and_delete_on_a_classic_cluster_whose_executors_lack_the_package(
+        worker_python: Path, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]", "--rowlevel"],
+                  worker_python)
+    _check_row_level(result, uri, worker_python)
+
+
+def test_merge_update_and_delete_over_spark_connect_whose_workers_lack_the_package(
+        worker_python: Path, connect_url: str, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    result = _run(["--uri", uri, "--remote", connect_url, "--rowlevel"], worker_python)
+    _check_row_level(result, uri, worker_python)
+
+
 def test_without_shipping_the_error_names_the_module_and_the_fix(worker_python: Path,
                                                                 connect_url: str,
                                                                 tmp_path: Path) -> None:

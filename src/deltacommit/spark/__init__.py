@@ -15,8 +15,10 @@ code to them on a session's first job, over classic sessions and Spark Connect a
 from __future__ import annotations
 
 from deltacommit.ops.write import WriteResult
+from deltacommit.spark.merge import SparkMerger, merge
 from deltacommit.spark.optimize import optimize
 from deltacommit.spark.reader import read
+from deltacommit.spark.rowlevel import delete, update
 from deltacommit.spark.schema import (
     arrow_to_spark_schema,
     arrow_to_spark_type,
@@ -30,17 +32,21 @@ from deltacommit.spark.streaming import foreach_batch, write_stream
 from deltacommit.spark.writer import write, write_files
 
 __all__ = [
+    "SparkMerger",
     "WriteResult",
     "arrow_to_spark_schema",
     "arrow_to_spark_type",
     "as_nullable",
+    "delete",
     "delta_to_spark_schema",
     "foreach_batch",
     "local_session",
+    "merge",
     "optimize",
     "read",
     "spark_to_arrow_schema",
     "spark_to_arrow_type",
+    "update",
     "write",
     "write_files",
     "write_stream",
