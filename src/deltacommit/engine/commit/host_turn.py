@@ -26,6 +26,13 @@ read from it or wrote to it); the turn files only say what to read and when:
   reaches its own newest commit (or a version it read).  So four processes taking turns read
   one commit per commit, not three, and a forged, torn or stale handed-on commit is never
   taken: its version is read instead.
+* The commit handed on with the record itself is built on while its version is read: the
+  next attempt is prepared on it (``TableLog.speculate``), and claims nothing, nor fails or
+  resolves a member, until the commit read from the log is that one (``CommitLoop._ready``,
+  ``TableLog.confirm``).  So the read goes out beside the attempt's own work (on DynamoDB,
+  beside its temp file and its check of entry N) instead of before it; one that does not hold
+  up costs the attempt's preparation (and a temp file), and the attempt is built again on
+  what the log holds.
 * The record carries no fact about the log store's entries: the DynamoDB store checks the
   previous entry and file itself (step 1 of the protocol) on every claim after another
   process's commit.
