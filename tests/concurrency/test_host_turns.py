@@ -205,7 +205,7 @@ def test_a_forged_record_far_ahead_costs_one_listing_and_loses_nothing(tmp_path:
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     turn = turn_of(table)
-    assert turn.take(lambda r: None, lambda: None)
+    assert turn.take(lambda: None)
     turn.publish(Record(10**12, "ab" * 32, settled=True, pid=os.getpid() + 1))
     turn.release()
     r = dc.write(table, rows(1))
@@ -244,13 +244,13 @@ def test_a_forked_child_does_not_inherit_the_parents_turn(tmp_path: Path) -> Non
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     turn = HostTurn.for_table(table.log_store, 0.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         pid = os.fork()
         if pid == 0:  # the child: holds nothing, and cannot take what the parent holds
             child = HostTurn.for_table(table.log_store, 0.0)
             ok = (host_turn._files == {} and child is not None
-                  and not child.take(lambda r: None, lambda: None))
+                  and not child.take(lambda: None))
             os._exit(0 if ok else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
@@ -290,14 +290,14 @@ def test_a_process_keeps_a_bounded_number_of_turn_files_open(tmp_path: Path) -> 
     capacity = host_turn._capacity()
     for i in range(capacity * 2):
         turn = HostTurn(f"table-{i}", 0.0)
-        assert turn.take(lambda r: None, lambda: None)
+        assert turn.take(lambda: None)
         turn.publish(Record(i, "ab" * 32))
         turn.release()
     assert len(host_turn._files) <= capacity
     assert fds() - before <= 4 * capacity  # four files per table
     # A turn whose files were closed is opened again when next taken, its record intact.
     first = HostTurn("table-0", 0.0)
-    assert first.take(lambda r: None, lambda: None)
+    assert first.take(lambda: None)
     first.release()
     record = first.record()
     assert record is not None and record.version == 0
@@ -317,7 +317,7 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     mine = turn_of(table)
-    assert mine.take(lambda r: None, lambda: None)
+    assert mine.take(lambda: None)
     mine.publish(Record(7, "ab" * 32, settled=True))  # this process committed last
     mine.release()
     # The process holds the turn again on its own descriptor, as between two commits that
@@ -347,7 +347,7 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
     again = turn_of(table)
     taken: list[bool] = []
     taker = threading.Thread(
-        target=lambda: taken.append(again.take(lambda r: None, lambda: None)), daemon=True)
+        target=lambda: taken.append(again.take(lambda: None)), daemon=True)
     taker.start()
     assert served.wait(timeout=30), "the process kept the turn from the waiter"
     assert not taken  # it waits behind the waiter

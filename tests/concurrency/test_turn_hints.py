@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.engine.commit import host_turn
@@ -173,7 +175,7 @@ def test_a_delete_from_another_machine_after_a_rollback_is_checked_not_missed(
 
 def _publish_as_another(table: dc.DeltaTable, record: Record) -> None:
     turn = HostTurn.for_table(table.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         turn.publish(record)
     finally:
@@ -275,6 +277,44 @@ def test_a_handed_on_commit_is_taken_only_where_a_commit_read_from_the_log_vouch
     assert kept[3].version == 1
 
 
+def test_commits_handed_on_before_the_newest_travel_with_it(
+        s3_bucket: S3Bucket, turn_dir: Path) -> None:
+    uri, options = f"{s3_bucket.uri}/t", dict(s3_bucket.storage_options)
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    # Three other processes of the host commit in turn while the service does nothing.
+    for k in range(3):
+        assert in_process(functools.partial(_append, uri, options, [2 + k], "b")) == 2 + k
+    s3: Any = service.log_store.store
+    s3.reset_requests()
+    assert dc.write(service, rows([5])).version == 5
+    # Only version 4 is read: the commits of 2 and 3 travelled with its record, and its
+    # commit (read from the log) vouches for 3, whose commit vouches for 2.
+    assert s3.requests.get("GetObject", 0) == 1
+    assert files_of(service) == files_of(dc.DeltaTable(uri, storage_options=options))
+    assert ids_of(uri, options) == [1, 2, 3, 4, 5]
+
+
+@given(st.dictionaries(st.integers(0, 2**62), st.binary(max_size=64), max_size=8),
+       st.integers(0, 400))
+def test_a_carry_file_holds_the_commits_written_or_none(commits: dict[int, bytes],
+                                                        cut: int) -> None:
+    whole = host_turn.encode_carried(commits)
+    assert host_turn.decode_carried(whole) == commits
+    # Torn or truncated: nothing, or (cut at the end) all of them.
+    assert host_turn.decode_carried(whole[:cut]) in ({}, commits)
+
+
+@given(st.binary(max_size=512))
+def test_a_carry_file_of_any_bytes_decodes_to_bounded_commits(data: bytes) -> None:
+    carried = host_turn.decode_carried(data)
+    assert len(carried) <= host_turn.CARRIED_COMMITS
+    assert sum(len(c) for c in carried.values()) <= len(data)
+    assert all(v >= 0 for v in carried)
+    behind_magic = host_turn.decode_carried(b"DCC1" + data)
+    assert len(behind_magic) <= host_turn.CARRIED_COMMITS and all(v >= 0 for v in behind_magic)
+
+
 # --------------------------------------------------------------------------- speculations
 
 
@@ -282,11 +322,12 @@ def hand_on_as_another(table: dc.DeltaTable, version: int, data: bytes) -> None:
     """Another process of this user hands ``data`` on as its commit at ``version``: the
     carried commit and a record naming it, consistent with each other."""
     turn = HostTurn.for_table(table.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
+        carried = host_turn.encode_carried({version: data})
         with open(turn.path + ".carry", "r+b") as f:
-            f.write(data)
-            f.truncate(len(data))
+            f.write(carried)
+            f.truncate(len(carried))
         turn.publish(Record(version, hashlib.sha256(data).hexdigest(), settled=True,
                             pid=os.getpid() + 1))
     finally:

@@ -105,7 +105,7 @@ def test_a_record_whose_commit_is_not_the_one_read_changes_nothing(dynamo: Dynam
 
 def publish_as_another(table: dc.DeltaTable, record: Record) -> None:
     turn = HostTurn.for_table(table.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         turn.publish(record)
     finally:
@@ -230,11 +230,12 @@ def test_an_attempt_built_on_a_forged_handed_on_commit_claims_nothing_and_checks
     # Handed on as version 2 with a record naming it: its bytes with another data file.
     forged = real.replace(b'"path":"', b'"path":"forged-', 1)
     turn = HostTurn.for_table(ls, 1.0)
-    assert turn is not None and forged != real and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and forged != real and turn.take(lambda: None)
     try:
+        carried = host_turn.encode_carried({2: forged})
         with open(turn.path + ".carry", "r+b") as f:
-            f.write(forged)
-            f.truncate(len(forged))
+            f.write(carried)
+            f.truncate(len(carried))
         turn.publish(Record(2, hashlib.sha256(forged).hexdigest(), settled=True,
                             pid=os.getpid() + 1))
     finally:

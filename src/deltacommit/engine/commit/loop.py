@@ -62,10 +62,6 @@ from deltacommit.runtime.clock import Clock, RandomSource
 #: attempt, so that they are read once, with those committed meanwhile; a shorter one after.
 CATCH_UP_AFTER = 0.01
 
-#: At most this many commits handed on with host-turn records are kept while waiting for the
-#: turn (each at most ``host_turn.CARRIED_BYTES``).
-HANDED_KEPT = 64
-
 #: A version as the checks see it: its conflict view and the txnIds it holds.
 Seen = tuple[WinningCommit, frozenset[str]]
 
@@ -180,8 +176,8 @@ class CommitLoop:
 
     def _take_turn(self, turn: HostTurn, group: Group, base: int, speculate: bool = True
                    ) -> tuple[Commit | int, Record | None, Speculation | None]:
-        """Wait for the turn (unless held already), collecting meanwhile the commits the
-        holders hand on with their records, then follow the version the last holder recorded
+        """Wait for the turn (unless held already), then follow the version the last holder
+        recorded (reading the commits the holders before handed on with their records)
         and rebase the group over every version this object has not checked it against; the
         new base (or the version an earlier attempt landed in), the last holder's record where
         it names the commit this object builds on (whose writer's word that it is done with it
@@ -199,23 +195,13 @@ class CommitLoop:
         of before them, and the attempt claims nothing until what was read is that commit
         (``_ready``).  A speculation is made only where it would change nothing but the base:
         no member conflicts with a commit it brings or finds its own transaction there."""
-        handed: dict[int, bytes] = {}
-
-        def collect(record: Record | None) -> None:
-            if record is None or not record.foreign or record.version <= self.log.version \
-                    or record.version in handed:
-                return
-            data = turn.carried(record)
-            if data is not None:
-                handed[record.version] = data
-                if len(handed) > HANDED_KEPT:  # a long wait: the oldest are read instead
-                    del handed[min(handed)]
-
         previous: Record | None = None
-        if turn.held or turn.take(collect, lambda: self._ready(group)):
+        if turn.held or turn.take(lambda: self._ready(group)):
             record = turn.found
+            handed: dict[int, bytes] = {}
             if record is not None and record.foreign and record.version > self.log.version:
-                speculation = self._speculation(turn, record, handed, group, base) \
+                handed = turn.handed(self.log.version)
+                speculation = self._speculation(record, handed, group, base) \
                     if speculate else None
                 if speculation is not None:
                     return base, record, speculation
@@ -230,15 +216,13 @@ class CommitLoop:
             return base, previous, None
         return self._rebase(group, base, latest=self.log.version), previous, None
 
-    def _speculation(self, turn: HostTurn, record: Record, handed: Mapping[int, bytes],
-                     group: Group, base: int) -> Speculation | None:
+    def _speculation(self, record: Record, handed: Mapping[int, bytes], group: Group,
+                     base: int) -> Speculation | None:
         """The speculation an attempt is built on (``_take_turn``), or None.  One that would
         change what the group commits is read at once instead: adopted if it holds up, so
         that the decision is made on what the log holds."""
-        if self.log.version != base:
-            return None
-        newest = handed.get(record.version) or turn.carried(record)
-        if newest is None:
+        newest = handed.get(record.version)
+        if self.log.version != base or newest is None:
             return None
         speculation = self.log.speculate(record.version, record.digest, newest, handed)
         if speculation is None or self._unchanged_by(group, speculation.commits):
