@@ -187,6 +187,46 @@ def test_a_hung_holder_is_passed_by_after_the_patience_and_not_waited_for_again(
     assert turn_of(patient).record() is not None
 
 
+def test_a_waiting_writer_tries_the_turn_every_poll_but_reads_the_record_every_watch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record only tells a waiter whether the holder moves; reading it at every poll cost
+    the waiters' CPU.  A hung holder is still passed by, after the patience and not before."""
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    patience = 0.3
+    table = dc.DeltaTable(uri, policy=dc.CommitPolicy(turn_patience=patience))
+    reads = 0
+    read = host_turn._Files.read
+
+    def counted(files: host_turn._Files) -> bytes:
+        nonlocal reads
+        reads += 1
+        return read(files)
+
+    polls = 0
+    lock_nb = host_turn._lock_nb
+
+    def counted_lock(fd: int, how: int) -> bool:
+        nonlocal polls
+        polls += 1
+        return lock_nb(fd, how)
+
+    monkeypatch.setattr(host_turn._Files, "read", counted)
+    monkeypatch.setattr(host_turn, "_lock_nb", counted_lock)
+    fd = hold(turn_of(table))
+    try:
+        began = time.monotonic()
+        assert dc.write(table, rows(1)).version == 1  # the hung holder passed by: raced
+        waited = time.monotonic() - began
+    finally:
+        os.close(fd)
+    assert waited >= patience
+    # Reads on taking the turn and before waiting, then one per WATCH and the one that
+    # finds the patience spent; polls far more often (fewer on a busy machine).
+    assert 2 <= reads <= 4 + waited / host_turn.WATCH
+    assert polls > reads
+
+
 def test_a_record_of_a_table_deleted_and_created_again_is_not_trusted(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])

@@ -51,7 +51,8 @@ No wait is unbounded, and a process stopped (SIGSTOP) anywhere delays the others
 the patience, once:
 
 * The turn is an ``flock`` tried without blocking every ``POLL`` (``flock`` cannot wait
-  with a time limit); the polls read the record, to see whether its holder moves.  A holder
+  with a time limit); every ``WATCH`` a poll reads the record, to see whether its holder
+  moves.  A holder
   that has not moved the record for ``turn_patience`` seconds is passed by: the writer races,
   and marks the record as passed by (``_View.stalled``), so that no other process waits for
   that holder again until the record changes.  A holder that died released its ``flock`` with its process.
@@ -110,8 +111,13 @@ log = logging.getLogger(__name__)
 SWITCH = "DELTACOMMIT_HOST_TURNS"
 DIR_VARIABLE = "DELTACOMMIT_TURN_DIR"
 
-#: How often a waiting writer looks at the turn and the record (seconds).
+#: How often a waiting writer tries the turn (seconds).
 POLL = 0.001
+#: How often a waiting writer reads the record, to see whether its holder moves (seconds):
+#: that decides only when the holder is passed by (after the patience), so reading it at
+#: every poll would cost the waiters' CPU, on a machine whose cores the holder needs, for
+#: nothing.
+WATCH = 0.01
 #: How long a writer that would take the turn again at once lets it go for others waiting
 #: (at most the patience).
 GIVE_WAY = 0.05
@@ -656,9 +662,15 @@ class HostTurn:
         queued = False
         try:
             seen, since = view.raw, time.monotonic()
+            looked = float("-inf")  # when the record was last read: the first poll reads it
             while not _lock_nb(files.turn_fd, fcntl.LOCK_EX):
                 if not queued:
                     queued = _lock_nb(files.queue_fd, fcntl.LOCK_SH)
+                now = time.monotonic()
+                if now - looked < WATCH and now - since < self.patience:
+                    time.sleep(POLL)
+                    continue
+                looked = now
                 view = _view(files.read())
                 if view.raw != seen:
                     seen, since = view.raw, time.monotonic()
