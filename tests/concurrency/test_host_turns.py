@@ -187,6 +187,46 @@ def test_a_hung_holder_is_passed_by_after_the_patience_and_not_waited_for_again(
     assert turn_of(patient).record() is not None
 
 
+def test_a_waiting_writer_tries_the_turn_every_poll_but_reads_the_record_every_watch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record only tells a waiter whether the holder moves; reading it at every poll cost
+    the waiters' CPU.  A hung holder is still passed by, after the patience and not before."""
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    patience = 0.3
+    table = dc.DeltaTable(uri, policy=dc.CommitPolicy(turn_patience=patience))
+    reads = 0
+    read = host_turn._Files.read
+
+    def counted(files: host_turn._Files) -> bytes:
+        nonlocal reads
+        reads += 1
+        return read(files)
+
+    polls = 0
+    lock_nb = host_turn._lock_nb
+
+    def counted_lock(fd: int, how: int) -> bool:
+        nonlocal polls
+        polls += 1
+        return lock_nb(fd, how)
+
+    monkeypatch.setattr(host_turn._Files, "read", counted)
+    monkeypatch.setattr(host_turn, "_lock_nb", counted_lock)
+    fd = hold(turn_of(table))
+    try:
+        began = time.monotonic()
+        assert dc.write(table, rows(1)).version == 1  # the hung holder passed by: raced
+        waited = time.monotonic() - began
+    finally:
+        os.close(fd)
+    assert waited >= patience
+    # Reads on taking the turn and before waiting, then one per WATCH and the one that
+    # finds the patience spent; polls far more often (fewer on a busy machine).
+    assert 2 <= reads <= 4 + waited / host_turn.WATCH
+    assert polls > reads
+
+
 def test_a_record_of_a_table_deleted_and_created_again_is_not_trusted(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
@@ -205,7 +245,7 @@ def test_a_forged_record_far_ahead_costs_one_listing_and_loses_nothing(tmp_path:
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     turn = turn_of(table)
-    assert turn.take(lambda r: None, lambda: None)
+    assert turn.take(lambda: None)
     turn.publish(Record(10**12, "ab" * 32, settled=True, pid=os.getpid() + 1))
     turn.release()
     r = dc.write(table, rows(1))
@@ -244,13 +284,13 @@ def test_a_forked_child_does_not_inherit_the_parents_turn(tmp_path: Path) -> Non
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     turn = HostTurn.for_table(table.log_store, 0.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         pid = os.fork()
         if pid == 0:  # the child: holds nothing, and cannot take what the parent holds
             child = HostTurn.for_table(table.log_store, 0.0)
             ok = (host_turn._files == {} and child is not None
-                  and not child.take(lambda r: None, lambda: None))
+                  and not child.take(lambda: None))
             os._exit(0 if ok else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
@@ -290,14 +330,14 @@ def test_a_process_keeps_a_bounded_number_of_turn_files_open(tmp_path: Path) -> 
     capacity = host_turn._capacity()
     for i in range(capacity * 2):
         turn = HostTurn(f"table-{i}", 0.0)
-        assert turn.take(lambda r: None, lambda: None)
+        assert turn.take(lambda: None)
         turn.publish(Record(i, "ab" * 32))
         turn.release()
     assert len(host_turn._files) <= capacity
     assert fds() - before <= 4 * capacity  # four files per table
     # A turn whose files were closed is opened again when next taken, its record intact.
     first = HostTurn("table-0", 0.0)
-    assert first.take(lambda r: None, lambda: None)
+    assert first.take(lambda: None)
     first.release()
     record = first.record()
     assert record is not None and record.version == 0
@@ -317,7 +357,7 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
     uri = str(tmp_path / "t")
     table = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
     mine = turn_of(table)
-    assert mine.take(lambda r: None, lambda: None)
+    assert mine.take(lambda: None)
     mine.publish(Record(7, "ab" * 32, settled=True))  # this process committed last
     mine.release()
     # The process holds the turn again on its own descriptor, as between two commits that
@@ -347,7 +387,7 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
     again = turn_of(table)
     taken: list[bool] = []
     taker = threading.Thread(
-        target=lambda: taken.append(again.take(lambda r: None, lambda: None)), daemon=True)
+        target=lambda: taken.append(again.take(lambda: None)), daemon=True)
     taker.start()
     assert served.wait(timeout=30), "the process kept the turn from the waiter"
     assert not taken  # it waits behind the waiter

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import multiprocessing as mp
 import os
 import shutil
@@ -23,11 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.engine.commit import host_turn
 from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.commit.host_turn import HostTurn, Record
+from deltacommit.engine.commit.table_log import Speculation, TableLog
 from deltacommit.io.datafiles import write_data_files
 from deltacommit.io.storage import open_store
 from deltacommit.protocol.log.names import commit_path
@@ -171,7 +175,7 @@ def test_a_delete_from_another_machine_after_a_rollback_is_checked_not_missed(
 
 def _publish_as_another(table: dc.DeltaTable, record: Record) -> None:
     turn = HostTurn.for_table(table.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         turn.publish(record)
     finally:
@@ -271,3 +275,163 @@ def test_a_handed_on_commit_is_taken_only_where_a_commit_read_from_the_log_vouch
     with pytest.raises(dc.DeltaCommitError):
         kept[3].log.advance_to(3, {2: real[2]})
     assert kept[3].version == 1
+
+
+def test_commits_handed_on_before_the_newest_travel_with_it(
+        s3_bucket: S3Bucket, turn_dir: Path) -> None:
+    uri, options = f"{s3_bucket.uri}/t", dict(s3_bucket.storage_options)
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    # Three other processes of the host commit in turn while the service does nothing.
+    for k in range(3):
+        assert in_process(functools.partial(_append, uri, options, [2 + k], "b")) == 2 + k
+    s3: Any = service.log_store.store
+    s3.reset_requests()
+    assert dc.write(service, rows([5])).version == 5
+    # Only version 4 is read: the commits of 2 and 3 travelled with its record, and its
+    # commit (read from the log) vouches for 3, whose commit vouches for 2.
+    assert s3.requests.get("GetObject", 0) == 1
+    assert files_of(service) == files_of(dc.DeltaTable(uri, storage_options=options))
+    assert ids_of(uri, options) == [1, 2, 3, 4, 5]
+
+
+@given(st.dictionaries(st.integers(0, 2**62), st.binary(max_size=64), max_size=8),
+       st.integers(0, 400))
+def test_a_carry_file_holds_the_commits_written_or_none(commits: dict[int, bytes],
+                                                        cut: int) -> None:
+    whole = host_turn.encode_carried(commits)
+    assert host_turn.decode_carried(whole) == commits
+    # Torn or truncated: nothing, or (cut at the end) all of them.
+    assert host_turn.decode_carried(whole[:cut]) in ({}, commits)
+
+
+@given(st.binary(max_size=512))
+def test_a_carry_file_of_any_bytes_decodes_to_bounded_commits(data: bytes) -> None:
+    carried = host_turn.decode_carried(data)
+    assert len(carried) <= host_turn.CARRIED_COMMITS
+    assert sum(len(c) for c in carried.values()) <= len(data)
+    assert all(v >= 0 for v in carried)
+    behind_magic = host_turn.decode_carried(b"DCC1" + data)
+    assert len(behind_magic) <= host_turn.CARRIED_COMMITS and all(v >= 0 for v in behind_magic)
+
+
+# --------------------------------------------------------------------------- speculations
+
+
+def hand_on_as_another(table: dc.DeltaTable, version: int, data: bytes) -> None:
+    """Another process of this user hands ``data`` on as its commit at ``version``: the
+    carried commit and a record naming it, consistent with each other."""
+    turn = HostTurn.for_table(table.log_store, 1.0)
+    assert turn is not None and turn.take(lambda: None)
+    try:
+        carried = host_turn.encode_carried({version: data})
+        with open(turn.path + ".carry", "r+b") as f:
+            f.write(carried)
+            f.truncate(len(carried))
+        turn.publish(Record(version, hashlib.sha256(data).hexdigest(), settled=True,
+                            pid=os.getpid() + 1))
+    finally:
+        turn.release()
+
+
+@pytest.fixture
+def confirmations(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each speculation the commit loop made held up (``TableLog.confirm``)."""
+    seen: list[bool] = []
+    real = TableLog.confirm
+
+    def confirm(self: TableLog, speculation: Speculation) -> bool:
+        held = real(self, speculation)
+        seen.append(held)
+        return held
+
+    monkeypatch.setattr(TableLog, "confirm", confirm)
+    return seen
+
+
+def files_of(table: dc.DeltaTable) -> list[str]:
+    return sorted(a.path for a in table.snapshot.state.files.values())
+
+
+def test_an_attempt_built_on_a_handed_on_commit_the_log_does_not_hold_claims_nothing_on_it(
+        where: Where, confirmations: list[bool]) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    assert in_process(functools.partial(_append, uri, options, [2], "b")) == 2
+    real = open_store(uri, options).get(commit_path(2))
+    # Handed on as version 2: its bytes with another data file, under a matching record.
+    forged = real.replace(b'"path":"', b'"path":"forged-', 1)
+    assert forged != real and previous_commit(forged) == previous_commit(real)
+    hand_on_as_another(service, 2, forged)
+    r = dc.write(service, rows([3]))
+    # The attempt was built on the forged commit while version 2 was read, then built again
+    # on what the log holds: version 3, on the real version 2, in one attempt.
+    assert confirmations == [False]
+    assert (r.version, r.attempts) == (3, 1)
+    assert log_versions(uri, options) == [0, 1, 2, 3]
+    assert files_of(service) == files_of(dc.DeltaTable(uri, storage_options=options))
+    assert not any("forged-" in p for p in files_of(service))
+    assert ids_of(uri, options) == [1, 2, 3]
+
+
+def test_a_handed_on_commit_rolled_back_from_the_log_is_built_on_but_never_claimed_on(
+        where: Where, confirmations: list[bool]) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    assert in_process(functools.partial(_append, uri, options, [2], "b")) == 2
+    roll_back(uri, options, 2)  # the record and the commit handed on with it remain
+    r = dc.write(service, rows([3]))
+    assert confirmations == [False]
+    assert (r.version, r.attempts) == (2, 1)   # no gap after version 1
+    assert log_versions(uri, options) == [0, 1, 2]
+    assert ids_of(uri, options) == [1, 3]
+
+
+def test_a_forged_handed_on_commit_that_would_conflict_fails_nothing(
+        where: Where, confirmations: list[bool]) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    assert in_process(functools.partial(_append, uri, options, [2], "b")) == 2
+    real = open_store(uri, options).get(commit_path(2))
+    [path] = [p for p in files_of(service) if p.startswith("p=a/")]
+    # Handed on as version 2: a DELETE of the partition the service's transaction reads.
+    remove = json.dumps({"remove": {"path": path, "deletionTimestamp": 1, "dataChange": True}})
+    forged = real.split(b"\n", 1)[0] + b"\n" + remove.encode() + b"\n"
+    hand_on_as_another(service, 2, forged)
+    txn = service.transaction()
+    assert [a.path for a in txn.scan(predicate="p = 'a'")] == [path]
+    txn.add(write_data_files(service.log_store.store, rows([3]), service.partition_columns,
+                             clock=service.clock, random=service.random))
+    # Decided on what the log holds at version 2 (an append to another partition), read at
+    # once: nothing conflicts.
+    assert txn.commit().version == 3
+    assert confirmations == [False]
+    assert ids_of(uri, options) == [1, 2, 3]
+
+
+def test_a_conflicting_commit_handed_on_is_decided_on_once_read_from_the_log(
+        where: Where, confirmations: list[bool]) -> None:
+    uri, options = where
+    service = dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    assert dc.write(service, rows([1])).version == 1
+    # Another process of this host deletes the partition the service is about to read.
+    assert in_process(functools.partial(_delete, uri, options, "p = 'a'")) == 2
+    txn = service.transaction()
+    assert txn.scan(predicate="p = 'a'")
+    txn.add(write_data_files(service.log_store.store, rows([3]), service.partition_columns,
+                             clock=service.clock, random=service.random))
+    with pytest.raises(dc.ConcurrentDeleteReadException) as failed:
+        txn.commit()
+    assert failed.value.winning_version == 2
+    assert confirmations == [True]
+    assert service.version == 2
+    assert dc.write(service, rows([4])).version == 3
+    assert ids_of(uri, options) == [4]
+
+
+def _delete(uri: str, options: Mapping[str, str], predicate: str) -> int:
+    """A DELETE by a process of this host (it takes the table's turn)."""
+    return dc.DeltaTable(uri, storage_options=dict(options)).delete(predicate).version

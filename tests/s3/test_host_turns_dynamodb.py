@@ -105,7 +105,7 @@ def test_a_record_whose_commit_is_not_the_one_read_changes_nothing(dynamo: Dynam
 
 def publish_as_another(table: dc.DeltaTable, record: Record) -> None:
     turn = HostTurn.for_table(table.log_store, 1.0)
-    assert turn is not None and turn.take(lambda r: None, lambda: None)
+    assert turn is not None and turn.take(lambda: None)
     try:
         turn.publish(record)
     finally:
@@ -215,3 +215,44 @@ def test_a_holder_that_died_before_completing_its_entry_is_not_waited_for(
     assert [e.complete for e in dynamo.entries(ls.table_path)] == [True, True, True]
     rows = dc.DeltaTable(uri, storage_options=options).to_arrow()
     assert sorted(rows.column("writer").to_pylist()) == [0, 99, 99, 99]
+
+
+def test_an_attempt_built_on_a_forged_handed_on_commit_claims_nothing_and_checks_everything(
+        dynamo: DynamoSetup) -> None:
+    uri, options = dynamo.uri("f"), dynamo.options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    mine = private(uri, options)
+    assert dc.write(mine, batch(0, 0)).version == 1
+    run_writers([(deltacommit_appender, uri, options, 1, 1)])
+    ls = mine.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    real = ls.store.get(commit_path(2))
+    # Handed on as version 2 with a record naming it: its bytes with another data file.
+    forged = real.replace(b'"path":"', b'"path":"forged-', 1)
+    turn = HostTurn.for_table(ls, 1.0)
+    assert turn is not None and forged != real and turn.take(lambda: None)
+    try:
+        carried = host_turn.encode_carried({2: forged})
+        with open(turn.path + ".carry", "r+b") as f:
+            f.write(carried)
+            f.truncate(len(carried))
+        turn.publish(Record(2, hashlib.sha256(forged).hexdigest(), settled=True,
+                            pid=os.getpid() + 1))
+    finally:
+        turn.release()
+    reset(mine)
+    r = dc.write(mine, batch(0, 1))
+    assert (r.version, r.attempts) == (3, 1)
+    got = requests_of(mine)
+    # The attempt built on the forged commit wrote its temp file and claimed nothing: version
+    # 2 was read beside it, found to be another commit, and the attempt built again on it,
+    # with entry 2 checked (step 1) before the one claim.
+    assert got["dynamodb.PutItem"] == 1 and got["dynamodb.GetItem"] >= 1
+    assert got["PutObject"] == 4  # two temp files, 3.json, and nothing else
+    entries = dynamo.entries(ls.table_path)
+    assert [(e.version, e.complete) for e in entries] == [(v, True) for v in range(4)]
+    fresh = dc.DeltaTable(uri, storage_options=options)
+    assert sorted(a.path for a in mine.snapshot.state.files.values()) == sorted(
+        a.path for a in fresh.snapshot.state.files.values())
+    rows = fresh.to_arrow()
+    assert sorted(rows.column("writer").to_pylist()) == [0, 0, 1]

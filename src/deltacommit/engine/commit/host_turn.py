@@ -7,8 +7,9 @@ win.  Processes on the same machine need not race each other: they can queue.  B
 claim, a writer takes the table's turn, an ``flock`` on a file in a private folder of the
 user's (``DELTACOMMIT_TURN_DIR``, else ``deltacommit-turns-<uid>`` in the temp folder); after
 it, the writer records which version it committed, hands a small commit on with the record
-(``<key>.carry``) and hands the turn on.  The next holder claims the version after the one
-recorded without first losing a claim to learn of it.
+(``<key>.carry``, which keeps the last ``CARRIED_COMMITS`` handed on) and hands the turn
+on.  The next holder claims the version after the one recorded without first losing a claim
+to learn of it.
 
 The turn orders writers; it never excludes them, and nothing in its files is taken for a
 fact about the table.  A version is known only from the table's storage (bytes this process
@@ -18,14 +19,21 @@ read from it or wrote to it); the turn files only say what to read and when:
   from the log like any other; one that is not there (a record gone stale by a rollback,
   forged, aged, or another table's) is ignored and found by the claim, which decides every
   version.
-* Commits handed on by the holders before (collected while waiting, as the record moves)
-  stand in for reading older versions only where a commit read from the log vouches for
+* Commits handed on by the holders before (read from the carry file once the turn is
+  taken) stand in for reading older versions only where a commit read from the log vouches for
   them: each commit written under a turn names the SHA-256 of the commit it was built on
   (``commit_info.PREVIOUS_COMMIT_KEY``), and ``TableLog.advance_to`` takes a handed-on
   commit only on a chain of those digests that starts at bytes it read from the log and
   reaches its own newest commit (or a version it read).  So four processes taking turns read
   one commit per commit, not three, and a forged, torn or stale handed-on commit is never
   taken: its version is read instead.
+* The commit handed on with the record itself is built on while its version is read: the
+  next attempt is prepared on it (``TableLog.speculate``), and claims nothing, nor fails or
+  resolves a member, until the commit read from the log is that one (``CommitLoop._ready``,
+  ``TableLog.confirm``).  So the read goes out beside the attempt's own work (on DynamoDB,
+  beside its temp file and its check of entry N) instead of before it; one that does not hold
+  up costs the attempt's preparation (and a temp file), and the attempt is built again on
+  what the log holds.
 * The record carries no fact about the log store's entries: the DynamoDB store checks the
   previous entry and file itself (step 1 of the protocol) on every claim after another
   process's commit.
@@ -43,11 +51,11 @@ No wait is unbounded, and a process stopped (SIGSTOP) anywhere delays the others
 the patience, once:
 
 * The turn is an ``flock`` tried without blocking every ``POLL`` (``flock`` cannot wait
-  with a time limit); the polls read the record, which is what lets waiting writers collect
-  the commits handed on meanwhile.  A holder that has not moved the record for
-  ``turn_patience`` seconds is passed by: the writer races, and marks the record as passed
-  by (``_View.stalled``), so that no other process waits for that holder again until the
-  record changes.  A holder that died released its ``flock`` with its process.
+  with a time limit); every ``WATCH`` a poll reads the record, to see whether its holder
+  moves.  A holder
+  that has not moved the record for ``turn_patience`` seconds is passed by: the writer races,
+  and marks the record as passed by (``_View.stalled``), so that no other process waits for
+  that holder again until the record changes.  A holder that died released its ``flock`` with its process.
 * The record file takes no lock.  It holds three slots, each written whole by one
   ``pwrite`` and checked by its CRC-32 on reading (a slot read while being written is taken
   as absent): the holder's record, the previous writer's word that it is done with its
@@ -103,8 +111,13 @@ log = logging.getLogger(__name__)
 SWITCH = "DELTACOMMIT_HOST_TURNS"
 DIR_VARIABLE = "DELTACOMMIT_TURN_DIR"
 
-#: How often a waiting writer looks at the turn and the record (seconds).
+#: How often a waiting writer tries the turn (seconds).
 POLL = 0.001
+#: How often a waiting writer reads the record, to see whether its holder moves (seconds):
+#: that decides only when the holder is passed by (after the patience), so reading it at
+#: every poll would cost the waiters' CPU, on a machine whose cores the holder needs, for
+#: nothing.
+WATCH = 0.01
 #: How long a writer that would take the turn again at once lets it go for others waiting
 #: (at most the patience).
 GIVE_WAY = 0.05
@@ -123,8 +136,46 @@ _RECORD_FILE_SIZE = 3 * _STRIDE
 _FLAG_SETTLED = 1
 
 #: A commit at most this large travels with its record (``<key>.carry``), for the next holders
-#: to take once a commit read from the log vouches for it (``TableLog.advance_to``).
+#: to take once a commit read from the log vouches for it (``TableLog.advance_to``).  The carry
+#: file holds the last ``CARRIED_COMMITS`` commits handed on, at most this many bytes of them.
 CARRIED_BYTES = 256 * 1024
+CARRIED_COMMITS = 16
+# The carry file: magic and count, then each commit's version and length, and its bytes.
+_CARRY_HEAD = struct.Struct("!4sI")
+_CARRY_ENTRY = struct.Struct("!qI")
+_CARRY_MAGIC = b"DCC1"
+_CARRY_FILE_SIZE = _CARRY_HEAD.size + CARRIED_COMMITS * _CARRY_ENTRY.size + CARRIED_BYTES
+
+
+def encode_carried(commits: dict[int, bytes]) -> bytes:
+    """The carry file holding ``commits`` (by version)."""
+    parts = [_CARRY_HEAD.pack(_CARRY_MAGIC, len(commits))]
+    for version, data in sorted(commits.items(), reverse=True):
+        parts.append(_CARRY_ENTRY.pack(version, len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+def decode_carried(data: bytes) -> dict[int, bytes]:
+    """The commits a carry file holds, by version; none from anything else (an empty file, a
+    torn, forged or truncated one: each commit taken is checked against the log anyway)."""
+    if len(data) < _CARRY_HEAD.size:
+        return {}
+    magic, count = _CARRY_HEAD.unpack_from(data)
+    if magic != _CARRY_MAGIC or count > CARRIED_COMMITS:
+        return {}
+    out: dict[int, bytes] = {}
+    at = _CARRY_HEAD.size
+    for _ in range(count):
+        if at + _CARRY_ENTRY.size > len(data):
+            return {}
+        version, size = _CARRY_ENTRY.unpack_from(data, at)
+        at += _CARRY_ENTRY.size
+        if version < 0 or at + size > len(data):
+            return {}
+        out[version] = data[at:at + size]
+        at += size
+    return out
 
 _OPEN_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
                | getattr(os, "O_NOFOLLOW", 0))
@@ -304,9 +355,10 @@ class _Files:
                 os.pwrite(self.carry_fd, data, 0)
                 os.ftruncate(self.carry_fd, len(data))
 
-    def carried(self) -> bytes:
+    def carried(self) -> dict[int, bytes]:
         with self.using:
-            return b"" if self.closed else os.pread(self.carry_fd, CARRIED_BYTES + 1, 0)
+            data = b"" if self.closed else os.pread(self.carry_fd, _CARRY_FILE_SIZE, 0)
+        return decode_carried(data)
 
 
 #: At most this many tables' turn files are kept open by a process (four descriptors each);
@@ -567,12 +619,10 @@ class HostTurn:
 
     # ------------------------------------------------------------------ the turn
 
-    def take(self, waiting: Callable[[Record | None], None],
-             before_waiting: Callable[[], None]) -> bool:
+    def take(self, before_waiting: Callable[[], None]) -> bool:
         """Wait for the turn; whether it is held.  ``before_waiting()`` runs once if the turn
         is not free at once (what the claim needs anyway: its data files, so that the turn is
-        not held while they upload), ``waiting(record)`` between looks (to read the versions
-        the record names meanwhile).  False at once when another thread of this process holds
+        not held while they upload).  False at once when another thread of this process holds
         or awaits the turn, or when the holder was passed by for not handing it on within the
         patience (then not waited for again until the record changes)."""
         files = _files_for(self.key)
@@ -589,7 +639,7 @@ class HostTurn:
                     and not files.futile and self._queue_busy(files):
                 # This process committed last and another waits: see ``_give_way``.
                 waited = self._give_way(files)
-            if not waited or self._wait(files, waiting, before_waiting):
+            if not waited or self._wait(files, before_waiting):
                 self._files = files
                 self.held = True
                 # Read again: another process may have committed while this one gave way.
@@ -603,8 +653,7 @@ class HostTurn:
                 files.local.release()
         return False
 
-    def _wait(self, files: _Files, waiting: Callable[[Record | None], None],
-              before_waiting: Callable[[], None]) -> bool:
+    def _wait(self, files: _Files, before_waiting: Callable[[], None]) -> bool:
         before_waiting()
         view = _view(files.read())
         if view.stalled or (files.stalled is not None and files.stalled == view.raw):
@@ -613,9 +662,15 @@ class HostTurn:
         queued = False
         try:
             seen, since = view.raw, time.monotonic()
+            looked = float("-inf")  # when the record was last read: the first poll reads it
             while not _lock_nb(files.turn_fd, fcntl.LOCK_EX):
                 if not queued:
                     queued = _lock_nb(files.queue_fd, fcntl.LOCK_SH)
+                now = time.monotonic()
+                if now - looked < WATCH and now - since < self.patience:
+                    time.sleep(POLL)
+                    continue
+                looked = now
                 view = _view(files.read())
                 if view.raw != seen:
                     seen, since = view.raw, time.monotonic()
@@ -627,7 +682,6 @@ class HostTurn:
                     if self.patience > 0:  # it waited: others need not
                         self._pass_by(files, seen)
                     return False
-                waiting(view.record)
                 time.sleep(POLL)
             return True
         finally:
@@ -695,14 +749,23 @@ class HostTurn:
     def publish(self, record: Record, data: bytes | None = None) -> None:
         """The holder's record of its commit: replaces what is there (the holder alone may).
         ``data``, the commit's bytes, travel with it if small (``CARRIED_BYTES``) and another
-        process writes the table: written before the record, so a reader that finds them
-        torn, or another commit's, finds their SHA-256 not the record's."""
+        process writes the table, beside the last few commits handed on before it
+        (``CARRIED_COMMITS``): written before the record, so a reader that finds them torn, or
+        another commit's, finds their SHA-256 not the record's."""
         files = self._files
         if not self.held or files is None:
             return
         try:
             if data is not None and self.shared and len(data) <= CARRIED_BYTES:
-                files.carry(data)
+                carried = {record.version: data}
+                size = len(data)
+                for version, older in sorted(files.carried().items(), reverse=True):
+                    if len(carried) >= CARRIED_COMMITS or size + len(older) > CARRIED_BYTES:
+                        break
+                    if record.version - CARRIED_COMMITS < version < record.version:
+                        carried[version] = older
+                        size += len(older)
+                files.carry(encode_carried(carried))
             files.write(_HOLDER_AT, record.encode())
         except OSError as e:  # pragma: no cover - a full or vanished temp folder
             log.warning("could not record a commit in the host turn %s: %s", files.path, e)
@@ -711,14 +774,23 @@ class HostTurn:
         """The commit ``record`` names, if it travelled with it and is still the one there: a
         hint, which ``TableLog.advance_to`` takes only once a commit read from the log
         vouches for it."""
+        data = self.handed(record.version - 1).get(record.version)
+        if data is None or hashlib.sha256(data).hexdigest() != record.digest:
+            return None
+        return data
+
+    def handed(self, after: int) -> dict[int, bytes]:
+        """The commits handed on with the record newer than ``after``, by version: hints,
+        which ``TableLog.advance_to`` takes only where a commit read from the log vouches for
+        them."""
         files = self._files or _files_for(self.key)
         if files is None:
-            return None
+            return {}
         try:
-            data = files.carried()
+            carried = files.carried()
         except OSError:  # pragma: no cover - a vanished temp folder
-            return None
-        return data if hashlib.sha256(data).hexdigest() == record.digest else None
+            return {}
+        return {v: data for v, data in carried.items() if v > after}
 
     def settle(self, version: int, digest: str) -> None:
         """Say, after handing the turn on, that this process is done with its commit at

@@ -15,8 +15,9 @@ from concurrent transactions.  Both get the same checks, retries and results fro
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deltacommit.engine.commit.commit_info import (
@@ -29,8 +30,8 @@ from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.row_rebase import load_winner_rows, rebase
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.stamps import stamp
-from deltacommit.engine.commit.table_log import TableLog
-from deltacommit.engine.snapshot.snapshot import Commit
+from deltacommit.engine.commit.table_log import Speculation, TableLog
+from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.errors import (
     CommitFailedError,
     ConcurrentModificationException,
@@ -60,10 +61,6 @@ from deltacommit.runtime.clock import Clock, RandomSource
 #: A backoff at least this long (seconds) is taken before reading the versions that beat the
 #: attempt, so that they are read once, with those committed meanwhile; a shorter one after.
 CATCH_UP_AFTER = 0.01
-
-#: At most this many commits handed on with host-turn records are kept while waiting for the
-#: turn (each at most ``host_turn.CARRIED_BYTES``).
-HANDED_KEPT = 64
 
 #: A version as the checks see it: its conflict view and the txnIds it holds.
 Seen = tuple[WinningCommit, frozenset[str]]
@@ -181,35 +178,37 @@ class CommitLoop:
             return None
         return HostTurn.for_table(self.log.log_store, self.policy.turn_patience)
 
-    def _take_turn(self, turn: HostTurn, group: Group, base: int
-                   ) -> tuple[Commit | int, Record | None]:
-        """Wait for the turn, collecting meanwhile the commits the holders hand on with their
-        records, then read the version the last holder recorded from the log and rebase the
-        group over every version this object has not checked it against; the new base (or
-        the version an earlier attempt landed in) and the last holder's record where it names
-        the commit this object read at its newest version (whose writer's word that it is
-        done with it the DynamoDB store awaits).
+    def _take_turn(self, turn: HostTurn, group: Group, base: int, speculate: bool = True
+                   ) -> tuple[Commit | int, Record | None, Speculation | None]:
+        """Wait for the turn (unless held already), then follow the version the last holder
+        recorded (reading the commits the holders before handed on with their records)
+        and rebase the group over every version this object has not checked it against; the
+        new base (or the version an earlier attempt landed in), the last holder's record where
+        it names the commit this object builds on (whose writer's word that it is done with it
+        the DynamoDB store awaits), and a speculation where the attempt is to be built on one.
 
         Nothing in the turn files is taken for a fact: the record only says which version to
         read, and a handed-on commit stands in for reading an older version only where a
         commit read from the log vouches for its bytes (``TableLog.advance_to``).  A version
         that is not there (a record gone stale by a rollback, forged, or another table's) is
-        left to the claim, which finds the newest version the usual way."""
-        handed: dict[int, bytes] = {}
+        left to the claim, which finds the newest version the usual way.
 
-        def collect(record: Record | None) -> None:
-            if record is None or not record.foreign or record.version <= self.log.version \
-                    or record.version in handed:
-                return
-            data = turn.carried(record)
-            if data is not None:
-                handed[record.version] = data
-                if len(handed) > HANDED_KEPT:  # a long wait: the oldest are read instead
-                    del handed[min(handed)]
-
+        Where the recorded commit itself was handed on and the chain of digests from it reaches
+        this object's newest commit, the attempt is built on it while it is read from the log
+        (``TableLog.speculate``): the read goes out beside the attempt's own requests instead
+        of before them, and the attempt claims nothing until what was read is that commit
+        (``_ready``).  A speculation is made only where it would change nothing but the base:
+        no member conflicts with a commit it brings or finds its own transaction there."""
         previous: Record | None = None
-        if turn.take(collect, lambda: self._ready(group)):
+        if turn.held or turn.take(lambda: self._ready(group)):
             record = turn.found
+            handed: dict[int, bytes] = {}
+            if record is not None and record.foreign and record.version > self.log.version:
+                handed = turn.handed(self.log.version)
+                speculation = self._speculation(record, handed, group, base) \
+                    if speculate else None
+                if speculation is not None:
+                    return base, record, speculation
             if record is not None and record.foreign and record.version > self.log.version:
                 handed.pop(record.version, None)  # the newest is read from the log
                 with contextlib.suppress(DeltaCommitError, ValueError):
@@ -218,8 +217,42 @@ class CommitLoop:
                     and self._digest_at(record.version) == record.digest:
                 previous = record
         if self.log.version <= base:
-            return base, previous
-        return self._rebase(group, base, latest=self.log.version), previous
+            return base, previous, None
+        return self._rebase(group, base, latest=self.log.version), previous, None
+
+    def _speculation(self, record: Record, handed: Mapping[int, bytes], group: Group,
+                     base: int) -> Speculation | None:
+        """The speculation an attempt is built on (``_take_turn``), or None.  One that would
+        change what the group commits is read at once instead: adopted if it holds up, so
+        that the decision is made on what the log holds."""
+        newest = handed.get(record.version)
+        if self.log.version != base or newest is None:
+            return None
+        speculation = self.log.speculate(record.version, record.digest, newest, handed)
+        if speculation is None or self._unchanged_by(group, speculation.commits):
+            return speculation
+        self.log.confirm(speculation)
+        return None
+
+    def _unchanged_by(self, group: Group, commits: Sequence[Commit]) -> bool:
+        """Whether no member conflicts with one of ``commits``, would be rebased over one of
+        them, or finds its transaction there (checked without failing, rebasing or resolving
+        anyone).  A row-level member is never taken to be unchanged: its check reads the
+        winner's files, and a rebase replaces what it commits."""
+        if any(m.staged.summary.row_level is not None for m in group.members):
+            return False
+        for c in commits:
+            ids = set(committed_txn_ids(c.commit_info))
+            winner = WinningCommit.from_actions(c.version, c.actions)
+            for m in group.members:
+                if m.staged.txn_id in ids:
+                    return False
+                try:
+                    if check_conflicts(m.staged.summary, winner, self.log.uri) is not None:
+                        return False
+                except ConcurrentModificationException:
+                    return False
+        return True
 
     # ----------------------------------------------------------------- history
 
@@ -336,10 +369,13 @@ class CommitLoop:
         body_key: tuple[Any, ...] | None = None
         body = b""
         cheap = False  # whether the last catch-up read only the version it lost
+        refuted = False  # whether the last attempt's speculation did not hold up
         while group.members:
             baton: _Baton | None = None
+            speculation: Speculation | None = None
             if turn is not None:
-                landed, previous = self._take_turn(turn, group, base)
+                landed, previous, speculation = self._take_turn(turn, group, base,
+                                                                speculate=not refuted)
                 if isinstance(landed, Commit):
                     return landed
                 base = landed
@@ -347,7 +383,8 @@ class CommitLoop:
                     break
                 if turn.held:
                     baton = _Baton(turn, previous)
-            version = base + 1
+            built_on = base if speculation is None else speculation.version
+            version = built_on + 1
             group.admit(version)
             if not group.members:
                 break
@@ -356,9 +393,10 @@ class CommitLoop:
             group.on_attempt()
             for m in members:
                 m.attempts += 1
-            actions, dependent = self.stamped_actions(group, group_id, version)
+            actions, dependent = self.stamped_actions(
+                group, group_id, version, None if speculation is None else speculation.snapshot)
             if baton is not None:
-                actions[0] = self._vouching(actions[0], base)
+                actions[0] = self._vouching(actions[0], built_on, speculation)
             key = (tuple((id(m), id(m.staged)) for m in members), id(group.adds),
                    len(group.adds),
                    version if dependent else None)
@@ -369,13 +407,27 @@ class CommitLoop:
             if baton is not None:
                 baton.data, baton.digest = data, digest
             unconfirmed = self.log.unconfirmed
+            confirmed: list[int] = []
             try:
-                # The version is claimed only once its data files are durable and the table
-                # is known to be the one its cached state describes; a log store with requests
-                # of its own before the claim makes them meanwhile.
+                # The version is claimed only once its data files are durable, the table is
+                # known to be the one its cached state describes and a speculation the
+                # attempt was built on held up; a log store with requests of its own before
+                # the claim makes them meanwhile.
                 self.log.log_store.write_commit_when_ready(
-                    version, data, lambda: self._ready(group), baton)
+                    version, data, functools.partial(self._ready, group, base, speculation,
+                                                     confirmed), baton)
+            except _Rebuild as e:
+                # Nothing was claimed: the attempt is built again, on what the log holds.
+                attempt -= 1
+                for m in members:
+                    m.attempts -= 1
+                if isinstance(e.landed, Commit):
+                    return e.landed
+                base, refuted = e.landed, e.refuted
+                continue
             except VersionExistsError:
+                if confirmed:
+                    base = confirmed[0]
                 outcome, cheap = self._after_lost_claim(group, turn, base, version, attempt, cheap)
                 if not isinstance(outcome, int):
                     return outcome
@@ -458,11 +510,12 @@ class CommitLoop:
         else:
             turn.settle(version, digest)
 
-    def _vouching(self, info: Action, base: int) -> Action:
+    def _vouching(self, info: Action, base: int, speculation: Speculation | None) -> Action:
         """The attempt's ``commitInfo`` with the SHA-256 of the commit it is built on, where
         this object knows it: what lets the next writers of the host take that commit as
-        handed on instead of reading it (``TableLog.advance_to``)."""
-        built_on = self._digest_at(base)
+        handed on instead of reading it (``TableLog.advance_to``).  On a speculation, the
+        digest the log must hold there before the attempt claims anything."""
+        built_on = self._digest_at(base) if speculation is None else speculation.digest
         if not built_on or not isinstance(info, CommitInfo):
             return info
         return CommitInfo({**info.values, PREVIOUS_COMMIT_KEY: built_on})
@@ -472,9 +525,23 @@ class CommitLoop:
         known = self.log.cached_commits(version, version)
         return known[0].digest if known else ""
 
-    def _ready(self, group: Group) -> None:
-        """What the claim of a version waits for: the proof that the table is the one the
-        cached state describes (``TableLog.confirm_identity``), and the data files."""
+    def _ready(self, group: Group, base: int = -1, speculation: Speculation | None = None,
+               confirmed: list[int] | None = None) -> None:
+        """What the claim of a version waits for: the speculation the attempt was built on,
+        read from the log and adopted, and the group rebased over it (``_Rebuild`` where it
+        did not hold up, or changed what the group commits after all; ``confirmed`` then
+        holds the new base), the proof that the table is the one the cached state describes
+        (``TableLog.confirm_identity``), and the data files."""
+        if speculation is not None:
+            committing = [(m, m.staged) for m in group.members]
+            if not self.log.confirm(speculation):
+                raise _Rebuild(base, refuted=True)
+            landed = self._rebase(group, base, latest=speculation.version)
+            if confirmed is not None and not isinstance(landed, Commit):
+                confirmed.append(landed)
+            if isinstance(landed, Commit) \
+                    or [(m, m.staged) for m in group.members] != committing:
+                raise _Rebuild(landed, refuted=False)
         self.log.confirm_identity()
         self._make_durable(group)
 
@@ -595,15 +662,17 @@ class CommitLoop:
             return staged[0].with_adds(staged[0].adds + tuple(group.adds)).actions(info)
         return self.group_actions(staged, group.adds, info)
 
-    def stamped_actions(self, group: Group, group_id: str, version: int
-                        ) -> tuple[list[Action], bool]:
+    def stamped_actions(self, group: Group, group_id: str, version: int,
+                        before: Snapshot | None = None) -> tuple[list[Action], bool]:
         """The actions of this attempt at ``version``, stamped with what depends on the
-        version (``engine/transaction/stamps.py``), and whether more than the ``commitInfo`` does."""
+        version (``engine/commit/stamps.py``), and whether more than the ``commitInfo``
+        does.  ``before``: the state at ``version - 1`` (a speculation's), else the log's."""
         now_ms = int(self.clock.time() * 1000)
-        before = self.log.snapshot
-        if before.version < version - 1:
-            self.log.refresh()
+        if before is None:
             before = self.log.snapshot
+            if before.version < version - 1:
+                self.log.refresh()
+                before = self.log.snapshot
         # A snapshot newer than version - 1 means that version is taken: the attempt loses
         # the race whatever it carries, and the rebase stamps the next one afresh.
         return stamp(self.actions(group, group_id, now_ms), before, version, now_ms)
@@ -635,6 +704,17 @@ def commit(log: TableLog, staged: StagedCommit, policy: CommitPolicy, clock: Clo
     if landed is None:  # found committed by an earlier attempt before this one began
         landed = log.known_commits(result.version, result.version)[0]
     return result, landed
+
+
+class _Rebuild(Exception):
+    """Raised by ``_ready`` before anything is claimed: the attempt was built on a speculation
+    that did not hold up (``refuted``), or that, read, changed what the group commits.
+    ``landed``: the new base, or the version an earlier attempt of the group landed in."""
+
+    def __init__(self, landed: Commit | int, *, refuted: bool) -> None:
+        super().__init__(landed)
+        self.landed = landed
+        self.refuted = refuted
 
 
 class _Baton:

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.hooks.checkpoint import after_commit
@@ -20,6 +21,7 @@ from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
 from deltacommit.errors import DeltaCommitError, TableReplacedError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
+from deltacommit.io.storage import background
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.files.lazy_files import LazyActionMap, carried_over
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
@@ -32,6 +34,28 @@ RECENT_COMMITS = 256
 #: A freshly loaded snapshot whose own commit the load did not decode (a checkpoint at its
 #: version) is offered to the process's cache only if that commit is at most this large.
 LARGEST_DECODED_ANCHOR = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A table log advanced by commits handed on by other writers of the host, not adopted
+    until the newest is read from the log (``TableLog.speculate``, ``TableLog.confirm``)."""
+
+    #: The snapshot it advances (the table log's when it was made).
+    base: Snapshot
+    #: ``base`` advanced by the handed-on commits.
+    snapshot: Snapshot
+    commits: list[Commit]
+    #: SHA-256 of the newest commit handed on, which the log must hold at ``version``.
+    digest: str
+    #: When the read of the log began (``TableLog._adopt``).
+    started: float
+    #: The newest version's commit file, being read from the log.
+    reading: Future[bytes]
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
 
 
 class TableLog:
@@ -138,24 +162,77 @@ class TableLog:
                 pairs = self.log_store.read_range(snap.version + 1, version)
                 return self._adopt(started, snap.advanced_by(pairs))
             newest = self.log_store.read_range(version, version)
-            taken = dict(newest)
-            expected = previous_commit(newest[0][1])
-            v = version - 1
-            while v > snap.version and expected is not None and v in handed \
-                    and hashlib.sha256(handed[v]).hexdigest() == expected:
-                taken[v] = handed[v]
-                expected = previous_commit(handed[v])
-                v -= 1
+            taken, v, expected = self._vouched(snap, version, newest[0][1], handed)
             if v > snap.version:
                 taken.update(self.log_store.read_range(snap.version + 1, v))
                 below = hashlib.sha256(taken[v]).hexdigest()
             else:
-                anchor = self._recent.get(snap.version)
-                below = anchor.digest if anchor is not None else ""
+                below = self._digest_of(snap.version)
             if v < version - 1 and below != expected:
                 # The chain does not meet what this object knows: read them all.
                 taken.update(self.log_store.read_range(v + 1, version - 1))
             return self._adopt(started, snap.advanced_by(sorted(taken.items())))
+
+    def _vouched(self, snap: Snapshot, version: int, newest: bytes,
+                 handed: Mapping[int, bytes]) -> tuple[dict[int, bytes], int, str | None]:
+        """``newest`` (the commit at ``version``) and the handed-on commits below it that the
+        chain of ``previousCommit`` digests from it takes, down to the first version above
+        ``snap`` it does not take; that version (``snap.version`` where it took them all) and
+        the digest the commit above it names there."""
+        taken = {version: newest}
+        expected = previous_commit(newest)
+        v = version - 1
+        while v > snap.version and expected is not None and v in handed \
+                and hashlib.sha256(handed[v]).hexdigest() == expected:
+            taken[v] = handed[v]
+            expected = previous_commit(handed[v])
+            v -= 1
+        return taken, v, expected
+
+    def _digest_of(self, version: int) -> str:
+        anchor = self._recent.get(version)
+        return anchor.digest if anchor is not None else ""
+
+    def speculate(self, version: int, digest: str, newest: bytes,
+                  handed: Mapping[int, bytes]) -> Speculation | None:
+        """The table advanced to ``version`` by ``newest``, the commit another writer of this
+        host handed on as its commit there (SHA-256 ``digest``), and by the commits handed on
+        before it that the chain of ``previousCommit`` digests from it takes down to this
+        object's newest commit; None where the chain does not reach it or a commit does not
+        decode.  Nothing of it is adopted: ``version`` is read from the log meanwhile, and
+        ``confirm`` adopts it only once what was read there is ``newest``.  So the next attempt
+        is prepared while its base is read, instead of after: a wrong hint costs the work done
+        on it, never a decision made on it."""
+        with self._lock:
+            snap = self._snapshot
+            if snap.version >= version or hashlib.sha256(newest).hexdigest() != digest:
+                return None
+            taken, v, expected = self._vouched(snap, version, newest, handed)
+            if v > snap.version or (v < version - 1 and self._digest_of(snap.version) != expected):
+                return None  # the chain does not meet what this object knows
+            started = self.clock.time()
+        reading = background.submit(lambda: self.log_store.read_commit(version))
+        try:
+            advanced, commits = snap.advanced_by(sorted(taken.items()))
+        except (DeltaCommitError, ValueError):
+            return None
+        return Speculation(snap, advanced, commits, digest, started, reading)
+
+    def confirm(self, speculation: Speculation) -> bool:
+        """Whether the log holds, at the speculation's version, the commit it was built on
+        (read from the log since, and compared by SHA-256), and this object had not moved
+        meanwhile; if so, the speculation is adopted like versions read."""
+        try:
+            data = speculation.reading.result()
+        except (DeltaCommitError, ValueError):
+            return False
+        if hashlib.sha256(data).hexdigest() != speculation.digest:
+            return False
+        with self._lock:
+            if self._snapshot is not speculation.base:
+                return False
+            self._adopt(speculation.started, (speculation.snapshot, speculation.commits))
+        return True
 
     def refresh_after_loss(self, version: int) -> int:
         """Adopt ``version``, which a commit attempt has just found taken, reading only what
