@@ -26,7 +26,7 @@ Per run, one JSON line (``"bench": "fleet"``):
 * ``tx_per_s``: acknowledged appends per second of wall time (first release to last writer
   done); ``p50_ms``/``p99_ms``: one append call as its caller sees it;
 * ``versions``, ``tx_per_version`` (appends that landed / versions the run created, each append
-  being one file), ``largest_version`` (most appends in one version);
+  being one file), ``largest_group`` (most appends in one version);
 * ``requests`` by kind as counted on the proxy (``PUT-if-absent log``, ``GET fleet``,
   ``dynamodb.PutItem``, ...; a suffix `` 412``/`` 404``/... counts answers other than 2xx),
   ``requests_per_tx`` and ``requests_per_tx_by_kind``;
@@ -56,9 +56,10 @@ over deltalake's, like calls with like) and ``"bench": "fleet-projection"`` line
 second projected for real S3 (60 ms per request on the critical path) and S3 Express (15 ms),
 from the run's round trips per version and transactions per version (both measured, so a
 run with latency, where round trips are what versions wait for, projects best), capped by
-S3's request rates per prefix (3,500 writes and 5,500 reads per second) divided by the run's
-writes and reads per transaction.  ``--scaling`` runs 2, 4, 8 and 16 hosts at 0, 15 and 50 ms
-and ends with the table (``"bench": "fleet-scaling"`` lines, and as text on stderr).
+S3's request rates per prefix (3,500 writes and 5,500 reads per second) and DynamoDB's 1,000
+writes per second on one partition key, divided by the run's requests of each per
+transaction.  ``--scaling`` runs 2, 4, 8 and 16 hosts at 0, 15 and 50 ms and ends with the
+table (``"bench": "fleet-scaling"`` lines, and as text on stderr).
 
     .venv/bin/python bench/fleet.py --hosts 8 --appends 15 --latency-ms 15
     .venv/bin/python bench/fleet.py --hosts 8 --appends 15 --latency-ms 15 --kill 2
@@ -119,8 +120,10 @@ CRITICAL_PATH: dict[tuple[str, str], tuple[int, str]] = {
                              "committer's GET of V.json (with the LIST of records) and GETs of "
                              "the records, then its PutItem of V+1"),
 }
-#: S3's request rates per prefix, the ceiling any number of hosts meets on one table.
+#: S3's request rates per prefix, the ceiling any number of hosts meets on one table, and
+#: DynamoDB's write units per second on one partition (a table's entries share one key).
 S3_WRITES_PER_S, S3_READS_PER_S = 3500, 5500
+DYNAMODB_WRITES_PER_KEY = 1000
 #: Latency per request on the critical path for the projections: real S3's conditional
 #: writes (58-68 ms measured) and S3 Express One Zone's.
 PROJECTIONS = {"s3": 60.0, "s3-express": 15.0}
@@ -557,7 +560,7 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         p50_ms=_ms(percentile(latencies, 0.5)), p99_ms=_ms(percentile(latencies, 0.99)),
         versions=versions, versions_per_s=round(versions_per_s, 2),
         tx_per_version=round(check["landed"] / versions, 2) if versions else None,
-        largest_version=check["largest_version"],
+        largest_group=check["largest_group"],
         requests=dict(sorted(requests.items())), requests_total=n_requests,
         requests_per_tx=round(n_requests / n, 2) if n else None,
         requests_per_tx_by_kind={k: round(v / n, 2) for k, v in sorted(requests.items())}
@@ -611,7 +614,7 @@ def read_back(uri: str, options: dict[str, str], acked: list[tuple[int, int]]
     return {"lost": sum(1 for k in acked if seen[k] == 0),
             "duplicated": sum(c - 1 for c in seen.values() if c > 1),
             "landed": len(seen), "versions": len(sizes),
-            "largest_version": max(sizes, default=0), "verify": report.ok,
+            "largest_group": max(sizes, default=0), "verify": report.ok,
             "verify_problems": report.problems[:5] or None, "fleet_records_left": left}
 
 
@@ -665,19 +668,25 @@ def project(results: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
         n, path = r["transactions"], r["round_trips_per_version"]
         if not n or not path or not r["tx_per_version"]:
             continue
-        writes = sum(v for k, v in r["requests"].items()
+        s3 = {k: v for k, v in r["requests"].items() if not k.startswith("dynamodb.")}
+        writes = sum(v for k, v in s3.items()
                      if k.split(" ")[0] in ("PUT", "PUT-if-absent", "COPY", "DELETE",
-                                            "DeleteObjects") or "PutItem" in k
-                     or "UpdateItem" in k)
-        reads = r["requests_total"] - writes
-        rate_cap = min(S3_WRITES_PER_S / (writes / n) if writes else float("inf"),
-                       S3_READS_PER_S / (reads / n) if reads else float("inf"))
+                                            "DeleteObjects"))
+        reads = sum(s3.values()) - writes
+        dynamo_writes = sum(v for k, v in r["requests"].items()
+                            if k.startswith(("dynamodb.PutItem", "dynamodb.UpdateItem",
+                                             "dynamodb.DeleteItem")))
+        caps = [S3_WRITES_PER_S / (writes / n) if writes else float("inf"),
+                S3_READS_PER_S / (reads / n) if reads else float("inf"),
+                DYNAMODB_WRITES_PER_KEY / (dynamo_writes / n) if dynamo_writes else float("inf")]
+        rate_cap = min(caps)
         line: dict[str, Any] = {
             "bench": "fleet-projection", "contender": r["contender"], "calls": r["calls"],
             "mechanism": r["mechanism"], "hosts": r["hosts"], "from_latency_ms": r["latency_ms"],
             "round_trips_per_version": path, "critical_path_floor": r["critical_path"],
-            "tx_per_version": r["tx_per_version"], "writes_per_tx": round(writes / n, 2),
-            "reads_per_tx": round(reads / n, 2),
+            "tx_per_version": r["tx_per_version"], "s3_writes_per_tx": round(writes / n, 2),
+            "s3_reads_per_tx": round(reads / n, 2),
+            "dynamodb_writes_per_tx": round(dynamo_writes / n, 2),
             "request_rate_cap_tx_per_s": round(rate_cap, 1)}
         for name, ms in PROJECTIONS.items():
             by_latency = r["tx_per_version"] * 1000 / (path * ms)

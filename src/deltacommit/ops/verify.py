@@ -66,6 +66,8 @@ class VerifyReport:
     commits: int = 0
     checkpoints: int = 0
     transactions: int = 0
+    #: Most transactions one version holds (a group's or a fleet's version holds several).
+    largest_group: int = 0
     acknowledged: int = 0
     unverifiable: int = 0
     dynamodb_entries: int = 0
@@ -90,7 +92,8 @@ class VerifyReport:
             "table": self.table_uri, "mechanism": self.mechanism, "ok": self.ok,
             "first_version": self.first_version, "last_version": self.last_version,
             "commits": self.commits, "checkpoints": self.checkpoints,
-            "transactions": self.transactions, "acknowledged": self.acknowledged,
+            "transactions": self.transactions, "largest_group": self.largest_group,
+            "acknowledged": self.acknowledged,
             "unverifiable": self.unverifiable, "dynamodb_entries": self.dynamodb_entries,
             "incomplete_entries": self.incomplete_entries, "files": self.files,
             "rows": self.rows, "problems": list(self.problems),
@@ -192,7 +195,9 @@ def _check_transactions(report: VerifyReport, parsed: Mapping[int, list[Action]]
     where: dict[str, list[int]] = defaultdict(list)
     for v in sorted(parsed):
         info = next((a for a in parsed[v] if isinstance(a, CommitInfo)), None)
-        for tid in committed_txn_ids(info):
+        ids = committed_txn_ids(info)
+        report.largest_group = max(report.largest_group, len(ids))
+        for tid in ids:
             where[tid].append(v)
     report.transactions = len(where)
     for tid, vs in where.items():
