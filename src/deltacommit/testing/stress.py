@@ -295,7 +295,7 @@ class _Launcher:
         self.incarnations: dict[str, int] = {}
 
     def _env(self, name: str) -> dict[str, str]:
-        if not self.as_hosts:
+        if not self.as_hosts or name in self.kinds:
             return self.env
         turns = self.jdir / "turns"
         turns.mkdir(mode=0o700, exist_ok=True)
