@@ -7,6 +7,7 @@ end is ``deltacommit.spark``.
 
 from __future__ import annotations
 
+from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.group.threads import GroupCommitPolicy
 from deltacommit.engine.transaction.transaction import CommitPolicy, CommitResult, Transaction
 from deltacommit.errors import (
@@ -67,6 +68,7 @@ __all__ = [
     "DeltaCommitError",
     "DeltaTable",
     "ExpressionValueError",
+    "FleetPolicy",
     "GeneratedColumnMismatchError",
     "GroupCommitPolicy",
     "InvalidArgumentError",

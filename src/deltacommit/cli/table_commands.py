@@ -240,7 +240,37 @@ def _describe(t: DeltaTable, list_files: bool) -> dict[str, Any]:
     if list_files:
         info["files"] = [{"path": a.path, "size": a.size, "partition_values": a.partition_values,
                           "num_records": a.num_records()} for a in files]
+    info["recent_versions"] = _recent_versions(t)
+    if t.table_config.group_commit_fleet:
+        info["fleet"] = _fleet_folder(t)
     return info
+
+
+#: How many of the newest versions ``show`` describes.
+RECENT_VERSIONS = 10
+
+
+def _recent_versions(t: DeltaTable) -> list[dict[str, Any]]:
+    """The newest versions and how many transactions each carried (a group's or a fleet
+    round's version lists its members in ``commitInfo``'s ``deltacommit.memberTxnIds``)."""
+    from deltacommit.engine.transaction.commit_info import committed_txn_ids
+
+    out = []
+    for e in t.history(RECENT_VERSIONS):
+        out.append({"version": e.get("version"), "operation": e.get("operation"),
+                    "transactions": max(1, len(committed_txn_ids(e)))})
+    return out
+
+
+def _fleet_folder(t: DeltaTable) -> dict[str, Any]:
+    """What fleet-wide group commit has in the table's folder: transactions published and
+    not yet landed or expired, and round keys (one listing)."""
+    from deltacommit.protocol.fleet.record import FLEET_DIR, txn_id_of, version_of_round
+
+    listed = list(t.store.list(f"{FLEET_DIR}/"))
+    return {"folder": FLEET_DIR,
+            "published": sum(1 for m in listed if txn_id_of(m.path) is not None),
+            "round_keys": sum(1 for m in listed if version_of_round(m.path) is not None)}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -268,6 +298,15 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {k} = {v}")
     for f in info.get("files", []):
         print(f"  {f['path']}  {f['size']} bytes  {f['num_records']} records")
+    print("recent versions (transactions carried)")
+    for r in info["recent_versions"]:
+        n = r["transactions"]
+        print(f"  {r['version']:>6}  {r['operation'] or '?':<14} {n} transaction"
+              f"{'s' if n != 1 else ''}")
+    if "fleet" in info:
+        f = info["fleet"]
+        print(f"fleet      {f['published']} published, {f['round_keys']} round keys in "
+              f"{f['folder']}/")
     return 0
 
 

@@ -39,6 +39,7 @@ from deltacommit.engine.hooks.log_cleanup import (
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.io.storage.base import DELETE_BATCH, ObjectStore
 from deltacommit.protocol.commit_window import UNCOMMITTED_FLOOR_MS, untracked_deletable
+from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.protocol.log.names import LOG_DIR
 from deltacommit.protocol.log.paths import (
     deletion_vector_path,
@@ -216,7 +217,9 @@ def _unreferenced_files(log: TableLog, snap: Snapshot, cutoff: int, started: int
     recent: list[str] = []
     for meta in store.list_contained(""):
         path = meta.path
-        if path.startswith(LOG_DIR + "/") or is_hidden(path, pcols):
+        # The fleet's published transactions (``engine.group.fleet``) are hidden anyway;
+        # named too, so no partition column's name can ever make them data files.
+        if path.startswith((LOG_DIR + "/", FLEET_DIR + "/")) or is_hidden(path, pcols):
             continue
         if path in valid or meta.last_modified_ms >= cutoff:
             continue

@@ -145,6 +145,10 @@ class Group:
     def on_attempt(self) -> None:
         """Counting hook for the group committer's statistics."""
 
+    def admit(self, version: int) -> None:
+        """Before an attempt at ``version``: drop members that may not land there (a fleet's
+        published transactions past their version bound; ``engine.group.fleet``)."""
+
     def on_committed(self, members: Sequence[Member]) -> None:
         """Counting hook: ``members`` were written in a new version by this group."""
 
@@ -307,12 +311,15 @@ class CommitLoop:
                     break
                 if turn.held:
                     baton = _Baton(turn, previous)
+            version = base + 1
+            group.admit(version)
+            if not group.members:
+                break
             members = group.members
             attempt += 1
             group.on_attempt()
             for m in members:
                 m.attempts += 1
-            version = base + 1
             actions, dependent = self.stamped_actions(group, group_id, version)
             if baton is not None:
                 actions[0] = self._vouching(actions[0], base)
@@ -450,10 +457,18 @@ class CommitLoop:
         ``latest``: the newest version, already read (the host's turn named it)."""
         if latest is None:
             latest = self.log.refresh() if lost is None else self.log.refresh_after_loss(lost)
-        ours = {m.staged.txn_id for m in group.members}
         for c in self.missed(base + 1, latest, group.members, group):
-            if ours & set(committed_txn_ids(c.commit_info)):
+            recorded = set(committed_txn_ids(c.commit_info))
+            found = [m for m in group.members if m.staged.txn_id in recorded]
+            if found and len(found) == len(group.members):
                 return self._landed(c, group)
+            if found:
+                # Some members only, committed by another writer (a fleet's published
+                # transactions, ``engine.group.fleet``): resolved there, the others go on.
+                data = self.log.log_store.read_commit(c.version)
+                for m in found:
+                    m.resolve(self._result(m, c.version, data, len(recorded)))
+                group.prune()
             winner = WinningCommit.from_actions(c.version, c.actions)
             for m in group.members:
                 if m.done:

@@ -82,6 +82,7 @@ from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import CommitLoop, Group, Member, Seen
 from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.group.fleet.policy import FleetPolicy, fleet_policy
 from deltacommit.engine.group.host import HostLink
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.commit_info import MEMBERS_KEY, committed_txn_ids
@@ -113,6 +114,11 @@ class GroupCommitPolicy:
     #: Where those processes meet (a lock file and a Unix socket per table); default: a
     #: directory of this user's under the system's temporary directory.
     socket_dir: str | None = None
+    #: Take part in fleet-wide group commit (``engine.group.fleet``) with every transaction
+    #: of this table object, as the table property ``deltacommit.groupCommit.fleet=true``
+    #: makes every writer do; a ``FleetPolicy`` tunes it.  Each transaction then carries its
+    #: own files and is published for the fleet instead of queued in this process.
+    fleet: bool | FleetPolicy = False
 
     def __post_init__(self) -> None:
         if isinstance(self.max_members, bool) or not isinstance(self.max_members, int) \
@@ -123,6 +129,9 @@ class GroupCommitPolicy:
                 or not 0 <= self.max_wait <= 60:
             raise InvalidArgumentError(
                 f"GroupCommitPolicy.max_wait must be between 0 and 60 seconds, got {self.max_wait!r}")
+        if not isinstance(self.fleet, bool | FleetPolicy):
+            raise InvalidArgumentError(
+                f"GroupCommitPolicy.fleet must be a bool or a FleetPolicy, got {self.fleet!r}")
 
 
 @dataclass(slots=True)
@@ -270,7 +279,14 @@ class GroupCommitter:
 
     @property
     def shares_processes(self) -> bool:
-        return self._host is not None
+        """Whether transactions leave this process to be committed (the host's committer,
+        or the fleet): each then carries its own files."""
+        return self._host is not None or self.fleet is not None
+
+    @property
+    def fleet(self) -> FleetPolicy | None:
+        """How this object's transactions take part in the fleet (``fleet_policy``)."""
+        return fleet_policy(self.table.log.snapshot.table_config, self.policy.fleet)
 
     @property
     def serving(self) -> bool:

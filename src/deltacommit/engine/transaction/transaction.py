@@ -19,6 +19,8 @@ import pyarrow as pa
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
+from deltacommit.engine.group.fleet.policy import fleet_policy
+from deltacommit.engine.group.fleet.round import commit as fleet_commit
 from deltacommit.engine.scan import partition_physical_names, select_files
 from deltacommit.engine.snapshot.snapshot import check_schema
 from deltacommit.engine.transaction.commit_info import ENGINE_INFO, render_parameters
@@ -368,6 +370,17 @@ class Transaction:
         table = self.table
         table.log.refresh_if_stale()
         committer = table.group_committer
+        fleet = fleet_policy(table.log.snapshot.table_config,
+                             committer.policy.fleet if committer is not None else False)
+        if fleet is not None:
+            # Published for the fleet (``engine.group.fleet``): another writer may commit
+            # it, and the post-commit hooks are then that writer's.
+            result, made = fleet_commit(table.log, self.staged(), table.policy, table.clock,
+                                        table.random, fleet)
+            self._settle(result)
+            if made is not None:
+                table.log.post_commit(made)
+            return result
         if committer is not None:
             return self._settle(committer.commit(self.staged()))
         result, landed = commit_staged(table.log, self.staged(), table.policy, table.clock,

@@ -17,11 +17,14 @@ from deltacommit.errors import (
     CorruptLogError,
     MissingVersionError,
     NotARegularFileError,
+    ObjectExistsError,
     ObjectNotFoundError,
+    PreconditionFailedError,
     StorageError,
 )
 from deltacommit.io.storage.background import ProcessPool
 from deltacommit.io.storage.base import ObjectStore
+from deltacommit.protocol.fleet.record import round_path
 from deltacommit.protocol.log.names import (
     LOG_DIR,
     LogFile,
@@ -93,6 +96,19 @@ class LogStore(ABC):
         """
         ready()
         self.write_commit(version, data)
+
+    def claim_fleet_round(self, version: int) -> bool:
+        """Whether this writer won the round of fleet-wide group commit that commits
+        ``version`` (``engine.group.fleet``): the first conditional create of the round's key
+        wins.  A hint only: the round's winner still claims ``version`` through
+        ``write_commit``, which alone decides it.  Here the key is an object beside the
+        published transactions (``_deltacommit_fleet/<version>.round``), which the committer
+        of a later round deletes."""
+        try:
+            self.store.put_if_absent(round_path(version), b"")
+        except (ObjectExistsError, PreconditionFailedError):
+            return False
+        return True
 
     def identity(self) -> tuple[str, ...] | None:
         """What tells this table and how its versions are claimed apart from every other,

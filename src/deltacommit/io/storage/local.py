@@ -201,6 +201,9 @@ class LocalStore(ObjectStore):
             raise self._fail("put-if-absent", path, e) from None
         try:
             os.link(tmp, full)
+            # The new object's metadata from the temp name, the same inode: the object
+            # itself may be deleted by another writer the moment it exists.
+            st = os.stat(tmp)
         except FileExistsError:
             raise ObjectExistsError("put-if-absent", str(full), "object already exists") from None
         except OSError as e:
@@ -209,7 +212,7 @@ class LocalStore(ObjectStore):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self._sync_dir(full.parent)
-        return _meta(path, os.stat(full))
+        return _meta(path, st)
 
     @contextlib.contextmanager
     def _dir_lock(self, directory: Path) -> Iterator[None]:

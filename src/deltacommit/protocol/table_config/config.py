@@ -64,6 +64,7 @@ BOOLEANS: dict[str, bool] = {
     p.RANDOMIZE_FILE_PREFIXES: False,
     p.TUNE_FILE_SIZES_FOR_REWRITES: False,
     p.SYMLINK_MANIFEST: False,
+    p.GROUP_COMMIT_FLEET: False,
 }
 
 #: Duration properties, and their value when unset (None: no limit).
@@ -180,6 +181,12 @@ class TableConfig:
     def append_only(self) -> bool:
         """``delta.appendOnly``: no commit may remove data."""
         return self._flag(p.APPEND_ONLY)
+
+    @cached_property
+    def group_commit_fleet(self) -> bool:
+        """``deltacommit.groupCommit.fleet``: every deltacommit writer of the table publishes
+        its transactions for fleet-wide group commit (``engine.group.fleet``)."""
+        return self._flag(p.GROUP_COMMIT_FLEET)
 
     @cached_property
     def enable_deletion_vectors(self) -> bool:

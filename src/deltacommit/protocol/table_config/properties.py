@@ -64,6 +64,9 @@ MIN_WRITER_VERSION = "delta.minWriterVersion"
 #: for another refuse to commit.  Settings of the mechanism are keyed below it
 #: (``deltacommit.coordination.dynamodbTable``, ``...leaseTable``).
 COORDINATION = "deltacommit.coordination"
+#: Every deltacommit writer of the table publishes its transaction for the fleet to commit
+#: (``engine.group.fleet``): many hosts, one version per round.
+GROUP_COMMIT_FLEET = "deltacommit.groupCommit.fleet"
 
 # --------------------------------------------------------------------------- values
 

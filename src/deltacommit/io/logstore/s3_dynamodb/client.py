@@ -41,6 +41,7 @@ from deltacommit.io.logstore.base import DYNAMODB_MECHANISM, LogStore, Moment
 from deltacommit.io.logstore.s3_dynamodb.admin import check_key_schema, create_table_hint
 from deltacommit.io.logstore.s3_dynamodb.entry import (
     ATTR_COMPLETE,
+    ATTR_EXPIRE_TIME,
     ATTR_FILE_NAME,
     ATTR_TABLE_PATH,
     CommitEntry,
@@ -66,6 +67,11 @@ _EXPIRY_MARGIN_SECONDS = 300
 #: How long to wait for a table still being created before reporting it.
 _CREATING_WAIT_SECONDS = 20.0
 
+
+#: The partition key of a table's fleet round keys is this prefix and its ``tablePath``.
+FLEET_ROUNDS_PREFIX = "deltacommit-fleet-rounds:"
+#: Seconds after which DynamoDB's TTL may remove a round key.
+FLEET_ROUND_TTL_SECONDS = 86_400
 
 _CHECKED: set[tuple[str, str]] = set()
 _CHECKED_LOCK = threading.Lock()
@@ -222,6 +228,23 @@ class EntryClient(LogStore):
 
     def _parse(self, item: Mapping[str, Any]) -> CommitEntry:
         return CommitEntry.from_item(item, f"DynamoDB table {self.table_name}")
+
+    def claim_fleet_round(self, version: int) -> bool:
+        """The round key of fleet-wide group commit in DynamoDB (the log's S3 need not support
+        conditional writes): a conditional ``PutItem`` under a partition key of its own,
+        ``FLEET_ROUNDS_PREFIX`` + ``tablePath``, never the table's ``tablePath``, whose latest
+        item delta-rs's and Spark's writers query.  It carries ``expireTime``, so TTL removes
+        it (a day on); a hint only, as ``LogStore.claim_fleet_round`` says."""
+        expire = int(self._clock.time()) + FLEET_ROUND_TTL_SECONDS
+        try:
+            self._call("PutItem", Item={
+                ATTR_TABLE_PATH: {"S": FLEET_ROUNDS_PREFIX + self.table_path},
+                ATTR_FILE_NAME: {"S": f"{version:020d}"},
+                ATTR_EXPIRE_TIME: {"N": str(expire)},
+            }, ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})")
+        except ConditionFailed:
+            return False
+        return True
 
     def _step(self, name: str, version: int) -> None:
         if self._hook is not None:

@@ -1,0 +1,1 @@
+"""Fleet-wide group commit's stored records: names and codec.  Pure."""

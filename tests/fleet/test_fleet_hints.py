@@ -1,0 +1,187 @@
+"""Fleet-wide group commit's hints, poisoned: every record is checked against the log before a
+version is claimed on it, and a member that conflicts fails alone.
+
+Local tables (the protocol is the store's; the S3 tests run it on moto for both mechanisms).
+A published transaction is made with ``publish_only`` (its writer publishes and does not take
+part in a round); another writer's commit then wins the round and decides what it includes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.engine.group.fleet import round as fleet_round
+from deltacommit.engine.group.fleet.policy import FleetPolicy
+from deltacommit.engine.transaction.commit_info import committed_txn_ids
+from deltacommit.errors import ConcurrentAppendException
+from deltacommit.protocol.fleet.record import FLEET_DIR, record_path
+
+from .helpers import FLEET, SCHEMA, publish_only, rows, staged_append
+
+
+def _table(tmp_path: Path, name: str = "t") -> dc.DeltaTable:
+    return dc.DeltaTable.create(str(tmp_path / name), SCHEMA, configuration=FLEET)
+
+
+def _root(table: dc.DeltaTable) -> Path:
+    local = table.store.local_path("_delta_log")
+    assert local is not None
+    return Path(local).parent
+
+
+def _carried(table: dc.DeltaTable, version: int) -> tuple[str, ...]:
+    [c] = dc.DeltaTable(table.uri).log.known_commits(version, version)
+    return committed_txn_ids(c.commit_info)
+
+
+def _counts(table: dc.DeltaTable) -> Counter[tuple[int, int]]:
+    return Counter((r["writer"], r["batch"]) for r in dc.DeltaTable(table.uri).to_arrow()
+                   .to_pylist())
+
+
+def test_a_published_transaction_lands_with_the_round_winner_and_its_owner_learns_it(
+        tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    r = dc.write(table.uri, rows(2, 0))
+    assert set(_carried(table, r.version)) == {staged.txn_id, r.txn_id}
+    # The owner carries on: it finds its transaction in the log, committed once.
+    result, made = fleet_round.commit(table.log, staged, table.policy, table.clock,
+                                      table.random, FleetPolicy())
+    assert result.version == r.version and (made is None or made.version == r.version)
+    assert _counts(table) == {(1, 0): 1, (2, 0): 1}
+    assert not os.listdir(_root(table) / FLEET_DIR)
+
+
+def test_a_conflicting_member_fails_alone(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    dc.write(table.uri, rows(0, 0))
+    table.update()
+    doomed = staged_append(table, rows(1, 0), whole_table=True)
+    publish_only(table, doomed)
+    innocent = staged_append(table, rows(3, 0))
+    publish_only(table, innocent)
+    # A writer outside the fleet appends: a winner the whole-table reader conflicts with.
+    other = dc.DeltaTable(table.uri, policy=dc.CommitPolicy())
+    with other.transaction("WRITE") as txn:
+        txn.add(staged_append(other, rows(2, 0)).adds)
+    r = dc.write(table.uri, rows(4, 0))
+    carried = _carried(table, r.version)
+    assert innocent.txn_id in carried and doomed.txn_id not in carried
+    with pytest.raises(ConcurrentAppendException):
+        fleet_round.commit(table.log, doomed, table.policy, table.clock, table.random,
+                           FleetPolicy())
+    assert _counts(table) == {(0, 0): 1, (2, 0): 1, (3, 0): 1, (4, 0): 1}
+    assert not (_root(table) / record_path(doomed.txn_id)).exists()
+
+
+def _poisoned_round(table: dc.DeltaTable) -> int:
+    """A write whose round finds the poison beside a clean published transaction (which
+    proves the round did include what it could); the version it landed in."""
+    fresh = dc.DeltaTable(table.uri)
+    clean = staged_append(fresh, rows(7, 7))
+    publish_only(fresh, clean)
+    r = dc.write(table.uri, rows(9, 9))
+    assert set(_carried(table, r.version)) == {r.txn_id, clean.txn_id}
+    return r.version
+
+
+def _record(table: dc.DeltaTable, txn_id: str) -> Path:
+    return _root(table) / record_path(txn_id)
+
+
+def test_forged_records_are_skipped(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    folder = _root(table) / FLEET_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    (folder / "garbage.json").write_bytes(b"{not json")
+    (folder / "deep.json").write_bytes(b"[" * 100_000)
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    body = json.loads(_record(table, staged.txn_id).read_bytes())
+    body["readDigest"] = "0" * 64  # a history this table never had
+    _record(table, staged.txn_id).write_text(json.dumps(body))
+    _poisoned_round(table)
+    assert (1, 0) not in _counts(table)
+
+
+def test_a_record_copied_from_another_table_is_skipped(tmp_path: Path) -> None:
+    source = _table(tmp_path, "a")
+    target = _table(tmp_path, "b")
+    staged = staged_append(source, rows(1, 0))
+    publish_only(source, staged)
+    (_root(target) / FLEET_DIR).mkdir(mode=0o700, exist_ok=True)
+    shutil.copy(_record(source, staged.txn_id), _record(target, staged.txn_id))
+    _poisoned_round(target)
+    assert (1, 0) not in _counts(target)
+
+
+def test_another_users_record_is_skipped(tmp_path: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to give a file to another user")  # pragma: no cover
+    table = _table(tmp_path)
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    os.chown(_record(table, staged.txn_id), 4242, 4242)
+    _poisoned_round(table)
+    assert (1, 0) not in _counts(table)
+
+
+def test_an_aged_record_is_skipped_and_deleted(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged, FleetPolicy(bound_versions=1))
+    dc.write(table.uri, rows(8, 8), configuration=None)  # may land it: its bound allows one
+    table.update()
+    late = staged_append(table, rows(2, 0))
+    publish_only(table, late, FleetPolicy(bound_versions=1))
+    body = json.loads(_record(table, late.txn_id).read_bytes())
+    body["deadlineMs"] = 1  # long past
+    _record(table, late.txn_id).write_text(json.dumps(body))
+    os.chmod(_record(table, late.txn_id), 0o600)
+    _poisoned_round(table)
+    assert (2, 0) not in _counts(table)
+    assert not _record(table, late.txn_id).exists()  # past its deadline by the margin
+
+
+def test_a_deleted_record_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(tmp_path)
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    from deltacommit.engine.group.fleet import records
+
+    listing = records.listing
+
+    def listed_then_deleted(store: object) -> list[object]:
+        out = listing(store)  # type: ignore[arg-type]
+        _record(table, staged.txn_id).unlink()
+        return out  # type: ignore[return-value]
+
+    monkeypatch.setattr(records, "listing", listed_then_deleted)
+    _poisoned_round(table)
+    assert (1, 0) not in _counts(table)
+
+
+def test_a_record_of_a_rolled_back_version_is_skipped(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    dc.write(table.uri, rows(0, 0))
+    table.update()
+    staged = staged_append(table, rows(1, 0))
+    publish_only(table, staged)
+    # Version 1 is rolled back and written again by someone else: the record's read version
+    # names a history the table no longer has.
+    log = _root(table) / "_delta_log"
+    (log / f"{1:020d}.json").unlink()
+    dc.DeltaTable(table.uri, policy=dc.CommitPolicy())  # reads version 0 only
+    fresh = dc.DeltaTable(table.uri)
+    with fresh.transaction("WRITE") as txn:
+        txn.add(staged_append(fresh, rows(5, 5)).adds)
+    _poisoned_round(table)
+    assert (1, 0) not in _counts(table)

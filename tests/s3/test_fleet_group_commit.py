@@ -1,0 +1,132 @@
+"""Fleet-wide group commit on S3 (single-threaded moto), for both mechanisms: conditional put,
+and Spark's S3DynamoDBLogStore protocol (on moto and on dynalite).
+
+Processes stand for hosts: each has its own turn folder, so host turns never order them and
+only the fleet's rounds do.  Every test counts: every acknowledged batch is in the table
+exactly once, in the version it was acknowledged with, and what was published is gone."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import tempfile
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import deltacommit as dc
+from deltacommit.engine.transaction.commit_info import committed_txn_ids
+from deltacommit.protocol.fleet.record import FLEET_DIR
+from deltacommit.testing import Dynalite, MotoServer, S3Bucket
+
+from ..fleet.helpers import FLEET, SCHEMA, fleet_writer, killed_after_publishing, rows
+from .helpers import DynamoSetup, new_log_table
+
+WRITERS = 3
+APPENDS = 4
+
+
+@pytest.fixture(params=["conditional", "dynamodb-moto", "dynamodb-dynalite"])
+def where(request: pytest.FixtureRequest, s3_bucket: S3Bucket, moto_server: MotoServer
+          ) -> tuple[str, dict[str, str]]:
+    """A table location and its options, per mechanism (DynamoDB on moto and dynalite)."""
+    if request.param == "conditional":
+        return f"{s3_bucket.uri}/t", dict(s3_bucket.storage_options)
+    if request.param == "dynamodb-moto":
+        endpoint = moto_server.endpoint
+    else:
+        server: Dynalite = request.getfixturevalue("dynalite_server")
+        endpoint = server.endpoint
+    setup = DynamoSetup(s3_bucket, request.param, endpoint, new_log_table(endpoint))
+    return setup.uri(), setup.options
+
+
+def _create(uri: str, options: dict[str, str]) -> dc.DeltaTable:
+    return dc.DeltaTable.create(uri, SCHEMA, configuration=FLEET, storage_options=options)
+
+
+def _fleet_listing(table: dc.DeltaTable) -> list[str]:
+    return [m.path for m in table.store.list(f"{FLEET_DIR}/")]
+
+
+def _run_hosts(uri: str, options: dict[str, str], writers: int, appends: int
+               ) -> dict[int, Any]:
+    ctx = mp.get_context("forkserver")
+    start = ctx.Event()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=fleet_writer, args=(uri, options, w, appends,
+                                                    tempfile.mkdtemp(), start, out))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = dict(out.get(timeout=240) for _ in procs)
+    for p in procs:
+        p.join(60)
+    failed = {w: r for w, r in results.items() if isinstance(r, str)}
+    assert not failed, failed
+    return results
+
+
+def test_racing_hosts_land_every_acknowledged_append_exactly_once(
+        where: tuple[str, dict[str, str]]) -> None:
+    uri, options = where
+    _create(uri, options)
+    results = _run_hosts(uri, options, WRITERS, APPENDS)
+    table = dc.DeltaTable(uri, storage_options=options)
+    data = table.to_arrow().to_pylist()
+    counts = Counter((r["writer"], r["batch"]) for r in data)
+    expected = {(w, b) for w in range(WRITERS) for b in range(APPENDS)}
+    assert set(counts) == expected and set(counts.values()) == {1}
+    carried = 0
+    for w, acked in results.items():
+        for b, version, txn_id in acked:
+            [commit] = table.log.known_commits(version, version)
+            ids = committed_txn_ids(commit.commit_info)
+            assert txn_id in ids, (w, b, version)
+            carried += 1
+    assert carried == WRITERS * APPENDS
+    # Every transaction appears in exactly one version.
+    seen = Counter(t for c in table.log.known_commits(1, table.version)
+                   for t in committed_txn_ids(c.commit_info))
+    assert all(n == 1 for n in seen.values())
+    assert not [p for p in _fleet_listing(table) if p.endswith(".json")]
+
+
+def test_writer_killed_after_publishing_lands_at_most_once_and_its_retry_finds_it(
+        where: tuple[str, dict[str, str]]) -> None:
+    uri, options = where
+    _create(uri, options)
+    ctx = mp.get_context("forkserver")
+    p = ctx.Process(target=killed_after_publishing, args=(uri, options, tempfile.mkdtemp()))
+    p.start()
+    p.join(120)
+    assert p.exitcode == -9
+    table = dc.DeltaTable(uri, storage_options=options)
+    assert [m for m in _fleet_listing(table) if m.endswith(".json")], "nothing was published"
+    # Another host's write commits the orphan with its own (a round's winner includes it).
+    dc.write(uri, rows(1, 0), storage_options=options)
+    # The retry (same app id and version) finds the outcome: already written.
+    again = dc.write(uri, rows(99, 0), storage_options=options, app_id="w99", app_version=0)
+    assert again.skipped
+    data = dc.DeltaTable(uri, storage_options=options).to_arrow().to_pylist()
+    assert Counter((r["writer"], r["batch"]) for r in data) == {(99, 0): 1, (1, 0): 1}
+    assert not [m for m in _fleet_listing(table) if m.endswith(".json")]
+
+
+def test_deltalake_reads_the_fleet_table_and_commits_beside_it(
+        where: tuple[str, dict[str, str]]) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    uri, options = where
+    _create(uri, options)
+    _run_hosts(uri, options, 2, 3)
+    # deltalake's commit is just a winner to the fleet.
+    deltalake.write_deltalake(uri, rows(7, 7), mode="append", storage_options=options)
+    dc.write(uri, rows(8, 8), storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options)
+    table.checkpoint()
+    theirs = deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist()
+    ours = table.to_arrow().to_pylist()
+    key = Counter((r["writer"], r["batch"]) for r in theirs)
+    assert key == Counter((r["writer"], r["batch"]) for r in ours)
+    assert set(key.values()) == {1} and len(key) == 2 * 3 + 2
