@@ -107,18 +107,17 @@ CRITICAL_PATH: dict[tuple[str, str], tuple[int, str]] = {
                                  "412, GETs V (conflict check, stamps) and PUTs V+1"),
     (DELTALAKE, "conditional"): (2, "as racing deltacommit: PUT of V, the next winner's GET of V, "
                                     "its PUT of V+1"),
-    (FLEET, "conditional"): (3, "the committer's PUT of V; the next committer learns of V (GET "
-                                "of V.json, with which it LISTs the published records) and GETs "
-                                "the records it did not hold (in parallel), then PUTs V+1 with "
-                                "every member"),
-    (RACING, "dynamodb"): (3, "the winner's PutItem of V and its copy to V.json; the next "
-                              "winner GETs V.json (or the temp file the entry names) before "
-                              "its PutItem of V+1"),
-    (DELTALAKE, "dynamodb"): (3, "as racing deltacommit on DynamoDB: PutItem, copy to V.json, "
-                                 "the next winner's read of V"),
-    (FLEET, "dynamodb"): (4, "the committer's PutItem of V and copy to V.json; the next "
-                             "committer's GET of V.json (with the LIST of records) and GETs of "
-                             "the records, then its PutItem of V+1"),
+    (FLEET, "conditional"): (5, "engine/group/fleet/round.py: the round's PUT of V; the waiters' "
+                                "GET of V.json that finds it; the PUT If-None-Match of round "
+                                "V+1's key; the winner's LIST of the records and GETs of their "
+                                "bodies (in parallel); its PUT of V+1 with every member"),
+    (RACING, "dynamodb"): (4, "the winner's PutItem of V and its copy to V.json; a loser GETs "
+                              "V.json, PUTs its temp file for V+1 and its PutItem of V+1"),
+    (DELTALAKE, "dynamodb"): (4, "as racing deltacommit on DynamoDB: PutItem, copy to V.json, "
+                                 "the next winner's GET of V, temp file, PutItem"),
+    (FLEET, "dynamodb"): (7, "the PutItem of V and its copy to V.json; the waiters' GET of "
+                             "V.json; round V+1's key (a PutItem); the LIST and GETs of the "
+                             "records; the temp file of V+1; its PutItem"),
 }
 #: S3's request rates per prefix, the ceiling any number of hosts meets on one table, and
 #: DynamoDB's write units per second on one partition (a table's entries share one key).

@@ -119,11 +119,12 @@ class StressReport:
 
     @property
     def transactions_per_version(self) -> float | None:
-        """Transactions in the log over its versions (1.0 when every writer commits alone)."""
+        """Transactions in the log over the versions naming theirs (1.0 when every writer
+        commits alone; other engines' commits name none and are left out)."""
         v = self.verify
-        if v is None or not v.commits:
+        if v is None or not v.versions_with_txn_ids:
             return None
-        return round(v.transactions / v.commits, 2)
+        return round(v.transactions / v.versions_with_txn_ids, 2)
 
     @property
     def ok(self) -> bool:
