@@ -180,6 +180,8 @@ def request_kind(head: bytes, status_line: bytes) -> str:
         verb = "PUT-if-absent"
     else:
         verb = method
+    if verb == "DeleteObjects":
+        return f"{verb}{suffix}"  # the keys are in the body
     return f"{verb} {_area(key)}{suffix}"
 
 
