@@ -22,6 +22,7 @@ kind on the wire, whichever library sent them.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,9 @@ class LatencyProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="latency-proxy")
         self._server: asyncio.base_events.Server | None = None
+        # The connections being served: asyncio holds a connection's task only weakly once
+        # its client has hung up, and a task collected while pending is lost mid-request.
+        self._serving: set[asyncio.Task[None]] = set()
 
     @property
     def endpoint(self) -> str:
@@ -73,6 +77,10 @@ class LatencyProxy:
 
     async def _serve(self, client_r: asyncio.StreamReader,
                      client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
         try:
             server_r, server_w = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -129,8 +137,11 @@ class LatencyProxy:
                 await client_w.drain()
                 if due is not None and heads and self.observe is not None:
                     head, began = heads.pop(0)
-                    self.observe(head, data.split(b"\r\n", 1)[0],
-                                 time.monotonic() - began)
+                    try:
+                        self.observe(head, data.split(b"\r\n", 1)[0],
+                                     time.monotonic() - began)
+                    except Exception as e:  # an observer's fault must not cut the response
+                        print(f"latency proxy: observer failed: {e!r}", file=sys.stderr)
             client_w.close()
 
         try:

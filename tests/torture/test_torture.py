@@ -151,3 +151,22 @@ def test_a_fleet_of_hosts_killed_at_random_beside_peers_loses_and_duplicates_not
     # The fleet committed for each other: some version holds several writers' transactions.
     assert v.largest_group > 1, report.to_json()
     assert report.transactions_per_version is not None and report.transactions_per_version > 1
+
+
+def test_cli_stress_fleet_runs_writers_as_hosts_on_a_fleet_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``deltacommit stress --fleet`` sets the property on the table it creates, gives every
+    writer a turn folder of its own and reports the transactions per version."""
+    import deltacommit as dc
+    from deltacommit.testing.stress import FLEET_PROPERTY
+
+    uri = str(tmp_path / "t")
+    jdir = tmp_path / "journals"
+    code = main(["stress", uri, "--fleet", "--writers", "2", "--seconds", "3", "--seed", "5",
+                 "--journal-dir", str(jdir), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    assert doc["fleet"] and doc["as_hosts"] and doc["commits"] > 0
+    assert doc["transactions_per_version"] >= 1 and doc["verify"]["largest_group"] >= 1
+    assert dc.DeltaTable(uri).configuration[FLEET_PROPERTY] == "true"
+    assert sorted(p.name for p in (jdir / "turns").iterdir()) == ["w0", "w1"]
