@@ -534,7 +534,9 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         seconds = time.monotonic() - began
     finally:
         fleet.stop()
-    server_cpu = rig.moto.cpu_seconds() - server_before
+    server_after = rig.moto.cpu_seconds()
+    server_cpu = None if server_before is None or server_after is None \
+        else server_after - server_before
     requests, request_seconds = rig.counter.take()
     reports = [h.report or {} for h in fleet.hosts_by_id.values()]
     errors = [f"writer {h.writer}: {r['error']}\n{r.get('traceback', '')[-1500:]}"
@@ -583,7 +585,8 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         exactly_once=check["lost"] == 0 and check["duplicated"] == 0 and not errors,
         verify=check["verify"], verify_problems=check["verify_problems"],
         fleet_records_left=check["fleet_records_left"],
-        server_busy=round(server_cpu / seconds, 2) if seconds else None,
+        server_busy=round(server_cpu / seconds, 2) if seconds and server_cpu is not None
+        else None,
         writer_errors=errors or None)
 
 
