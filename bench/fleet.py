@@ -236,8 +236,10 @@ def _ready() -> None:
         raise SystemExit("no go")
 
 
-def _ack(seq: int, seconds: float, **extra: Any) -> None:
-    print(json.dumps({"ack": seq, "ms": round(seconds * 1000, 2), **extra}), flush=True)
+def _ack(seq: int, seconds: float | None, **extra: Any) -> None:
+    """One acknowledged append; ``seconds`` None for one a restarted writer found done."""
+    ms = None if seconds is None else round(seconds * 1000, 2)
+    print(json.dumps({"ack": seq, "ms": ms, **extra}), flush=True)
 
 
 def _worker_deltacommit(args: argparse.Namespace, options: dict[str, str]) -> dict[str, Any]:
@@ -277,6 +279,8 @@ def _worker_deltalake(args: argparse.Namespace, options: dict[str, str]) -> dict
         start = max(start, (done + 1) if done is not None else 0)
     failures, kinds, calls = 0, Counter[str](), 0
     _ready()
+    for seq in range(args.start_seq, start):
+        _ack(seq, None, skipped=True)  # landed before the kill, its answer lost with it
     for seq in range(start, args.appends):
         data = _batch(args.writer, seq)
         extra: dict[str, Any] = {"storage_options": options} if by_uri else {}
@@ -331,7 +335,7 @@ class _Host:
     writer: int
     proc: subprocess.Popen[str]
     lives: int = 1
-    acked: dict[int, float] = field(default_factory=dict)   # seq -> latency (s)
+    acked: dict[int, float | None] = field(default_factory=dict)   # seq -> latency (s)
     skipped: int = 0
     report: dict[str, Any] | None = None
     ended: threading.Event = field(default_factory=threading.Event)
@@ -397,7 +401,7 @@ class Fleet:
                 continue
             doc = json.loads(line)
             if "ack" in doc:
-                h.acked[doc["ack"]] = doc["ms"] / 1000
+                h.acked[doc["ack"]] = None if doc["ms"] is None else doc["ms"] / 1000
                 h.skipped += bool(doc.get("skipped"))
                 self.events.put(h.writer)
             elif doc.get("done"):
@@ -542,7 +546,8 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
     errors = [f"writer {h.writer}: {r['error']}\n{r.get('traceback', '')[-1500:]}"
               for h, r in zip(fleet.hosts_by_id.values(), reports, strict=True) if "error" in r]
     acked = [(h.writer, s) for h in fleet.hosts_by_id.values() for s in h.acked]
-    latencies = [x for h in fleet.hosts_by_id.values() for x in h.acked.values()]
+    latencies = [x for h in fleet.hosts_by_id.values() for x in h.acked.values()
+                 if x is not None]
     check = read_back(uri, direct, acked)
     n = len(acked)
     n_requests = sum(requests.values())
