@@ -56,6 +56,8 @@ from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.io.journal import Journal, read_journals
 from deltacommit.ops.driver import Attempt, Decision, run
 from deltacommit.ops.verify import VerifyReport, verify_table
+from deltacommit.protocol.fleet.record import FLEET_DIR
+from deltacommit.protocol.table_config.properties import GROUP_COMMIT_FLEET
 from deltacommit.testing.stress_peers import (
     PEER_KINDS,
     PeerReport,
@@ -89,9 +91,8 @@ TRANSIENT = (StorageError, LogStoreError, CommitFailedError)
 #: Tries of one transaction's commit before the writer gives it up as of unknown outcome.
 COMMIT_TRIES = 5
 #: The table property that makes every deltacommit writer of a table join fleet-wide group
-#: commit, and the folder (under the table) holding its published transactions.
-FLEET_PROPERTY = "deltacommit.groupCommit.fleet"
-FLEET_DIR = "_deltacommit_fleet"
+#: commit (the folder under the table holding its published transactions is ``FLEET_DIR``).
+FLEET_PROPERTY = GROUP_COMMIT_FLEET
 
 
 @dataclass
