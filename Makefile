@@ -24,7 +24,7 @@ LOCALSTACK_PYTHON ?= $(shell for p in python3.13 $$(ls -d $${PYENV_ROOT:-$$HOME/
 # slowest tests are listed at the end, to keep the suite's time in view.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench bench-commits bench-snapshot bench-spark bench-stray bench-compaction bench-streaming corpus-report torture torture-mixed clean
+.PHONY: demo test lint bench bench-fleet bench-fleet-kill bench-fleet-dynamodb bench-fleet-scaling torture-fleet bench-commits bench-snapshot bench-spark bench-stray bench-compaction bench-streaming corpus-report torture torture-mixed clean
 
 $(VENV)/.base:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,24 @@ corpus-report: $(VENV)/.test-deps
 bench-compaction: $(VENV)/.test-deps
 	$(PY) bench/compaction.py
 
+# Fleet-wide group commit (bench/fleet.py): 8 writer processes standing for 8 hosts x 15 appends
+# to one S3 table, 15 ms per request; fleet against racing deltacommit and deltalake 1.6.0.
+FLEET_ARGS ?= --hosts 8 --appends 15 --latency-ms 15
+bench-fleet: $(VENV)/.test-deps
+	$(PY) bench/fleet.py $(FLEET_ARGS)
+
+# The same with 2 writers killed with SIGKILL mid-run and restarted with the same app ids.
+bench-fleet-kill: $(VENV)/.test-deps
+	$(PY) bench/fleet.py $(FLEET_ARGS) --kill 2 --out bench/results/kill
+
+# The same on Spark's S3DynamoDBLogStore protocol (deltalake's DynamoDB log store against ours).
+bench-fleet-dynamodb: $(VENV)/.test-deps
+	$(PY) bench/fleet.py $(FLEET_ARGS) --mechanism dynamodb --out bench/results/dynamodb
+
+# 2, 4, 8, 16 hosts at 0, 15 and 50 ms per request, then the table.
+bench-fleet-scaling: $(VENV)/.test-deps
+	$(PY) bench/fleet.py --scaling --calls uri --appends 15
+
 bench: bench-commits bench-snapshot bench-spark bench-stray
 
 # Long torture runs (minutes per mode): writers killed with SIGKILL at random, then the history
@@ -110,6 +128,14 @@ torture: $(VENV)/.test-deps $(DYNALITE_STAMP)
 torture-mixed: $(VENV)/.test-deps
 	$(PY) bench/torture.py --seconds $(TORTURE_SECONDS) --writers 3 --kill-rate 0.5 \
 		--modes s3-dynamodb-peers-only,s3-dynamodb-mixed
+
+# Fleet-wide group commit under kill -9, both mechanisms, deltalake (and on DynamoDB the Spark
+# emulator) as peers, each beside a racing fleet of hosts with the same peers as the baseline of
+# the errors they raise; `make torture-fleet TORTURE_FLEET_SECONDS=60` for a shorter one.
+TORTURE_FLEET_SECONDS ?= 600
+torture-fleet: $(VENV)/.test-deps
+	$(PY) bench/torture.py --seconds $(TORTURE_FLEET_SECONDS) --writers 6 --kill-rate 0.5 \
+		--modes s3-conditional-fleet,s3-conditional-hosts,s3-dynamodb-fleet,s3-dynamodb-hosts
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

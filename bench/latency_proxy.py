@@ -12,20 +12,32 @@ Every library under test reaches moto through the same proxy, so the comparison 
 with like.  The delay falls on the first bytes of each response that follow bytes of a request,
 which is once per request whether a connection carries one request (moto's single-threaded
 server speaks HTTP/1.0) or several.
+
+``observe``, when given, is called (on the proxy's thread) once per request with the request's
+head (request line and headers), the status line of its response and the seconds from the
+request's first byte to its response's delivery, so that a benchmark can count requests by
+kind on the wire, whichever library sent them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
+from collections.abc import Callable
 from types import TracebackType
+
+#: What ``LatencyProxy`` tells an observer of each request: its head, the response's status
+#: line and the round trip as the client saw it (seconds).
+Observer = Callable[[bytes, bytes, float], None]
 
 
 class LatencyProxy:
     """Forwards 127.0.0.1:<port> to ``upstream`` (``http://host:port``), each response
     ``delay`` seconds late; a context manager that serves from a background thread."""
 
-    def __init__(self, upstream: str, delay: float) -> None:
+    def __init__(self, upstream: str, delay: float, observe: Observer | None = None) -> None:
         scheme, _, rest = upstream.partition("://")
         if scheme != "http" or ":" not in rest:
             raise ValueError(f"latency proxy: expected an upstream like http://host:port, "
@@ -33,11 +45,15 @@ class LatencyProxy:
         host, _, port = rest.rstrip("/").rpartition(":")
         self.upstream = (host, int(port))
         self.delay = delay
+        self.observe = observe
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="latency-proxy")
         self._server: asyncio.base_events.Server | None = None
+        # The connections being served: asyncio holds a connection's task only weakly once
+        # its client has hung up, and a task collected while pending is lost mid-request.
+        self._serving: set[asyncio.Task[None]] = set()
 
     @property
     def endpoint(self) -> str:
@@ -61,6 +77,10 @@ class LatencyProxy:
 
     async def _serve(self, client_r: asyncio.StreamReader,
                      client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
         try:
             server_r, server_w = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -68,9 +88,20 @@ class LatencyProxy:
             return
         # Set when the client has sent bytes that no response has answered yet.
         asked = asyncio.Event()
+        # The heads of the requests not answered yet, with when their first byte came.
+        heads: list[tuple[bytes, float]] = []
+        partial = bytearray()
 
         async def requests() -> None:
             while data := await client_r.read(65536):
+                if not asked.is_set():
+                    partial.clear()
+                    heads.append((b"", time.monotonic()))
+                if self.observe is not None and heads and not heads[-1][0]:
+                    partial.extend(data[:65536 - len(partial)])
+                    end = partial.find(b"\r\n\r\n")
+                    if end >= 0 or len(partial) >= 65536:
+                        heads[-1] = (bytes(partial[:end if end >= 0 else None]), heads[-1][1])
                 asked.set()
                 server_w.write(data)
                 await server_w.drain()
@@ -104,6 +135,13 @@ class LatencyProxy:
                     await asyncio.sleep(max(0.0, due - loop.time()))
                 client_w.write(data)
                 await client_w.drain()
+                if due is not None and heads and self.observe is not None:
+                    head, began = heads.pop(0)
+                    try:
+                        self.observe(head, data.split(b"\r\n", 1)[0],
+                                     time.monotonic() - began)
+                    except Exception as e:  # an observer's fault must not cut the response
+                        print(f"latency proxy: observer failed: {e!r}", file=sys.stderr)
             client_w.close()
 
         try:

@@ -182,3 +182,61 @@ def test_cli_verify_exit_status_and_json(tmp_path: Path, capsys: pytest.CaptureF
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["acknowledged"] == 5
     assert any("ghost" in p for p in doc["problems"])
+
+
+def _rewrite_commit_info(path: Path, **fields: object) -> None:
+    lines = path.read_bytes().splitlines()
+    out = []
+    for line in lines:
+        doc = json.loads(line)
+        if "commitInfo" in doc:
+            doc["commitInfo"].update(fields)
+            line = json.dumps(doc).encode()
+        out.append(line)
+    path.write_bytes(b"\n".join(out) + b"\n")
+
+
+def test_members_of_a_shared_version_are_transactions_and_one_in_two_versions_is_named(
+        tmp_path: Path) -> None:
+    """A version another host committed for several writers lists their txnIds in
+    ``deltacommit.memberTxnIds`` (fleet-wide and in-process group commit alike): each member
+    counts as a transaction of that version, and a member listed by two versions (an includer
+    that landed a transaction its owner had landed already) is named as a duplicate."""
+    from deltacommit.engine.transaction.commit_info import MEMBERS_KEY
+
+    uri, entries = _table_with_writes(tmp_path, writers=2, each=3)
+    by_version = {e.version: e for e in entries}
+    last = max(by_version)
+    # Version `last` carried two members: its own transaction and a published one.
+    members = [by_version[last].txn_id, "published-by-another-host"]
+    _rewrite_commit_info(_path(uri, last), **{MEMBERS_KEY: members})
+    report = verify_table(uri, [e for e in entries if e.version != last])
+    assert report.ok, report.problems
+    assert report.largest_group == 2
+    assert report.transactions == len(entries) + 2  # + the creation's, + the published one
+    assert report.versions_with_txn_ids == report.commits
+    # The same member listed again by an earlier version: committed twice.
+    _rewrite_commit_info(_path(uri, last - 1), **{
+        MEMBERS_KEY: [by_version[last - 1].txn_id, "published-by-another-host"]})
+    report = verify_table(uri)
+    assert any("published-by-another-host was committed 2 times" in p
+               for p in report.problems), report.problems
+
+
+def test_two_txn_actions_of_one_app_id_in_a_version_are_named(tmp_path: Path) -> None:
+    """Members touching the same app id must land in different versions: a version recording
+    two versions of one application is named."""
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA)
+    r = dc.write(uri, pa.table({"writer": [1], "seq": [1]}, schema=SCHEMA), app_id="app",
+                 app_version=7)
+    assert verify_table(uri).ok
+    path = _path(uri, r.version)
+    lines = path.read_bytes().splitlines()
+    txn = next(line for line in lines if b'"txn"' in line)
+    other = json.loads(txn)
+    other["txn"]["version"] = 8
+    path.write_bytes(b"\n".join([*lines, json.dumps(other).encode()]) + b"\n")
+    report = verify_table(uri)
+    assert any(f"version {r.version} holds several txn actions of app id(s) ['app']" in p
+               for p in report.problems), report.problems

@@ -112,3 +112,61 @@ def test_a_mixed_fleet_killed_at_random_loses_and_duplicates_nothing(
     for kind, errors in peers.errors.items():
         assert set(errors) <= {"version-already-exists", "gave-up-after-retries"}, (kind, errors)
     assert "deltacommit" not in peers.errors
+
+
+@pytest.mark.parametrize("mechanism", ["conditional", "dynamodb"])
+def test_a_fleet_of_hosts_killed_at_random_beside_peers_loses_and_duplicates_nothing(
+        mechanism: str, s3_bucket: S3Bucket, moto_server: MotoServer, tmp_path: Path) -> None:
+    """``stress --fleet``: three writers standing for three hosts (a turn folder each) on a
+    table with fleet-wide group commit, killed at random beside deltalake 1.6.0 (and on
+    DynamoDB the Spark emulator): every acknowledged write of anyone is in the log exactly
+    once, in the version it was acknowledged at, and versions carried several writers'
+    transactions, so writers were told versions that other hosts claimed for them."""
+    import deltacommit as dc
+    from deltacommit.testing.stress import FLEET_PROPERTY
+
+    if mechanism == "dynamodb":
+        options = dynamo_options(s3_bucket, moto_server.endpoint,
+                                 new_log_table(moto_server.endpoint))
+        peers = ["deltalake", "spark-emulator"]
+    else:
+        options, peers = dict(s3_bucket.storage_options), ["deltalake"]
+    uri = f"{s3_bucket.uri}/fleet"
+    jdir = tmp_path / "journals"
+    report = run_stress(uri, writers=3, seconds=12, kill_rate=0.25, storage_options=options,
+                        rows_per_commit=5, journal_dir=jdir, seed=11, peers=peers, fleet=True)
+    v = report.verify
+    assert v is not None and v.ok, v.problems if v else None
+    assert not report.failed_writers, report.failed_writers
+    assert report.kills > 0 and report.commits > 0 and v.acknowledged == report.commits
+    assert report.peers is not None and report.peers.ok, report.peers.to_json()
+    assert all(n > 0 for n in report.peers.acknowledged.values()), report.peers.to_json()
+    assert set(report.peers.acknowledged) == set(peers)
+    for kind, errors in report.peers.errors.items():
+        assert set(errors) <= {"version-already-exists", "gave-up-after-retries"}, (kind, errors)
+    assert "deltacommit" not in report.peers.errors
+    # A fleet table, and every writer a host of its own.
+    assert dc.DeltaTable(uri, storage_options=options).configuration[FLEET_PROPERTY] == "true"
+    assert sorted(p.name for p in (jdir / "turns").iterdir()) == ["w0", "w1", "w2"]
+    # The fleet committed for each other: some version holds several writers' transactions.
+    assert v.largest_group > 1, report.to_json()
+    assert report.transactions_per_version is not None and report.transactions_per_version > 1
+
+
+def test_cli_stress_fleet_runs_writers_as_hosts_on_a_fleet_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``deltacommit stress --fleet`` sets the property on the table it creates, gives every
+    writer a turn folder of its own and reports the transactions per version."""
+    import deltacommit as dc
+    from deltacommit.testing.stress import FLEET_PROPERTY
+
+    uri = str(tmp_path / "t")
+    jdir = tmp_path / "journals"
+    code = main(["stress", uri, "--fleet", "--writers", "2", "--seconds", "3", "--seed", "5",
+                 "--journal-dir", str(jdir), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    assert doc["fleet"] and doc["as_hosts"] and doc["commits"] > 0
+    assert doc["transactions_per_version"] >= 1 and doc["verify"]["largest_group"] >= 1
+    assert dc.DeltaTable(uri).configuration[FLEET_PROPERTY] == "true"
+    assert sorted(p.name for p in (jdir / "turns").iterdir()) == ["w0", "w1"]

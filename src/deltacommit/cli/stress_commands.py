@@ -29,6 +29,13 @@ def register(sub: Subcommands) -> None:
                    help="also run a writer process of another engine (repeatable): deltalake "
                         "1.6.0's write_deltalake, or the emulator of Spark's "
                         "S3DynamoDBLogStore; with --writers 0 the peers run alone (a baseline)")
+    p.add_argument("--fleet", action="store_true",
+                   help="fleet-wide group commit: set deltacommit.groupCommit.fleet=true on the "
+                        "table (creating it so, or in one commit) and run every writer as a "
+                        "host of its own (--as-hosts)")
+    p.add_argument("--as-hosts", action="store_true",
+                   help="every writer stands for a host: its own turn folder, so no two "
+                        "writers take turns (without --fleet: the racing fleet of hosts)")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     add_storage_options(p)
     p.set_defaults(func=_stress)
@@ -39,7 +46,8 @@ def _stress(args: argparse.Namespace) -> int:
                         kill_rate=args.kill_rate, storage_options=storage_options(args),
                         rows_per_commit=args.rows_per_commit, journal_dir=args.journal_dir,
                         seed=args.seed, on_progress=None if args.json else print,
-                        peers=args.peer)
+                        peers=args.peer, fleet=args.fleet,
+                        as_hosts=True if args.as_hosts else None)
     if args.json:
         emit_json(report.to_json())
         return 0 if report.ok else 1
@@ -51,6 +59,11 @@ def _stress(args: argparse.Namespace) -> int:
     if v is not None:
         print(f"log         versions {v.first_version}..{v.last_version}, "
               f"{v.transactions} transactions, {v.rows} rows read back")
+        if report.fleet or report.as_hosts:
+            print(f"versions    {report.transactions_per_version} transactions per version, "
+                  f"at most {v.largest_group} in one")
+        if report.fleet_records_left:
+            print(f"fleet       {report.fleet_records_left} objects left in the fleet's folder")
         for problem in v.problems:
             print(f"PROBLEM     {problem}")
     if report.peers is not None:

@@ -25,7 +25,7 @@ store directly (a conditional-put view of it), so a DynamoDB reader's repair nev
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +39,7 @@ from deltacommit.io.journal import JournalEntry
 from deltacommit.io.logstore import ConditionalPutLogStore, open_log_store
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.ops.doctor import diagnose
-from deltacommit.protocol.actions import Action, CommitInfo, parse_commit
+from deltacommit.protocol.actions import Action, CommitInfo, Txn, parse_commit
 from deltacommit.protocol.expressions.predicates import TRUE
 from deltacommit.protocol.log.names import LOG_DIR, commit_name, format_gaps, version_gaps
 from deltacommit.protocol.log.segment import (
@@ -67,6 +67,10 @@ class VerifyReport:
     commits: int = 0
     checkpoints: int = 0
     transactions: int = 0
+    #: Most transactions one version holds (a group's or a fleet's version holds several), and
+    #: the versions that name their transactions (other engines' commits name none).
+    largest_group: int = 0
+    versions_with_txn_ids: int = 0
     acknowledged: int = 0
     unverifiable: int = 0
     dynamodb_entries: int = 0
@@ -93,7 +97,9 @@ class VerifyReport:
             "table": self.table_uri, "mechanism": self.mechanism, "ok": self.ok,
             "first_version": self.first_version, "last_version": self.last_version,
             "commits": self.commits, "checkpoints": self.checkpoints,
-            "transactions": self.transactions, "acknowledged": self.acknowledged,
+            "transactions": self.transactions, "largest_group": self.largest_group,
+            "versions_with_txn_ids": self.versions_with_txn_ids,
+            "acknowledged": self.acknowledged,
             "unverifiable": self.unverifiable, "dynamodb_entries": self.dynamodb_entries,
             "incomplete_entries": self.incomplete_entries, "files": self.files,
             "rows": self.rows, "problems": list(self.problems),
@@ -191,11 +197,21 @@ def _read_all(reader: LogStore, versions: list[int], report: VerifyReport) -> di
 
 def _check_transactions(report: VerifyReport, parsed: Mapping[int, list[Action]]
                         ) -> dict[str, list[int]]:
-    """Versions holding each transaction id; a transaction in two versions is a problem."""
+    """Versions holding each transaction id; a transaction in two versions is a problem, and so
+    is a version with two ``txn`` actions of one app id (members of a group or a fleet's
+    version touching the same app id must land in different versions)."""
     where: dict[str, list[int]] = defaultdict(list)
     for v in sorted(parsed):
+        apps = Counter(a.app_id for a in parsed[v] if isinstance(a, Txn))
+        twice = sorted(app for app, n in apps.items() if n > 1)
+        if twice:
+            report.problem(f"version {v} holds several txn actions of app id(s) {twice[:3]}: "
+                           "one version may record one version of an application")
         info = next((a for a in parsed[v] if isinstance(a, CommitInfo)), None)
-        for tid in committed_txn_ids(info):
+        ids = committed_txn_ids(info)
+        report.largest_group = max(report.largest_group, len(ids))
+        report.versions_with_txn_ids += bool(ids)
+        for tid in ids:
             where[tid].append(v)
     report.transactions = len(where)
     for tid, vs in where.items():

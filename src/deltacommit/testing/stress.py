@@ -12,6 +12,16 @@ Writers are separate processes (``python -m deltacommit.testing.stress worker ..
 fleet: they share nothing but the table.  The storage options reach them through the
 environment (``DELTACOMMIT_STRESS_OPTIONS``), never the command line, so credentials do not
 show in process listings or logs.
+
+With ``as_hosts`` each writer stands for a host of its own: it gets its own turn folder
+(``DELTACOMMIT_TURN_DIR``), so no two writers take turns or hand commits on to each other, as
+processes on different machines cannot.  With ``fleet`` the table also gets
+``deltacommit.groupCommit.fleet=true`` (set on an existing table in one commit), so that the
+writers publish their transactions and commit each other's (fleet-wide group commit): a
+version then holds several writers' transactions (``deltacommit.memberTxnIds``), a writer may
+be told a version another writer claimed, and a writer killed after publishing may still land
+(at most once) through another.  The report counts the transactions per version and the
+records left in the fleet's folder when the run ended.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltacommit.engine.commit.host_turn import DIR_VARIABLE as TURN_DIR_VARIABLE
 from deltacommit.errors import (
     CommitFailedError,
     InvalidArgumentError,
@@ -43,8 +54,11 @@ from deltacommit.errors import (
 )
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.io.journal import Journal, read_journals
+from deltacommit.io.logstore import open_log_store
 from deltacommit.ops.driver import Attempt, Decision, run
 from deltacommit.ops.verify import VerifyReport, verify_table
+from deltacommit.protocol.fleet.record import FLEET_DIR
+from deltacommit.protocol.table_config.properties import GROUP_COMMIT_FLEET
 from deltacommit.table import DeltaTable
 from deltacommit.testing.stress_peers import (
     PEER_KINDS,
@@ -61,7 +75,6 @@ if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import CommitResult, Transaction
     from deltacommit.io.storage.base import ObjectStore
     from deltacommit.runtime.clock import Clock
-    from deltacommit.table import DeltaTable
 
 #: The table a stress run writes: who wrote each row, in which life of the writer process.
 _FIELDS: list[pa.Field[Any]] = [
@@ -78,6 +91,9 @@ STOP_GRACE_SECONDS = 30.0
 TRANSIENT = (StorageError, LogStoreError, CommitFailedError)
 #: Tries of one transaction's commit before the writer gives it up as of unknown outcome.
 COMMIT_TRIES = 5
+#: The table property that makes every deltacommit writer of a table join fleet-wide group
+#: commit (the folder under the table holding its published transactions is ``FLEET_DIR``).
+FLEET_PROPERTY = GROUP_COMMIT_FLEET
 
 
 @dataclass
@@ -97,6 +113,20 @@ class StressReport:
     elapsed: float = 0.0
     verify: VerifyReport | None = None
     peers: PeerReport | None = None
+    fleet: bool = False
+    as_hosts: bool = False
+    #: Objects left in the fleet's folder when the run ended (published transactions not yet
+    #: removed): bounded under kill -9, never growing with the run.
+    fleet_records_left: int | None = None
+
+    @property
+    def transactions_per_version(self) -> float | None:
+        """Transactions in the log over the versions naming theirs (1.0 when every writer
+        commits alone; other engines' commits name none and are left out)."""
+        v = self.verify
+        if v is None or not v.versions_with_txn_ids:
+            return None
+        return round(v.transactions / v.versions_with_txn_ids, 2)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +144,10 @@ class StressReport:
             "final_version": self.verify.last_version if self.verify is not None else None,
             "failed_writers": list(self.failed_writers),
             "journal_dir": self.journal_dir, "ok": self.ok,
+            "fleet": self.fleet, "as_hosts": self.as_hosts,
+            "transactions_per_version": self.transactions_per_version,
+            "largest_group": self.verify.largest_group if self.verify is not None else None,
+            "fleet_records_left": self.fleet_records_left,
             "verify": self.verify.to_json() if self.verify is not None else None,
             "peers": self.peers.to_json() if self.peers is not None else None,
         }
@@ -128,48 +162,61 @@ class _Worker:
     killed: bool = False
 
 
-def ensure_table(uri: str, storage_options: Mapping[str, str] | None = None) -> None:
-    """Create the stress table, or accept an existing one with the stress schema."""
+def ensure_table(uri: str, storage_options: Mapping[str, str] | None = None, *,
+                 fleet: bool = False) -> None:
+    """Create the stress table, or accept an existing one with the stress schema; with
+    ``fleet``, the table has ``deltacommit.groupCommit.fleet=true`` (set at creation, or in one
+    commit on an existing table)."""
 
+    configuration = {FLEET_PROPERTY: "true"} if fleet else None
     try:
         table = DeltaTable(uri, storage_options=storage_options)
     except TableNotFoundError:
-        DeltaTable.create(uri, SCHEMA, storage_options=storage_options)
+        DeltaTable.create(uri, SCHEMA, storage_options=storage_options,
+                          configuration=configuration)
         return
     if not table.schema.equals(SCHEMA):
         raise InvalidArgumentError(
             f"table {uri} exists with schema {table.schema}; a stress run writes rows of "
             f"{SCHEMA} and needs an empty location or a table it created")
+    if fleet and (table.configuration.get(FLEET_PROPERTY) or "").lower() != "true":
+        table.set_properties({FLEET_PROPERTY: "true"})
 
 
 def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0,
                storage_options: Mapping[str, str] | None = None, rows_per_commit: int = 10,
                journal_dir: str | os.PathLike[str] | None = None, seed: int | None = None,
                on_progress: Callable[[str], None] | None = None,
-               python: str | None = None, peers: Sequence[str] = ()) -> StressReport:
+               python: str | None = None, peers: Sequence[str] = (), fleet: bool = False,
+               as_hosts: bool | None = None) -> StressReport:
     """Run ``writers`` writer processes for ``seconds``, killing one at random ``kill_rate``
     times a second (Poisson arrivals) and restarting it, then check the history.
 
     ``peers`` adds one writer process per entry running another engine (``deltalake``,
     ``spark-emulator``; see ``stress_peers``), killed and restarted like the others; with
-    ``writers=0`` the peers run alone, the baseline for the errors they raise.
+    ``writers=0`` the peers run alone, the baseline for the errors they raise.  ``as_hosts``
+    gives every writer its own turn folder (each stands for a host); ``fleet`` (which implies
+    ``as_hosts`` unless it is given) turns fleet-wide group commit on for the table.
     """
     _check_arguments(uri, writers, seconds, kill_rate, rows_per_commit, peers)
     options = dict(storage_options or {})
     spark_fleet = "spark-emulator" in peers
-    _prepare_table(uri, options, spark_fleet)
+    hosts = fleet if as_hosts is None else as_hosts
+    _prepare_table(uri, options, spark_fleet, fleet)
     jdir = Path(journal_dir) if journal_dir is not None else Path(
         tempfile.mkdtemp(prefix="deltacommit-stress-"))
     jdir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     say = on_progress or (lambda _line: None)
-    report = StressReport(uri, writers, seconds, kill_rate, str(jdir))
+    report = StressReport(uri, writers, seconds, kill_rate, str(jdir), fleet=fleet,
+                          as_hosts=hosts)
     launcher = _Launcher(uri, spark_key_uri(uri) if spark_fleet else uri, jdir,
                          {**os.environ, OPTIONS_ENV: json.dumps(options)},
                          python or sys.executable, rows_per_commit, rng,
-                         {f"{kind}{i}": kind for i, kind in enumerate(peers)})
-    say(f"stress: {writers} writers on {uri} for {seconds:g} s, kill rate {kill_rate:g}/s, "
-        f"journals in {jdir}")
+                         {f"{kind}{i}": kind for i, kind in enumerate(peers)}, hosts)
+    say(f"stress: {writers} writers{' as hosts' if hosts else ''} on {uri}"
+        f"{' (fleet-wide group commit)' if fleet else ''} for {seconds:g} s, kill rate "
+        f"{kill_rate:g}/s, journals in {jdir}")
     began = time.monotonic()
     workers = {f"w{i}": launcher.start(f"w{i}") for i in range(writers)}
     workers.update({name: launcher.start(name) for name in launcher.kinds})
@@ -186,7 +233,17 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     report.verify = verify_table(uri, entries, storage_options=options)
     if peers:
         report.peers = check_peers(uri, options, jdir, launcher.kinds)
+    report.fleet_records_left = _fleet_records(uri, options)
     return report
+
+
+def _fleet_records(uri: str, options: Mapping[str, str]) -> int | None:
+    """Objects under the table's fleet folder; None where it cannot be listed."""
+    try:
+        store = open_log_store(uri, options).store
+        return sum(1 for _ in store.list(FLEET_DIR + "/"))
+    except (StorageError, LogStoreError):
+        return None
 
 
 def _check_arguments(uri: str, writers: int, seconds: float, kill_rate: float,
@@ -204,23 +261,26 @@ def _check_arguments(uri: str, writers: int, seconds: float, kill_rate: float,
             f"stress on {uri}: --rows-per-commit must be at least 1, got {rows_per_commit}")
 
 
-def _prepare_table(uri: str, options: dict[str, str], spark_fleet: bool) -> None:
+def _prepare_table(uri: str, options: dict[str, str], spark_fleet: bool, fleet: bool) -> None:
     """The stress table, created through Spark's protocol when Spark's writers join (so that
-    its entries start at version 0)."""
+    its entries start at version 0); with ``fleet``, with fleet-wide group commit on."""
     if spark_fleet:
         try:
             DeltaTable(uri, storage_options=options)
         except TableNotFoundError:
             create_through_spark(uri, options, SCHEMA)
-    ensure_table(uri, options)
+    ensure_table(uri, options, fleet=fleet)
 
 
 class _Launcher:
     """Starts writer and peer processes (``kinds``: the peers' names and engines), counting
-    each name's incarnations; every process gets a seed from ``rng``."""
+    each name's incarnations; every process gets a seed from ``rng``.  With ``as_hosts`` each
+    deltacommit writer gets a turn folder of its own (``<journals>/turns/<name>``), kept
+    across its incarnations as a host's would be."""
 
     def __init__(self, uri: str, peer_uri: str, jdir: Path, env: dict[str, str], exe: str,
-                 rows_per_commit: int, rng: random.Random, kinds: dict[str, str]) -> None:
+                 rows_per_commit: int, rng: random.Random, kinds: dict[str, str],
+                 as_hosts: bool = False) -> None:
         self.uri = uri
         self.peer_uri = peer_uri
         self.jdir = jdir
@@ -229,7 +289,17 @@ class _Launcher:
         self.rows_per_commit = rows_per_commit
         self.rng = rng
         self.kinds = kinds
+        self.as_hosts = as_hosts
         self.incarnations: dict[str, int] = {}
+
+    def _env(self, name: str) -> dict[str, str]:
+        if not self.as_hosts or name in self.kinds:
+            return self.env
+        turns = self.jdir / "turns"
+        turns.mkdir(mode=0o700, exist_ok=True)
+        own = turns / name
+        own.mkdir(mode=0o700, exist_ok=True)
+        return {**self.env, TURN_DIR_VARIABLE: str(own)}
 
     def start(self, name: str) -> _Worker:
         jdir, exe = self.jdir, self.exe
@@ -249,7 +319,7 @@ class _Launcher:
             proc = subprocess.Popen(
                 [*command, "--rows", str(self.rows_per_commit),
                  "--seed", str(self.rng.getrandbits(32))],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                env=self._env(name), stdout=log, stderr=subprocess.STDOUT)
         return _Worker(name, k, proc, log_path)
 
 
