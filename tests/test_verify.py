@@ -202,7 +202,7 @@ def test_members_of_a_shared_version_are_transactions_and_one_in_two_versions_is
     ``deltacommit.memberTxnIds`` (fleet-wide and in-process group commit alike): each member
     counts as a transaction of that version, and a member listed by two versions (an includer
     that landed a transaction its owner had landed already) is named as a duplicate."""
-    from deltacommit.engine.transaction.commit_info import MEMBERS_KEY
+    from deltacommit.engine.commit.commit_info import MEMBERS_KEY
 
     uri, entries = _table_with_writes(tmp_path, writers=2, each=3)
     by_version = {e.version: e for e in entries}
