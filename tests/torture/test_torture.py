@@ -164,7 +164,7 @@ def test_cli_stress_fleet_runs_writers_as_hosts_on_a_fleet_table(
 
     uri = str(tmp_path / "t")
     jdir = tmp_path / "journals"
-    code = main(["stress", uri, "--fleet", "--writers", "2", "--seconds", "3", "--seed", "5",
+    code = main(["stress", uri, "--fleet", "--writers", "2", "--seconds", "6", "--seed", "5",
                  "--journal-dir", str(jdir), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0, doc
