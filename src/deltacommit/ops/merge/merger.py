@@ -28,6 +28,7 @@ from deltacommit.ops.merge.plan import (
     FileMerge,
     MergePlan,
     conjuncts,
+    index_source,
     insert_rows,
     merge_file,
     parse_assignments,
@@ -206,9 +207,10 @@ class TableMerger:
             merge.check(source.schema)
             target_only, bounds = self._pruning(merge, source)
             files, skipped = candidate_files(rewrite, txn, target_only, bounds)
+            index = index_source(merge, source)
 
             def one(f: ReadFile) -> tuple[FileChange, FileMerge]:
-                m = merge_file(merge, f.live_rows(), source)
+                m = merge_file(merge, f.live_rows(), source, index)
                 return FileChange(f, f.live[m.deleted], f.live[m.updated], m.new_rows), m
 
             results = rewrite.each_file(files, one)

@@ -246,26 +246,28 @@ def side_of(column: Column, plan: MergePlan, target: pa.Table, source: pa.Table
     return None
 
 
-def _join_keys(t: pa.Array[Any], s: pa.Array[Any]) -> tuple[pa.Array[Any], pa.Array[Any]] | None:
-    """The two sides of an equality as arrays a hash join matches exactly as Spark's ``=``
-    does (-0.0 is 0.0, NaN is NaN, NULL matches nothing); None where their types would need
-    Spark's coercions (the condition is then judged pair by pair)."""
-    tt, st = t.type, s.type
+def _key_normaliser(tt: pa.DataType, st: pa.DataType) -> Any:
+    """How both sides of an equality between a ``tt`` and an ``st`` column are made into
+    arrays a join matches exactly as Spark's ``=`` does (-0.0 is 0.0, NaN is NaN, NULL
+    matches nothing), and whether that join is the equality itself (True: a pair it gives
+    holds the equality, so the pair need not be judged again; False for floating point,
+    where the evaluator has the last word); None where their types would need Spark's
+    coercions (the condition is then judged pair by pair)."""
     ints = pa.types.is_integer
     floats = pa.types.is_floating
     if ints(tt) and ints(st):
-        return t.cast(pa.int64()), s.cast(pa.int64())
+        return (lambda a: a.cast(pa.int64())), True
     if (floats(tt) or ints(tt)) and (floats(st) or ints(st)):
-        return _normal_float(t), _normal_float(s)
+        return _normal_float, False
     strings = (pa.string(), pa.large_string())
     if tt in strings and st in strings:
-        return t.cast(pa.large_string()), s.cast(pa.large_string())
+        return (lambda a: a.cast(pa.large_string())), True
     binaries = (pa.binary(), pa.large_binary())
     if tt in binaries and st in binaries:
-        return t.cast(pa.large_binary()), s.cast(pa.large_binary())
+        return (lambda a: a.cast(pa.large_binary())), True
     if tt == st and (pa.types.is_date(tt) or pa.types.is_timestamp(tt)
                      or pa.types.is_boolean(tt) or pa.types.is_decimal(tt)):
-        return t, s
+        return (lambda a: a), True
     return None
 
 
@@ -281,38 +283,185 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> pa.Array[Any]:
     return value  # type: ignore[no-any-return]
 
 
-def match_pairs(plan: MergePlan, target: pa.Table, source: pa.Table
-                ) -> tuple[Positions, Positions]:
-    """The pairs (target row, source row) the merge condition is TRUE for, ordered by target
-    row then source row.  Equalities between a target and a source column join by hash; the
-    whole condition is then judged on each candidate pair, so a pair is never kept on a
-    join's looser notion of equality."""
-    nt, ns = target.num_rows, source.num_rows
-    if not nt or not ns:
-        return _empty(), _empty()
-    keys: list[tuple[pa.Array[Any], pa.Array[Any]]] = []
-    for c in conjuncts(plan.on):
+def _flat(a: Any) -> Any:
+    """One chunk: what numpy and the set lookups take."""
+    if isinstance(a, pa.ChunkedArray):
+        return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
+    return a
+
+
+def _as_numbers(a: Any) -> npt.NDArray[Any] | None:
+    """A key array (one chunk, nulls already left out) as numbers that sort and compare as
+    its values do, or None for a type numpy does not order so (strings, decimals)."""
+    t = a.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return np.asarray(a.to_numpy(zero_copy_only=False))
+    if pa.types.is_date32(t):
+        return np.asarray(a.cast(pa.int32()).to_numpy(zero_copy_only=False))
+    if pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        return np.asarray(a.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    if pa.types.is_boolean(t):
+        return np.asarray(a.to_numpy(zero_copy_only=False), dtype=np.int8)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Equality:
+    """An equality of the merge condition between a target and a source column."""
+
+    target_path: tuple[str, ...]
+    normalise: Any
+    exact: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SourceIndex:
+    """The source side of a MERGE's join, built once for every target file it is joined
+    with (``index_source``): the keys of the condition's equalities between a target and a
+    source column, normalised as the join compares them, and with one key, the source rows
+    sorted by it, so a file's rows find their source rows by binary search (numbers) or by
+    a set lookup in the distinct keys (any other type), without rebuilding a hash table of
+    the whole source per file."""
+
+    source: pa.Table
+    equalities: tuple[_Equality, ...]
+    #: The source's keys as joined, one array per equality.
+    keys: tuple[Any, ...]
+    #: Whether a pair the keys match holds the whole merge condition (the condition is the
+    #: equalities and nothing else, each exact), so it is not judged again pair by pair.
+    exact: bool
+    #: One key: the source rows with a non-NULL key, sorted by it (stable).
+    order: Positions | None = None
+    #: One key of a type numpy orders: the keys in ``order``'s order.
+    sorted_numbers: npt.NDArray[Any] | None = None
+    #: One key of another type: the distinct keys, and where each one's run starts in
+    #: ``order`` (one more entry: the end).
+    distinct: Any = None
+    run_starts: Positions | None = None
+    #: Several keys: the source's keys as a table to hash join with (``__s``: row number).
+    right: pa.Table | None = None
+
+
+def index_source(plan: MergePlan, source: pa.Table) -> SourceIndex:
+    """The source side of the join for every target file of ``plan`` (``SourceIndex``)."""
+    target = plan.schema.empty_table()
+    equalities: list[_Equality] = []
+    keys: list[Any] = []
+    conditions = list(conjuncts(plan.on))
+    exact = True
+    for c in conditions:
         if not (isinstance(c, Comparison) and c.op == "="
                 and isinstance(c.left, Column) and isinstance(c.right, Column)):
+            exact = False
             continue
         a, b = side_of(c.left, plan, target, source), side_of(c.right, plan, target, source)
         if a is None or b is None or a[0] == b[0]:
+            exact = False
             continue
         tpath, spath = (a[1], b[1]) if a[0] == "target" else (b[1], a[1])
-        pair = _join_keys(_column(target, tpath), _column(source, spath))
-        if pair is not None:
-            keys.append(pair)
-    if keys:
+        skey = _column(source, spath)
+        normaliser = _key_normaliser(_column(target, tpath).type, skey.type)
+        if normaliser is None:
+            exact = False
+            continue
+        normalise, is_exact = normaliser
+        exact = exact and is_exact
+        equalities.append(_Equality(tpath, normalise, is_exact))
+        keys.append(_flat(normalise(skey)))
+    if not equalities:
+        return SourceIndex(source, (), (), False)
+    if len(keys) > 1:
         names = [f"k{i}" for i in range(len(keys))]
-        left = pa.table({**{n: k[0] for n, k in zip(names, keys, strict=True)},
-                         "__t": pa.array(np.arange(nt, dtype=np.int64))})
-        right = pa.table({**{n: k[1] for n, k in zip(names, keys, strict=True)},
-                          "__s": pa.array(np.arange(ns, dtype=np.int64))})
-        joined = left.join(right, keys=names, join_type="inner")
-        ti = np.asarray(joined.column("__t").to_numpy(), dtype=np.int64)
-        si = np.asarray(joined.column("__s").to_numpy(), dtype=np.int64)
+        right = pa.table({**dict(zip(names, keys, strict=True)),
+                          "__s": pa.array(np.arange(source.num_rows, dtype=np.int64))})
+        return SourceIndex(source, tuple(equalities), tuple(keys), exact, right=right)
+    key = keys[0]
+    present = np.flatnonzero(np.asarray(pc.is_valid(key).to_numpy(zero_copy_only=False),
+                                        dtype=np.bool_)).astype(np.int64)
+    valid = key.take(present) if len(present) != len(key) else key
+    numbers = _as_numbers(valid)
+    if numbers is not None:
+        order = np.argsort(numbers, kind="stable")
+        return SourceIndex(source, tuple(equalities), tuple(keys), exact,
+                           order=present[order], sorted_numbers=numbers[order])
+    order = np.asarray(pc.sort_indices(valid).to_numpy(), dtype=np.int64)  # stable
+    in_order = valid.take(order)
+    if len(in_order):
+        change = np.asarray(pc.not_equal(in_order.slice(1), in_order.slice(0, len(in_order) - 1))
+                            .to_numpy(zero_copy_only=False), dtype=np.bool_)
+        starts = np.concatenate([[0], np.flatnonzero(change) + 1, [len(in_order)]])
+    else:
+        starts = np.zeros(1, np.int64)
+    starts = starts.astype(np.int64)
+    return SourceIndex(source, tuple(equalities), tuple(keys), exact, order=present[order],
+                       distinct=in_order.take(starts[:-1]), run_starts=starts)
+
+
+def _runs(lo: Positions, hi: Positions, order: Positions) -> tuple[Positions, Positions]:
+    """The target rows and source rows of runs [lo, hi) of ``order``, one run per target row
+    (row ``i``'s run is ``lo[i]:hi[i]``)."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return _empty(), _empty()
+    ti = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    firsts = np.cumsum(counts) - counts
+    at = np.repeat(lo - firsts, counts) + np.arange(total, dtype=np.int64)
+    return ti, order[at]
+
+
+def _candidates(index: SourceIndex, target: pa.Table) -> tuple[Positions, Positions]:
+    """The pairs (target row, source row) whose keys are equal as the join compares them."""
+    tkeys = [_flat(e.normalise(_column(target, e.target_path))) for e in index.equalities]
+    if index.right is not None:
+        names = [f"k{i}" for i in range(len(tkeys))]
+        left = pa.table({**dict(zip(names, tkeys, strict=True)),
+                         "__t": pa.array(np.arange(target.num_rows, dtype=np.int64))})
+        joined = left.join(index.right, keys=names, join_type="inner")
+        return (np.asarray(joined.column("__t").to_numpy(), dtype=np.int64),
+                np.asarray(joined.column("__s").to_numpy(), dtype=np.int64))
+    assert index.order is not None
+    key = tkeys[0]
+    present = np.flatnonzero(np.asarray(pc.is_valid(key).to_numpy(zero_copy_only=False),
+                                        dtype=np.bool_)).astype(np.int64)
+    valid = key.take(present) if len(present) != len(key) else key
+    if index.sorted_numbers is not None:
+        numbers = _as_numbers(valid)
+        assert numbers is not None
+        lo = np.searchsorted(index.sorted_numbers, numbers, side="left").astype(np.int64)
+        hi = np.searchsorted(index.sorted_numbers, numbers, side="right").astype(np.int64)
+    else:
+        assert index.run_starts is not None
+        if len(index.run_starts) < 2:  # no source key but NULL: nothing matches
+            return _empty(), _empty()
+        at = pc.index_in(valid, value_set=index.distinct)
+        found = np.asarray(pc.is_valid(at).to_numpy(zero_copy_only=False), dtype=np.bool_)
+        run = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        lo = np.where(found, index.run_starts[run], 0).astype(np.int64)
+        hi = np.where(found, index.run_starts[run + 1], 0).astype(np.int64)
+    ti, si = _runs(lo, hi, index.order)
+    return present[ti], si
+
+
+def match_pairs(plan: MergePlan, target: pa.Table, source: pa.Table,
+                index: SourceIndex | None = None) -> tuple[Positions, Positions]:
+    """The pairs (target row, source row) the merge condition is TRUE for, ordered by target
+    row then source row.  Equalities between a target and a source column join by the
+    source's index (``index``, built here when not given); unless the join is the whole
+    condition exactly, the condition is then judged on each candidate pair, so a pair is
+    never kept on a join's looser notion of equality."""
+    nt, ns = target.num_rows, source.num_rows
+    if not nt or not ns:
+        return _empty(), _empty()
+    if index is None:
+        index = index_source(plan, source)
+    if index.equalities:
+        ti, si = _candidates(index, target)
         order = np.lexsort((si, ti))
-        return _verified(plan, target, source, ti[order], si[order])
+        ti, si = ti[order], si[order]
+        if index.exact:
+            return ti, si
+        return _verified(plan, target, source, ti, si)
     if nt * ns > MAX_PAIRS:
         raise InvalidArgumentError(
             f"{plan.what}: the merge condition {plan.on.to_sql()!r} has no equality between a "
@@ -397,12 +546,14 @@ def _assigned(plan: MergePlan, clause: Clause, scope: Scope, base: pa.Table | No
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def merge_file(plan: MergePlan, target: pa.Table, source: pa.Table) -> FileMerge:
+def merge_file(plan: MergePlan, target: pa.Table, source: pa.Table,
+               index: SourceIndex | None = None) -> FileMerge:
     """What the MERGE does to ``target`` (the live rows of one file, in the table's schema)
-    given the whole ``source``: see the module docstring.  MergeCardinalityError for a target
-    row that several source rows match where a matched clause could change it."""
+    given the whole ``source`` (and its ``index_source``, built once for every file, or here
+    when not given): see the module docstring.  MergeCardinalityError for a target row that
+    several source rows match where a matched clause could change it."""
     nt = target.num_rows
-    ti, si = match_pairs(plan, target, source)
+    ti, si = match_pairs(plan, target, source, index)
     deleted: list[Positions] = []
     updates: list[tuple[Positions, pa.Table]] = []
     out = FileMerge(_empty(), _empty(), plan.schema.empty_table(), np.unique(si))
@@ -500,7 +651,9 @@ __all__ = [
     "Clause",
     "FileMerge",
     "MergePlan",
+    "SourceIndex",
     "conjuncts",
+    "index_source",
     "insert_rows",
     "match_pairs",
     "merge_file",
