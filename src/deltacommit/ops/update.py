@@ -42,22 +42,25 @@ from deltacommit.ops.rowlevel import (
 from deltacommit.protocol.expressions.ast import TRUE, And, Expr
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
 from deltacommit.protocol.expressions.parser import parse_expression
-from deltacommit.protocol.expressions.row_filters import row_filter
+from deltacommit.protocol.expressions.row_filters import RowFilter, row_filter
 from deltacommit.protocol.features.identity import identity_columns
 
 Positions = npt.NDArray[np.int64]
 
 
-def update_rows(target: WriteTarget, rows: pa.Table, predicate: Expr | None,
+def update_rows(target: WriteTarget, rows: pa.Table, predicate: Expr | RowFilter | None,
                 assignments: tuple[tuple[str, Expr], ...], what: str
                 ) -> tuple[Positions, pa.Table]:
     """The rows of ``rows`` (live rows of one file, the table's schema) the UPDATE changes,
-    ascending, and their new values, conformed.  Pure (pyarrow and the expression language),
-    so Spark tasks can call it."""
+    ascending, and their new values, conformed.  ``predicate`` may be given checked already
+    (``row_filter``, once for every file) so each file evaluates it once.  Pure (pyarrow and
+    the expression language), so Spark tasks can call it."""
     if predicate is None:
         hit = np.arange(rows.num_rows, dtype=np.int64)
     else:
-        mask = row_filter(predicate, rows.schema, what).matches(rows)
+        checked = predicate if isinstance(predicate, RowFilter) else \
+            row_filter(predicate, rows.schema, what)
+        mask = checked.matches(rows)
         hit = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=np.bool_))
     if not len(hit):
         return hit.astype(np.int64), target.schema.empty_table()
@@ -92,9 +95,10 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
     sets = parse_assignments(updates, schema, what,
                              identity=[c.name for c in identity_columns(schema, uri)])
     pred = parse_expression(predicate) if predicate is not None else None
+    checked = None
     if pred is not None:
         what = f"UPDATE of table {uri} where {pred.to_sql()}"
-        row_filter(pred, schema, what)
+        checked = row_filter(pred, schema, what)
     for name, expr in sets:
         try:
             evaluate(expr, schema.empty_table(), to=schema.field(name).type)
@@ -110,7 +114,7 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
                                          predicate_bounds(pred, schema) if pred else [])
 
         def one(f: ReadFile) -> FileChange:
-            hit, new = update_rows(rewrite.target, f.live_rows(), pred, sets, what)
+            hit, new = update_rows(rewrite.target, f.live_rows(), checked, sets, what)
             return FileChange(f, np.zeros(0, np.int64), f.live[hit], new)
 
         changes = rewrite.each_file(files, one)
