@@ -152,17 +152,27 @@ def _remainder(a: Value, b: Value, t: pa.DataType) -> Value:
             return pa.scalar(abs(x) % abs(y) * (1 if x >= 0 else -1), t)
         with np.errstate(all="ignore"):  # fmod is exact, so a FLOAT's stays a FLOAT
             return pa.scalar(float(np.fmod(np.float64(x), np.float64(y))), t)
-    arr_a = a if not is_scalar(a) else pa.array([a.as_py()] * n, t)
-    arr_b = b if not is_scalar(b) else pa.array([b.as_py()] * n, t)
-    valid = pcx.and_(pcx.is_valid(arr_a), pcx.is_valid(arr_b))
     dtype = t.to_pandas_dtype()
-    x = pcx.fill_null(arr_a, pa.scalar(0, t)).to_numpy(zero_copy_only=False).astype(dtype)
-    y = pcx.fill_null(arr_b, pa.scalar(1, t)).to_numpy(zero_copy_only=False).astype(dtype)
+
+    def values(v: Value, fill: int) -> tuple[Any, Any]:
+        """``v`` as numbers (NULL as ``fill``) and where it is valid (None: everywhere)."""
+        if is_scalar(v):  # a literal, as in ``id % 100``: no array built from a list
+            py = v.as_py()
+            return np.full(n, fill if py is None else py, dtype), \
+                (None if py is not None else np.zeros(n, np.bool_))
+        nums = pcx.fill_null(v, pa.scalar(fill, t)).to_numpy(zero_copy_only=False).astype(dtype)
+        nulls = v.null_count
+        return nums, (None if not nulls else
+                      np.asarray(pcx.is_valid(v).to_numpy(zero_copy_only=False), np.bool_))
+
+    x, valid_a = values(a, 0)
+    y, valid_b = values(b, 1)
+    valid = valid_a if valid_b is None else valid_b if valid_a is None else valid_a & valid_b
     if is_int(t):
         y = np.where(y == -1, 1, y)  # x % -1 is 0, and MIN % -1 must not trap
     with np.errstate(all="ignore"):
         out = np.fmod(x, y)
-    return pa.array(out, t, mask=pcx.invert(valid).to_numpy(zero_copy_only=False))
+    return pa.array(out, t, mask=None if valid is None else ~valid)
 
 
 def _unary(v: Value, kernel: str, what: str, shown: str) -> Value:
