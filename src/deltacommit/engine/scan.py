@@ -210,6 +210,9 @@ class FileScan:
     #: ``delta.columnMapping.mode`` (``none``, ``name`` or ``id``): how ``out_schema``'s
     #: fields (their column mapping metadata) are found in files and ``partitionValues``.
     column_mapping: str = "none"
+    #: Whether pyarrow's threads decode a file's columns; a caller reading many files at
+    #: once in its own threads turns them off (they cost more than they save on small files).
+    file_threads: bool = True
     #: The table's store, where the caller has it open; else opened from the URI on first use.
     given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
 
@@ -362,7 +365,7 @@ class FileScan:
                     yield pf.metadata.row_group(i).num_rows, None
             return
         if self.batch_rows is None:
-            data = pf.read(columns=wanted)
+            data = pf.read(columns=wanted, use_threads=self.file_threads)
             yield data.num_rows, data
             return
         for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted):

@@ -211,7 +211,8 @@ class RowRewrite:
         if self.hidden is not None:
             fields += [pa.field(n, pa.int64()) for n in self.hidden]
         self.wide_schema = pa.schema(fields)
-        self.scan = replace(table.file_scan(self.wide_schema), physical_rows=True)
+        self.scan = replace(table.file_scan(self.wide_schema), physical_rows=True,
+                            file_threads=False)
         self.read_back_scan = table.file_scan(self.wide_schema)
         self.store = table.log_store.store
 
