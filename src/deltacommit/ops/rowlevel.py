@@ -133,6 +133,37 @@ class ReadFile:
 
 
 @dataclass(slots=True)
+class ReadBatch:
+    """Files read one after the other, judged together: the live rows of each in turn, so a
+    verb evaluates its expressions once over many small files instead of once per file (the
+    evaluation costs more per call than per row).  ``split`` turns positions into the batch
+    back into each file's."""
+
+    files: list[ReadFile]
+    #: The live rows of every file (the table's schema), file after file.
+    rows: pa.Table
+    #: Where each file's rows start in ``rows``, and the end (one more entry).
+    starts: Positions
+
+    @classmethod
+    def of(cls, files: Sequence[ReadFile]) -> ReadBatch:
+        parts = [f.live_rows() for f in files]
+        counts = np.array([p.num_rows for p in parts], dtype=np.int64)
+        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        return cls(list(files), rows, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    def split(self, positions: Positions) -> list[tuple[ReadFile, Positions, int, int]]:
+        """For each file: the ascending ``positions`` (into ``rows``) of its rows as its own
+        physical row numbers, and where they lie in ``positions`` (from, to)."""
+        cuts = np.searchsorted(positions, self.starts, side="left")
+        out = []
+        for i, f in enumerate(self.files):
+            a, b = int(cuts[i]), int(cuts[i + 1])
+            out.append((f, f.live[positions[a:b] - self.starts[i]], a, b))
+        return out
+
+
+@dataclass(slots=True)
 class FileChange:
     """What a verb does to one file: physical rows deleted and updated (ascending), and the
     updated rows' new values (the table's schema, conformed, in ``updated``'s order)."""
@@ -251,6 +282,24 @@ class RowRewrite:
         with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
             return list(pool.map(one, files))
 
+    def each_batch(self, files: Sequence[Add], work: Callable[[ReadBatch], T]) -> list[T]:
+        """``work`` on the files as read, a batch of consecutive files (up to
+        ``BATCH_ROWS`` live rows) at a time; the files are read in threads, the batches
+        judged in threads too, in the files' order."""
+        read = self.each_file(files, lambda f: f)
+        batches: list[list[ReadFile]] = []
+        rows = BATCH_ROWS
+        for f in read:
+            if rows + len(f.live) > BATCH_ROWS:
+                batches.append([])
+                rows = 0
+            batches[-1].append(f)
+            rows += len(f.live)
+        if len(batches) <= 1:
+            return [work(ReadBatch.of(b)) for b in batches]
+        with CallThreads(max_workers=min(len(batches), 2)) as pool:
+            return list(pool.map(lambda b: work(ReadBatch.of(b)), batches))
+
     # ------------------------------------------------------------------ writing
 
     def rewrite(self, attempt: Attempt, changes: Iterable[FileChange],
@@ -368,6 +417,10 @@ class RowRewrite:
 
 
 
+
+#: Live rows judged at once by a row-level verb (``RowRewrite.each_batch``): enough that the
+#: per-call cost of evaluating its expressions is spread over many rows.
+BATCH_ROWS = 1 << 18
 
 #: A MERGE's source keys are judged one by one against file statistics up to this many;
 #: beyond it, by their range alone (a looser bound, never an unsound one).
@@ -532,6 +585,7 @@ __all__ = [
     "Done",
     "FileChange",
     "Planned",
+    "ReadBatch",
     "ReadFile",
     "Rewritten",
     "RowLevelJob",

@@ -31,7 +31,7 @@ from deltacommit.ops.pruning import predicate_bounds
 from deltacommit.ops.rowlevel import (
     FileChange,
     Planned,
-    ReadFile,
+    ReadBatch,
     Rewritten,
     RowLevelJob,
     RowLevelTable,
@@ -113,11 +113,12 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
         files, skipped = candidate_files(rewrite, txn, conjuncts,
                                          predicate_bounds(pred, schema) if pred else [])
 
-        def one(f: ReadFile) -> FileChange:
-            hit, new = update_rows(rewrite.target, f.live_rows(), checked, sets, what)
-            return FileChange(f, np.zeros(0, np.int64), f.live[hit], new)
+        def batch(b: ReadBatch) -> list[FileChange]:
+            hit, new = update_rows(rewrite.target, b.rows, checked, sets, what)
+            return [FileChange(f, np.zeros(0, np.int64), rows, new.slice(start, stop - start))
+                    for f, rows, start, stop in b.split(hit)]
 
-        changes = rewrite.each_file(files, one)
+        changes = [c for part in rewrite.each_batch(files, batch) for c in part]
         return Planned(changes, None, len(files), skipped,
                        int((time.monotonic() - started) * 1000),
                        {"updated": sum(len(c.updated) for c in changes)},

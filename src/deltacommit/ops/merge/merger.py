@@ -38,7 +38,7 @@ from deltacommit.ops.pruning import Bound, key_bound, predicate_bounds
 from deltacommit.ops.rowlevel import (
     FileChange,
     Planned,
-    ReadFile,
+    ReadBatch,
     Rewritten,
     RowLevelJob,
     RowLevelTable,
@@ -209,11 +209,15 @@ class TableMerger:
             files, skipped = candidate_files(rewrite, txn, target_only, bounds)
             index = index_source(merge, source)
 
-            def one(f: ReadFile) -> tuple[FileChange, FileMerge]:
-                m = merge_file(merge, f.live_rows(), source, index)
-                return FileChange(f, f.live[m.deleted], f.live[m.updated], m.new_rows), m
+            def batch(b: ReadBatch) -> tuple[list[FileChange], FileMerge]:
+                m = merge_file(merge, b.rows, source, index)
+                deleted = b.split(m.deleted)
+                updated = b.split(m.updated)
+                return [FileChange(f, gone, rows, m.new_rows.slice(start, stop - start))
+                        for (f, gone, _, _), (_, rows, start, stop)
+                        in zip(deleted, updated, strict=True)], m
 
-            results = rewrite.each_file(files, one)
+            results = rewrite.each_batch(files, batch)
             matched = np.zeros(ns, np.bool_)
             for _, m in results:
                 matched[m.matched_source] = True
@@ -229,7 +233,7 @@ class TableMerger:
             # key it inserts (a row added there concurrently would have matched), all rows
             # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).
             reads = and_(*target_only, *(bound_condition(b) for b in bounds))
-            return Planned([c for c, _ in results], inserted, len(files), skipped,
+            return Planned([c for cs, _ in results for c in cs], inserted, len(files), skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 
         def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
