@@ -428,8 +428,22 @@ def _candidates(index: SourceIndex, target: pa.Table) -> tuple[Positions, Positi
     if index.sorted_numbers is not None:
         numbers = _as_numbers(valid)
         assert numbers is not None
-        lo = np.searchsorted(index.sorted_numbers, numbers, side="left").astype(np.int64)
-        hi = np.searchsorted(index.sorted_numbers, numbers, side="right").astype(np.int64)
+        keys = index.sorted_numbers
+        lo = np.searchsorted(keys, numbers, side="left").astype(np.int64)
+        # Most target rows match no source row: only those whose key is found at ``lo``
+        # (NaN is found where NaN is, as the join compares) look for the end of their run.
+        at = np.minimum(lo, max(len(keys) - 1, 0))
+        found = lo < len(keys)
+        if len(keys):
+            same = keys[at] == numbers
+            if numbers.dtype.kind == "f":
+                same |= np.isnan(keys[at]) & np.isnan(numbers)
+            found &= same
+        rows = np.flatnonzero(found).astype(np.int64)
+        lo = lo[rows]
+        hi = np.searchsorted(keys, numbers[rows], side="right").astype(np.int64)
+        ti, si = _runs(lo, hi, index.order)
+        return present[rows[ti]], si
     else:
         assert index.run_starts is not None
         if len(index.run_starts) < 2:  # no source key but NULL: nothing matches
