@@ -328,7 +328,9 @@ class FileScan:
             pf = pq.ParquetFile(source, memory_map=memory_map)
             sources = self._sources(pf.schema_arrow, pset)
             wanted = list(dict.fromkeys(sources.values()))
-            encoded = dictionary_columns(pf, wanted)
+            # Every physical row wanted (a row-level rewrite's read of many small files):
+            # no filter to decode after, and a second open costs more than it saves.
+            encoded = dictionary_columns(pf, wanted) if not self.physical_rows else {}
             if encoded:
                 # Decoding a dictionary column's values after the deletion vector's filter
                 # costs less than half of decoding every value while reading.
