@@ -160,7 +160,8 @@ def _remainder(a: Value, b: Value, t: pa.DataType) -> Value:
             py = v.as_py()
             return np.full(n, fill if py is None else py, dtype), \
                 (None if py is not None else np.zeros(n, np.bool_))
-        nums = pcx.fill_null(v, pa.scalar(fill, t)).to_numpy(zero_copy_only=False).astype(dtype)
+        nums = pcx.fill_null(v, pa.scalar(fill, t)).to_numpy(zero_copy_only=False).astype(
+            dtype, copy=False)
         nulls = v.null_count
         return nums, (None if not nulls else
                       np.asarray(pcx.is_valid(v).to_numpy(zero_copy_only=False), np.bool_))
