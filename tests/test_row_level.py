@@ -150,6 +150,63 @@ def test_a_merge_of_a_few_keys_rewrites_only_the_files_their_statistics_admit(
         pa.compute.equal(got["v"], 1.0))["id"].to_pylist()) == [150, 1999, 5000]
 
 
+def test_a_merge_of_a_few_keys_reads_whole_only_the_files_holding_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys spread over every file (statistics admit them all): the key column of each file
+    is read first, and only the files holding a source key are read whole and rewritten; a
+    key held only by a deleted row of another file changes nothing there."""
+    from deltacommit.ops import rowlevel
+
+    uri = str(tmp_path / "spread")
+    dc.DeltaTable.create(uri, SCHEMA, configuration={"delta.enableDeletionVectors": "true"})
+    for i in range(20):
+        dc.write(uri, pa.table({"id": list(range(i, 2000, 20)), "v": [0.0] * 100,
+                                "p": ["a"] * 100}, schema=SCHEMA))
+    dc.DeltaTable(uri).delete("id = 7")  # file 7 keeps id 7 as a deleted row
+    whole: list[str] = []
+    read = rowlevel.RowRewrite.read
+
+    def counted(self: rowlevel.RowRewrite, add: Any) -> rowlevel.ReadFile:
+        whole.append(add.path)
+        return read(self, add)
+
+    monkeypatch.setattr(rowlevel.RowRewrite, "read", counted)
+    m = (dc.DeltaTable(uri).merge(_source([150, 1999, 7, 5000], [1.0, 1.0, 1.0, 1.0],
+                                          ["a"] * 4), "t.id = s.id", "s", "t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == (2, 2)
+    assert m["num_target_files_scanned"] == 20
+    assert 2 <= len(whole) <= 3  # the holders of 150 and 1999 (and of the deleted 7)
+    got = dc.DeltaTable(uri).to_arrow()
+    assert got.num_rows == 2001 and sorted(got.filter(
+        pa.compute.equal(got["v"], 1.0))["id"].to_pylist()) == [7, 150, 1999, 5000]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 1 << 18])
+def test_files_judged_in_batches_change_as_judged_one_by_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int) -> None:
+    """Batches of one file's rows, of rows of several files, and of every file give each
+    file its own rows back (``ReadBatch.split``): the same table whatever the batch."""
+    from deltacommit.ops import rowlevel
+
+    monkeypatch.setattr(rowlevel, "BATCH_ROWS", batch_rows)
+    uri = _table(tmp_path, partitioned=False)
+    dc.write(uri, pa.table({"id": [6, 7, 8], "v": [6.0, None, 8.0], "p": ["c", "c", "d"]},
+                           schema=SCHEMA))
+    t = dc.DeltaTable(uri)
+    assert t.update({"v": "v * 10"}, "id % 2 = 0")["num_updated_rows"] == 4
+    m = (dc.DeltaTable(uri).merge(_source([1, 5, 8, 9], [0.5, 0.5, None, 0.5],
+                                          ["x", "x", "x", "x"]), "t.id = s.id", "s", "t")
+         .when_matched_update({"v": "s.v"}, "t.id < 8").when_matched_delete()
+         .when_not_matched_insert_all().execute())
+    assert (m["num_target_rows_updated"], m["num_target_rows_deleted"],
+            m["num_target_rows_inserted"]) == (2, 1, 1)
+    got = sorted(dc.DeltaTable(uri).to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["v"]) for r in got] == [
+        (1, 0.5), (2, 20.0), (3, None), (4, 40.0), (5, 0.5), (6, 60.0), (7, None),
+        (9, 0.5)]
+
+
 def test_a_merge_condition_on_target_partitions_reads_only_those(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     m = (dc.DeltaTable(uri).merge(_source([3, 4], [7.0, 7.0], ["b", "b"]),

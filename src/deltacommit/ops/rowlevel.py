@@ -282,6 +282,20 @@ class RowRewrite:
         with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
             return list(pool.map(one, files))
 
+    def columns_of(self, files: Sequence[Add], columns: Sequence[str],
+                   work: Callable[[pa.Table], T]) -> list[T]:
+        """``work`` on the physical rows of each file, ``columns`` alone (top-level columns
+        of the table), in threads, in the files' order: a first look at the columns that
+        decide whether a file is touched at all, before reading the rest."""
+        fields = [self.schema.field(c) for c in columns]
+        scan = replace(self.table.file_scan(pa.schema(fields)), physical_rows=True,
+                       file_threads=False)
+        if len(files) <= 1:
+            return [work(scan.read(a)) for a in files]
+        local = self.store.local_path("") is not None
+        with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
+            return list(pool.map(lambda a: work(scan.read(a)), files))
+
     def each_batch(self, files: Sequence[Add], work: Callable[[ReadBatch], T]) -> list[T]:
         """``work`` on the files as read, a batch of consecutive files (up to
         ``BATCH_ROWS`` live rows) at a time; the files are read in threads, the batches

@@ -27,6 +27,7 @@ from deltacommit.ops.merge.plan import (
     Clause,
     FileMerge,
     MergePlan,
+    SourceIndex,
     conjuncts,
     index_source,
     insert_rows,
@@ -59,6 +60,7 @@ from deltacommit.protocol.features.identity import (
 
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.protocol.actions import Add
 
 #: Aliases of the two sides when the caller names none.
 SOURCE = "source"
@@ -208,6 +210,8 @@ class TableMerger:
             target_only, bounds = self._pruning(merge, source)
             files, skipped = candidate_files(rewrite, txn, target_only, bounds)
             index = index_source(merge, source)
+            scanned = len(files)
+            files = self._holding_keys(merge, index, rewrite, files)
 
             def batch(b: ReadBatch) -> tuple[list[FileChange], FileMerge]:
                 m = merge_file(merge, b.rows, source, index)
@@ -233,7 +237,7 @@ class TableMerger:
             # key it inserts (a row added there concurrently would have matched), all rows
             # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).
             reads = and_(*target_only, *(bound_condition(b) for b in bounds))
-            return Planned([c for cs, _ in results for c in cs], inserted, len(files), skipped,
+            return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 
         def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
@@ -282,6 +286,28 @@ class TableMerger:
             "rewrite_time_ms": done.written.rewrite_ms,
             "version": done.version,
         }
+
+    def _holding_keys(self, plan: MergePlan, index: SourceIndex, rewrite: RowRewrite,
+                      files: list[Add]) -> list[Add]:
+        """The files some row of which has a source key, found by reading their key columns
+        alone, when fewer than half the files can hold one (fewer distinct source keys than
+        that): the others are then not read whole.  Every file when a WHEN NOT MATCHED BY
+        SOURCE clause may change rows no source row matches, or when most files may hold a
+        key (reading the keys first would then cost a second read of most files)."""
+        if plan.not_matched_by_source or not index.equalities \
+                or index.distinct_keys * 2 >= len(files):
+            return files
+        names = plan.schema.names
+        columns: list[str] = []
+        for path in index.key_columns:
+            name = path[0] if path[0] in names else next(
+                (n for n in names if n.lower() == path[0].lower()), None)
+            if name is None:
+                return files
+            if name not in columns:
+                columns.append(name)
+        holding = rewrite.columns_of(files, columns, index.may_match)
+        return [a for a, hit in zip(files, holding, strict=True) if hit]
 
     def _pruning(self, plan: MergePlan, source: pa.Table) -> tuple[list[Expr], list[Bound]]:
         """The merge condition's conjuncts over target columns alone (aliases dropped), and

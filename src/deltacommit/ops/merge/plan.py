@@ -341,6 +341,30 @@ class SourceIndex:
     #: Several keys: the source's keys as a table to hash join with (``__s``: row number).
     right: pa.Table | None = None
 
+    @property
+    def key_columns(self) -> list[tuple[str, ...]]:
+        """The target columns (paths) the join reads."""
+        return [e.target_path for e in self.equalities]
+
+    @property
+    def distinct_keys(self) -> int:
+        """How many distinct keys the source has (at most): no more target files than this
+        can hold a matching row, as a file holds a key's rows at least."""
+        if self.sorted_numbers is not None:
+            n = self.sorted_numbers
+            return int(np.count_nonzero(n[1:] != n[:-1])) + 1 if len(n) else 0
+        if self.run_starts is not None:
+            return len(self.run_starts) - 1
+        return self.source.num_rows
+
+    def may_match(self, target: pa.Table) -> bool:
+        """Whether a row of ``target`` (holding at least the key columns) has a key some
+        source row has: False proves no row of it matches."""
+        if not self.equalities:
+            return bool(target.num_rows and self.source.num_rows)
+        return bool(target.num_rows and self.source.num_rows
+                    and len(_candidates(self, target)[0]))
+
 
 def index_source(plan: MergePlan, source: pa.Table) -> SourceIndex:
     """The source side of the join for every target file of ``plan`` (``SourceIndex``)."""
