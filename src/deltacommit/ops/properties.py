@@ -6,7 +6,7 @@ that has files commits each file again with ``dataChange=false`` so that the com
 gives it row ids (PROTOCOL.md: every live file of the version enabling it has ids); that
 commit reads the whole table, so any concurrent change of files makes it retry from scratch
 instead of committing ids for a stale file set.  Turning in-commit timestamps on records
-from which version they apply (``engine/transaction/stamps.py``).  A CHECK constraint
+from which version they apply (``engine/commit/stamps.py``).  A CHECK constraint
 (``delta.constraints.<name>``) is set only after every live row is found to satisfy it, and the
 commit reads the whole table: files written meanwhile fail it (nothing is set) rather than slip
 in unchecked.

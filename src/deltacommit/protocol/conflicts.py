@@ -307,7 +307,7 @@ def _check_metadata(current: TransactionSummary, winner: WinningCommit, who: str
 def _check_domains(current: TransactionSummary, winner: WinningCommit, who: str) -> None:
     """2b. Metadata domains both write (Spark's ``checkIfDomainMetadataConflict``).  The row-id
     high-water mark is not a conflict: the commit loop assigns ids again above the winner's
-    mark (engine/transaction/stamps.py)."""
+    mark (engine/commit/stamps.py)."""
     both = sorted((current.domains & winner.domains) - {ROW_TRACKING_DOMAIN})
     if both:
         raise _fail(ConcurrentModificationException, winner,

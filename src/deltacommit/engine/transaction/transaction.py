@@ -4,7 +4,7 @@ A transaction reads a snapshot, records what it read (partition predicates, file
 stages actions, and commits them at the next version through the engine's one commit loop
 (``engine/commit/loop.py``) as a group of one, or through the table's group committer
 (``coalesce.py``), which feeds the same loop.  What the loop checks, retries and records is
-described there and in ``engine/transaction/commit_info.py``.
+described there and in ``engine/commit/commit_info.py``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ sets them on upload, changes them, and two commits can get them out of order.  W
 feature every ``commitInfo`` carries ``inCommitTimestamp``, the later of the writer's clock
 and one millisecond after the previous commit's, so commit times increase strictly with the
 version.  That depends on the version a commit lands at, so the commit loop stamps it on
-every attempt (``engine/transaction/stamps.py``).
+every attempt (``engine/commit/stamps.py``).
 
 A table that turns the feature on after it has commits records from which version (and
 timestamp) commit times are in-commit timestamps; older versions keep file modification

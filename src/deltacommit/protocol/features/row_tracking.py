@@ -6,7 +6,7 @@ committed at (``defaultRowCommitVersion``).  Ids are handed out above the table'
 mark, the ``rowIdHighWaterMark`` of the ``delta.rowTracking`` domain, which the same commit
 raises to the last id it used.  Both values depend on the version a commit lands at and on
 what the versions before it assigned, so they are stamped on each attempt of the commit loop
-(``engine/transaction/stamps.py``), never when a transaction stages its files: a commit rebased over a
+(``engine/commit/stamps.py``), never when a transaction stages its files: a commit rebased over a
 concurrent winner takes ids above the winner's mark, at the new version.
 
 An add that already carries a ``baseRowId`` is a file committed again (a deletion vector

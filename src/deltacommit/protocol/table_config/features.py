@@ -22,7 +22,7 @@ WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", 
                              "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
                              "v2Checkpoint", "vacuumProtocolCheck",
                              # Commit-level features: the commit loop stamps each version
-                             # (engine/transaction/stamps.py) with its inCommitTimestamp, row ids and
+                             # (engine/commit/stamps.py) with its inCommitTimestamp, row ids and
                              # row-id high-water mark; domains are replayed and checkpointed.
                              "domainMetadata", "inCommitTimestamp", "rowTracking",
                              # generated.py, identity.py (datafiles.conform_rows); change data
