@@ -42,6 +42,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from deltacommit.engine.group.fleet import cleanup, records
+from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.snapshot.snapshot import Snapshot
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableNotFoundError
 from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME
@@ -55,6 +57,7 @@ from deltacommit.io.logstore.base import (
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.ops.coordination import recorded_coordination
 from deltacommit.protocol.actions import CommitInfo, Metadata, parse_commit
+from deltacommit.protocol.fleet.record import FLEET_DIR, version_of_round
 from deltacommit.protocol.log.names import LOG_DIR, commit_name
 from deltacommit.protocol.log.segment import format_versions
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
@@ -609,9 +612,6 @@ def _check_fleet_folder(report: DoctorReport, ls: LogStore, clock: Clock) -> Non
     """What fleet-wide group commit left in the table's folder: one LIST, and a GET of each
     record.  A folder that is not a directory of this user's (a local symbolic link, another
     user's) is said, never followed: writers race for versions instead."""
-    from deltacommit.engine.group.fleet import cleanup, records
-    from deltacommit.engine.group.fleet.policy import FleetPolicy
-    from deltacommit.protocol.fleet.record import FLEET_DIR, version_of_round
 
     store = ls.store
     local = store.local_path(FLEET_DIR)

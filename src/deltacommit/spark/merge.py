@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.ops.merge.merger import TableMerger
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of
@@ -47,6 +48,8 @@ from deltacommit.ops.pruning import Bound, predicate_bounds
 from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
+from deltacommit.protocol.features.identity import identity_columns
+from deltacommit.protocol.json_values import loads
 from deltacommit.spark.rowlevel import (
     SparkRowLevelJob,
     TaskResults,
@@ -231,7 +234,6 @@ class SparkMerger(TableMerger):
         }
 
     def _check_inserts_need_no_identity(self) -> None:
-        from deltacommit.protocol.features.identity import identity_columns
 
         identity = {c.name for c in identity_columns(self.table.schema, self.table.uri)}
         for clause in self.not_matched:
@@ -337,8 +339,6 @@ class SparkMerger(TableMerger):
         from pyspark.sql import functions as F
         from pyspark.sql.types import IntegerType, StructField, StructType
 
-        from deltacommit.engine.scan import partition_physical_names
-        from deltacommit.protocol.json_values import loads
 
         snap = txn.snapshot
         physical = partition_physical_names(snap.schema, snap.schema.names, snap.configuration)

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltacommit.engine.scan import prune_files
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.spark.schema import arrow_to_spark_schema
 from deltacommit.spark.shipping import is_connect, ship_package
 from deltacommit.spark.tasks import ReadTask
@@ -63,9 +66,6 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     files = table.files(partition_filters)
     read_schema = out_schema
     if filter is not None:
-        from deltacommit.engine.scan import prune_files
-        from deltacommit.protocol.expressions.parser import parse_expression
-        from deltacommit.protocol.expressions.row_filters import row_filter
 
         matching = row_filter(parse_expression(filter), schema,
                               f"filter of a read of table {table.uri}")

@@ -22,6 +22,8 @@ from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
 from deltacommit.ops.driver import Attempt, Finished
+from deltacommit.ops.merge.plan import parse_assignments
+from deltacommit.ops.pruning import predicate_bounds
 from deltacommit.ops.rowlevel import (
     Planned,
     Rewritten,
@@ -32,6 +34,11 @@ from deltacommit.ops.rowlevel import (
     run_row_level,
 )
 from deltacommit.protocol.actions import Add, AddCDCFile
+from deltacommit.protocol.expressions.ast import And
+from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
+from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.row_filters import row_filter
+from deltacommit.protocol.features.identity import identity_columns
 from deltacommit.spark.rowlevel_tasks import (
     FILE_COLUMN,
     DeleteWork,
@@ -206,7 +213,6 @@ def _file_job(spark: SparkSession, work: FileWork, conjuncts: Sequence[Any],
 
 
 def _conjuncts(pred: Any) -> list[Any]:
-    from deltacommit.protocol.expressions.ast import And
 
     return list(pred.children) if isinstance(pred, And) else [pred] if pred is not None else []
 
@@ -228,12 +234,6 @@ def update(table_or_uri: DeltaTable | str, updates: Mapping[str, str],
            storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
     """UPDATE the rows where ``predicate`` is TRUE (all without one) with Spark tasks; the
     same arguments, rules and metrics as ``DeltaTable.update(updates, predicate)``."""
-    from deltacommit.ops.merge.plan import parse_assignments
-    from deltacommit.ops.pruning import predicate_bounds
-    from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
-    from deltacommit.protocol.expressions.parser import parse_expression
-    from deltacommit.protocol.expressions.row_filters import row_filter
-    from deltacommit.protocol.features.identity import identity_columns
 
     table = open_table(table_or_uri, storage_options, "UPDATE")
     spark = session(spark, f"UPDATE of table {table.uri}")
@@ -285,9 +285,6 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
            storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
     """DELETE the rows where ``predicate`` is TRUE (NULL deletes nothing) with Spark tasks:
     copy-on-write, or deletion vectors where the table allows them; deltalake's metrics."""
-    from deltacommit.ops.pruning import predicate_bounds
-    from deltacommit.protocol.expressions.parser import parse_expression
-    from deltacommit.protocol.expressions.row_filters import row_filter
 
     table = open_table(table_or_uri, storage_options, "DELETE")
     spark = session(spark, f"DELETE from table {table.uri}")

@@ -32,7 +32,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from deltacommit.engine.scan import FileScan
+from deltacommit.errors import DeltaCommitError
+from deltacommit.io.datafiles import conform_rows
+from deltacommit.io.storage import open_store
+from deltacommit.ops.driver import Attempt
+from deltacommit.ops.merge.plan import insert_rows, merge_file
 from deltacommit.ops.rowlevel import FileChange, ReadFile, Rewritten, RowRewrite
+from deltacommit.ops.update import update_rows
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.expressions.row_filters import row_filter
+from deltacommit.protocol.partitions import decode_add_path
+from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
+from deltacommit.spark.tasks import RESULT_SCHEMA
 
 if TYPE_CHECKING:
     from deltacommit.io.datafiles import WriteTarget
@@ -89,7 +101,6 @@ class _TaskTable:
     """The table as a task's rewrite sees it (``RowRewrite`` and ``check_output`` use these)."""
 
     def __init__(self, spec: RewriteSpec, store: ObjectStore) -> None:
-        from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
 
         self.uri = spec.uri
         self.storage_options = spec.storage_options
@@ -103,8 +114,6 @@ class TaskRewrite(RowRewrite):
     """``RowRewrite`` rebuilt on an executor from a ``RewriteSpec`` (no snapshot, no log)."""
 
     def __init__(self, spec: RewriteSpec) -> None:
-        from deltacommit.engine.scan import FileScan
-        from deltacommit.io.storage import open_store
 
         store = open_store(spec.uri, spec.storage_options)
         target = spec.target
@@ -145,7 +154,6 @@ class DeleteWork:
 
     def __call__(self, rewrite: RowRewrite, file: ReadFile, source: pa.Table | None
                  ) -> tuple[FileChange, dict[str, int], Positions]:
-        from deltacommit.protocol.expressions.row_filters import row_filter
 
         rows = file.live_rows()
         mask = row_filter(self.predicate, rows.schema, self.what).matches(rows)
@@ -165,7 +173,6 @@ class UpdateWork:
 
     def __call__(self, rewrite: RowRewrite, file: ReadFile, source: pa.Table | None
                  ) -> tuple[FileChange, dict[str, int], Positions]:
-        from deltacommit.ops.update import update_rows
 
         hit, new = update_rows(rewrite.target, file.live_rows(), self.predicate,
                                self.assignments, self.what)
@@ -182,7 +189,6 @@ class MergeWork:
 
     def __call__(self, rewrite: RowRewrite, file: ReadFile, source: pa.Table | None
                  ) -> tuple[FileChange, dict[str, int], Positions]:
-        from deltacommit.ops.merge.plan import merge_file
 
         if source is None:
             raise AssertionError("a MERGE task has source rows")
@@ -217,7 +223,6 @@ def _document(attempt_written: Sequence[Any], out: Rewritten | None, counts: Map
 
 
 def _result(lines: list[str]) -> Iterator[pa.RecordBatch]:
-    from deltacommit.spark.tasks import RESULT_SCHEMA
 
     if lines:
         yield pa.RecordBatch.from_arrays([pa.array(lines, pa.string())], schema=RESULT_SCHEMA)
@@ -226,7 +231,6 @@ def _result(lines: list[str]) -> Iterator[pa.RecordBatch]:
 def _durable(rewrite: RowRewrite, written: Sequence[Any]) -> None:
     """The files a task wrote unsynced, made durable before it reports them: the driver's
     commit cannot sync files on an executor's disk or finish its uploads."""
-    from deltacommit.protocol.partitions import decode_add_path
 
     if written:
         rewrite.store.make_durable([decode_add_path(a.path) for a in written])
@@ -243,9 +247,6 @@ class FileTask:
         self.work = work
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from deltacommit.errors import DeltaCommitError
-        from deltacommit.ops.driver import Attempt
-        from deltacommit.protocol.actions import Add
 
         parts = [b for b in batches if b.num_rows]
         if not parts:
@@ -313,10 +314,6 @@ class InsertTask:
         self.plan = plan
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from deltacommit.errors import DeltaCommitError
-        from deltacommit.io.datafiles import conform_rows
-        from deltacommit.ops.driver import Attempt
-        from deltacommit.ops.merge.plan import insert_rows
 
         parts = [b for b in batches if b.num_rows]
         if not parts:
