@@ -293,6 +293,17 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
         for name, arr in out.items():
             columns.setdefault(name, []).append(arr)
 
+    out_schema = _output_schema(logical, ptype if pcols else None, deletion_vectors,
+                                tight_bounds)
+    result = pa.Table.from_arrays(
+        [_chunked(columns.get(f.name, []), f.type) for f in out_schema], schema=out_schema)
+    return flattened(result) if flatten else result
+
+
+def _output_schema(logical: Any, ptype: pa.StructType | None, deletion_vectors: bool,
+                   tight_bounds: bool) -> pa.Schema:
+    """The columns of ``add_actions_table`` in deltalake's order, statistics typed by
+    ``logical``; ``partition`` only where the table is partitioned (``ptype``)."""
     fields: list[pa.Field[Any]] = [
               pa.field("path", pa.string(), False), pa.field("size_bytes", pa.int64(), False),
               pa.field("modification_time", pa.int64(), False),
@@ -300,17 +311,14 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
     fields += [pa.field(name, logical.field(src).type)
                for src, name in (("nullCount", "null_count"), ("minValues", "min"),
                                  ("maxValues", "max")) if logical.get_field_index(src) >= 0]
-    if pcols:
+    if ptype is not None:
         fields.append(pa.field("partition", ptype))
     fields.append(pa.field("data_change", pa.bool_()))
     if deletion_vectors:
         fields.append(pa.field("deletion_vector", DELETION_VECTOR))
     if tight_bounds:
         fields.append(pa.field("tight_bounds", pa.bool_()))
-    out_schema = pa.schema(fields)
-    result = pa.Table.from_arrays(
-        [_chunked(columns.get(f.name, []), f.type) for f in out_schema], schema=out_schema)
-    return flattened(result) if flatten else result
+    return pa.schema(fields)
 
 
 __all__ = [

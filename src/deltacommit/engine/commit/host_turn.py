@@ -103,6 +103,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from deltacommit.engine.commit.turn_carry import (
+    CARRIED_BYTES,
+    CARRIED_COMMITS,
+    CARRY_FILE_SIZE,
+    decode_carried,
+    encode_carried,
+)
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.runtime.process_state import process_wide
 
@@ -134,48 +141,6 @@ _STRIDE = 64
 _HOLDER_AT, _DONE_AT, _PASSED_AT = 0, _STRIDE, 2 * _STRIDE
 _RECORD_FILE_SIZE = 3 * _STRIDE
 _FLAG_SETTLED = 1
-
-#: A commit at most this large travels with its record (``<key>.carry``), for the next holders
-#: to take once a commit read from the log vouches for it (``TableLog.advance_to``).  The carry
-#: file holds the last ``CARRIED_COMMITS`` commits handed on, at most this many bytes of them.
-CARRIED_BYTES = 256 * 1024
-CARRIED_COMMITS = 16
-# The carry file: magic and count, then each commit's version and length, and its bytes.
-_CARRY_HEAD = struct.Struct("!4sI")
-_CARRY_ENTRY = struct.Struct("!qI")
-_CARRY_MAGIC = b"DCC1"
-_CARRY_FILE_SIZE = _CARRY_HEAD.size + CARRIED_COMMITS * _CARRY_ENTRY.size + CARRIED_BYTES
-
-
-def encode_carried(commits: dict[int, bytes]) -> bytes:
-    """The carry file holding ``commits`` (by version)."""
-    parts = [_CARRY_HEAD.pack(_CARRY_MAGIC, len(commits))]
-    for version, data in sorted(commits.items(), reverse=True):
-        parts.append(_CARRY_ENTRY.pack(version, len(data)))
-        parts.append(data)
-    return b"".join(parts)
-
-
-def decode_carried(data: bytes) -> dict[int, bytes]:
-    """The commits a carry file holds, by version; none from anything else (an empty file, a
-    torn, forged or truncated one: each commit taken is checked against the log anyway)."""
-    if len(data) < _CARRY_HEAD.size:
-        return {}
-    magic, count = _CARRY_HEAD.unpack_from(data)
-    if magic != _CARRY_MAGIC or count > CARRIED_COMMITS:
-        return {}
-    out: dict[int, bytes] = {}
-    at = _CARRY_HEAD.size
-    for _ in range(count):
-        if at + _CARRY_ENTRY.size > len(data):
-            return {}
-        version, size = _CARRY_ENTRY.unpack_from(data, at)
-        at += _CARRY_ENTRY.size
-        if version < 0 or at + size > len(data):
-            return {}
-        out[version] = data[at:at + size]
-        at += size
-    return out
 
 _OPEN_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
                | getattr(os, "O_NOFOLLOW", 0))
@@ -357,7 +322,7 @@ class _Files:
 
     def carried(self) -> dict[int, bytes]:
         with self.using:
-            data = b"" if self.closed else os.pread(self.carry_fd, _CARRY_FILE_SIZE, 0)
+            data = b"" if self.closed else os.pread(self.carry_fd, CARRY_FILE_SIZE, 0)
         return decode_carried(data)
 
 

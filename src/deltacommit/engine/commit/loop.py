@@ -159,6 +159,38 @@ class Group:
         member.fail(error)
 
 
+def group_actions(staged: Sequence[StagedCommit], shared_adds: Sequence[Add],
+                  commit_info: Any) -> list[Action]:
+    """A version holding several members: the last protocol and metadata any of them sets,
+    then every member's app ids, removes and adds (the shared files first)."""
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: list[Txn] = []
+    domains: list[DomainMetadata] = []
+    removes: list[Remove] = []
+    files: list[Add] = list(shared_adds)
+    cdc: list[AddCDCFile] = []
+    for s in staged:
+        protocol = s.protocol or protocol
+        metadata = s.metadata or metadata
+        txns.extend(s.txns)
+        domains.extend(s.domains)
+        removes.extend(s.removes)
+        files.extend(s.adds)
+        cdc.extend(s.cdc)
+    out: list[Action] = [commit_info]
+    if protocol is not None:
+        out.append(protocol)
+    if metadata is not None:
+        out.append(metadata)
+    out.extend(txns)
+    out.extend(domains)
+    out.extend(removes)
+    out.extend(files)
+    out.extend(cdc)
+    return out
+
+
 class CommitLoop:
     """Commits groups to one table log."""
 
@@ -434,14 +466,18 @@ class CommitLoop:
                 base = outcome
                 continue
             except DeltaCommitError as e:
-                if unconfirmed and not isinstance(e, TableReplacedError):
-                    # Checks made before the claim on a state not yet proven (a missing
-                    # previous version, stale entries) are what a replaced table shows:
-                    # reported as that, so that the write is tried again on a fresh read.
-                    self.log.confirm_identity()
+                self._replaced_or(e, unconfirmed)
                 raise
             return self._won(group, members, Commit(version, actions, digest), data, turn)
         return None
+
+    def _replaced_or(self, error: DeltaCommitError, unconfirmed: bool) -> None:
+        """Raise TableReplacedError where ``error`` came from checks made before the claim on a
+        state not yet proven (a missing previous version, stale entries): that is what a
+        replaced table shows, reported as that so that the write is tried again on a fresh
+        read.  Otherwise return, and ``error`` stands."""
+        if unconfirmed and not isinstance(error, TableReplacedError):
+            self.log.confirm_identity()
 
     def _after_lost_claim(self, group: Group, turn: HostTurn | None, base: int, version: int,
                           attempt: int, cheap: bool) -> tuple[Commit | int | None, bool]:
@@ -622,45 +658,13 @@ class CommitLoop:
 
     # ----------------------------------------------------------------- the version's actions
 
-    @staticmethod
-    def group_actions(staged: Sequence[StagedCommit], shared_adds: Sequence[Add],
-                      commit_info: Any) -> list[Action]:
-        """A version holding several members: the last protocol and metadata any of them sets,
-        then every member's app ids, removes and adds (the shared files first)."""
-        protocol: Protocol | None = None
-        metadata: Metadata | None = None
-        txns: list[Txn] = []
-        domains: list[DomainMetadata] = []
-        removes: list[Remove] = []
-        files: list[Add] = list(shared_adds)
-        cdc: list[AddCDCFile] = []
-        for s in staged:
-            protocol = s.protocol or protocol
-            metadata = s.metadata or metadata
-            txns.extend(s.txns)
-            domains.extend(s.domains)
-            removes.extend(s.removes)
-            files.extend(s.adds)
-            cdc.extend(s.cdc)
-        out: list[Action] = [commit_info]
-        if protocol is not None:
-            out.append(protocol)
-        if metadata is not None:
-            out.append(metadata)
-        out.extend(txns)
-        out.extend(domains)
-        out.extend(removes)
-        out.extend(files)
-        out.extend(cdc)
-        return out
-
     def actions(self, group: Group, group_id: str, now_ms: int) -> list[Action]:
         staged = [m.staged for m in group.members]
         info = version_commit_info(staged, group.adds, now_ms, group_id)
         if len(staged) == 1:
             # A group of one is written exactly as the lone transaction would write it.
             return staged[0].with_adds(staged[0].adds + tuple(group.adds)).actions(info)
-        return self.group_actions(staged, group.adds, info)
+        return group_actions(staged, group.adds, info)
 
     def stamped_actions(self, group: Group, group_id: str, version: int,
                         before: Snapshot | None = None) -> tuple[list[Action], bool]:

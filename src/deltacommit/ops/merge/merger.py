@@ -12,6 +12,7 @@ rewrite is written, proven and committed.  The metrics are deltalake's.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
@@ -240,34 +241,8 @@ class TableMerger:
             return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 
-        def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-            c = planned.counts
-            updated = c["matched_updated"] + c["nmbs_updated"]
-            deleted = c["matched_deleted"] + c["nmbs_deleted"]
-            return {k: str(v) for k, v in {
-                "numSourceRows": ns,
-                "numTargetRowsInserted": c["inserted"],
-                "numTargetRowsUpdated": updated,
-                "numTargetRowsMatchedUpdated": c["matched_updated"],
-                "numTargetRowsNotMatchedBySourceUpdated": c["nmbs_updated"],
-                "numTargetRowsDeleted": deleted,
-                "numTargetRowsMatchedDeleted": c["matched_deleted"],
-                "numTargetRowsNotMatchedBySourceDeleted": c["nmbs_deleted"],
-                "numTargetRowsCopied": written.rows_copied,
-                "numOutputRows": c["inserted"] + updated + written.rows_copied,
-                "numTargetFilesAdded": written.files_added,
-                "numTargetFilesRemoved": written.files_removed,
-                "numTargetChangeFilesAdded": written.change_files,
-                "numTargetDeletionVectorsAdded": written.dvs_added,
-                "numTargetDeletionVectorsRemoved": written.dvs_removed,
-                "numTargetBytesAdded": written.bytes_added,
-                "numTargetBytesRemoved": written.bytes_removed,
-                "scanTimeMs": planned.scan_ms,
-                "rewriteTimeMs": written.rewrite_ms,
-            }.items()}
-
         done = run_row_level(RowLevelJob(table, "MERGE", params, self.what, plan,
-                                         spark_metrics))
+                                         functools.partial(_spark_metrics, ns)))
         c = {k: done.planned.counts.get(k, 0) for k in counts_keys}
         updated = c["matched_updated"] + c["nmbs_updated"]
         return {
@@ -392,3 +367,31 @@ def _strip_alias(e: Any, alias: str) -> Any:
 
 
 __all__ = ["SOURCE", "TARGET", "TableMerger"]
+
+
+def _spark_metrics(ns: int, planned: Planned, written: Rewritten) -> dict[str, str]:
+    """Spark's MERGE metrics for ``commitInfo.operationMetrics`` (``ns``: source rows)."""
+    c = planned.counts
+    updated = c["matched_updated"] + c["nmbs_updated"]
+    deleted = c["matched_deleted"] + c["nmbs_deleted"]
+    return {k: str(v) for k, v in {
+        "numSourceRows": ns,
+        "numTargetRowsInserted": c["inserted"],
+        "numTargetRowsUpdated": updated,
+        "numTargetRowsMatchedUpdated": c["matched_updated"],
+        "numTargetRowsNotMatchedBySourceUpdated": c["nmbs_updated"],
+        "numTargetRowsDeleted": deleted,
+        "numTargetRowsMatchedDeleted": c["matched_deleted"],
+        "numTargetRowsNotMatchedBySourceDeleted": c["nmbs_deleted"],
+        "numTargetRowsCopied": written.rows_copied,
+        "numOutputRows": c["inserted"] + updated + written.rows_copied,
+        "numTargetFilesAdded": written.files_added,
+        "numTargetFilesRemoved": written.files_removed,
+        "numTargetChangeFilesAdded": written.change_files,
+        "numTargetDeletionVectorsAdded": written.dvs_added,
+        "numTargetDeletionVectorsRemoved": written.dvs_removed,
+        "numTargetBytesAdded": written.bytes_added,
+        "numTargetBytesRemoved": written.bytes_removed,
+        "scanTimeMs": planned.scan_ms,
+        "rewriteTimeMs": written.rewrite_ms,
+    }.items()}
