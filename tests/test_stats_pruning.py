@@ -297,3 +297,20 @@ def test_pruning_of_one_column_never_drops_a_matching_file(name: str) -> None:
         test_pruning_never_drops_a_file_with_a_matching_row.hypothesis.inner_test(case)
 
     check()
+
+
+def test_string_bounds_ordered_by_utf16_keep_values_above_them_in_code_points() -> None:
+    """Spark orders strings by UTF-16 code units: U+1F600 (a surrogate pair) sorts below U+FFFE,
+    though above it by code point; a value the file holds must never be pruned for that."""
+    prefix = "a" * 32
+    table = _listing(json.dumps({"numRecords": 2, "minValues": {"s": prefix},
+                                 "maxValues": {"s": prefix + "\ufffe\ufffd"},
+                                 "nullCount": {"s": 0}}),
+                     json.dumps({"numRecords": 2, "minValues": {"s": "x\U0001F600"},
+                                 "maxValues": {"s": "x\uffff"}, "nullCount": {"s": 0}}),
+                     json.dumps({"numRecords": 1, "minValues": {"s": "b\ue000"},
+                                 "maxValues": {"s": "b\ue000z"}, "nullCount": {"s": 0}}))
+    assert _keeps(f"s = '{prefix}\U0001F600'", table) == [True, False, False]
+    assert _keeps("s = 'x\ue001'", table) == [False, True, False]
+    assert _keeps("s = 'b\U0001F600'", table) == [False, False, True]
+    assert _keeps("s = 'c'", table) == [False, False, False]

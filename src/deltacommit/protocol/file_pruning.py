@@ -59,6 +59,10 @@ pc: Any = arrow_compute  # pyarrow.compute's stubs do not cover every use here
 #: ``spark.databricks.io.skipping.stringPrefixLength``).
 STRING_PREFIX_LENGTH = 32
 TIE_BREAKER = "\ufffd"
+#: The characters from which a max (high) or a min (low) no longer orders alike by UTF-16 code
+#: units (Spark) and by code points (Arrow).
+_UTF16_DISAGREES_HIGH = "[\\x{E000}-\\x{10FFFF}]"
+_UTF16_DISAGREES_LOW = "[\\x{10000}-\\x{10FFFF}]"
 _MS_IN_UNIT = {"s": 1, "ms": 1, "us": 1_000, "ns": 1_000_000}
 
 #: Literal kinds a column of each kind is compared with in its own order.
@@ -263,10 +267,18 @@ class FilePruner:
         if high is not None and _kind(t) == "string":
             long = pc.or_(pc.ends_with(high, TIE_BREAKER),
                           pc.greater_equal(pc.utf8_length(high), STRING_PREFIX_LENGTH))
-            prefix = _np(pc.fill_null(long, False))
-            if prefix.any():
-                high = pc.if_else(pa.array(prefix), pc.utf8_rtrim(high, characters=TIE_BREAKER),
-                                  high)
+            prefix_high = pc.fill_null(long, False)
+            high = pc.if_else(prefix_high, pc.utf8_rtrim(high, characters=TIE_BREAKER), high)
+            # Spark orders strings by UTF-16 code units, in which a character above U+FFFF
+            # (a surrogate pair) sorts below U+E000-U+FFFF; Arrow orders by code point.  The
+            # orders agree up to the first such character of a bound, so a max is cut before
+            # its first character from U+E000 (and bounds only that prefix), a min before its
+            # first character above U+FFFF (a shorter prefix is a lower bound still).
+            cut = pc.fill_null(pc.match_substring_regex(high, _UTF16_DISAGREES_HIGH), False)
+            high = pc.replace_substring_regex(high, _UTF16_DISAGREES_HIGH + "(?s:.*)", "")
+            prefix = _np(pc.or_(prefix_high, cut))
+        if low is not None and _kind(t) == "string":
+            low = pc.replace_substring_regex(low, _UTF16_DISAGREES_LOW + "(?s:.*)", "")
         return _Leaf(t, low, high, prefix, no_nulls, all_null)
 
     def _schema_type(self, path: tuple[str, ...]) -> pa.DataType | None:
