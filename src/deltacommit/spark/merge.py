@@ -33,6 +33,7 @@ whose inserts leave an identity column out is refused, run it with ``DeltaTable.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ import pyarrow as pa
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.ops.merge.merger import TableMerger
+from deltacommit.ops.merge.merger import MERGE_COUNTS, TableMerger, spark_merge_metrics
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of
 from deltacommit.ops.pruning import Bound, predicate_bounds
 from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
@@ -84,7 +85,6 @@ _TRUNCATED_FROM = 32
 #: themselves, else by their range.
 KEYS_COLLECTED = 10_000
 
-_COUNTS = ("inserted", "matched_updated", "matched_deleted", "nmbs_updated", "nmbs_deleted")
 
 
 def _kind(t: pa.DataType) -> str | None:
@@ -183,38 +183,12 @@ class SparkMerger(TableMerger):
                  ) -> tuple[Planned, Rewritten]:
             return self._run(rewrite, txn, attempt, source)
 
-        def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-            c = {k: planned.counts.get(k, 0) for k in _COUNTS}
-            updated = c["matched_updated"] + c["nmbs_updated"]
-            deleted = c["matched_deleted"] + c["nmbs_deleted"]
-            return {k: str(v) for k, v in {
-                "numSourceRows": ns,
-                "numTargetRowsInserted": c["inserted"],
-                "numTargetRowsUpdated": updated,
-                "numTargetRowsMatchedUpdated": c["matched_updated"],
-                "numTargetRowsNotMatchedBySourceUpdated": c["nmbs_updated"],
-                "numTargetRowsDeleted": deleted,
-                "numTargetRowsMatchedDeleted": c["matched_deleted"],
-                "numTargetRowsNotMatchedBySourceDeleted": c["nmbs_deleted"],
-                "numTargetRowsCopied": written.rows_copied,
-                "numOutputRows": c["inserted"] + updated + written.rows_copied,
-                "numTargetFilesAdded": written.files_added,
-                "numTargetFilesRemoved": written.files_removed,
-                "numTargetChangeFilesAdded": written.change_files,
-                "numTargetDeletionVectorsAdded": written.dvs_added,
-                "numTargetDeletionVectorsRemoved": written.dvs_removed,
-                "numTargetBytesAdded": written.bytes_added,
-                "numTargetBytesRemoved": written.bytes_removed,
-                "scanTimeMs": planned.scan_ms,
-                "rewriteTimeMs": written.rewrite_ms,
-            }.items()}
-
         try:
             done = run_row_level(SparkRowLevelJob(table, "MERGE", params, self.what, plan,
-                                                  spark_metrics))
+                                                  functools.partial(spark_merge_metrics, ns)))
         finally:
             source.unpersist()
-        c = {k: done.planned.counts.get(k, 0) for k in _COUNTS}
+        c = {k: done.planned.counts.get(k, 0) for k in MERGE_COUNTS}
         updated = c["matched_updated"] + c["nmbs_updated"]
         return {
             "num_source_rows": ns,
@@ -270,7 +244,7 @@ class SparkMerger(TableMerger):
             results.absorb(run_row_tasks(unmatched, InsertTask(spec, merge), self.table.uri,
                                          attempt))
         check_removes(files, results.written, self.what)
-        counts = {k: results.counts.get(k, 0) for k in _COUNTS}
+        counts = {k: results.counts.get(k, 0) for k in MERGE_COUNTS}
         planned = Planned([], None, len(files), skipped,
                           int((time.monotonic() - started) * 1000), counts)
         return planned, results.written

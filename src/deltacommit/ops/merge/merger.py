@@ -201,8 +201,7 @@ class TableMerger:
             "notMatchedBySourcePredicates": json_text(
                 [c.describe() for c in self.not_matched_by_source]),
         }
-        counts_keys = ("inserted", "matched_updated", "matched_deleted", "nmbs_updated",
-                       "nmbs_deleted")
+        counts_keys = MERGE_COUNTS
 
         def plan(rewrite: RowRewrite, txn: Transaction) -> Planned:
             started = time.monotonic()
@@ -242,7 +241,7 @@ class TableMerger:
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 
         done = run_row_level(RowLevelJob(table, "MERGE", params, self.what, plan,
-                                         functools.partial(_spark_metrics, ns)))
+                                         functools.partial(spark_merge_metrics, ns)))
         c = {k: done.planned.counts.get(k, 0) for k in counts_keys}
         updated = c["matched_updated"] + c["nmbs_updated"]
         return {
@@ -366,12 +365,16 @@ def _strip_alias(e: Any, alias: str) -> Any:
     return replace(node, **changed) if changed else node
 
 
-__all__ = ["SOURCE", "TARGET", "TableMerger"]
+#: The counts a MERGE's plan reports (``Planned.counts``).
+MERGE_COUNTS = ("inserted", "matched_updated", "matched_deleted", "nmbs_updated", "nmbs_deleted")
+
+__all__ = ["MERGE_COUNTS", "SOURCE", "TARGET", "TableMerger", "spark_merge_metrics"]
 
 
-def _spark_metrics(ns: int, planned: Planned, written: Rewritten) -> dict[str, str]:
-    """Spark's MERGE metrics for ``commitInfo.operationMetrics`` (``ns``: source rows)."""
-    c = planned.counts
+def spark_merge_metrics(ns: int, planned: Planned, written: Rewritten) -> dict[str, str]:
+    """Spark's MERGE metrics for ``commitInfo.operationMetrics`` (``ns``: source rows), for
+    the Python MERGE and Spark's alike."""
+    c = {k: planned.counts.get(k, 0) for k in MERGE_COUNTS}
     updated = c["matched_updated"] + c["nmbs_updated"]
     deleted = c["matched_deleted"] + c["nmbs_deleted"]
     return {k: str(v) for k, v in {
