@@ -445,7 +445,9 @@ def _cast(v: Any, source: T, to: T) -> Any:
         if source == BOOLEAN:
             return "true" if v else "false"
         if source.name == "decimal":
-            return format(v, "f")  # toPlainString in ANSI mode
+            # toPlainString in ANSI mode; Java's BigDecimal has no negative zero ("-0.05"
+            # rounded to scale 0 is "0"), Python's Decimal keeps the sign.
+            return format(v.copy_abs() if v.is_zero() else v, "f")
         if source == DATE:
             return v.isoformat()
         return str(v)
