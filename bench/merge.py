@@ -12,8 +12,9 @@ copied for each library and each round.  Measured, interleaved (deltacommit then
 * ``merge_few_keys``: MERGE of 100 existing keys into the table (ids ordered across files, so
   file statistics admit a few files): files rewritten by each library.
 
-One JSON line per measurement (each library's median seconds, the ratio deltacommit /
-deltalake), and per library the files the few-keys MERGE removed.
+One JSON line per measurement (each library's median seconds of wall time, the ratio
+deltacommit / deltalake, and the same for the CPU time of the process during the call, steadier
+on a shared machine), and per library the files the few-keys MERGE removed.
 
     .venv/bin/python bench/merge.py                  # 1M rows, about half a minute
     .venv/bin/python bench/merge.py --rows 10000000  # the 10M-row table (2,000 files)
@@ -43,12 +44,19 @@ def table_rows(start: int, n: int) -> pa.Table:
                      "s": pa.array(np.char.add("s", (ids % 97).astype(str)))})
 
 
+#: Files each commit of the generated table adds: a 10M-row table of 2,000 files is then
+#: written in 20 commits instead of 2,000.
+FILES_PER_COMMIT = 100
+
+
 def build(path: str, rows: int, files: int) -> None:
+    """``files`` files of consecutive ids, ``FILES_PER_COMMIT`` of them per commit."""
     import deltacommit as dc
 
     per = -(-rows // files)
-    for start in range(0, rows, per):
-        dc.write(path, table_rows(start, min(per, rows - start)))
+    step = per * FILES_PER_COMMIT
+    for start in range(0, rows, step):
+        dc.write(path, table_rows(start, min(step, rows - start)), target_file_rows=per)
 
 
 def open_table(lib: str, path: str) -> Any:
@@ -88,7 +96,10 @@ def main() -> None:
                         help="data files of the table (default: one per 5,000 rows)")
     parser.add_argument("--few-keys-files", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ops", default="merge_upsert,update,merge_few_keys",
+                        help="comma-separated measurements to make")
     args = parser.parse_args()
+    wanted = set(args.ops.split(","))
     if args.files is None:
         args.files = max(1, args.rows // 5000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,21 +113,32 @@ def main() -> None:
                                          predicate="id % 100 = 7"),
         }
         for name, op in ops.items():
+            if name not in wanted:
+                continue
             times: dict[str, list[float]] = {"deltacommit": [], "deltalake": []}
+            cpu: dict[str, list[float]] = {"deltacommit": [], "deltalake": []}
             for r in range(args.rounds):
                 for lib in ("deltacommit", "deltalake"):
                     path = f"{tmp}/{name}-{lib}-{r}"
                     shutil.copytree(base, path)
                     table = open_table(lib, path)
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), time.process_time()
                     op(table)
                     times[lib].append(time.perf_counter() - started)
+                    cpu[lib].append(time.process_time() - cpu_started)
                     shutil.rmtree(path)
             ours, theirs = (statistics.median(times[k]) for k in ("deltacommit", "deltalake"))
+            ours_cpu, theirs_cpu = (statistics.median(cpu[k]) for k in ("deltacommit", "deltalake"))
             emit(bench="merge", op=name, rows=args.rows, files=args.files,
                  source_rows=source.num_rows if name == "merge_upsert" else None,
                  deltacommit_s=round(ours, 3), deltalake_s=round(theirs, 3),
-                 ratio=round(ours / theirs, 3), rounds=args.rounds)
+                 ratio=round(ours / theirs, 3), rounds=args.rounds,
+                 deltacommit_cpu_s=round(ours_cpu, 3), deltalake_cpu_s=round(theirs_cpu, 3),
+                 cpu_ratio=round(ours_cpu / theirs_cpu, 3),
+                 deltacommit_all_s=[round(x, 3) for x in times["deltacommit"]],
+                 deltalake_all_s=[round(x, 3) for x in times["deltalake"]])
+        if "merge_few_keys" not in wanted:
+            return
         few = f"{tmp}/few"
         build(few, args.rows, args.few_keys_files)
         rng = np.random.default_rng(11)

@@ -346,6 +346,71 @@ def test_a_rewrite_whose_files_lose_a_row_commits_nothing_and_leaves_no_file(
     assert _state(uri) == before
 
 
+def _many_files(tmp_path: Path, files: int = 6, per: int = 50) -> str:
+    """An unpartitioned table of ``files`` files of ``per`` consecutive ids each."""
+    uri = str(tmp_path / "many")
+    dc.DeltaTable.create(uri, SCHEMA)
+    for f in range(files):
+        ids = list(range(f * per, (f + 1) * per))
+        dc.write(uri, pa.table({"id": ids, "v": [float(i) for i in ids],
+                                "p": [f"p{i % 3}" for i in ids]}, schema=SCHEMA))
+    return uri
+
+
+@pytest.fixture
+def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rewrites of a few hundred bytes cut into one file per copied file, written and
+    proven on two threads: the path large rewrites take."""
+    from deltacommit.ops import rowlevel
+
+    monkeypatch.setattr(rowlevel, "REWRITE_FILE_BYTES", 1)
+    monkeypatch.setattr(rowlevel, "REWRITE_PIECE_MIN_BYTES", 1)
+    monkeypatch.setattr(rowlevel, "REWRITE_THREADS", 2)
+    monkeypatch.setattr(rowlevel.os, "cpu_count", lambda: 2)
+
+
+def test_a_rewrite_cut_into_groups_writes_each_row_once_in_its_place(
+        tmp_path: Path, small_groups: None) -> None:
+    uri = _many_files(tmp_path)
+    m = dc.DeltaTable(uri).update({"v": "-v"}, predicate="id % 10 = 3")
+    assert (m["num_updated_rows"], m["num_copied_rows"]) == (30, 270)
+    assert (m["num_removed_files"], m["num_added_files"]) == (6, 6)
+    rows = dc.DeltaTable(uri).to_arrow()
+    # Each updated row stays where it was, between the rows copied around it.
+    assert rows["id"].to_pylist() == list(range(300))
+    assert rows["v"].to_pylist() == [-float(i) if i % 10 == 3 else float(i)
+                                     for i in range(300)]
+    m = (dc.DeltaTable(uri).merge(_source([7, 301], [70.0, 3010.0], ["x", "y"]),
+                                  "t.id = s.id", "s", "t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert (m["num_target_rows_updated"], m["num_target_rows_inserted"]) == (1, 1)
+    after = dc.DeltaTable(uri).to_arrow()
+    assert after.num_rows == 301
+    assert deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("id").equals(
+        after.sort_by("id"))
+
+
+@pytest.mark.parametrize("bad_piece", [0, 3])
+def test_a_grouped_rewrite_with_one_bad_file_commits_nothing_and_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_groups: None,
+        bad_piece: int) -> None:
+    from deltacommit.ops import rowlevel
+
+    uri = _many_files(tmp_path)
+    before = _state(uri)
+    real = rowlevel.write_data_file
+
+    def lossy(store: Any, values: Any, pcols: Any, data: pa.Table, **kw: Any) -> Any:
+        if kw["index"] == bad_piece:
+            data = data.slice(1)
+        return real(store, values, pcols, data, **kw)
+
+    monkeypatch.setattr(rowlevel, "write_data_file", lossy)
+    with pytest.raises(RewriteCheckError, match="nothing was committed"):
+        dc.DeltaTable(uri).update({"v": "v + 1"}, predicate="id % 10 = 3")
+    assert _state(uri) == before
+
+
 def test_a_merge_conflicting_with_a_concurrent_delete_fails_and_deletes_its_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from deltacommit.ops import rowlevel

@@ -26,8 +26,11 @@ was written is deleted and ``RewriteCheckError`` says so.
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from typing import Protocol as Interface
@@ -42,6 +45,7 @@ from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
     WriteTarget,
+    write_data_file,
     write_data_files,
     write_rows,
 )
@@ -279,7 +283,7 @@ class RowRewrite:
         if len(files) <= 1:
             return [one(a) for a in files]
         local = self.store.local_path("") is not None
-        with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
+        with CallThreads(max_workers=min(len(files), READ_THREADS_LOCAL if local else 16)) as pool:
             return list(pool.map(one, files))
 
     def columns_of(self, files: Sequence[Add], columns: Sequence[str],
@@ -293,7 +297,7 @@ class RowRewrite:
         if len(files) <= 1:
             return [work(scan.read(a)) for a in files]
         local = self.store.local_path("") is not None
-        with CallThreads(max_workers=min(len(files), 4 if local else 16)) as pool:
+        with CallThreads(max_workers=min(len(files), READ_THREADS_LOCAL if local else 16)) as pool:
             return list(pool.map(lambda a: work(scan.read(a)), files))
 
     def each_batch(self, files: Sequence[Add], work: Callable[[ReadBatch], T]) -> list[T]:
@@ -331,24 +335,21 @@ class RowRewrite:
         proofs: list[tuple[Add, pa.Table, pa.Table]] = []
         for c in touched:
             f = c.file
-            changed = np.union1d(c.deleted, c.updated)
             out.removes.append(f.add)
             out.bytes_removed += f.add.size
             if f.add.deletion_vector:
                 out.dvs_removed += 1
-            left = np.setdiff1d(f.live, changed, assume_unique=True)
             if self.deletion_vectors:
+                changed = np.union1d(c.deleted, c.updated)
+                left = np.setdiff1d(f.live, changed, assume_unique=True)
                 n = f.physical.num_rows
                 gone = np.setdiff1d(np.arange(n, dtype=np.int64), left, assume_unique=True)
                 proofs.append((f.add, f.physical.select(self.schema.names),
                                f.physical.select(self.schema.names).take(left)))
                 if len(left):
                     marked.append((f.add, encode_bitmap_array(gone), len(gone)))
-            elif len(left):
-                parts.append(f.physical.take(left))
-                out.rows_copied += len(left)
-            if len(c.updated):
-                parts.append(self._with_ids(c.new_rows, f.physical, c.updated))
+                if len(c.updated):
+                    parts.append(self._with_ids(c.new_rows, f.physical, c.updated))
         if inserted is not None and inserted.num_rows:
             parts.append(self._with_ids(inserted, None, None))
         if marked or proofs:
@@ -360,13 +361,9 @@ class RowRewrite:
             out.adds.extend(adds)
             out.dvs_added += len(adds)
         out.files_removed = len(out.removes) - len(marked)
-        rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0] if parts else None
-        if rows is not None and rows.num_rows:
-            written = write_rows(self.store, self.target, rows, clock=self.table.clock,
-                                 random=self.table.random, durable=False)
-            attempt.written.extend(written)
-            check_rewritten(self.read_back_scan, self.store, rows, written,
-                            what=f"{self.what}: the files it wrote")
+        copied = touched if not self.deletion_vectors else []
+        written, out.rows_copied = self._write_proven(attempt, copied, parts)
+        if written:
             hidden = self.hidden or ()
             new = [replace(a, stats=row_tracking.stats_without_columns(a.stats, hidden))
                    for a in written]
@@ -377,6 +374,112 @@ class RowRewrite:
             self._change_files(attempt, touched, inserted, out)
         out.rewrite_ms = int((time.monotonic() - started) * 1000)
         return out
+
+    def _copy_on_write(self, touched: Sequence[FileChange]) -> tuple[pa.Table | None, int]:
+        """The rows copy-on-write writes for the ``touched`` files, and how many of them are
+        copied unchanged: every live row neither deleted nor updated as it is, and each
+        updated row with its new values, in its place, file after file (so a table's order,
+        and with it the clustering its file statistics prune by, survives an UPDATE).  One
+        ``take`` over all the files instead of one per file: most of the rows of most
+        touched files are copied, and a call per file costs more than its rows."""
+        physical = [c.file.physical for c in touched]
+        sizes = np.fromiter((p.num_rows for p in physical), np.int64, len(physical))
+        starts = np.zeros(len(physical) + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        total = int(starts[-1])
+        order = np.arange(total, dtype=np.int64)
+        keep = np.zeros(total, np.bool_)
+        new_parts: list[pa.Table] = []
+        next_new = total
+        for c, start, size in zip(touched, starts[:-1].tolist(), sizes.tolist(), strict=True):
+            live = c.file.live
+            if len(live) == size:
+                keep[start:start + size] = True
+            else:
+                keep[start + live] = True
+            keep[start + c.deleted] = False
+            if len(c.updated):
+                order[start + c.updated] = np.arange(next_new, next_new + len(c.updated))
+                next_new += len(c.updated)
+                new_parts.append(self._with_ids(c.new_rows, c.file.physical, c.updated))
+        picked = order[keep]
+        if not len(picked):
+            return None, 0
+        updated = next_new - total
+        rows = pa.concat_tables(physical + new_parts).take(picked)
+        return rows, len(picked) - updated
+
+    def _write_proven(self, attempt: Attempt, copied: Sequence[FileChange],
+                      parts: Sequence[pa.Table]) -> tuple[list[Add], int]:
+        """The copy-on-write rows of the ``copied`` files (``_copy_on_write``) and the rows
+        of ``parts`` (conformed, the hidden row-tracking columns last) written as data files
+        and proven: their adds, and how many rows were copied unchanged.  Each file written is
+        in ``attempt.written``.
+
+        On an unpartitioned table the files are cut into groups of consecutive files
+        (``rewrite_groups``), ``parts`` going with the last, and each group's rows are made,
+        written (statistics computed from the rows in memory) and read back and compared
+        with them (``check_rewritten``) in a thread of its own: taking the rows, encoding,
+        decoding and comparing run in Arrow without the interpreter, so the groups overlap on
+        the machine's cores.  Every group is proven before this returns, each file read back
+        from the store as any reader reads it, so together the files hold exactly the rows
+        they should; a group that fails deletes its file, and the others are deleted by the
+        write driver (``attempt.written``) when the failure is raised.  A partitioned table's
+        rows are written by partition and proven at once, so that the partition values read
+        back from the files' paths are compared with the values written."""
+        target = self.target
+        scan = replace(self.read_back_scan, physical_rows=True, file_threads=False)
+        what = f"{self.what}: the files it wrote"
+
+        def rows_of(files: Sequence[FileChange], extra: Sequence[pa.Table]
+                    ) -> tuple[pa.Table | None, int]:
+            made, count = self._copy_on_write(files) if files else (None, 0)
+            tables = ([made] if made is not None else []) + [p for p in extra if p.num_rows]
+            if not tables:
+                return None, count
+            return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), count
+
+        if target.partition_columns:
+            rows, count = rows_of(copied, parts)
+            if rows is None or not rows.num_rows:
+                return [], count
+            written = write_rows(self.store, target, rows, clock=self.table.clock,
+                                 random=self.table.random, durable=False)
+            attempt.written.extend(written)
+            check_rewritten(scan, self.store, rows, written, what=what)
+            return written, count
+        workers = max(1, min(os.cpu_count() or 1, REWRITE_THREADS))
+        groups = rewrite_groups([c.file.physical.nbytes for c in copied],
+                                sum(p.nbytes for p in parts), workers)
+        jobs = [(copied[a:b], parts if i == len(groups) - 1 else [])
+                for i, (a, b) in enumerate(groups)]
+
+        def one(index: int, files: Sequence[FileChange], extra: Sequence[pa.Table]
+                ) -> tuple[Add | None, int]:
+            rows, count = rows_of(files, extra)
+            if rows is None or not rows.num_rows:
+                return None, count
+            add = write_data_file(self.store, {}, [], rows, index=index,
+                                  random=self.table.random, clock=self.table.clock,
+                                  indexed_cols=target.indexed_cols,
+                                  column_mapping=target.column_mapping,
+                                  table_schema=target.schema, durable=False)
+            check_rewritten(scan, self.store, rows, [add], what=what)  # deletes it if not
+            return add, count
+
+        if len(jobs) <= 1:
+            results = [one(0, *jobs[0])] if jobs else []
+        else:
+            with CallThreads(max_workers=min(workers, len(jobs))) as pool:
+                futures = [pool.submit(one, i, *j) for i, j in enumerate(jobs)]
+                wait(futures)
+            results = [f.result() for f in futures if f.exception() is None]
+            attempt.written.extend(a for a, _ in results if a is not None)
+            for f in futures:
+                f.result()  # the first failure, raised
+            return [a for a, _ in results if a is not None], sum(c for _, c in results)
+        attempt.written.extend(a for a, _ in results if a is not None)
+        return [a for a, _ in results if a is not None], sum(c for _, c in results)
 
     def _with_ids(self, rows: pa.Table, physical: pa.Table | None,
                   positions: Positions | None) -> pa.Table:
@@ -430,6 +533,39 @@ class RowRewrite:
         txn.add_cdc(out.cdc, unsynced=out.unsynced)
 
 
+
+
+#: Threads that read a row-level operation's local files: one per core (the rows of a local
+#: file are decoded, not waited for; more threads only take turns).
+READ_THREADS_LOCAL = max(1, min(os.cpu_count() or 1, 4))
+#: Threads that write and prove a rewrite's pieces (at most the machine's cores).
+REWRITE_THREADS = 4
+#: Bytes (in memory) of the rows of one data file a rewrite writes: larger rewrites are cut
+#: into files of about this size.
+REWRITE_FILE_BYTES = 128 << 20
+#: Bytes below which a rewrite's rows are not cut for the threads' sake.
+REWRITE_PIECE_MIN_BYTES = 8 << 20
+
+
+def rewrite_groups(file_bytes: Sequence[int], extra_bytes: int, workers: int
+                   ) -> list[tuple[int, int]]:
+    """The files a rewrite copies (bytes in memory of each, in order) cut into groups of
+    consecutive files, ``(first, end)``, each written as one file: of at most about
+    ``REWRITE_FILE_BYTES`` each, and one per worker where each would still hold
+    ``REWRITE_PIECE_MIN_BYTES`` (so that the workers make, write and prove them together);
+    ``extra_bytes`` (rows written besides) go with the last.  One group, possibly empty,
+    when there is little to write."""
+    total = sum(file_bytes) + extra_bytes
+    count = max(-(-total // REWRITE_FILE_BYTES), min(workers, total // REWRITE_PIECE_MIN_BYTES),
+                1)
+    count = min(count, max(len(file_bytes), 1))
+    if count == 1:
+        return [(0, len(file_bytes))]
+    ends = np.cumsum(np.asarray(file_bytes, dtype=np.int64))
+    cuts = np.searchsorted(ends, [total * k / count for k in range(1, count)], side="left")
+    bounds = [0] + sorted({min(int(c) + 1, len(file_bytes)) for c in cuts}) + [len(file_bytes)]
+    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a] or \
+        [(0, len(file_bytes))]
 
 
 #: Live rows judged at once by a row-level verb (``RowRewrite.each_batch``): enough that the
