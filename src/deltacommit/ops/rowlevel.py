@@ -283,8 +283,16 @@ class RowRewrite:
         if len(files) <= 1:
             return [one(a) for a in files]
         local = self.store.local_path("") is not None
-        with CallThreads(max_workers=min(len(files), READ_THREADS_LOCAL if local else 16)) as pool:
-            return list(pool.map(one, files))
+        if not local:
+            with CallThreads(max_workers=min(len(files), 16)) as pool:
+                return list(pool.map(one, files))
+        # Local files are decoded, not waited for: runs of consecutive files to each thread,
+        # so that the caller is woken once per run, not once per (small) file.
+        workers = min(len(files), READ_THREADS_LOCAL)
+        per = max(1, -(-len(files) // (workers * 4)))
+        runs = [files[i:i + per] for i in range(0, len(files), per)]
+        with CallThreads(max_workers=workers) as pool:
+            return [r for run in pool.map(lambda run: [one(a) for a in run], runs) for r in run]
 
     def columns_of(self, files: Sequence[Add], columns: Sequence[str],
                    work: Callable[[pa.Table], T]) -> list[T]:
