@@ -395,10 +395,9 @@ class RowRewrite:
         starts = np.zeros(len(physical) + 1, np.int64)
         np.cumsum(sizes, out=starts[1:])
         total = int(starts[-1])
-        order = np.arange(total, dtype=np.int64)
         keep = np.zeros(total, np.bool_)
         new_parts: list[pa.Table] = []
-        next_new = total
+        updated_at: list[Positions] = []
         for c, start, size in zip(touched, starts[:-1].tolist(), sizes.tolist(), strict=True):
             live = c.file.live
             if len(live) == size:
@@ -407,13 +406,22 @@ class RowRewrite:
                 keep[start + live] = True
             keep[start + c.deleted] = False
             if len(c.updated):
-                order[start + c.updated] = np.arange(next_new, next_new + len(c.updated))
-                next_new += len(c.updated)
+                updated_at.append(start + c.updated)
                 new_parts.append(self._with_ids(c.new_rows, c.file.physical, c.updated))
-        picked = order[keep]
+        picked = np.flatnonzero(keep)
         if not len(picked):
             return None, 0
-        updated = next_new - total
+        updated = sum(len(u) for u in updated_at)
+        if updated:
+            # Each updated row is taken from the new rows (after the files' rows), in its
+            # place: ``picked`` is ascending, and so are the updated positions, file by file.
+            positions = np.concatenate(updated_at)
+            at = np.searchsorted(picked, positions)
+            if not np.array_equal(picked[np.minimum(at, len(picked) - 1)], positions):
+                raise InvalidArgumentError(
+                    f"{self.what}: a row it updates is also deleted or not live; nothing was "
+                    "written")
+            picked[at] = np.arange(total, total + updated, dtype=picked.dtype)
         rows = pa.concat_tables(physical + new_parts).take(picked)
         return rows, len(picked) - updated
 
