@@ -42,8 +42,9 @@ Per run, one JSON line (``"bench": "fleet"``):
   waits for, the critical path the run actually had);
 * ``lost``/``duplicated``: every acknowledged (writer, seq) read back from the table exactly
   once; ``verify``: the history checker's verdict (no transaction in two versions, the log
-  replays, the table reads back); ``fleet_records_left``: objects left under
-  ``_deltacommit_fleet/`` when the run ended.
+  replays, the table reads back); ``fleet_records_left``: records left under
+  ``_deltacommit_fleet/`` when the run ended (``fleet_round_keys_left``: round keys, of which
+  the newest few are kept).
 
 ``--kill N`` kills N writers with SIGKILL once half the appends are acknowledged and starts
 them again: every append then carries an app id (``host-<i>``) and version (its seq), and a
@@ -243,8 +244,11 @@ def _ack(seq: int, seconds: float | None, **extra: Any) -> None:
 
 
 def _worker_deltacommit(args: argparse.Namespace, options: dict[str, str]) -> dict[str, Any]:
+    import fleet_trace
+
     import deltacommit as dc
 
+    fleet_trace.install()
     table = dc.DeltaTable(args.uri, storage_options=options)
     attempts = skipped = 0
     _ready()
@@ -254,10 +258,11 @@ def _worker_deltacommit(args: argparse.Namespace, options: dict[str, str]) -> di
         if args.app_ids:
             idem = {"app_id": f"host-{args.writer}", "app_version": seq}
         t0 = time.perf_counter()
-        if args.calls == BY_URI:
-            r = dc.write(args.uri, data, storage_options=options, **idem)
-        else:
-            r = dc.write(table, data, **idem)
+        with fleet_trace.append():
+            if args.calls == BY_URI:
+                r = dc.write(args.uri, data, storage_options=options, **idem)
+            else:
+                r = dc.write(table, data, **idem)
         attempts += r.attempts
         skipped += r.skipped
         _ack(seq, time.perf_counter() - t0, version=r.version, skipped=r.skipped)
@@ -352,6 +357,8 @@ class Fleet:
         self.calls, self.app_ids, self.resubmits, self.tmp = calls, app_ids, resubmits, tmp
         self.options = dict(options)
         self.events: queue.Queue[int] = queue.Queue()
+        #: Where each writer writes its appends' phases (``fleet_trace``), if traced.
+        self.trace: Path | None = None
         self.hosts_by_id: dict[int, _Host] = {}
         self._killed: set[int] = set()
 
@@ -360,6 +367,8 @@ class Fleet:
         turn_dir.mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "DELTACOMMIT_TURN_DIR": str(turn_dir),
                "FLEET_BENCH_OPTIONS": json.dumps(self.options)}
+        if self.trace is not None:
+            env["FLEET_BENCH_TRACE"] = str(self.trace / f"writer-{writer}.jsonl")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", self.library,
                "--uri", self.uri, "--writer", str(writer), "--appends", str(self.appends),
                "--start-seq", str(start_seq), "--calls", self.calls,
@@ -523,12 +532,15 @@ def fleet_available() -> bool:
 
 def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, appends: int,
             latency_ms: float, kill: int, app_ids: bool, resubmits: int, round_: int,
-            rng: random.Random, out: list[dict[str, Any]]) -> dict[str, Any]:
+            rng: random.Random, out: list[dict[str, Any]], trace: bool = False
+            ) -> dict[str, Any]:
     rig.proxy.delay = latency_ms / 1000
     uri, proxied, direct = rig.fresh_table(contender, mechanism)
     library = "deltalake" if contender == DELTALAKE else "deltacommit"
     fleet = Fleet(library, uri, proxied, hosts, appends, calls, app_ids, resubmits,
                   Path(tempfile.mkdtemp(dir=rig.tmp, prefix="run-")))
+    if trace and library == "deltacommit":
+        fleet.trace = fleet.tmp
     try:
         fleet.start()
         rig.counter.take()  # opening the table is not the run's
@@ -559,6 +571,12 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
     limit = versions_per_s_limit * members_limit if versions_per_s_limit else None
     tx_per_s = n / seconds if seconds else 0.0
     versions_per_s = versions / seconds if seconds else 0.0
+    if fleet.trace is not None:
+        import fleet_trace
+
+        emit(out, bench="fleet-trace", contender=contender, calls=calls, mechanism=mechanism,
+             hosts=hosts, latency_ms=latency_ms, round=round_,
+             **fleet_trace.summarise(sorted(fleet.trace.glob("writer-*.jsonl"))))
     return emit(
         out, bench="fleet", contender=contender, calls=calls, mechanism=mechanism,
         hosts=hosts, appends_each=appends, latency_ms=latency_ms, round=round_,
@@ -590,6 +608,7 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         exactly_once=check["lost"] == 0 and check["duplicated"] == 0 and not errors,
         verify=check["verify"], verify_problems=check["verify_problems"],
         fleet_records_left=check["fleet_records_left"],
+        fleet_round_keys_left=check["fleet_round_keys_left"],
         server_busy=round(server_cpu / seconds, 2) if seconds and server_cpu is not None
         else None,
         writer_errors=errors or None)
@@ -619,12 +638,15 @@ def read_back(uri: str, options: dict[str, str], acked: list[tuple[int, int]]
         actions = parse_commit(reader.read_commit(v), f"version {v}")
         sizes.append(sum(isinstance(a, Add) for a in actions))
     report = verify_table(uri, storage_options=options, log_store=ls)
-    left = sum(1 for _ in ls.store.list(FLEET_DIR + "/"))
+    folder = [m.path for m in ls.store.list(FLEET_DIR + "/")]
+    left = sum(1 for p in folder if p.endswith(".json"))
+    keys_left = sum(1 for p in folder if p.endswith(".round"))
     return {"lost": sum(1 for k in acked if seen[k] == 0),
             "duplicated": sum(c - 1 for c in seen.values() if c > 1),
             "landed": len(seen), "versions": len(sizes),
             "largest_group": max(sizes, default=0), "verify": report.ok,
-            "verify_problems": report.problems[:5] or None, "fleet_records_left": left}
+            "verify_problems": report.problems[:5] or None, "fleet_records_left": left,
+            "fleet_round_keys_left": keys_left}
 
 
 # --------------------------------------------------------------------------- summaries
@@ -772,6 +794,9 @@ def main() -> int:
     ap.add_argument("--scaling-latencies", default="0,15,50")
     ap.add_argument("--resubmits", type=int, default=200,
                     help="deltalake: resubmissions of a write that gave up, per append")
+    ap.add_argument("--trace", action="store_true",
+                    help="deltacommit writers trace where each append's time goes "
+                         "(bench/fleet_trace.py): a \"fleet-trace\" line per run")
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--out", default=str(HERE / "results"))
     # Worker mode (internal).
@@ -817,7 +842,7 @@ def main() -> int:
                     try:
                         run_one(r, contender, how, args.mechanism, hosts, args.appends,
                                 latency_ms, args.kill, app_ids, args.resubmits, round_, rng,
-                                results)
+                                results, args.trace)
                     except Exception as e:
                         emit(results, bench="fleet", contender=contender, calls=how,
                              mechanism=args.mechanism, hosts=hosts, latency_ms=latency_ms,

@@ -16,6 +16,7 @@ import deltacommit as dc
 from deltacommit.engine.group.fleet import round as fleet_round
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.io.datafiles import WriteTarget, write_rows
+from deltacommit.protocol.fleet.record import record_path
 
 SCHEMA = pa.schema([("writer", pa.int64()), ("batch", pa.int64())])
 FLEET = {"deltacommit.groupCommit.fleet": "true"}
@@ -96,15 +97,17 @@ def winner_interrupted(uri: str, options: Mapping[str, str], turn_dir: str, poin
 
     lead = fleet_round._Writer._lead
     delete = records.delete
+    txn_id: list[str] = []
 
     def lead_and_stop(self: Any, version: int) -> Any:
+        txn_id.append(self.staged.txn_id)
         if point in ("kill-round", "stop-round"):
             won.set()
             os.kill(os.getpid(), signal.SIGKILL if point == "kill-round" else signal.SIGSTOP)
         return lead(self, version)
 
     def delete_or_die(store: Any, paths: Any) -> None:
-        if point == "kill-landed" and any(p.endswith(".round") for p in paths):
+        if point == "kill-landed" and record_path(txn_id[0]) in paths:
             won.set()
             os.kill(os.getpid(), signal.SIGKILL)
         delete(store, paths)

@@ -30,11 +30,17 @@ import deltacommit as dc
 from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.group.fleet import include, records
 from deltacommit.engine.group.fleet import round as fleet_round
+from deltacommit.engine.group.fleet.cleanup import KEEP_ROUNDS
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.errors import CommitFailedError, ConcurrentTransactionException
 from deltacommit.io.logstore import knowledge
-from deltacommit.protocol.fleet.record import FLEET_DIR, decode_record, record_path
+from deltacommit.protocol.fleet.record import (
+    FLEET_DIR,
+    decode_record,
+    record_path,
+    version_of_round,
+)
 from deltacommit.runtime.clock import ManualClock
 
 from ..other_user import OTHER_UID, as_root, shared_dir
@@ -70,6 +76,8 @@ def _counts(table: dc.DeltaTable) -> Counter[tuple[int, int]]:
 
 
 def _records_left(table: dc.DeltaTable) -> list[str]:
+    """The records in the table's fleet folder, once the deletions started are done."""
+    assert records.settle()
     folder = _root(table) / FLEET_DIR
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".json")) \
         if folder.is_dir() else []
@@ -119,11 +127,12 @@ def test_a_round_winner_killed_at_any_step_lands_everything_once(tmp_path: Path,
     assert {o.staged.txn_id for o in owners} <= set(landings)
     assert _counts(table) == {(1, 0): 1, (2, 0): 1, (98, 0): 1}
     assert again.skipped or landings[again.txn_id] == 1
-    # What the dead winner left (its round key, the records it landed) is gone after the
-    # next round of the table.
-    dc.write(table.uri, rows(3, 0))
+    # What the dead winner left (the records it landed) is gone after the next round of the
+    # table, and round keys of all but the newest few versions with it.
+    last = dc.write(table.uri, rows(3, 0))
     assert _records_left(table) == []
-    assert not [n for n in os.listdir(_root(table) / FLEET_DIR) if n.endswith(".round")]
+    assert all(version_of_round(n) > last.version - KEEP_ROUNDS
+               for n in os.listdir(_root(table) / FLEET_DIR) if n.endswith(".round"))
 
 
 def test_a_stopped_round_winner_delays_the_others_by_the_patience_only(tmp_path: Path) -> None:
@@ -576,18 +585,22 @@ def test_doctor_and_verify_report_what_the_fleet_folder_holds(tmp_path: Path,
 
     table = _table(tmp_path)
     assert diagnose(table.uri).fleet is None  # nothing published: nothing said
+    for i in range(KEEP_ROUNDS):  # versions 1-4, each its own round (keys kept)
+        _other_commit(table, rows(6, i))
     live = staged_append(_open(table), rows(1, 0))
     publish_only(_open(table), live, FleetPolicy(bound_versions=50))
     stale = staged_append(_open(table), rows(2, 0))
     publish_only(_open(table), stale, FleetPolicy(bound_versions=1))
-    _other_commit(table, rows(5, 5))  # version 1: the stale one's bound exists without it
+    _other_commit(table, rows(5, 5))  # version 5: the stale one's bound exists without it
+    assert records.settle()
     folder = _root(table) / FLEET_DIR
-    (folder / "00000000000000000001.round").write_bytes(b"")
+    (folder / "00000000000000000001.round").write_bytes(b"")  # no longer kept at version 5
     (folder / "garbage.json").write_bytes(b"{")
+    keys = [n for n in os.listdir(folder) if n.endswith(".round")]
     report = diagnose(table.uri)
     assert report.fleet is not None
     assert report.fleet.to_json() == {"live": 1, "stale": 1, "unreadable": 1,
-                                      "round_keys": 1, "stale_round_keys": 1}
+                                      "round_keys": len(keys), "stale_round_keys": 1}
     kinds = {f.kind for f in report.findings}
     assert {"fleet-published", "fleet-leftovers"} <= kinds and report.healthy
     checked = verify_table(table.uri)
@@ -601,9 +614,12 @@ def test_doctor_and_verify_report_what_the_fleet_folder_holds(tmp_path: Path,
     assert "note        1 transaction published" in out and "result      ok" in out
     # The next fleet write deletes what no writer may land, and lands the live one.
     dc.write(table.uri, rows(3, 0))
+    assert records.settle()
     report = diagnose(table.uri)
     assert report.fleet is not None and report.fleet.stale == report.fleet.live == 0
-    assert _counts(table) == {(1, 0): 1, (3, 0): 1, (5, 5): 1}
+    assert report.fleet.stale_round_keys <= 1  # the newest kept at the round before
+    assert _counts(table) == {(1, 0): 1, (3, 0): 1, (5, 5): 1,
+                              **{(6, i): 1 for i in range(KEEP_ROUNDS)}}
 
 
 def test_doctor_says_a_fleet_folder_that_is_a_link_is_not_followed(tmp_path: Path) -> None:

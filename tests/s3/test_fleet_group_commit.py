@@ -18,6 +18,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.engine.commit.commit_info import committed_txn_ids
+from deltacommit.engine.group.fleet import records
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 
@@ -57,6 +58,8 @@ def _create(uri: str, options: dict[str, str]) -> dc.DeltaTable:
 
 
 def _fleet_listing(table: dc.DeltaTable) -> list[str]:
+    """What the table's fleet folder holds, once the deletions started are done."""
+    assert records.settle()
     return [m.path for m in table.store.list(f"{FLEET_DIR}/")]
 
 

@@ -113,7 +113,8 @@ class FleetFolder:
     """The fleet folder (``engine.group.fleet``) as the doctor read it: published
     transactions some writer may still land (``live``), records no writer may land any more
     (``stale``: their version bound exists, or their deadline passed long ago), records that
-    do not read as one, and round keys of versions that exist (``stale_round_keys``)."""
+    do not read as one, and round keys the next round deletes (``stale_round_keys``: of
+    versions that exist, but the newest ``cleanup.KEEP_ROUNDS``, which are kept)."""
 
     live: int = 0
     stale: int = 0
@@ -640,7 +641,7 @@ def _check_fleet_folder(report: DoctorReport, ls: LogStore, clock: Clock) -> Non
         v = version_of_round(meta.path)
         if v is not None:
             folder.round_keys += 1
-            folder.stale_round_keys += v <= latest
+            folder.stale_round_keys += v <= latest - cleanup.KEEP_ROUNDS
     leftovers = folder.stale + folder.unreadable + folder.stale_round_keys
     if folder.live:
         report.add("note", "fleet-published",

@@ -4,9 +4,9 @@ Records are removed by the committer that landed them (one batched delete after 
 by their owner once it fails, and by any round's committer that lists the folder and finds a
 record whose version bound exists (no includer may land it any more: every includer refuses
 a version above the bound) or whose wall-clock deadline passed by the policy's margin, and
-round keys of versions that exist.  So storage stays bounded under kill -9: what a killed
-writer leaves is deleted by the next round's committer.  Data files of a transaction that
-never lands are left to VACUUM, as for any failed writer.
+round keys of versions that exist (all but the newest ``KEEP_ROUNDS``).  So storage stays
+bounded under kill -9: what a killed writer leaves is deleted by the next round's committer.
+Data files of a transaction that never lands are left to VACUUM, as for any failed writer.
 
 Readers and VACUUM of other engines never touch the folder: its name starts with ``_``, which
 makes it hidden to both.  delta-rs: ``is_hidden_directory`` in
@@ -28,13 +28,20 @@ from collections.abc import Sequence
 from deltacommit.io.storage.base import ObjectMeta
 from deltacommit.protocol.fleet.record import FleetRecord, txn_id_of, version_of_round
 
+#: Round keys of this many newest versions are kept: a writer that learned of the table a few
+#: versions ago finds the key of a version that exists taken (and learns of the version at
+#: once) instead of winning it again and listing, reading and claiming for a version that
+#: exists, beside the round that commits the next.
+KEEP_ROUNDS = 4
+
 
 def stale_rounds(listed: Sequence[ObjectMeta], latest: int) -> list[str]:
-    """Round keys of versions up to ``latest`` (which exist: their rounds are over)."""
+    """Round keys of versions up to ``latest`` (which exist: their rounds are over), but the
+    newest ``KEEP_ROUNDS`` of them: at most that many keys of rounds that are over stay."""
     out = []
     for meta in listed:
         v = version_of_round(meta.path)
-        if v is not None and v <= latest:
+        if v is not None and v <= latest - KEEP_ROUNDS:
             out.append(meta.path)
     return out
 

@@ -23,10 +23,18 @@ class FleetPolicy:
     deadline_seconds: float = 30.0
     #: Seconds past that deadline after which any writer listing the folder deletes it.
     expiry_margin_seconds: float = 60.0
-    #: Seconds between two looks (a GET of the version) while waiting for a round's version.
+    #: Seconds between two looks (a GET of the version) while waiting for a round's version
+    #: (after the first, which goes out shortly before the version is due).
     poll_interval: float = 0.005
     #: Seconds a round's winner lingers before listing, for more transactions to arrive.
     linger: float = 0.0
+    #: Where the version before a round carried several transactions (hosts appending one
+    #: after another), its winner lists no sooner than this many round trips (as the process
+    #: measures them) after that version landed: its members' next transactions, their data
+    #: stored and published meanwhile, join this round instead of forming the next.  0: no.
+    linger_round_trips: float = 3.0
+    #: Most seconds that lingering adds to a round.
+    max_linger: float = 0.25
     #: Most transactions one version carries.
     max_members: int = 1000
     #: An includer checks a transaction only against this many versions after its snapshot;
@@ -42,7 +50,8 @@ class FleetPolicy:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(
                     f"FleetPolicy.{name} must be a positive integer, got {v!r}")
-        for name in ("deadline_seconds", "expiry_margin_seconds", "poll_interval", "linger"):
+        for name in ("deadline_seconds", "expiry_margin_seconds", "poll_interval", "linger",
+                     "linger_round_trips", "max_linger"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 3600:
                 raise InvalidArgumentError(

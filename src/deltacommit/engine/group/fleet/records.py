@@ -15,7 +15,9 @@ import logging
 import os
 import socket
 import stat
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, wait
 
 from deltacommit.engine.group.fleet import cleanup
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, StorageError
@@ -33,6 +35,10 @@ log = logging.getLogger(__name__)
 
 #: Records of one round are read in parallel on one pool for the process.
 _READS = ProcessPool(16, "deltacommit-fleet-read")
+#: Deletions after a landed round, off the committer's way (``delete_soon``).
+_DELETES = ProcessPool(4, "deltacommit-fleet-delete")
+_pending_lock = threading.Lock()
+_pending: set[Future[None]] = set()
 
 _OWNER: tuple[int, str] | None = None
 
@@ -173,3 +179,32 @@ def delete(store: ObjectStore, paths: Sequence[str]) -> None:
         return
     with contextlib.suppress(DeltaCommitError, OSError):
         store.delete_contained([p for p in paths if p.startswith(f"{FLEET_DIR}/")])
+
+
+def delete_soon(store: ObjectStore, paths: Sequence[str]) -> None:
+    """``delete`` on a thread of the process, so that a round's committer answers its caller
+    without waiting for it (the records are landed: their deletion changes no outcome, and
+    whatever it leaves, a killed process's included, the next listing deletes).  The
+    process's exit waits for it (the pool's threads are joined then); ``settle`` waits too."""
+    if not paths:
+        return
+    future = _DELETES.submit(lambda: delete(store, paths))
+    with _pending_lock:
+        _pending.add(future)
+    future.add_done_callback(_settled)
+
+
+def _settled(future: Future[None]) -> None:
+    with _pending_lock:
+        _pending.discard(future)
+
+
+def settle(timeout: float = 30.0) -> bool:
+    """Wait (at most ``timeout`` seconds) for the deletions ``delete_soon`` started; whether
+    none is left."""
+    with _pending_lock:
+        pending = set(_pending)
+    if not pending:
+        return True
+    _done, left = wait(pending, timeout=timeout)
+    return not left

@@ -11,11 +11,15 @@ the round finds it.  Then:
 * **The winner** lists the folder once, reads the records (in parallel), includes every one it
   can check (``include.choose``), and commits them with its own transaction through the commit
   loop (stamps, conflict checks, retries: as a group leader), each member bounded by its
-  version bound (``include.FleetGroup.admit``).  It then deletes, in one batch, the records it
-  landed and whatever the listing shows expired (``cleanup``).
-* **The others** wait for V, a GET of ``V.json`` every ``FleetPolicy.poll_interval`` (they must
-  read it anyway to stay current); the version holding their ``txnId`` is their result, read
-  from the log.  One that V does not carry checks itself against V (a conflict fails it alone,
+  version bound (``include.FleetGroup.admit``).  Where the version before carried several
+  transactions, it first lingers until their hosts had time to publish their next ones
+  (``FleetPolicy.linger_round_trips``).  Once landed, it answers its caller and deletes, in
+  one batch on a thread of the process, the records it landed and whatever the listing shows
+  expired (``cleanup``).
+* **The others** wait for V: GETs of ``V.json`` one after another, the first shortly before
+  the version is due as the process has seen rounds go (``pace``; they must read it anyway
+  to stay current); the version holding their ``txnId`` is their result, read from the log.
+  One that V does not carry checks itself against V (a conflict fails it alone,
   as its includers would find) and takes part in the next round.  One that sees no V within
   the patience (``CommitPolicy.turn_patience``: a dead or stopped winner) commits itself,
   with whatever it can include: a stopped winner delays the others by the patience, once.
@@ -40,7 +44,7 @@ from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.table_log import TableLog
-from deltacommit.engine.group.fleet import cleanup, include, records
+from deltacommit.engine.group.fleet import cleanup, include, pace, records
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.engine.snapshot.snapshot import Commit, decode_commit
 from deltacommit.errors import (
@@ -55,7 +59,6 @@ from deltacommit.protocol.fleet.record import (
     plain_paths,
     publishable,
     record_path,
-    round_path,
 )
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 
@@ -98,12 +101,16 @@ class _Writer:
         self.member = include.FleetMember(self.staged)
         self.record: FleetRecord | None = None
         self.published = False
+        #: How many times this writer wrote its record (a renewal overwrites it).
+        self.publications = 0
         self.read_digest = ""
         #: When this writer first published the record (its clock, ms); None before.
         self.first_published_ms: int | None = None
         #: When (monotonic) this writer last learned the table's newest version: its caller
         #: has just read it.
         self.fresh_at = clock.monotonic()
+        #: How fast the table's fleet moves, as this process has seen it (timing only).
+        self.pace = pace.of(log_.uri)
 
     # ----------------------------------------------------------------- the owner's record
 
@@ -148,6 +155,7 @@ class _Writer:
         record = self._record(latest + self.fleet.bound_versions)
         # Published from the moment the request leaves: a failed PUT may still have stored it.
         self.published = True
+        self.publications += 1
         records.publish(self.store, record)
         self.record = record
 
@@ -203,15 +211,26 @@ class _Writer:
             rounds += 1
             if rounds > self.fleet.max_rounds:
                 waited_out = True  # carried by none of many rounds: commit it here
-            if waited_out or self.log.log_store.claim_fleet_round(version):
+            if waited_out:
                 return self._lead(version)
-            found = self._await(version)
+            sent = self.clock.monotonic()
+            won = self.log.log_store.claim_fleet_round(version)
+            lost_at = self.clock.monotonic()
+            self.pace.saw_request(lost_at - sent)
+            if won:
+                return self._lead(version)
+            found = self._await(version, lost_at)
             if found is None:
                 waited_out = True  # the round's winner is gone or stopped: commit here
                 continue
             commit, data, at_once = found
             self.log.committed(commit)
             if m.staged.txn_id in committed_txn_ids(commit.commit_info):
+                if at_once or self.publications > 1:
+                    # Its record may have been (re)written after the listing of the round
+                    # that landed it, so that round's committer did not delete it: the owner
+                    # does, rather than leave it to a later round's committer.
+                    records.delete_soon(self.store, [record_path(m.staged.txn_id)])
                 ids = committed_txn_ids(commit.commit_info)
                 return CommitResult(
                     commit.version, max(m.attempts, 1), winners=tuple(m.winners),
@@ -225,38 +244,73 @@ class _Writer:
                     self._withdraw()
                 return m.outcome(), None
 
-    def _await(self, version: int) -> tuple[Commit, bytes, bool] | None:
-        """``version`` read from the log once it exists (and whether it did at the first
-        look); None if it does not within the patience."""
+    def _await(self, version: int, lost_at: float) -> tuple[Commit, bytes, bool] | None:
+        """``version`` read from the log once it exists, and whether this writer may be
+        behind (it was there at a first look sent at once); None if it does not exist within
+        the patience.  ``lost_at``: when this writer lost the round's key.
+
+        Looks are GETs of the version, one after another.  Where this writer learned of the
+        version before lately (within half a round), the round was just won by another and
+        the first look goes out shortly before the version is due, as rounds have gone
+        (``pace``), instead of finding nothing several times over; otherwise at once (the
+        round may be long over: this writer is behind)."""
         ls = self.log.log_store
-        deadline = self.clock.monotonic() + self.policy.turn_patience
+        clock = self.clock
+        deadline = clock.monotonic() + self.policy.turn_patience
+        known_since = self.pace.learned_at \
+            if self.pace.learned_version == self.log.version else self.fresh_at
+        rounds = self.pace.round
+        current = rounds is not None and lost_at - known_since < 0.5 * rounds
+        if current:
+            wait = min(self.pace.first_look(lost_at), deadline) - clock.monotonic()
+            if wait > 0:
+                clock.sleep(wait)
         first = True
         while True:
+            sent = clock.monotonic()
             try:
                 data = ls.read_commit(version)
             except ObjectNotFoundError:
                 pass
             else:
-                self.fresh_at = self.clock.monotonic()
-                return decode_commit(ls, version, data), data, first
+                now = self.fresh_at = clock.monotonic()
+                self.pace.saw_request(now - sent)
+                self.pace.learned(version, now)
+                if not first or current:
+                    self.pace.saw_round(now - lost_at)
+                return decode_commit(ls, version, data), data, first and not current
             first = False
-            if self.clock.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 return None
-            self.clock.sleep(self.fleet.poll_interval)
+            clock.sleep(self.fleet.poll_interval)
 
     def _refresh(self) -> int:
         latest = self.log.refresh()
         self.fresh_at = self.clock.monotonic()
+        self.pace.learned(latest, self.fresh_at)
         return latest
+
+    def _linger(self, base: int) -> None:
+        """Before listing the records of round ``base + 1``: ``FleetPolicy.linger``, and,
+        where version ``base`` carried several transactions, until their hosts had time to
+        publish their next ones (``pace.Pace.linger_until``), at most
+        ``FleetPolicy.max_linger``."""
+        fleet = self.fleet
+        known = self.log.cached_commits(base, base)
+        members = len(committed_txn_ids(known[0].commit_info)) if known else 1
+        now = self.clock.monotonic()
+        until = self.pace.linger_until(base, members, fleet.linger_round_trips, self.fresh_at)
+        wait = max(fleet.linger, min(until - now, fleet.max_linger))
+        if wait > 0:
+            self.clock.sleep(wait)
 
     def _lead(self, version: int) -> tuple[CommitResult, Commit | None]:
         """This writer commits round ``version``: its own transaction and every published
         one it can check."""
         m = self.member
         fleet = self.fleet
-        if fleet.linger > 0:
-            self.clock.sleep(fleet.linger)
         base = version - 1
+        self._linger(base)
         if self.clock.monotonic() - self.fresh_at >= self.policy.turn_patience:
             # This writer last learned the newest version a while ago (it waited out a round,
             # or was stopped): the round's key being free proves nothing about the version
@@ -300,7 +354,9 @@ class _Writer:
                 self._withdraw()
             raise m.error
         assert m.result is not None
-        records.delete(self.store, [*doomed, *done, record_path(m.staged.txn_id),
-                                    round_path(version)])
+        self.pace.learned(m.result.version, self.clock.monotonic())
+        # Landed: the records' deletion changes no outcome, so the caller has its answer
+        # first.  The round's key stays (``cleanup.KEEP_ROUNDS``).
+        records.delete_soon(self.store, [*doomed, *done, record_path(m.staged.txn_id)])
         self.published = False
         return m.result, landed
