@@ -19,6 +19,7 @@ import deltacommit as dc
 from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.group.fleet import records
 from deltacommit.engine.group.fleet import round as fleet_round
+from deltacommit.engine.group.fleet.pace import Pace
 from deltacommit.engine.group.fleet.policy import FleetPolicy
 from deltacommit.errors import ConcurrentAppendException
 from deltacommit.protocol.fleet.record import FLEET_DIR, record_path, round_path
@@ -217,3 +218,38 @@ def test_one_table_object_joins_with_group_commit_policy_fleet(tmp_path: Path) -
     assert set(_carried(table, r.version)) == {staged.txn_id, r.txn_id}
     r = dc.append(table, rows(3, 0))
     assert _counts(table) == {(1, 0): 1, (2, 0): 1, (3, 0): 1}
+
+
+def test_a_writer_behind_never_wins_the_round_of_a_version_that_exists(tmp_path: Path) -> None:
+    """The newest round keys are kept: a writer that knows an older version finds the key of
+    one that exists taken (and learns of the version) instead of leading a round whose claim
+    must lose, beside the round that commits the next."""
+    table = _table(tmp_path)
+    behind = dc.DeltaTable(table.uri)
+    staged = staged_append(behind, rows(1, 0))
+    r = dc.write(table.uri, rows(2, 0))
+    assert records.settle()
+    assert behind.version == r.version - 1
+    assert not behind.log_store.claim_fleet_round(r.version)
+    result, _ = fleet_round.commit(behind.log, staged, behind.policy, behind.clock,
+                                   behind.random, FleetPolicy())
+    assert (result.version, result.attempts) == (r.version + 1, 1)
+    assert _counts(table) == {(1, 0): 1, (2, 0): 1}
+
+
+def test_the_pace_times_looks_and_lingering_only() -> None:
+    """Before any round is seen a waiter looks at once; then shortly before the version is
+    due.  A round's committer lingers only after a version of several transactions, from
+    when the process learned of it (else from when the writer did)."""
+    p = Pace()
+    assert p.first_look(10.0) == 10.0
+    assert p.linger_until(4, 6, 3.0, 1.0) == 0.0  # no round trip measured yet
+    p.saw_round(0.2)
+    assert p.first_look(10.0) == pytest.approx(10.12)
+    p.saw_request(0.02)
+    p.learned(4, 5.0)
+    p.learned(3, 7.0)  # an older version learned later changes nothing
+    assert p.linger_until(4, 1, 3.0, 1.0) == 0.0  # a version of one: no fan-in to wait for
+    assert p.linger_until(4, 6, 3.0, 1.0) == pytest.approx(5.06)
+    assert p.linger_until(5, 6, 3.0, 1.0) == pytest.approx(1.06)
+    assert p.linger_until(4, 6, 0.0, 1.0) == 0.0
