@@ -23,8 +23,10 @@ all appends (``--calls``).  ``--mechanism conditional`` commits with S3 conditio
 
 Per run, one JSON line (``"bench": "fleet"``):
 
-* ``tx_per_s``: acknowledged appends per second of wall time (first release to last writer
-  done); ``p50_ms``/``p99_ms``: one append call as its caller sees it;
+* ``tx_per_s``: acknowledged appends per second of wall time (first release to the last
+  acknowledgement; ``tx_per_s_to_exit`` and ``seconds_to_exit``: to the last writer process's
+  exit, which adds its interpreter's teardown to every contender alike);
+  ``p50_ms``/``p99_ms``: one append call as its caller sees it;
 * ``versions``, ``tx_per_version`` (appends that landed / versions the run created, each append
   being one file), ``largest_group`` (most appends in one version);
 * ``requests`` by kind as counted on the proxy (``PUT-if-absent log``, ``GET fleet``,
@@ -341,6 +343,8 @@ class _Host:
     proc: subprocess.Popen[str]
     lives: int = 1
     acked: dict[int, float | None] = field(default_factory=dict)   # seq -> latency (s)
+    #: When (monotonic) the writer's last acknowledgement arrived.
+    last_ack_at: float = 0.0
     skipped: int = 0
     report: dict[str, Any] | None = None
     ended: threading.Event = field(default_factory=threading.Event)
@@ -411,6 +415,7 @@ class Fleet:
             doc = json.loads(line)
             if "ack" in doc:
                 h.acked[doc["ack"]] = None if doc["ms"] is None else doc["ms"] / 1000
+                h.last_ack_at = time.monotonic()
                 h.skipped += bool(doc.get("skipped"))
                 self.events.put(h.writer)
             elif doc.get("done"):
@@ -547,7 +552,13 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         server_before = rig.moto.cpu_seconds()
         began = fleet.go()
         killed = fleet.wait(kill, rng, timeout=3600)
-        seconds = time.monotonic() - began
+        exited = time.monotonic() - began
+        # Until the last acknowledgement: what the writers' processes do after their last
+        # append (the interpreter's exit, joining its threads) is no append's time.
+        seconds = max((h.last_ack_at for h in fleet.hosts_by_id.values()), default=0.0) \
+            - began
+        if seconds <= 0:
+            seconds = exited
     finally:
         fleet.stop()
     server_after = rig.moto.cpu_seconds()
@@ -577,12 +588,20 @@ def run_one(rig: Rig, contender: str, calls: str, mechanism: str, hosts: int, ap
         emit(out, bench="fleet-trace", contender=contender, calls=calls, mechanism=mechanism,
              hosts=hosts, latency_ms=latency_ms, round=round_,
              **fleet_trace.summarise(sorted(fleet.trace.glob("writer-*.jsonl"))))
+        keep = os.environ.get("FLEET_BENCH_TRACE_KEEP")
+        if keep:
+            import shutil
+
+            shutil.copytree(fleet.trace, Path(keep) / f"{contender}-{calls}-{hosts}-{round_}"
+                            .replace(" ", "_"), dirs_exist_ok=True)
     return emit(
         out, bench="fleet", contender=contender, calls=calls, mechanism=mechanism,
         hosts=hosts, appends_each=appends, latency_ms=latency_ms, round=round_,
         killed_writers=killed, app_ids=app_ids,
         fleet_protocol=fleet_available() if contender == FLEET else None,
         transactions=n, seconds=round(seconds, 3), tx_per_s=round(tx_per_s, 2),
+        seconds_to_exit=round(exited, 3),
+        tx_per_s_to_exit=round(n / exited, 2) if exited else None,
         p50_ms=_ms(percentile(latencies, 0.5)), p99_ms=_ms(percentile(latencies, 0.99)),
         versions=versions, versions_per_s=round(versions_per_s, 2),
         tx_per_version=round(check["landed"] / versions, 2) if versions else None,

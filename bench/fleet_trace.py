@@ -175,7 +175,8 @@ def append() -> Iterator[None]:
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         with _lock:
-            line = {"wall_ms": round(wall * 1000, 2), "cpu_ms": round(cpu * 1000, 2),
+            line = {"start": round(time.time() - wall, 4),
+                    "wall_ms": round(wall * 1000, 2), "cpu_ms": round(cpu * 1000, 2),
                     "phases_ms": {k: round(v * 1000, 2) for k, v in _excl.items()},
                     "calls": dict(_calls), "requests": dict(_requests),
                     "request_ms": {k: round(v * 1000, 2) for k, v in _request_s.items()}}
