@@ -245,8 +245,13 @@ def test_the_pace_times_looks_and_lingering_only() -> None:
     assert p.first_look(10.0) == 10.0
     assert p.linger_until(4, 6, 3.0, 1.0) == 0.0  # no round trip measured yet
     p.saw_round(0.2)
+    p.saw_request(0.05)
     assert p.first_look(10.0) == pytest.approx(10.12)
-    p.saw_request(0.02)
+    p.saw_round(2.0)  # a round waited out (a stopped winner) is not how rounds go
+    assert p.round == pytest.approx(0.2)
+    p.rtt = 0.01  # a look waits at most a few round trips
+    assert p.first_look(10.0) == pytest.approx(10.06)
+    p.rtt = 0.02
     p.learned(4, 5.0)
     p.learned(3, 7.0)  # an older version learned later changes nothing
     assert p.linger_until(4, 1, 3.0, 1.0) == 0.0  # a version of one: no fan-in to wait for

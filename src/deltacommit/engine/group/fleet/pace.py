@@ -24,6 +24,10 @@ from dataclasses import dataclass
 _ALPHA = 0.25
 #: Most tables whose pace a process keeps.
 _CAPACITY = 64
+#: A round longer than this many times the mean is not taken into it.
+_OUTLIER = 3.0
+#: A first look waits at most this many round trips.
+_MOST_ROUND_TRIPS = 6.0
 
 
 @dataclass
@@ -40,8 +44,13 @@ class Pace:
         self.rtt = seconds if self.rtt is None else self.rtt + _ALPHA * (seconds - self.rtt)
 
     def saw_round(self, seconds: float) -> None:
-        self.round = seconds if self.round is None \
-            else self.round + _ALPHA * (seconds - self.round)
+        """A round that took ``seconds``; one of more than ``_OUTLIER`` times the mean (a
+        stopped or killed winner, waited out) is no measure of how rounds go, and would
+        make every waiter look late."""
+        if self.round is None:
+            self.round = seconds
+        elif seconds <= _OUTLIER * self.round:
+            self.round += _ALPHA * (seconds - self.round)
 
     def learned(self, version: int, at: float) -> None:
         if version > self.learned_version:
@@ -50,10 +59,11 @@ class Pace:
     def first_look(self, lost_at: float) -> float:
         """When a writer that lost a round's key at ``lost_at`` first looks for the round's
         version: most of the way through a round as rounds have gone (its GET reaches the
-        store half a round trip later), at once before any round was seen."""
+        store half a round trip later), but no more than ``_MOST_ROUND_TRIPS`` round trips;
+        at once before any round was seen."""
         if self.round is None:
             return lost_at
-        return lost_at + 0.6 * self.round
+        return lost_at + min(0.6 * self.round, _MOST_ROUND_TRIPS * (self.rtt or 0.0))
 
     def linger_until(self, base: int, members: int, round_trips: float, fresh_at: float
                      ) -> float:
