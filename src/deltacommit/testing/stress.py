@@ -83,6 +83,8 @@ _FIELDS: list[pa.Field[Any]] = [
 SCHEMA = pa.schema(_FIELDS)
 
 OPTIONS_ENV = "DELTACOMMIT_STRESS_OPTIONS"
+#: How long the writers get to make their first commit before the run's clock starts anyway.
+WARM_UP_SECONDS = 120.0
 #: How long stopped writers get to finish the commit they are in before they are killed.
 STOP_GRACE_SECONDS = 30.0
 #: Errors a writer survives: it retries the same transaction, and if every try fails the
@@ -217,10 +219,12 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     say(f"stress: {writers} writers{' as hosts' if hosts else ''} on {uri}"
         f"{' (fleet-wide group commit)' if fleet else ''} for {seconds:g} s, kill rate "
         f"{kill_rate:g}/s, journals in {jdir}")
-    began = time.monotonic()
     workers = {f"w{i}": launcher.start(f"w{i}") for i in range(writers)}
     workers.update({name: launcher.start(name) for name in launcher.kinds})
+    began = time.monotonic()
     try:
+        _await_first_commit(workers, launcher, report, say)
+        began = time.monotonic()
         _supervise(workers, launcher, report, began, began + seconds, say)
     finally:
         _stop_all(list(workers.values()), report)
@@ -350,6 +354,23 @@ def _supervise(workers: dict[str, _Worker], launcher: _Launcher, report: StressR
                 f"acknowledged, {report.kills} kills")
             next_note += 10.0
         time.sleep(min(0.05, max(0.0, min(deadline, next_kill) - now)))
+
+
+def _await_first_commit(workers: dict[str, _Worker], launcher: _Launcher,
+                        report: StressReport, say: Callable[[str], None]) -> None:
+    """Wait, at most ``WARM_UP_SECONDS``, until one writer has acknowledged a commit (or one
+    ended on its own, which ``_supervise`` reports): the run's seconds and its kills count from
+    there.  A writer's first commit costs a cold interpreter, pyarrow and the table's first
+    read, which on a busy machine can outlast a short run; killing writers that have not yet
+    started would then test nothing but start-up."""
+    end = time.monotonic() + WARM_UP_SECONDS
+    while time.monotonic() < end:
+        if _count_lines(launcher.jdir) or any(w.proc.poll() is not None
+                                              for w in workers.values()):
+            return
+        time.sleep(0.05)
+    say(f"stress: no writer acknowledged a commit within {WARM_UP_SECONDS:g} s of starting; "
+        "running anyway")
 
 
 def _stop_all(workers: Sequence[_Worker], report: StressReport) -> None:
