@@ -7,12 +7,14 @@ Which options exist, and how deltacommit reads them differently from deltalake, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from deltacommit.errors import StorageConfigError
 from deltacommit.io.aws.options import (
+    CLIENT_SWITCH,
     DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS,
     DEFAULT_DYNAMO_MAX_ELAPSED_REQUEST_TIME,
     DEFAULT_DYNAMO_REPAIR_GRACE_MS,
@@ -64,7 +66,11 @@ _KEY_ID_FIELDS = frozenset({"access_key_id", "dynamodb_access_key_id"})
 
 @dataclass(frozen=True, slots=True)
 class AwsConfig:
-    """Resolved AWS settings of one table location.  Hashable: clients are cached by it."""
+    """Resolved AWS settings of one table location.  Hashable: clients are cached by it.
+
+    Its clients are the light ones of ``deltacommit.io.aws.light`` where these settings need
+    nothing only botocore does, and botocore's otherwise (``DELTACOMMIT_AWS_CLIENT=botocore``:
+    always); both have botocore's method names, results and error codes."""
 
     endpoint_url: str | None = None
     region: str | None = None
@@ -164,6 +170,8 @@ def client_identity(client: Any) -> tuple[str, str, str]:
     meta = getattr(client, "meta", None)
     endpoint = str(getattr(meta, "endpoint_url", "") or "")
     region = str(getattr(meta, "region_name", "") or "")
+    if getattr(client, "light", False):
+        return endpoint, region, str(client.signer_identity())
     signer = "anonymous"
     try:
         # botocore keeps the credentials a client signs with on its request signer; they are
@@ -224,18 +232,38 @@ def clear_client_cache() -> None:
 def _s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
     key = ("s3", config.endpoint_url, config.region, config.access_key_id,
            config.secret_access_key, config.session_token, config.profile,
-           config.addressing_style, timeout)
+           config.addressing_style, timeout, os.environ.get(CLIENT_SWITCH))
     return _cached(key, lambda: _make_s3_client(config, timeout))  # type: ignore[no-any-return]
 
 
 def _dynamodb_client(config: AwsConfig) -> DynamoDBClient:
     ak, sk, tok = config.dynamodb_credentials()
     key = ("dynamodb", config.effective_dynamodb_endpoint_url,
-           config.dynamodb_region or config.region, ak, sk, tok, config.profile)
+           config.dynamodb_region or config.region, ak, sk, tok, config.profile,
+           os.environ.get(CLIENT_SWITCH))
     return _cached(key, lambda: _make_dynamodb_client(config))  # type: ignore[no-any-return]
 
 
 def _make_s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
+    """The light client where it serves ``config`` exactly (``io.aws.light``), else botocore's."""
+    from deltacommit.io.aws.light import light_s3_client
+
+    cap = CONNECT_TIMEOUT_SECONDS if timeout is None else min(CONNECT_TIMEOUT_SECONDS, timeout)
+    read_cap = READ_TIMEOUT_SECONDS if timeout is None else min(READ_TIMEOUT_SECONDS, timeout)
+    light = light_s3_client(config, connect_timeout=cap, read_timeout=read_cap,
+                            max_connections=MAX_POOL_CONNECTIONS,
+                            fallback=lambda: _locked_botocore_s3_client(config, timeout))
+    if light is not None:
+        return light  # type: ignore[return-value]
+    return _botocore_s3_client(config, timeout)
+
+
+def _locked_botocore_s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
+    with _CLIENTS_LOCK:
+        return _botocore_s3_client(config, timeout)
+
+
+def _botocore_s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
     from botocore.config import Config
     from botocore.handlers import add_expect_header
 
@@ -265,6 +293,24 @@ def _make_s3_client(config: AwsConfig, timeout: float | None) -> S3Client:
 
 
 def _make_dynamodb_client(config: AwsConfig) -> DynamoDBClient:
+    """The light client where it serves ``config`` exactly (``io.aws.light``), else botocore's."""
+    from deltacommit.io.aws.light import light_dynamodb_client
+
+    light = light_dynamodb_client(
+        config, connect_timeout=CONNECT_TIMEOUT_SECONDS, read_timeout=READ_TIMEOUT_SECONDS,
+        max_connections=MAX_POOL_CONNECTIONS, max_attempts=DYNAMODB_MAX_ATTEMPTS,
+        fallback=lambda: _locked_botocore_dynamodb_client(config))
+    if light is not None:
+        return light  # type: ignore[return-value]
+    return _botocore_dynamodb_client(config)
+
+
+def _locked_botocore_dynamodb_client(config: AwsConfig) -> DynamoDBClient:
+    with _CLIENTS_LOCK:
+        return _botocore_dynamodb_client(config)
+
+
+def _botocore_dynamodb_client(config: AwsConfig) -> DynamoDBClient:
     from botocore.config import Config
 
     botocore_config = Config(

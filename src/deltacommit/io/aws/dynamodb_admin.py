@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from deltacommit.errors import LogStoreError
-from deltacommit.io.aws.errors import TABLE_EXISTS, TABLE_MISSING, error_code, error_message
+from deltacommit.io.aws.errors import TABLE_EXISTS, TABLE_MISSING, client_errors, error_code, error_message
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
@@ -33,7 +31,7 @@ def endpoint_of(client: Any) -> str:
     return str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "AWS")
 
 
-def admin_error(api: str, what: str, e: ClientError) -> LogStoreError:
+def admin_error(api: str, what: str, e: Exception) -> LogStoreError:
     """``<api> of <what> failed: <code>: <message>``."""
     return LogStoreError(f"{api} of {what} failed: {error_code(e) or 'error'}: {error_message(e)}")
 
@@ -56,7 +54,7 @@ def create_table(client: DynamoDBClient, name: str, *, hash_key: str, range_key:
         args["BillingMode"] = "PAY_PER_REQUEST"
     try:
         client.create_table(**args)
-    except ClientError as e:
+    except client_errors() as e:
         if error_code(e) != TABLE_EXISTS:
             raise admin_error("CreateTable", what or f"DynamoDB table {name}", e) from e
         return False
@@ -77,7 +75,7 @@ def wait_until_active(client: DynamoDBClient, name: str, *, what: str | None = N
         try:
             table: Mapping[str, Any] = client.describe_table(TableName=name)["Table"]
             status: str | None = str(table.get("TableStatus", "ACTIVE"))
-        except ClientError as e:
+        except client_errors() as e:
             if error_code(e) != TABLE_MISSING:
                 raise admin_error("DescribeTable", what, e) from e
             table, status = {}, None

@@ -1,47 +1,99 @@
-"""botocore's failures, read one way by every AWS layer: codes, statuses, messages and kinds.
+"""AWS failures, read one way by every AWS layer: codes, statuses, messages and kinds, from
+botocore's clients and the light ones alike.
 
 What a failure means decides what a commit protocol may do next: a 412 is an answer, throttling
 is retried, and a request whose answer was lost may have taken effect, so a conditional write
 retried after it must check whether its own first attempt won.  These helpers are that reading,
 shared by the S3 store, the DynamoCommit leases and the Spark protocol's log store.
 
-Importing this module imports botocore; the AWS-free layers never do.
+Importing this module does not import botocore.  The light client's failures
+(``deltacommit.io.aws.light.errors``) carry botocore's ``response`` shape, so the same readers
+serve both.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+from typing import Any
 
-from botocore.exceptions import (
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    HTTPClientError,
-    IncompleteReadError,
-    NoCredentialsError,
-    PartialCredentialsError,
-)
-from botocore.exceptions import (
-    ConnectionError as BotoConnectionError,
-)
+from deltacommit.io.aws.light import errors as light
 
 __all__ = [
-    "ANSWER_LOST", "CONDITION_FAILED", "DYNAMODB_CREDENTIALS", "DYNAMODB_DENIED", "DYNAMODB_THROTTLED",
-    "NOT_SENT", "NO_CREDENTIALS", "S3_CONFLICT", "S3_CREDENTIALS", "S3_DENIED", "S3_NOT_FOUND",
-    "S3_PRECONDITION", "S3_THROTTLED", "S3_TRANSIENT", "TABLE_EXISTS", "TABLE_MISSING",
-    "describe_error", "error_code", "error_message", "error_status", "retry_attempts",
-    "s3_maybe_applied", "s3_retryable",
+    "CONDITION_FAILED",
+    "DYNAMODB_CREDENTIALS",
+    "DYNAMODB_DENIED",
+    "DYNAMODB_THROTTLED",
+    "S3_CONFLICT",
+    "S3_CREDENTIALS",
+    "S3_DENIED",
+    "S3_NOT_FOUND",
+    "S3_PRECONDITION",
+    "S3_THROTTLED",
+    "S3_TRANSIENT",
+    "TABLE_EXISTS",
+    "TABLE_MISSING",
+    "answer_lost",
+    "client_errors",
+    "describe_error",
+    "error_code",
+    "error_message",
+    "error_response",
+    "error_status",
+    "no_credentials",
+    "not_sent",
+    "retry_attempts",
+    "s3_maybe_applied",
+    "s3_retryable",
+    "transport_errors",
 ]
 
-# --------------------------------------------------------------------------- kinds of transport failure
+# --------------------------------------------------------------------------- kinds of failure
+#
+# Each kind is a tuple of exception classes for an ``except`` clause, evaluated when an
+# exception reaches it: the light client's classes always, botocore's once botocore is loaded
+# (only a botocore client can raise them, and making one loads botocore), so a process served
+# by the light client never imports botocore.
 
-#: The request never reached the server: retrying cannot duplicate it.  Test for these before
-#: ``ANSWER_LOST``: botocore derives them from its ``ConnectionError``.
-NOT_SENT: tuple[type[Exception], ...] = (EndpointConnectionError, ConnectTimeoutError)
-#: Closed, reset or timed out after sending: the request may have taken effect.
-ANSWER_LOST: tuple[type[Exception], ...] = (HTTPClientError, IncompleteReadError, BotoConnectionError)
-#: No credentials could be found at all (as opposed to credentials the service rejected).
-NO_CREDENTIALS: tuple[type[Exception], ...] = (NoCredentialsError, PartialCredentialsError)
+
+def _botocore() -> Any:
+    return sys.modules.get("botocore.exceptions")
+
+
+def client_errors() -> tuple[type[Exception], ...]:
+    """A service's error answer (``e.response`` holds its code, message and status)."""
+    bc = _botocore()
+    return (light.ClientError,) if bc is None else (light.ClientError, bc.ClientError)
+
+
+def not_sent() -> tuple[type[Exception], ...]:
+    """The request never reached the server: retrying cannot duplicate it.  Test for these
+    before ``answer_lost``: botocore derives them from its ``ConnectionError``."""
+    bc = _botocore()
+    mine = (light.EndpointConnectionError, light.ConnectTimeoutError)
+    return mine if bc is None else (*mine, bc.EndpointConnectionError, bc.ConnectTimeoutError)
+
+
+def answer_lost() -> tuple[type[Exception], ...]:
+    """Closed, reset or timed out after sending: the request may have taken effect."""
+    bc = _botocore()
+    mine = (light.ConnectionLostError,)
+    return mine if bc is None else (*mine, bc.HTTPClientError, bc.IncompleteReadError,
+                                    bc.ConnectionError)
+
+
+def no_credentials() -> tuple[type[Exception], ...]:
+    """No credentials could be found at all (as opposed to credentials the service rejected);
+    the light client is only used with static keys, so only botocore's."""
+    bc = _botocore()
+    return () if bc is None else (bc.NoCredentialsError, bc.PartialCredentialsError)
+
+
+def transport_errors() -> tuple[type[Exception], ...]:
+    """Every failure that is not a service's answer (botocore's ``BotoCoreError``)."""
+    bc = _botocore()
+    return (light.LightClientError,) if bc is None else (light.LightClientError, bc.BotoCoreError)
+
 
 # --------------------------------------------------------------------------- S3 error codes
 
@@ -79,7 +131,13 @@ _XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 # --------------------------------------------------------------------------- reading an error
 
 
-def error_code(e: ClientError) -> str:
+def error_response(e: Exception) -> dict[str, Any]:
+    """The ``response`` dict of a service's error answer (botocore's or the light client's)."""
+    response = getattr(e, "response", None)
+    return response if isinstance(response, dict) else {}
+
+
+def error_code(e: Any) -> str:
     """The service's error code (``NoSuchKey``, ``ConditionalCheckFailedException``, ``412``),
     taken from an XML body a JSON protocol failed to parse where there is one."""
     error = e.response.get("Error", {})
@@ -91,19 +149,19 @@ def error_code(e: ClientError) -> str:
     return code
 
 
-def error_status(e: ClientError) -> int:
+def error_status(e: Any) -> int:
     """The HTTP status of the answer (0 if unknown)."""
     return int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
-def error_message(e: ClientError) -> str:
+def error_message(e: Any) -> str:
     """The service's message, taken from an XML body a JSON protocol failed to parse."""
     message = str(e.response.get("Error", {}).get("Message", ""))
     inner = _XML_MESSAGE.search(message)
     return inner.group(1) if inner else message
 
 
-def describe_error(e: ClientError) -> str:
+def describe_error(e: Any) -> str:
     """``Code (HTTP status): message``, for error messages."""
     message = error_message(e)
     text = f"{error_code(e) or 'error'} (HTTP {error_status(e)})"
@@ -113,8 +171,8 @@ def describe_error(e: ClientError) -> str:
 def retry_attempts(response: object) -> int:
     """How many times botocore retried a request itself (its ``RetryAttempts``), from a response
     or from a ClientError."""
-    if isinstance(response, ClientError):
-        response = response.response
+    if isinstance(response, client_errors()):
+        response = getattr(response, "response", None)
     if not isinstance(response, dict):
         return 0
     return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
@@ -123,7 +181,7 @@ def retry_attempts(response: object) -> int:
 # --------------------------------------------------------------------------- what an S3 failure means
 
 
-def s3_retryable(e: ClientError, *, conditional: bool = False) -> bool:
+def s3_retryable(e: Any, *, conditional: bool = False) -> bool:
     """Whether an S3 error is transient: throttling, 5xx, and for a conditional write the 409
     S3 answers while another conditional write to the key is in flight."""
     code, status = error_code(e), error_status(e)
@@ -131,7 +189,7 @@ def s3_retryable(e: ClientError, *, conditional: bool = False) -> bool:
             or (conditional and (code in S3_CONFLICT or status == 409)))
 
 
-def s3_maybe_applied(e: ClientError) -> bool:
+def s3_maybe_applied(e: Any) -> bool:
     """Whether the request that failed so may still have been applied (a 5xx other than
     throttling, or a timeout): a conditional write retried after it must check whether its
     own first attempt won."""

@@ -136,3 +136,8 @@ DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS = 20_000
 #: A region is needed to sign requests; a local endpoint works with any, and Spark's
 #: S3DynamoDBLogStore defaults its DynamoDB region to this one.
 FALLBACK_REGION = "us-east-1"
+
+#: ``botocore`` makes every S3 and DynamoDB client a botocore one; ``auto`` (the default) uses
+#: the light client (``deltacommit.io.aws.light``) where it serves the settings exactly.  Read
+#: from the environment only: it chooses a client, not a table's settings.
+CLIENT_SWITCH = "DELTACOMMIT_AWS_CLIENT"

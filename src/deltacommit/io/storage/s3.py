@@ -33,8 +33,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from deltacommit.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -44,17 +42,19 @@ from deltacommit.errors import (
 )
 from deltacommit.io.aws.config import AwsConfig, client_identity
 from deltacommit.io.aws.errors import (
-    ANSWER_LOST,
-    NO_CREDENTIALS,
-    NOT_SENT,
     S3_CREDENTIALS,
     S3_DENIED,
     S3_NOT_FOUND,
     S3_PRECONDITION,
+    answer_lost,
+    client_errors,
     describe_error,
     error_code,
+    no_credentials,
+    not_sent,
     s3_maybe_applied,
     s3_retryable,
+    transport_errors,
 )
 from deltacommit.io.aws.options import CONDITIONAL_PUT_ALIAS, S3_CONDITIONAL_WRITES
 from deltacommit.io.aws.resolve import resolve_aws_config
@@ -206,7 +206,7 @@ class S3Store(ObjectStore):
 
         try:
             return self._request("GetObject", op, path, call)
-        except ClientError as e:
+        except client_errors() as e:
             raise self._error(op, path, e) from e
 
     def head(self, path: str) -> ObjectMeta:
@@ -214,7 +214,7 @@ class S3Store(ObjectStore):
         try:
             response = self._request("HeadObject", "head", path,
                                      lambda: self._client.head_object(Bucket=self.bucket, Key=key))
-        except ClientError as e:
+        except client_errors() as e:
             raise self._error("head", path, e) from e
         return ObjectMeta(path, int(response.get("ContentLength", 0)),
                           _ms(response.get("LastModified")), response.get("ETag"))
@@ -229,7 +229,7 @@ class S3Store(ObjectStore):
             response = self._request(
                 "PutObject", "put", path,
                 lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data))
-        except ClientError as e:
+        except client_errors() as e:
             raise self._error("put", path, e) from e
         return self._written(path, data, response)
 
@@ -243,7 +243,7 @@ class S3Store(ObjectStore):
                 lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
                                                 IfNoneMatch="*"),
                 conditional=True, attempts=attempts)
-        except ClientError as e:
+        except client_errors() as e:
             if error_code(e) not in S3_PRECONDITION:
                 raise self._error(op, path, e) from e
             if attempts.ambiguous:
@@ -264,7 +264,7 @@ class S3Store(ObjectStore):
                 lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data,
                                                 IfMatch=etag),
                 conditional=True, attempts=attempts)
-        except ClientError as e:
+        except client_errors() as e:
             code = error_code(e)
             if code in S3_NOT_FOUND:
                 raise PreconditionFailedError(op, self._url(path), "object does not exist") from None
@@ -283,7 +283,7 @@ class S3Store(ObjectStore):
         try:
             self._request("DeleteObject", "delete", path,
                           lambda: self._client.delete_object(Bucket=self.bucket, Key=key))
-        except ClientError as e:
+        except client_errors() as e:
             if error_code(e) in S3_NOT_FOUND:
                 return
             raise self._error("delete", path, e) from e
@@ -304,7 +304,7 @@ class S3Store(ObjectStore):
             response = self._request(
                 "DeleteObjects", "delete", paths[0],
                 lambda: self._client.delete_objects(Bucket=self.bucket, Delete=request))
-        except ClientError as e:
+        except client_errors() as e:
             if error_code(e) in _NO_BATCH_DELETE:
                 log.info("%s does not implement DeleteObjects (%s); deleting one object per "
                          "request", self.uri, error_code(e))
@@ -335,7 +335,7 @@ class S3Store(ObjectStore):
             try:
                 page = self._request("ListObjectsV2", "list", prefix,
                                      lambda a=args: self._client.list_objects_v2(**a))  # type: ignore[misc]
-            except ClientError as e:
+            except client_errors() as e:
                 raise self._error("list", prefix, e) from e
             for item in page.get("Contents", []):
                 yield ObjectMeta(self._rel(item["Key"]), int(item.get("Size", 0)),
@@ -353,7 +353,7 @@ class S3Store(ObjectStore):
             self._request("CopyObject", "copy", dst,
                           lambda: self._client.copy_object(Bucket=self.bucket, Key=key,
                                                            CopySource=source))  # type: ignore[arg-type]
-        except ClientError as e:
+        except client_errors() as e:
             if error_code(e) in S3_NOT_FOUND:
                 raise ObjectNotFoundError("copy", self._url(src), "source object does not exist") from e
             raise self._error("copy", dst, e) from e
@@ -406,7 +406,7 @@ class S3Store(ObjectStore):
             self._counter.add(api)
             try:
                 return call()
-            except ClientError as e:
+            except client_errors() as e:
                 if not s3_retryable(e, conditional=conditional):
                     raise
                 if s3_maybe_applied(e):
@@ -414,14 +414,14 @@ class S3Store(ObjectStore):
                 if self._retry.exhausted(attempt):
                     raise StorageError(op, self._url(path),
                                        f"{describe_error(e)}; gave up after {attempt} attempts") from e
-            except NOT_SENT as e:
+            except not_sent() as e:
                 # The request never reached the server.
                 if self._retry.exhausted(attempt):
                     raise StorageError(
                         op, self._url(path),
                         f"cannot connect to the S3 endpoint {self._endpoint()} ({e}); "
                         f"gave up after {attempt} attempts") from e
-            except ANSWER_LOST as e:
+            except answer_lost() as e:
                 # Closed, reset or timed out after sending: the request may have taken effect.
                 attempts.ambiguous = True
                 if self._retry.exhausted(attempt):
@@ -429,19 +429,19 @@ class S3Store(ObjectStore):
                         op, self._url(path),
                         f"connection to the S3 endpoint {self._endpoint()} failed ({e}); "
                         f"gave up after {attempt} attempts") from e
-            except NO_CREDENTIALS as e:
+            except no_credentials() as e:
                 raise StorageError(
                     op, self._url(path),
                     f"no usable AWS credentials ({e}): set AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY (storage options or environment) or AWS_PROFILE") from e
-            except BotoCoreError as e:
+            except transport_errors() as e:
                 raise StorageError(op, self._url(path), str(e)) from e
             self._clock.sleep(self._retry.delay(attempt, self._random))
 
     def _endpoint(self) -> str:
         return self.config.endpoint_url or f"the AWS default for region {self.config.region or '?'}"
 
-    def _error(self, op: str, path: str, e: ClientError) -> StorageError:
+    def _error(self, op: str, path: str, e: Exception) -> StorageError:
         code = error_code(e)
         url = self._url(path)
         if code == "NoSuchBucket":

@@ -62,8 +62,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from deltacommit.errors import (
     LogStoreError,
     ObjectExistsError,
@@ -75,16 +73,19 @@ from deltacommit.errors import (
 from deltacommit.io.aws.config import AwsConfig, ConditionalPut, client_identity
 from deltacommit.io.aws.dynamodb_admin import create_table, key_schema, keyed_by, wait_until_active
 from deltacommit.io.aws.errors import (
-    ANSWER_LOST,
     CONDITION_FAILED,
-    NOT_SENT,
     TABLE_MISSING,
+    answer_lost,
+    client_errors,
     describe_error,
     error_code,
     error_message,
+    error_response,
     error_status,
+    not_sent,
     s3_maybe_applied,
     s3_retryable,
+    transport_errors,
 )
 from deltacommit.io.aws.options import DEFAULT_DYNAMO_COMMIT_TIMEOUT_MS
 from deltacommit.io.aws.retry import LEASED_WRITES, RetryPolicy
@@ -390,10 +391,10 @@ class DynamoCommitStore(ForwardingStore):
             acquired = self._clock.monotonic()
             try:
                 self._client.put_item(**request)
-            except ClientError as e:
+            except client_errors() as e:
                 if error_code(e) != CONDITION_FAILED:
                     raise self._dynamodb_error(op, path, "PutItem", e) from e
-                returned: Any = e.response.get("Item")
+                returned: Any = error_response(e).get("Item")
                 item = returned or self._read_lease(op, path, key, sort_key)
                 if item is None:
                     # Gone between our request and the read (TTL, or deleted by hand): take it
@@ -403,7 +404,7 @@ class DynamoCommitStore(ForwardingStore):
                     request["Item"][ATTR_GENERATION] = {"N": "0"}
                     continue
                 return _Conflict(self._lease_from(op, path, key, sort_key, item))
-            except BotoCoreError as e:
+            except transport_errors() as e:
                 raise LogStoreError(
                     f"{op} {self._url(path)}: DynamoDB PutItem on lease table {self.table_name!r} "
                     f"failed: {e}") from e
@@ -418,9 +419,9 @@ class DynamoCommitStore(ForwardingStore):
             response = self._client.get_item(
                 TableName=self.table_name, ConsistentRead=True,
                 Key={ATTR_PATH: {"S": key}, ATTR_ETAG: {"S": sort_key}})
-        except ClientError as e:
+        except client_errors() as e:
             raise self._dynamodb_error(op, path, "GetItem", e) from e
-        except BotoCoreError as e:
+        except transport_errors() as e:
             raise LogStoreError(f"{op} {self._url(path)}: DynamoDB GetItem on lease table "
                                 f"{self.table_name!r} failed: {e}") from e
         return response.get("Item")
@@ -437,7 +438,7 @@ class DynamoCommitStore(ForwardingStore):
                 f"{dict(item)!r}; it was not written by a DynamoCommit client") from None
         return Lease(key, sort_key, generation, timeout_ms, self._clock.monotonic())
 
-    def _dynamodb_error(self, op: str, path: str, call: str, e: ClientError) -> LogStoreError:
+    def _dynamodb_error(self, op: str, path: str, call: str, e: Exception) -> LogStoreError:
         code = error_code(e)
         if code == TABLE_MISSING:
             return LogStoreError(
@@ -576,7 +577,7 @@ class _S3Writer(_Writer):
             self.inner.count_request(api)
             try:
                 return call(bounded_s3_client(self.inner.config, timeout))
-            except ClientError as e:
+            except client_errors() as e:
                 if error_code(e) == "NoSuchKey" or error_status(e) == 404:
                     raise ObjectNotFoundError(op, f"{self.inner.uri}/{path}",
                                               "no such object (or source object)") from e
@@ -584,9 +585,9 @@ class _S3Writer(_Writer):
                     raise StorageError(op, f"{self.inner.uri}/{path}", describe_error(e)) from e
                 maybe_applied = maybe_applied or s3_maybe_applied(e)
                 last = e
-            except NOT_SENT as e:
+            except not_sent() as e:
                 last = e  # never reached the server
-            except ANSWER_LOST as e:
+            except answer_lost() as e:
                 maybe_applied = True  # sent, answer lost: it may have been applied
                 last = e
             if maybe_applied:
@@ -675,7 +676,7 @@ def _enable_ttl(client: DynamoDBClient, name: str) -> bool:
             return current.get("AttributeName") == ATTR_TTL
         client.update_time_to_live(
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ATTR_TTL})
-    except ClientError as e:
+    except client_errors() as e:
         if error_code(e) in ("UnknownOperationException", "UnrecognizedClientException",
                              "NotImplementedError"):
             return False

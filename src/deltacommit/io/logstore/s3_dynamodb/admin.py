@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from deltacommit.errors import LogStoreError
 from deltacommit.io.aws.dynamodb_admin import (
     admin_error,
@@ -20,7 +18,7 @@ from deltacommit.io.aws.dynamodb_admin import (
     keyed_by,
     wait_until_active,
 )
-from deltacommit.io.aws.errors import error_code, error_message
+from deltacommit.io.aws.errors import client_errors, error_code, error_message
 from deltacommit.io.logstore.s3_dynamodb.entry import ATTR_EXPIRE_TIME, ATTR_FILE_NAME, ATTR_TABLE_PATH
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
 
@@ -80,7 +78,7 @@ def create_log_table(client: DynamoDBClient, table_name: str, *,
     try:
         client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={
             "Enabled": True, "AttributeName": ATTR_EXPIRE_TIME})
-    except ClientError as e:
+    except client_errors() as e:
         code, message = error_code(e), error_message(e)
         if code == "ValidationException" and "already enabled" in message.lower():
             pass
@@ -99,7 +97,7 @@ def ttl_status(client: DynamoDBClient, table_name: str) -> str:
     """``enabled on expireTime``, ``disabled``, ... or why it cannot be known."""
     try:
         description = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
-    except ClientError as e:
+    except client_errors() as e:
         return f"unknown ({error_code(e)}: the endpoint does not report TTL)"
     status = str(description.get("TimeToLiveStatus", "DISABLED")).lower()
     attribute = description.get("AttributeName")

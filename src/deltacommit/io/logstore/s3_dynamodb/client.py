@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from deltacommit.errors import LogStoreError
 from deltacommit.io.aws.config import AwsConfig, client_identity
 from deltacommit.io.aws.dynamodb_admin import endpoint_of
@@ -28,11 +26,14 @@ from deltacommit.io.aws.errors import (
     DYNAMODB_CREDENTIALS,
     DYNAMODB_DENIED,
     DYNAMODB_THROTTLED,
-    NO_CREDENTIALS,
     TABLE_MISSING,
+    client_errors,
     error_code,
     error_message,
+    error_response,
+    no_credentials,
     retry_attempts,
+    transport_errors,
 )
 from deltacommit.io.aws.retry import dynamodb_throttling
 from deltacommit.io.logstore import knowledge
@@ -265,12 +266,12 @@ class EntryClient(LogStore):
             self._counter.add(api)
             try:
                 response: dict[str, Any] = method(TableName=self.table_name, **kwargs)
-            except ClientError as e:
+            except client_errors() as e:
                 code = error_code(e)
                 attempts = retry_attempts(e)
                 self._count_retries(api, attempts)
                 if code == CONDITION_FAILED:
-                    item = e.response.get("Item")
+                    item = error_response(e).get("Item")
                     raise ConditionFailed(retried=attempts > 0 or retries > 0,
                                           item=item if isinstance(item, dict) else None
                                           ) from None
@@ -286,11 +287,11 @@ class EntryClient(LogStore):
                         "is too low for this load: use PAY_PER_REQUEST billing or raise it, or "
                         "raise DELTA_DYNAMO_MAX_ELAPSED_REQUEST_TIME") from e
                 raise self._error(api, e) from e
-            except NO_CREDENTIALS as e:
+            except no_credentials() as e:
                 raise LogStoreError(
                     f"{api} on DynamoDB table {self.table_name}: no usable AWS credentials ({e}); set "
                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the *_DYNAMODB variants)") from e
-            except BotoCoreError as e:
+            except transport_errors() as e:
                 raise LogStoreError(f"{api} on DynamoDB table {self.table_name} at {self.endpoint} "
                                     f"failed: {e}") from e
             self._count_retries(api, retry_attempts(response))
@@ -300,7 +301,7 @@ class EntryClient(LogStore):
         for _ in range(attempts):
             self._counter.add(api)
 
-    def _error(self, api: str, e: ClientError) -> LogStoreError:
+    def _error(self, api: str, e: Exception) -> LogStoreError:
         code = error_code(e)
         message = error_message(e)
         where = f"DynamoDB table {self.table_name} at {self.endpoint}"
@@ -331,15 +332,15 @@ class EntryClient(LogStore):
             self._counter.add("DescribeTable")
             try:
                 table = self._client.describe_table(TableName=self.table_name)["Table"]
-            except ClientError as e:
+            except client_errors() as e:
                 if error_code(e) in DYNAMODB_DENIED:
                     # Allowed to use the table but not to describe it (delta-rs documents no
                     # DescribeTable permission): errors will surface from the operations.
                     break
                 raise self._error("DescribeTable", e) from e
-            except NO_CREDENTIALS as e:
+            except no_credentials() as e:
                 raise LogStoreError(f"{where}: no usable AWS credentials ({e})") from e
-            except BotoCoreError as e:
+            except transport_errors() as e:
                 raise LogStoreError(f"{where} cannot be reached: {e}") from e
             check_key_schema(table, self.table_name, self.endpoint)
             status = table.get("TableStatus", "ACTIVE")
