@@ -12,9 +12,9 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 from deltacommit.io.aws import resolve_aws_config
+from deltacommit.io.aws.errors import client_errors
 from deltacommit.io.logstore.dynamo_commit.leases import DynamoCommitStore, create_lease_table
 from deltacommit.io.storage.s3 import S3Store
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock, ManualClock
@@ -52,7 +52,7 @@ class Recorder:
         self.calls.append(call)
         try:
             response = self.client.put_item(**request)
-        except ClientError as e:
+        except client_errors() as e:
             call.outcome = "conflict" if "ConditionalCheck" in str(e) else "error"
             raise
         call.outcome = "ok"

@@ -74,7 +74,7 @@ class LightDynamoDBClient:
         self._fallback: Any = None
         self._sleep = sleep
         self._random = uniform
-        self.meta = ClientMeta(endpoint_url, settings.region)
+        self.meta = ClientMeta(endpoint_url, settings.region, pool)
 
     def signer_identity(self) -> str:
         return self._settings.credentials.access_key_id
@@ -99,7 +99,7 @@ class LightDynamoDBClient:
         return self._fallback
 
     def _call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        body = json.dumps(arguments, separators=(",", ":")).encode("utf-8")
+        body = json.dumps(arguments).encode("utf-8")  # as botocore spells it
         headers = {"Content-Type": "application/x-amz-json-1.0",
                    "X-Amz-Target": f"DynamoDB_20120810.{operation}"}
         settings = self._settings

@@ -19,6 +19,7 @@ import contextlib
 import email.utils
 import hashlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote_plus
@@ -35,12 +36,22 @@ __all__ = ["LightS3Client"]
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
-class ClientMeta:
-    """What callers read of a client's ``meta``: its endpoint and region."""
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """The client's timeouts and pool size, named as in botocore's ``Config``."""
 
-    def __init__(self, endpoint_url: str, region_name: str) -> None:
+    connect_timeout: float
+    read_timeout: float
+    max_pool_connections: int
+
+
+class ClientMeta:
+    """What callers read of a client's ``meta``: its endpoint, region and settings."""
+
+    def __init__(self, endpoint_url: str, region_name: str, pool: HttpPool) -> None:
         self.endpoint_url = endpoint_url
         self.region_name = region_name
+        self.config = ClientConfig(pool.connect_timeout, pool.read_timeout, pool.max_idle)
 
 
 class _Body:
@@ -68,7 +79,7 @@ class LightS3Client:
         self._pool = pool
         self._fallback_factory = fallback
         self._fallback: Any = None
-        self.meta = ClientMeta(endpoint_url, settings.region)
+        self.meta = ClientMeta(endpoint_url, settings.region, pool)
 
     def signer_identity(self) -> str:
         """The access key id requests are signed with."""

@@ -86,20 +86,15 @@ class S3Settings:
     region: str
     #: The custom endpoint, or None for AWS's (from the region).
     endpoint: Endpoint | None
-    #: Path-style always (True), or by bucket as botocore's endpoint rules decide (False).
+    #: Path-style always (True), or, on AWS's endpoints, virtual-host style for buckets whose
+    #: names are host names (False); custom endpoints are always addressed path-style.
     force_path_style: bool
 
     def locate(self, bucket: str) -> tuple[Endpoint, str]:
         """The endpoint and the path prefix (``/bucket`` or empty) of ``bucket``'s requests."""
         path = "/" + quote(bucket, safe="/~")
         if self.endpoint is not None:
-            ip = _is_ip(self.endpoint.host)
-            virtual = not self.force_path_style and not ip and (
-                _virtual_hostable(bucket, subdomains=False)
-                or (self.endpoint.scheme == "http" and _virtual_hostable(bucket, subdomains=True)))
-            if virtual:
-                return Endpoint(self.endpoint.scheme, f"{bucket}.{self.endpoint.host}",
-                                self.endpoint.port), ""
+            # botocore addresses a custom endpoint path-style, automatic addressing included.
             return self.endpoint, path
         suffix = "s3.amazonaws.com" if self.region == "us-east-1" else f"s3.{self.region}.amazonaws.com"
         if not self.force_path_style and _virtual_hostable(bucket, subdomains=False):

@@ -11,9 +11,10 @@ which ``tests/aws/test_light_sigv4.py`` checks this against request by request):
   and is percent-encoded again;
 - the canonical query string is every parameter percent-encoded (unreserved characters
   ``A-Za-z0-9-_.~`` kept), sorted by encoded key, then value;
-- every header is signed except ``expect``, ``transfer-encoding``, ``user-agent`` and
-  ``x-amzn-trace-id``; names lower-cased, values with runs of whitespace made one space, the
-  values of one name joined by commas; ``host`` from the URL without a default port;
+- every header is signed except the hop-by-hop and tracing ones a proxy or the HTTP layer may
+  change (``expect``, ``connection``, ``user-agent``, ``traceparent``...); names lower-cased,
+  values with runs of whitespace made one space, the values of one name joined by commas;
+  ``host`` from the URL without a default port;
 - the payload is its SHA-256 in hex, or ``UNSIGNED-PAYLOAD`` where the caller chooses so.
 """
 
@@ -33,7 +34,10 @@ UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _ALGORITHM = "AWS4-HMAC-SHA256"
 #: Headers a proxy or the HTTP layer may add or change after signing.
-_UNSIGNED_HEADERS = frozenset({"expect", "transfer-encoding", "user-agent", "x-amzn-trace-id"})
+_UNSIGNED_HEADERS = frozenset({
+    "baggage", "connection", "expect", "keep-alive", "proxy-authenticate", "proxy-authorization",
+    "te", "traceparent", "tracestate", "trailer", "transfer-encoding", "upgrade", "user-agent",
+    "x-amzn-trace-id"})
 
 
 @dataclass(frozen=True, slots=True)
