@@ -1,0 +1,111 @@
+"""Which client a fresh process uses, seen from inside it: with static keys a write by URI
+(conditional put and the DynamoDB log store) never imports botocore; each configuration the
+light client does not serve writes through botocore's clients, and the write succeeds either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltacommit.testing import S3Bucket
+
+from .helpers import DynamoSetup
+
+CHILD = r"""
+import json, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.io.aws.config import _CLIENTS
+uri, options = sys.argv[1], json.loads(sys.argv[2])
+for n in range(2):
+    dc.write(uri, pa.table({"n": [n]}), storage_options=options)
+rows = dc.DeltaTable(uri, storage_options=options).to_arrow().num_rows
+print(json.dumps({"botocore": "botocore" in sys.modules, "rows": rows,
+                  "clients": sorted(type(c).__name__ for c in _CLIENTS.values())}), flush=True)
+# What is measured is printed; interpreter teardown is not what this test is about (a process
+# on the botocore path has been seen to abort in it once: "terminate called without an active
+# exception", from a native thread pool).
+import os
+os._exit(0)
+"""
+
+KEY_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def _run(uri: str, options: dict[str, str], env: dict[str, str | None]) -> dict[str, Any]:
+    child_env = dict(os.environ)
+    for name, value in env.items():
+        if value is None:
+            child_env.pop(name, None)
+        else:
+            child_env[name] = value
+    done = subprocess.run([sys.executable, "-c", CHILD, uri, json.dumps(options)],
+                          capture_output=True, text=True, env=child_env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _without_keys(options: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in options.items() if k not in KEY_NAMES}
+
+
+def test_static_keys_write_without_botocore(s3_bucket: S3Bucket) -> None:
+    out = _run(f"{s3_bucket.uri}/t", s3_bucket.storage_options, {})
+    assert out == {"botocore": False, "rows": 2, "clients": ["LightS3Client"]}
+
+
+def test_keys_from_the_environment_write_without_botocore(s3_bucket: S3Bucket) -> None:
+    """Lambda's case: the keys and the token in the environment, not in the options."""
+    env: dict[str, str | None] = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                                  "AWS_SESSION_TOKEN": "session-token"}
+    out = _run(f"{s3_bucket.uri}/t", _without_keys(s3_bucket.storage_options), env)
+    assert out == {"botocore": False, "rows": 2, "clients": ["LightS3Client"]}
+
+
+def test_the_dynamodb_log_store_writes_without_botocore(dynamo: DynamoSetup) -> None:
+    out = _run(dynamo.uri(), dynamo.options, {})
+    assert out["botocore"] is False and out["rows"] == 2
+    assert out["clients"] == ["LightDynamoDBClient", "LightS3Client"]
+
+
+def _credentials_file(tmp_path: Path) -> str:
+    path = tmp_path / "credentials"
+    path.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n"
+                    "[dev]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ["switch", "credentials-file", "profile", "config-file"])
+def test_what_the_light_client_does_not_serve_goes_through_botocore(
+        s3_bucket: S3Bucket, tmp_path: Path, case: str) -> None:
+    options = dict(s3_bucket.storage_options)
+    env: dict[str, str | None] = {}
+    if case == "switch":
+        env["DELTACOMMIT_AWS_CLIENT"] = "botocore"
+    elif case == "credentials-file":   # botocore's credential chain finds the keys
+        options = _without_keys(options)
+        env.update({k: None for k in KEY_NAMES})
+        env["AWS_SHARED_CREDENTIALS_FILE"] = _credentials_file(tmp_path)
+    elif case == "profile":
+        options = _without_keys(options)
+        env.update({k: None for k in KEY_NAMES})
+        env["AWS_SHARED_CREDENTIALS_FILE"] = _credentials_file(tmp_path)
+        env["AWS_PROFILE"] = "dev"
+    else:                              # a config file may set anything: botocore reads it
+        config = tmp_path / "config"
+        config.write_text("[default]\nregion = us-east-1\n")
+        env["AWS_CONFIG_FILE"] = str(config)
+    out = _run(f"{s3_bucket.uri}/t", options, env)
+    assert out == {"botocore": True, "rows": 2, "clients": ["S3"]}
+
+
+def test_the_dynamodb_log_store_falls_back_with_the_switch(dynamo: DynamoSetup) -> None:
+    out = _run(dynamo.uri(), dynamo.options, {"DELTACOMMIT_AWS_CLIENT": "botocore"})
+    assert out == {"botocore": True, "rows": 2, "clients": ["DynamoDB", "S3"]}
