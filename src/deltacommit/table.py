@@ -30,13 +30,10 @@ from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.create import stage_new_table
-from deltacommit.ops.delete import delete_rows, delete_with_deletion_vectors, deletes_write_dvs
 from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
-from deltacommit.ops.merge import TableMerger
 from deltacommit.ops.optimize import TableOptimizer
 from deltacommit.ops.properties import set_properties
 from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
-from deltacommit.ops.update import update as update_rows
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
 from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
@@ -59,6 +56,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
     from deltacommit.engine.hooks.checkpoint import CheckpointInfo
     from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.ops.merge import TableMerger
     from deltacommit.ops.optimize import TableOptimizer
     from deltacommit.protocol.expressions.ast import Expr
 
@@ -244,6 +242,10 @@ class DeltaTable:
                     "with the predicate")
             self._check_writable("UPDATE")
             self.update()
+            # Row-level verbs load their modules when used: a writer that only appends (a cold
+            # Lambda process) never pays for them.
+            from deltacommit.ops.update import update as update_rows
+
             return update_rows(self, updates, predicate)
         return self.refresh()
 
@@ -482,6 +484,8 @@ class DeltaTable:
         the table on ``predicate``: deltalake's ``TableMerger`` builder; add clauses, then
         ``execute()`` (``ops/merge``)."""
         self._check_writable("MERGE")
+        from deltacommit.ops.merge import TableMerger
+
         return TableMerger(self, source, predicate, source_alias, target_alias)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
@@ -496,6 +500,12 @@ class DeltaTable:
         if predicate is not None:
             parsed = parse_predicate(predicate)
             if not parsed.columns() <= set(self.partition_columns):
+                from deltacommit.ops.delete import (
+                    delete_rows,
+                    delete_with_deletion_vectors,
+                    deletes_write_dvs,
+                )
+
                 self._check_writable("DELETE")
                 if deletes_write_dvs(self) and \
                         not self.table_config.change_data_feed_enabled(self.protocol):

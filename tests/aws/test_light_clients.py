@@ -97,6 +97,10 @@ def _botocore_request(client: Any, operation: str, kwargs: dict[str, Any]) -> di
 
 
 class _CatchingPool:
+    connect_timeout = 5.0
+    read_timeout = 30.0
+    max_idle = 1
+
     def __init__(self, body: bytes = b"") -> None:
         self.seen: dict[str, Any] = {}
         self.body = body

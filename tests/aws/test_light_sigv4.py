@@ -145,3 +145,17 @@ def test_dot_segments_are_removed_as_botocore_removes_them(path: str, absolute: 
 
     path = ("/" + path) if absolute else path
     assert remove_dot_segments(path) == botocore_remove(path)
+
+
+@given(st.datetimes(min_value=datetime.datetime(1970, 1, 2), max_value=datetime.datetime(2200, 1, 1)))
+def test_http_dates_read_as_email_utils_reads_them(moment: datetime.datetime) -> None:
+    import email.utils
+
+    from deltacommit.io.aws.light.protocol import http_date
+
+    text = email.utils.format_datetime(moment.replace(microsecond=0, tzinfo=datetime.UTC),
+                                       usegmt=True)
+    assert http_date(text) == email.utils.parsedate_to_datetime(text)
+    assert http_date("Sunday, 06-Nov-94 08:49:37 GMT") == datetime.datetime(
+        1994, 11, 6, 8, 49, 37, tzinfo=datetime.UTC)
+    assert http_date("not a date") is None

@@ -25,7 +25,6 @@ work here, and the objects copied this way (commit files) are small.
 
 from __future__ import annotations
 
-import email.utils
 import io
 import logging
 import threading
@@ -56,6 +55,7 @@ from deltacommit.io.aws.errors import (
     s3_retryable,
     transport_errors,
 )
+from deltacommit.io.aws.light.protocol import http_date
 from deltacommit.io.aws.options import CONDITIONAL_PUT_ALIAS, S3_CONDITIONAL_WRITES
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.aws.retry import S3_REQUESTS, RetryPolicy
@@ -468,7 +468,5 @@ def _ms(value: object) -> int:
 def _http_date_ms(value: str | None) -> int | None:
     if not value:
         return None
-    try:
-        return int(email.utils.parsedate_to_datetime(value).timestamp() * 1000)
-    except (TypeError, ValueError):
-        return None
+    moment = http_date(value)
+    return None if moment is None else int(moment.timestamp() * 1000)

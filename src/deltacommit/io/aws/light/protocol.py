@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from deltacommit.io.aws.light.http import Endpoint, HttpPool, Response
@@ -22,6 +23,33 @@ __all__ = ["json_error_response", "metadata", "s3_error_response", "send"]
 
 _XML_CODE = re.compile(r"<Code>([^<]*)</Code>")
 _XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+
+
+_MONTHS = {name: i for i, name in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
+def http_date(text: str) -> datetime | None:
+    """An HTTP date (``Date``, ``Last-Modified``) as an aware UTC datetime, None if unreadable.
+
+    The IMF-fixdate every server sends (``Sun, 06 Nov 1994 08:49:37 GMT``) is read here;
+    the obsolete forms HTTP still allows go to ``email.utils``, imported only then."""
+    parts = text.split()
+    if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS:
+        clock = parts[4].split(":")
+        if len(clock) == 3 and all(p.isdigit() for p in (parts[1], parts[3], *clock)):
+            try:
+                return datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), int(clock[0]),
+                                int(clock[1]), int(clock[2]), tzinfo=UTC)
+            except ValueError:
+                return None
+    import email.utils
+
+    try:
+        value = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def amz_date(now: float | None = None) -> str:

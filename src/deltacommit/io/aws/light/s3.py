@@ -15,8 +15,6 @@ as botocore does, so that any key survives the XML.
 from __future__ import annotations
 
 import base64
-import contextlib
-import email.utils
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from xml.etree import ElementTree
 
 from deltacommit.io.aws.light.errors import ClientError
 from deltacommit.io.aws.light.http import HttpPool, Response
-from deltacommit.io.aws.light.protocol import metadata, s3_error_response, send
+from deltacommit.io.aws.light.protocol import http_date, metadata, s3_error_response, send
 from deltacommit.io.aws.light.settings import S3Settings, unserved_bucket
 from deltacommit.io.aws.light.sigv4 import payload_hash
 
@@ -256,8 +254,9 @@ def _object_fields(response: Response) -> dict[str, Any]:
     if "etag" in headers:
         out["ETag"] = headers["etag"]
     if "last-modified" in headers:
-        with contextlib.suppress(TypeError, ValueError):
-            out["LastModified"] = email.utils.parsedate_to_datetime(headers["last-modified"])
+        modified = http_date(headers["last-modified"])
+        if modified is not None:
+            out["LastModified"] = modified
     if "content-type" in headers:
         out["ContentType"] = headers["content-type"]
     return out
