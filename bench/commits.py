@@ -98,8 +98,14 @@ def _count_process_requests(store: Any, counts: Counter[str]) -> None:
         _, service, operation = event_name.split(".", 2)
         counts[operation if service == "s3" else f"{service}.{operation}"] += 1
 
+    def count_light(service: str, operation: str) -> None:
+        counts[operation if service == "s3" else f"{service}.{operation}"] += 1
+
     for client in (config.s3_client(), config.dynamodb_client()):
-        client.meta.events.register("before-send", count, unique_id="bench-process-count")
+        if getattr(client, "light", False):   # deltacommit.io.aws.light: no botocore events
+            client.on_request(count_light)
+        else:
+            client.meta.events.register("before-send", count, unique_id="bench-process-count")
 
 
 def _worker_deltacommit(uri: str, options: dict[str, str], writer: int, appends: int,
@@ -469,13 +475,23 @@ def _counted(table: Any) -> Iterator[Counter[str]]:
         _, service, operation = event_name.split(".", 2)
         counts[f"{service}.{operation}"] += 1
 
+    def count_light(service: str, operation: str) -> None:
+        counts[f"{service}.{operation}"] += 1
+
     dynamodb = inner.config.dynamodb_client()
+    light = getattr(dynamodb, "light", False)   # deltacommit.io.aws.light: no botocore events
     before = Counter(inner.requests)
-    dynamodb.meta.events.register("before-send", count, unique_id="bench-request-count")
+    if light:
+        dynamodb.on_request(count_light)
+    else:
+        dynamodb.meta.events.register("before-send", count, unique_id="bench-request-count")
     try:
         yield counts
     finally:
-        dynamodb.meta.events.unregister("before-send", unique_id="bench-request-count")
+        if light:
+            dynamodb.off_request(count_light)
+        else:
+            dynamodb.meta.events.unregister("before-send", unique_id="bench-request-count")
         counts.update({f"s3.{k}": n for k, n in (Counter(inner.requests) - before).items()})
 
 

@@ -46,7 +46,7 @@ from .test_conflicts import submit_in_order
 def requests(table: dc.DeltaTable) -> Iterator[Counter[str]]:
     """Count the requests sent while the block runs, by ``service.Operation``: S3 requests by
     the store's own counter (every HTTP request, writes under a DynamoDB lease included),
-    DynamoDB requests as boto3 sends them."""
+    DynamoDB requests as the client sends them (the light client or botocore's)."""
     store = table.log_store.store
     inner = getattr(store, "inner", store)
     assert isinstance(inner, S3Store)
@@ -57,12 +57,22 @@ def requests(table: dc.DeltaTable) -> Iterator[Counter[str]]:
         _, service, operation = event_name.split(".", 2)
         counts[f"{service}.{operation}"] += 1
 
+    def count_light(service: str, operation: str) -> None:
+        counts[f"{service}.{operation}"] += 1
+
+    light = getattr(dynamodb, "light", False)   # deltacommit.io.aws.light: no botocore events
     before = Counter(inner.requests)
-    dynamodb.meta.events.register("before-send", count, unique_id="deltacommit-request-count")
+    if light:
+        dynamodb.on_request(count_light)
+    else:
+        dynamodb.meta.events.register("before-send", count, unique_id="deltacommit-request-count")
     try:
         yield counts
     finally:
-        dynamodb.meta.events.unregister("before-send", unique_id="deltacommit-request-count")
+        if light:
+            dynamodb.off_request(count_light)
+        else:
+            dynamodb.meta.events.unregister("before-send", unique_id="deltacommit-request-count")
         counts.update({f"s3.{k}": n for k, n in (Counter(inner.requests) - before).items()})
 
 

@@ -74,10 +74,19 @@ class LightDynamoDBClient:
         self._fallback: Any = None
         self._sleep = sleep
         self._random = uniform
+        self._listeners: list[Callable[[str, str], None]] = []
         self.meta = ClientMeta(endpoint_url, settings.region, pool)
 
     def signer_identity(self) -> str:
         return self._settings.credentials.access_key_id
+
+    def on_request(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(service, operation)`` before each request (each retry too) is sent."""
+        self._listeners.append(listener)
+
+    def off_request(self, listener: Callable[[str, str], None]) -> None:
+        """Stop calling a listener ``on_request`` added."""
+        self._listeners = [f for f in self._listeners if f is not listener]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -107,6 +116,8 @@ class LightDynamoDBClient:
         while True:
             attempt += 1
             retries = attempt - 1
+            for listener in self._listeners:
+                listener("dynamodb", operation)
             try:
                 response = send(self._pool, settings.endpoint, method="POST", path="/", params=None,
                                 headers=headers, body=body, body_sha256=payload_hash(body),

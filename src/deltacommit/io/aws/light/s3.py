@@ -77,11 +77,21 @@ class LightS3Client:
         self._pool = pool
         self._fallback_factory = fallback
         self._fallback: Any = None
+        self._listeners: list[Callable[[str, str], None]] = []
         self.meta = ClientMeta(endpoint_url, settings.region, pool)
 
     def signer_identity(self) -> str:
         """The access key id requests are signed with."""
         return self._settings.credentials.access_key_id
+
+    def on_request(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(service, operation)`` before each request is sent (botocore's
+        ``before-send`` event, for counting requests in benchmarks)."""
+        self._listeners.append(listener)
+
+    def off_request(self, listener: Callable[[str, str], None]) -> None:
+        """Stop calling a listener ``on_request`` added."""
+        self._listeners = [f for f in self._listeners if f is not listener]
 
     def __getattr__(self, name: str) -> Any:
         # Operations the light client does not send itself: botocore's client does.
@@ -225,6 +235,8 @@ class LightS3Client:
     def _send(self, operation: str, method: str, bucket: str, key: str, *,
               params: list[tuple[str, str]] | None = None, headers: Mapping[str, str] | None = None,
               body: bytes = b"") -> Response:
+        for listener in self._listeners:
+            listener("s3", operation)
         endpoint, base = self._settings.locate(bucket)
         path = base + "/" + quote(key, safe="/~") if key else (base or "/")
         credentials = self._settings.credentials
