@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deltacommit.io.aws.light.dynamodb import LightDynamoDBClient
 from deltacommit.io.aws.light.http import HttpPool
 from deltacommit.io.aws.light.s3 import LightS3Client, endpoint_url_of
 from deltacommit.io.aws.light.settings import CLIENT_SWITCH, AwsSettings, light_dynamodb, light_s3
 
-__all__ = ["CLIENT_SWITCH", "LightDynamoDBClient", "LightS3Client", "light_dynamodb_client",
-           "light_s3_client"]
+if TYPE_CHECKING:
+    from deltacommit.io.aws.light.dynamodb import LightDynamoDBClient
+
+__all__ = ["CLIENT_SWITCH", "LightS3Client", "light_dynamodb_client", "light_s3_client"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ def light_dynamodb_client(config: AwsSettings, *, connect_timeout: float, read_t
     if isinstance(settings, str):
         log.debug("DynamoDB requests go through botocore: %s", settings)
         return None
+    # The DynamoDB client's module loads with the first DynamoDB client: a writer on S3
+    # conditional puts never needs it.
+    from deltacommit.io.aws.light.dynamodb import LightDynamoDBClient
+
     pool = HttpPool(connect_timeout=connect_timeout, read_timeout=read_timeout,
                     max_idle=max_connections)
     endpoint_url = config.effective_dynamodb_endpoint_url or settings.endpoint.url
