@@ -109,3 +109,29 @@ def test_what_the_light_client_does_not_serve_goes_through_botocore(
 def test_the_dynamodb_log_store_falls_back_with_the_switch(dynamo: DynamoSetup) -> None:
     out = _run(dynamo.uri(), dynamo.options, {"DELTACOMMIT_AWS_CLIENT": "botocore"})
     assert out == {"botocore": True, "rows": 2, "clients": ["DynamoDB", "S3"]}
+
+
+def test_the_suites_s3_stores_use_the_light_client(any_s3_bucket: S3Bucket,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store contract and the conditional-write races run on the light client (moto and
+    LocalStack alike), unless DELTACOMMIT_AWS_CLIENT=botocore asks for botocore's."""
+    from deltacommit.io.aws.config import clear_client_cache
+    from deltacommit.io.aws.light.s3 import LightS3Client
+    from deltacommit.io.storage.s3 import S3Store
+
+    store = S3Store.from_uri(f"{any_s3_bucket.uri}/t", any_s3_bucket.storage_options)
+    if os.environ.get("DELTACOMMIT_AWS_CLIENT") == "botocore":
+        assert not isinstance(store._client, LightS3Client)
+        return
+    assert isinstance(store._client, LightS3Client)
+    store.put("x", b"1")
+    assert store.get("x") == b"1"
+    monkeypatch.setenv("DELTACOMMIT_AWS_CLIENT", "botocore")
+    clear_client_cache()
+    try:
+        botocore_store = S3Store.from_uri(f"{any_s3_bucket.uri}/t", any_s3_bucket.storage_options)
+        assert not isinstance(botocore_store._client, LightS3Client)
+        assert botocore_store.get("x") == b"1"
+    finally:
+        monkeypatch.delenv("DELTACOMMIT_AWS_CLIENT")
+        clear_client_cache()
