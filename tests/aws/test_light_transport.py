@@ -160,3 +160,53 @@ def test_an_emulators_xml_error_is_read_for_its_code() -> None:
     with pytest.raises(client_errors()) as info:
         _client(pool, []).describe_table(TableName="t")
     assert error_code(info.value) == "UnrecognizedClientException"
+
+
+class _RegionalPool(_ScriptedPool):
+    def __init__(self, script: list[Response | Exception]) -> None:
+        super().__init__(script)
+        self.hosts: list[tuple[str, str]] = []
+
+    def request(self, endpoint: Endpoint, method: str, target: str, headers: dict[str, str],
+                body: bytes) -> Response:
+        scope = headers["Authorization"].split("Credential=", 1)[1].split(",", 1)[0]
+        self.hosts.append((endpoint.host, scope.split("/")[2]))
+        return super().request(endpoint, method, target, headers, body)
+
+
+def _redirect(region: str) -> Response:
+    body = (b"<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to "
+            b"access must be addressed using the specified endpoint.</Message></Error>")
+    return Response(301, "Moved Permanently", {"x-amz-bucket-region": region}, body)
+
+
+def _s3_client(pool: _ScriptedPool, endpoint: Endpoint | None) -> Any:
+    from deltacommit.io.aws.light.s3 import LightS3Client
+    from deltacommit.io.aws.light.settings import S3Settings
+
+    settings = S3Settings(Credentials("AKID", "secret"), "us-east-1", endpoint,
+                          force_path_style=endpoint is not None)
+    return LightS3Client(settings, pool, "https://s3.amazonaws.com",  # type: ignore[arg-type]
+                         lambda: None)
+
+
+def test_a_bucket_in_another_region_is_asked_there_as_botocore_does() -> None:
+    """AWS answers a request to the wrong region with the bucket's region and executes
+    nothing; the request is signed for that region and sent there, and the next goes there
+    at once."""
+    ok = Response(200, "OK", {"etag": '"1"'}, b"")
+    pool = _RegionalPool([_redirect("eu-west-1"), ok, ok])
+    client = _s3_client(pool, None)
+    client.put_object(Bucket="bkt", Key="k", Body=b"x", IfNoneMatch="*")
+    client.get_object(Bucket="bkt", Key="k")
+    assert pool.hosts == [("bkt.s3.amazonaws.com", "us-east-1"),
+                          ("bkt.s3.eu-west-1.amazonaws.com", "eu-west-1"),
+                          ("bkt.s3.eu-west-1.amazonaws.com", "eu-west-1")]
+
+
+def test_a_custom_endpoint_is_never_redirected() -> None:
+    pool = _RegionalPool([_redirect("eu-west-1")])
+    client = _s3_client(pool, Endpoint("http", "127.0.0.1", 5000))
+    with pytest.raises(client_errors()) as info:
+        client.get_object(Bucket="bkt", Key="k")
+    assert error_code(info.value) == "PermanentRedirect" and pool.sent == 1

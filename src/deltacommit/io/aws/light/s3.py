@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote_plus
@@ -26,12 +26,15 @@ from xml.etree import ElementTree
 from deltacommit.io.aws.light.errors import ClientError
 from deltacommit.io.aws.light.http import HttpPool, Response
 from deltacommit.io.aws.light.protocol import http_date, metadata, s3_error_response, send
-from deltacommit.io.aws.light.settings import S3Settings, unserved_bucket
+from deltacommit.io.aws.light.settings import S3Settings, standard_region, unserved_bucket
 from deltacommit.io.aws.light.sigv4 import payload_hash
 
 __all__ = ["LightS3Client"]
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+#: How AWS answers a request sent to a bucket's wrong region (``PermanentRedirect``,
+#: ``TemporaryRedirect``, ``AuthorizationHeaderMalformed``), with ``x-amz-bucket-region``.
+_REDIRECTED = frozenset({301, 307, 400})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,8 @@ class LightS3Client:
         self._fallback_factory = fallback
         self._fallback: Any = None
         self._listeners: list[Callable[[str, str], None]] = []
+        #: Buckets AWS said are in another region than the client's (``_send``).
+        self._regions: dict[str, str] = {}
         self.meta = ClientMeta(endpoint_url, settings.region, pool)
 
     def signer_identity(self) -> str:
@@ -235,17 +240,36 @@ class LightS3Client:
     def _send(self, operation: str, method: str, bucket: str, key: str, *,
               params: list[tuple[str, str]] | None = None, headers: Mapping[str, str] | None = None,
               body: bytes = b"") -> Response:
-        for listener in self._listeners:
-            listener("s3", operation)
-        endpoint, base = self._settings.locate(bucket)
-        path = base + "/" + quote(key, safe="/~") if key else (base or "/")
-        credentials = self._settings.credentials
-        response = send(self._pool, endpoint, method=method, path=path, params=params,
-                        headers=headers or {}, body=body, body_sha256=payload_hash(body),
-                        credentials=credentials, region=self._settings.region, service="s3")
+        settings = self._settings
+        region = self._regions.get(bucket)
+        if region is not None:
+            settings = replace(settings, region=region)
+        response = self._exchange(settings, operation, method, bucket, key, params,
+                                  headers or {}, body)
+        # A bucket in another region than the client's: AWS answers with the bucket's region
+        # and without executing the request; botocore's S3 client then sends it again there
+        # (and remembers the region), and so does this one.  Custom endpoints are left alone.
+        moved = response.headers.get("x-amz-bucket-region")
+        if (response.status in _REDIRECTED and settings.endpoint is None and moved
+                and moved != settings.region and standard_region(moved)):
+            self._regions[bucket] = moved
+            response = self._exchange(replace(settings, region=moved), operation, method, bucket,
+                                      key, params, headers or {}, body)
         if response.status >= 300:
             raise ClientError(s3_error_response(response), operation)
         return response
+
+    def _exchange(self, settings: S3Settings, operation: str, method: str, bucket: str, key: str,
+                  params: list[tuple[str, str]] | None, headers: Mapping[str, str],
+                  body: bytes) -> Response:
+        """One signed HTTP request to where ``settings`` locate ``bucket``."""
+        for listener in self._listeners:
+            listener("s3", operation)
+        endpoint, base = settings.locate(bucket)
+        path = base + "/" + quote(key, safe="/~") if key else (base or "/")
+        return send(self._pool, endpoint, method=method, path=path, params=params,
+                    headers=headers, body=body, body_sha256=payload_hash(body),
+                    credentials=settings.credentials, region=settings.region, service="s3")
 
 
 def endpoint_url_of(settings: S3Settings, given: str | None) -> str:

@@ -196,6 +196,11 @@ def _common_reason(config: AwsSettings, env: Mapping[str, str],
     return None
 
 
+def standard_region(region: str) -> bool:
+    """Whether ``region`` is in AWS's standard partition (endpoints ``*.amazonaws.com``)."""
+    return bool(_AWS_REGION.match(region))
+
+
 def _ca_bundle_reason(env: Mapping[str, str]) -> str | None:
     for name in _CA_BUNDLE_ENV:
         if env.get(name):
