@@ -35,13 +35,7 @@ from deltacommit.protocol.conflicts import (
     check_conflicts,
 )
 from deltacommit.protocol.expressions.parser import parse_predicate
-from deltacommit.protocol.row_conflicts import (
-    ChangedFile,
-    MovedRows,
-    RowLevelReads,
-    RowRebase,
-    rows,
-)
+from deltacommit.protocol.row_changes import ChangedFile, MovedRows, RowLevelReads, RowRebase, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 DV = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
@@ -241,7 +235,7 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
     dropping or updating rows).  The transaction conflicts exactly when a winner changed one
     of its rows; otherwise, after each rebase, the rows deleted where its rows live are the
     winners' deletes and its own, by row id: nothing restored, nothing lost."""
-    from deltacommit.protocol.row_conflicts import rebased_reads
+    from deltacommit.protocol.row_changes import rebased_reads
 
     n, before, changed = read
     summary = _summary(_changed(n, before, changed))

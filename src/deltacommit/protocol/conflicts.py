@@ -41,13 +41,7 @@ from deltacommit.protocol.actions import (
 from deltacommit.protocol.features.identity import SCHEMA_UPDATE_TAG, is_mark_update
 from deltacommit.protocol.features.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltacommit.protocol.replay import file_key
-from deltacommit.protocol.row_conflicts import (
-    RowConflict,
-    RowLevelReads,
-    RowRebase,
-    WinnerRows,
-    check_rows,
-)
+from deltacommit.protocol.row_changes import RowConflict, RowLevelReads, RowRebase, WinnerRows
 from deltacommit.protocol.schema.column_mapping import logical_values
 from deltacommit.protocol.table_config.feature_requests import supported_features
 from deltacommit.protocol.table_config.features import check_writable
@@ -250,6 +244,11 @@ def _check_rows(current: TransactionSummary, reads: RowLevelReads, winner: Winni
                 who: str) -> RowRebase | None:
     """4-6, row by row: new rows the predicate may match, rows both changed, rows the winner
     removed that this transaction changed (``row_conflicts.check_rows``)."""
+    # Imported here, not at module level: the row-level check reads file statistics with the
+    # expression evaluator (``file_pruning``), which only a row-level transaction needs; a
+    # blind append (a cold writer's one commit) checks its conflicts without loading them.
+    from deltacommit.protocol.row_conflicts import check_rows
+
     try:
         return check_rows(reads, winner.added, winner.removed, winner.rows,
                           _new_row_candidates(current, winner))

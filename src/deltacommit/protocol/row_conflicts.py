@@ -28,8 +28,9 @@ only if
      updated gets its commit version); otherwise ``ConcurrentDeleteReadException``.  The
      retry deletes those rows from the files that now hold them.
 
+The records (``RowLevelReads``, ``WinnerRows``, ``RowRebase``) are in ``row_changes``.
 What the winner's deletion vectors and new files hold is read by the engine
-(``engine.transaction.row_rebase``) and handed in as ``WinnerRows``; what was not read is
+(``engine.commit.row_rebase``) and handed in as ``WinnerRows``; what was not read is
 taken as a conflict.  The answer is a ``RowRebase``: for every file of the operation that
 the winner replaced, the entry it replaced it with and the positions the retry deletes
 there.
@@ -38,115 +39,25 @@ there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from deltacommit.protocol.actions import Add, Remove
 from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
-from deltacommit.protocol.expressions.ast import Expr
 from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.replay import file_key
-
-Rows = np.ndarray[Any, np.dtype[np.int64]]
-
-
-def rows(values: Any) -> Rows:
-    """Sorted unique int64 positions or ids."""
-    out: Rows = np.unique(np.asarray(values, dtype=np.int64))
-    return out
-
-
-@dataclass(frozen=True, eq=False)
-class ChangedFile:
-    """A file some of whose rows a row-level operation deleted or rewrote."""
-
-    #: The add as read: its path, deletion vector, ``baseRowId``.
-    add: Add
-    #: Physical rows of the data file.
-    num_rows: int
-    #: Positions its deletion vector deleted when read.
-    deleted_before: Rows
-    #: Positions this operation deletes (rewritten rows are deleted here and written anew).
-    changed: Rows
-    #: Stable row ids and row commit versions of ``changed``, in the same order.
-    changed_ids: Rows
-    changed_versions: Rows
-
-    @property
-    def key(self) -> str:
-        return file_key(self.add.path)
-
-
-@dataclass(frozen=True, eq=False)
-class RowLevelReads:
-    """What a row-level operation's outcome depends on (see the module docstring)."""
-
-    #: The operation acts on rows where this is TRUE (a MERGE: its target rows' condition).
-    predicate: Expr
-    #: The table's schema, partition columns and configuration, to read file statistics.
-    schema: pa.Schema
-    partition_columns: tuple[str, ...]
-    configuration: Mapping[str, str | None]
-    #: Files it changed rows of, by ``file_key``.
-    files: Mapping[str, ChangedFile]
-
-
-@dataclass(frozen=True, eq=False)
-class MovedRows:
-    """The stable ids, row commit versions and positions of a winner's new file's live rows."""
-
-    ids: Rows
-    versions: Rows
-    positions: Rows
-
-
-@dataclass(eq=False)
-class WinnerRows:
-    """What the engine read of a winner for a row-level check: deleted positions of the files
-    it committed with a deletion vector, and the live rows of the files it added."""
-
-    deletion_vectors: dict[str, Rows] = field(default_factory=dict)
-    moved: dict[str, MovedRows] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, eq=False)
-class FileRebase:
-    """One file of the winner's state where the retry deletes rows."""
-
-    #: The winner's live entry of the file (removed by the retry, added again with a DV).
-    target: Add
-    #: Physical rows of the file.
-    num_rows: int
-    #: Positions its deletion vector deletes now.
-    deleted_before: Rows
-    #: Positions the retry deletes as well, with their stable ids and commit versions.
-    changed: Rows
-    changed_ids: Rows
-    changed_versions: Rows
-    #: ``file_key`` of the operation's files whose changes land here.
-    replaces: tuple[str, ...]
-
-
-@dataclass(frozen=True, eq=False)
-class RowRebase:
-    """How the retry's changes move onto the winner's state."""
-
-    files: tuple[FileRebase, ...]
-
-
-class RowConflict(Exception):
-    """The winner changed a row this operation depends on: ``kind`` is ``append`` (new rows
-    the predicate may match), ``delete`` (a row both changed) or ``read`` (a row it changed
-    is gone or changed)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
+from deltacommit.protocol.row_changes import (
+    ChangedFile,
+    FileRebase,
+    RowConflict,
+    RowLevelReads,
+    RowRebase,
+    Rows,
+    WinnerRows,
+    rows,
+)
 
 
 def new_rows_matching(reads: RowLevelReads, added: Sequence[Add]) -> Add | None:
@@ -202,19 +113,6 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
                 np.concatenate([prior.changed_versions, c.changed_versions[which][order]]),
                 (*prior.replaces, c.key))
     return RowRebase(tuple(out.values()))
-
-
-def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
-    """``reads`` after the retry moved its changes as ``plan`` says: the files the winner
-    replaced give way to the winner's entries, as a later winner will see them (with the
-    winner's deletes as the rows deleted when read)."""
-    replaced = {k for f in plan.files for k in f.replaces}
-    files = {k: c for k, c in reads.files.items() if k not in replaced}
-    for f in plan.files:
-        files[file_key(f.target.path)] = ChangedFile(
-            f.target, f.num_rows, f.deleted_before, f.changed, f.changed_ids,
-            f.changed_versions)
-    return replace(reads, files=files)
 
 
 def _cardinality(dv: Mapping[str, Any] | None) -> int:
@@ -318,5 +216,4 @@ def _moved(c: ChangedFile, index: tuple[Rows, Rows, list[tuple[str, int]]],
     return out
 
 
-__all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads",
-           "RowRebase", "WinnerRows", "check_rows", "new_rows_matching", "rebased_reads", "rows"]
+__all__ = ["check_rows", "new_rows_matching"]

@@ -45,7 +45,7 @@ from deltacommit.protocol.deletion_vectors import (
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.replay import file_key
-from deltacommit.protocol.row_conflicts import (
+from deltacommit.protocol.row_changes import (
     MovedRows,
     RowLevelReads,
     RowRebase,

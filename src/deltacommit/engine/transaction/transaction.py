@@ -48,7 +48,7 @@ from deltacommit.protocol.expressions.predicates import (
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.protocol.replay import file_key
-from deltacommit.protocol.row_conflicts import ChangedFile, RowLevelReads, rows
+from deltacommit.protocol.row_changes import ChangedFile, RowLevelReads, rows
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
