@@ -127,6 +127,28 @@ def localstack_s3_client(localstack_server: LocalStackS3) -> Any:
     return boto3.client("s3", endpoint_url=localstack_server.endpoint, region_name="us-east-1")
 
 
+@pytest.fixture
+def aws_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The AWS client a test's S3 and DynamoDB stores use: ``light`` (the suite's own, for the
+    static keys of its servers) or ``botocore`` (DELTACOMMIT_AWS_CLIENT=botocore, which the
+    processes the test starts inherit), chosen with ``indirect=True`` parametrization
+    (``tests/s3/helpers.EACH_AWS_CLIENT``).  Production writers with role or profile
+    credentials go through botocore, so the store contract, the conditional-write races and
+    the DynamoDB log store's commit tests run on both.  A botocore run that made no botocore
+    client in this process, or made a light one, fails: it would not have tested botocore."""
+    from deltacommit.io.aws.config import _CLIENTS, clear_client_cache
+
+    name = getattr(request, "param", "light")
+    if name == "botocore":
+        monkeypatch.setenv("DELTACOMMIT_AWS_CLIENT", "botocore")
+    clear_client_cache()
+    yield name
+    made = [type(c).__module__ for c in _CLIENTS.values()]
+    clear_client_cache()
+    if name == "botocore":
+        assert made and not any(m.startswith("deltacommit.io.aws.light") for m in made), made
+
+
 # --------------------------------------------------------------------------- per-test resources
 
 

@@ -17,12 +17,19 @@ from typing import Any
 
 import boto3
 import pyarrow as pa
+import pytest
 
 from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 from deltacommit.io.logstore.s3_dynamodb.entry import CommitEntry
 from deltacommit.testing import S3Bucket, unique_name
 
 SCHEMA = pa.schema([("writer", pa.int64()), ("batch", pa.int64())])
+
+#: Runs a test once on each AWS client (the ``aws_client`` fixture of tests/conftest.py): the
+#: light client the suite uses by default and botocore's, which role and profile users get.
+EACH_AWS_CLIENT = pytest.mark.parametrize("aws_client", ["light", "botocore"], indirect=True)
+#: Runs a test on botocore's clients only (its light-client twin is the test without it).
+BOTOCORE = pytest.mark.parametrize("aws_client", ["botocore"], indirect=True)
 
 #: A journal line: (batch, version, attempts, sha256 of the commit file as written).
 Acked = tuple[int, int, int, str]

@@ -34,7 +34,7 @@ from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
 from deltacommit.runtime.clock import ManualClock, RandomSource
 from deltacommit.testing import Fault, FaultInjectingProxy, MotoServer
 
-from .helpers import SCHEMA, DynamoSetup, batch, new_log_table
+from .helpers import EACH_AWS_CLIENT, SCHEMA, DynamoSetup, batch, new_log_table
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
 TEMP_PATH = re.compile(rf"^\.tmp/(\d{{20}}\.json)\.{UUID}$")
@@ -381,7 +381,8 @@ def test_the_existence_check_returns_once_knowledge_is_older_than_half_the_ttl(
 # --------------------------------------------------------------------------- exclusion
 
 
-def test_a_claimed_version_is_refused_to_a_second_writer(dynamo: DynamoSetup) -> None:
+@EACH_AWS_CLIENT
+def test_a_claimed_version_is_refused_to_a_second_writer(dynamo: DynamoSetup, aws_client: str) -> None:
     create(dynamo)
     first = open_log_store(dynamo.uri(), dynamo.options)
     second = open_log_store(dynamo.uri(), dynamo.options)
@@ -393,7 +394,8 @@ def test_a_claimed_version_is_refused_to_a_second_writer(dynamo: DynamoSetup) ->
     assert [(e.version, e.complete) for e in entries] == [(0, True), (1, True)]
 
 
-def test_an_existing_commit_file_is_never_replaced(dynamo: DynamoSetup) -> None:
+@EACH_AWS_CLIENT
+def test_an_existing_commit_file_is_never_replaced(dynamo: DynamoSetup, aws_client: str) -> None:
     """An N.json whose entry TTL already removed: the HEAD of step 0 refuses the version."""
     table = create(dynamo)
     dc.write(table, batch(0, 0))
@@ -465,7 +467,8 @@ def test_a_stopped_writer_leaves_its_commit_complete_for_the_next_reader(
     assert store.get(commit_path(version)) == temp
 
 
-def test_the_next_writer_repairs_the_previous_commit(dynamo: DynamoSetup) -> None:
+@EACH_AWS_CLIENT
+def test_the_next_writer_repairs_the_previous_commit(dynamo: DynamoSetup, aws_client: str) -> None:
     table = create(dynamo)
     dc.write(table, batch(0, 0))       # the writer knows version 1 is complete
     version = append_stopped(dynamo, "after_put_entry")
@@ -505,7 +508,8 @@ def test_a_version_anyone_was_told_exists_can_be_read(dynamo: DynamoSetup) -> No
     assert dynamo.entries(dynamo.uri())[-1].complete
 
 
-def test_concurrent_repairs_are_benign(dynamo: DynamoSetup) -> None:
+@EACH_AWS_CLIENT
+def test_concurrent_repairs_are_benign(dynamo: DynamoSetup, aws_client: str) -> None:
     create(dynamo)
     version = append_stopped(dynamo, "after_put_entry")
     repairers = [open_log_store(dynamo.uri(), dynamo.options) for _ in range(4)]
@@ -560,7 +564,9 @@ def test_every_dynamodb_read_is_consistent(dynamo: DynamoSetup) -> None:
     assert all(consistent is True for _, consistent in reads), reads
 
 
-def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(dynamo: DynamoSetup) -> None:
+@EACH_AWS_CLIENT
+def test_the_writer_finishing_after_a_reader_repaired_its_commit_succeeds(
+        dynamo: DynamoSetup, aws_client: str) -> None:
     """The reader copies T(N) while the writer is between its PutItem and its copy; the
     writer's copy then finds N.json present with its own bytes, and the commit stands."""
     table = create(dynamo)
@@ -716,8 +722,9 @@ def test_throttling_for_too_long_is_reported_not_fatal(
     assert dynamo_complete(dynamo) == [(0, True)]
 
 
+@EACH_AWS_CLIENT
 def test_a_put_item_whose_answer_was_lost_is_recognised_as_ours(
-        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy) -> None:
+        dynamo: DynamoSetup, dynamodb_proxy: FaultInjectingProxy, aws_client: str) -> None:
     """The PutItem reaches DynamoDB but its answer is a 500; botocore retries it, the retry's
     condition fails on our own entry, and the entry's tempPath shows the commit is ours."""
     table = create(dynamo)

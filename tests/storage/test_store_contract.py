@@ -7,6 +7,7 @@ same tests; above all, racing ``put_if_absent`` calls have exactly one winner on
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,26 +15,38 @@ from pathlib import Path
 import pytest
 
 from deltacommit.errors import ObjectExistsError, ObjectNotFoundError, PreconditionFailedError
+from deltacommit.io.aws.config import clear_client_cache
+from deltacommit.io.aws.light.s3 import LightS3Client
 from deltacommit.io.storage import LocalStore, MemoryStore, ObjectStore, PutMode
 from deltacommit.io.storage.s3 import S3Store
 from deltacommit.testing import race, s3_storage_options, unique_name
 
-STORES = ["local", "memory", "s3-moto", "s3-localstack"]
+#: ``s3-moto-botocore``: the S3 store on botocore's client (the others use the light client).
+STORES = ["local", "memory", "s3-moto", "s3-moto-botocore", "s3-localstack"]
 
 
 @pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[ObjectStore]:
     kind = request.param
     if kind == "local":
         yield LocalStore(tmp_path / "table")
     elif kind == "memory":
         yield MemoryStore(unique_name("contract"), "table")
     else:
-        server = kind.removeprefix("s3-")
+        server = kind.removeprefix("s3-").removesuffix("-botocore")
         endpoint = request.getfixturevalue(f"{server}_server").endpoint
         name = unique_name("contract")
         request.getfixturevalue(f"{server}_s3_client").create_bucket(Bucket=name)
-        yield S3Store.from_uri(f"s3://{name}/table", s3_storage_options(endpoint))
+        botocore = kind.endswith("-botocore")
+        if botocore:
+            monkeypatch.setenv("DELTACOMMIT_AWS_CLIENT", "botocore")
+        clear_client_cache()
+        s3 = S3Store.from_uri(f"s3://{name}/table", s3_storage_options(endpoint))
+        assert isinstance(s3._client, LightS3Client) is not botocore \
+            or os.environ.get("DELTACOMMIT_AWS_CLIENT") == "botocore"
+        yield s3
+        clear_client_cache()
 
 
 def test_put_then_get_and_head(store: ObjectStore) -> None:
