@@ -23,11 +23,12 @@ import json, sys
 import pyarrow as pa
 import deltacommit as dc
 from deltacommit.io.aws.config import _CLIENTS
-uri, options = sys.argv[1], json.loads(sys.argv[2])
+uri, options, deferred = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 for n in range(2):
-    dc.write(uri, pa.table({"n": [n]}), storage_options=options)
+    dc.write(uri, pa.table({"n": [n]}), storage_options=options, mode="append")
+loaded = sorted(m for m in deferred if m in sys.modules)
 rows = dc.DeltaTable(uri, storage_options=options).to_arrow().num_rows
-print(json.dumps({"botocore": "botocore" in sys.modules, "rows": rows,
+print(json.dumps({"botocore": "botocore" in sys.modules, "rows": rows, "loaded": loaded,
                   "clients": sorted(type(c).__name__ for c in _CLIENTS.values())}), flush=True)
 # What is measured is printed; interpreter teardown is not what this test is about (a process
 # on the botocore path has been seen to abort in it once: "terminate called without an active
@@ -38,6 +39,13 @@ os._exit(0)
 
 KEY_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
+#: What appends by URI never load, whichever client: the row-level verbs (DELETE, UPDATE,
+#: MERGE) and the row-level conflict check with the file statistics it evaluates, which only a
+#: row-level transaction needs (a blind append's conflicts are checked file by file).
+NOT_LOADED_BY_APPENDS = ("deltacommit.ops.delete", "deltacommit.ops.update",
+                         "deltacommit.ops.merge", "deltacommit.ops.rowlevel",
+                         "deltacommit.protocol.row_conflicts")
+
 
 def _run(uri: str, options: dict[str, str], env: dict[str, str | None]) -> dict[str, Any]:
     child_env = dict(os.environ)
@@ -46,10 +54,13 @@ def _run(uri: str, options: dict[str, str], env: dict[str, str | None]) -> dict[
             child_env.pop(name, None)
         else:
             child_env[name] = value
-    done = subprocess.run([sys.executable, "-c", CHILD, uri, json.dumps(options)],
+    done = subprocess.run([sys.executable, "-c", CHILD, uri, json.dumps(options),
+                           json.dumps(NOT_LOADED_BY_APPENDS)],
                           capture_output=True, text=True, env=child_env, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out.pop("loaded") == [], "appends loaded modules only other verbs need"
+    return out
 
 
 def _without_keys(options: dict[str, str]) -> dict[str, str]:
