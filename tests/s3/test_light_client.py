@@ -30,9 +30,11 @@ loaded = sorted(m for m in deferred if m in sys.modules)
 rows = dc.DeltaTable(uri, storage_options=options).to_arrow().num_rows
 print(json.dumps({"botocore": "botocore" in sys.modules, "rows": rows, "loaded": loaded,
                   "clients": sorted(type(c).__name__ for c in _CLIENTS.values())}), flush=True)
-# What is measured is printed; interpreter teardown is not what this test is about (a process
-# on the botocore path has been seen to abort in it once: "terminate called without an active
-# exception", from a native thread pool).
+# What is measured is printed; interpreter teardown is not what this test is about.  A process
+# that wrote and read an S3 table aborts in it now and then (3 of 120 runs, light client and
+# botocore alike, none of 60 on a local table): "terminate called without an active exception"
+# (SIGABRT, exit -6) after every Python thread has ended, so from a native (Arrow) thread at
+# interpreter shutdown; pyarrow's apache/arrow#34314 reports the same.  Not yet pinned down.
 import os
 os._exit(0)
 """
