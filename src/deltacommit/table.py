@@ -31,7 +31,6 @@ from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.create import stage_new_table
 from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
-from deltacommit.ops.optimize import TableOptimizer
 from deltacommit.ops.properties import set_properties
 from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
 from deltacommit.ops.write import WriteResult
@@ -271,6 +270,9 @@ class DeltaTable:
     @property
     def optimize(self) -> TableOptimizer:
         """Compaction (``optimize.compact``), with deltalake's names."""
+        # Loaded when used, as the row-level verbs are: a writer that only appends never
+        # compacts (auto-compaction reaches it through this property, after its commit).
+        from deltacommit.ops.optimize import TableOptimizer
 
         return TableOptimizer(self)
 

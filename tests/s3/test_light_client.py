@@ -42,10 +42,11 @@ os._exit(0)
 KEY_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 #: What appends by URI never load, whichever client: the row-level verbs (DELETE, UPDATE,
-#: MERGE) and the row-level conflict check with the file statistics it evaluates, which only a
-#: row-level transaction needs (a blind append's conflicts are checked file by file).
+#: MERGE), compaction, and the row-level conflict check with the file statistics it evaluates,
+#: which only a row-level transaction needs (a blind append's conflicts are checked file by file).
 NOT_LOADED_BY_APPENDS = ("deltacommit.ops.delete", "deltacommit.ops.update",
                          "deltacommit.ops.merge", "deltacommit.ops.rowlevel",
+                         "deltacommit.ops.optimize", "deltacommit.engine.rewrite_check",
                          "deltacommit.protocol.row_conflicts")
 
 
