@@ -97,11 +97,12 @@ def test_a_mixed_fleet_killed_at_random_loses_and_duplicates_nothing(
     deltacommit adds no error of a kind the peers do not already raise among themselves."""
     options = dynamo_options(s3_bucket, moto_server.endpoint, new_log_table(moto_server.endpoint))
     # The peers commit far more slowly than deltacommit's writers (a Spark emulator commit loses
-    # most races to them): 30 s with a kill every 5 s gives each peer lives long enough to land.
+    # most races to them): 30 s with a kill every 5 s gives each peer lives long enough to land,
+    # and deltacommit's writers pause 0.1 s between appends, or they win nearly every version.
     report = run_stress(f"{s3_bucket.uri}/mixed", writers=2, seconds=30, kill_rate=0.2,
                         storage_options=options, rows_per_commit=5,
                         journal_dir=tmp_path / "journals", seed=7,
-                        peers=["deltalake", "spark-emulator"])
+                        peers=["deltalake", "spark-emulator"], writer_pause=0.1)
     assert report.verify is not None and report.verify.ok, report.verify.problems
     assert not report.failed_writers, report.failed_writers
     peers = report.peers

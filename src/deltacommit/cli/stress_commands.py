@@ -63,7 +63,8 @@ def _stress(args: argparse.Namespace) -> int:
             print(f"versions    {report.transactions_per_version} transactions per version, "
                   f"at most {v.largest_group} in one")
         if report.fleet_records_left:
-            print(f"fleet       {report.fleet_records_left} objects left in the fleet's folder")
+            print(f"fleet       {report.fleet_records_left} published records left in the fleet's "
+                  "folder")
         for problem in v.problems:
             print(f"PROBLEM     {problem}")
     if report.peers is not None:

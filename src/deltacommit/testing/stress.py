@@ -57,7 +57,7 @@ from deltacommit.io.journal import Journal, read_journals
 from deltacommit.io.logstore import open_log_store
 from deltacommit.ops.driver import Attempt, Decision, run
 from deltacommit.ops.verify import VerifyReport, verify_table
-from deltacommit.protocol.fleet.record import FLEET_DIR
+from deltacommit.protocol.fleet.record import FLEET_DIR, version_of_round
 from deltacommit.protocol.table_config.properties import GROUP_COMMIT_FLEET
 from deltacommit.table import DeltaTable
 from deltacommit.testing.stress_peers import (
@@ -190,7 +190,7 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
                journal_dir: str | os.PathLike[str] | None = None, seed: int | None = None,
                on_progress: Callable[[str], None] | None = None,
                python: str | None = None, peers: Sequence[str] = (), fleet: bool = False,
-               as_hosts: bool | None = None) -> StressReport:
+               as_hosts: bool | None = None, writer_pause: float = 0.0) -> StressReport:
     """Run ``writers`` writer processes for ``seconds``, killing one at random ``kill_rate``
     times a second (Poisson arrivals) and restarting it, then check the history.
 
@@ -199,6 +199,9 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     ``writers=0`` the peers run alone, the baseline for the errors they raise.  ``as_hosts``
     gives every writer its own turn folder (each stands for a host); ``fleet`` (which implies
     ``as_hosts`` unless it is given) turns fleet-wide group commit on for the table.
+    ``writer_pause`` seconds pass between one deltacommit writer's appends (peers never
+    pause): a writer that commits many times faster than a peer's engine otherwise wins
+    nearly every version, and the peers' writes a test means to check never land.
     """
     _check_arguments(uri, writers, seconds, kill_rate, rows_per_commit, peers)
     options = dict(storage_options or {})
@@ -215,7 +218,8 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
     launcher = _Launcher(uri, spark_key_uri(uri) if spark_fleet else uri, jdir,
                          {**os.environ, OPTIONS_ENV: json.dumps(options)},
                          python or sys.executable, rows_per_commit, rng,
-                         {f"{kind}{i}": kind for i, kind in enumerate(peers)}, hosts)
+                         {f"{kind}{i}": kind for i, kind in enumerate(peers)}, hosts,
+                         writer_pause)
     say(f"stress: {writers} writers{' as hosts' if hosts else ''} on {uri}"
         f"{' (fleet-wide group commit)' if fleet else ''} for {seconds:g} s, kill rate "
         f"{kill_rate:g}/s, journals in {jdir}")
@@ -242,10 +246,11 @@ def run_stress(uri: str, *, writers: int, seconds: float, kill_rate: float = 0.0
 
 
 def _fleet_records(uri: str, options: Mapping[str, str]) -> int | None:
-    """Objects under the table's fleet folder; None where it cannot be listed."""
+    """Published records left under the table's fleet folder (round keys are not counted: the
+    newest ``cleanup.KEEP_ROUNDS`` stay by design); None where it cannot be listed."""
     try:
         store = open_log_store(uri, options).store
-        return sum(1 for _ in store.list(FLEET_DIR + "/"))
+        return sum(1 for o in store.list(FLEET_DIR + "/") if version_of_round(o.path) is None)
     except (StorageError, LogStoreError):
         return None
 
@@ -284,7 +289,7 @@ class _Launcher:
 
     def __init__(self, uri: str, peer_uri: str, jdir: Path, env: dict[str, str], exe: str,
                  rows_per_commit: int, rng: random.Random, kinds: dict[str, str],
-                 as_hosts: bool = False) -> None:
+                 as_hosts: bool = False, writer_pause: float = 0.0) -> None:
         self.uri = uri
         self.peer_uri = peer_uri
         self.jdir = jdir
@@ -294,6 +299,7 @@ class _Launcher:
         self.rng = rng
         self.kinds = kinds
         self.as_hosts = as_hosts
+        self.writer_pause = writer_pause
         self.incarnations: dict[str, int] = {}
 
     def _env(self, name: str) -> dict[str, str]:
@@ -313,7 +319,8 @@ class _Launcher:
         if kind is None:
             log_path = jdir / f"{name}-{k}.log"
             command = [exe, "-m", "deltacommit.testing.stress", "worker", self.uri, "--name", name,
-                       "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl")]
+                       "--incarnation", str(k), "--journal", str(jdir / f"{name}-{k}.jsonl"),
+                       "--pause", str(self.writer_pause)]
         else:
             log_path = jdir / f"peer-{name}-{k}.log"
             command = [exe, "-m", "deltacommit.testing.stress", "peer", kind, self.peer_uri,
@@ -423,8 +430,10 @@ def _count_transient(log: Path) -> int:
 # --------------------------------------------------------------------------- the writer process
 
 
-def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int) -> int:
-    """Append batches until SIGTERM, journaling each acknowledged commit."""
+def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, seed: int,
+           pause: float = 0.0) -> int:
+    """Append batches until SIGTERM, journaling each acknowledged commit, ``pause`` seconds
+    apart (a SIGTERM ends the pause)."""
 
     stop = StopOnSigterm()
     signal.signal(signal.SIGTERM, stop)
@@ -444,6 +453,8 @@ def worker(uri: str, name: str, incarnation: int, journal_path: str, rows: int, 
                 continue
             journal.append(result, rows=rows)
             seq += 1
+            if pause > 0:
+                stop.event.wait(pause)
     return 0
 
 
@@ -525,12 +536,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         one.add_argument("--journal", required=True)
         one.add_argument("--rows", type=int, default=10)
         one.add_argument("--seed", type=int, default=0)
+    w.add_argument("--pause", type=float, default=0.0)
     args = parser.parse_args(argv)
     if args.command == "peer":
         options = json.loads(os.environ.get(OPTIONS_ENV, "{}"))
         return peer_worker(args.kind, args.uri, args.name, args.incarnation, args.journal,
                            args.rows, args.seed, SCHEMA, options)
-    return worker(args.uri, args.name, args.incarnation, args.journal, args.rows, args.seed)
+    return worker(args.uri, args.name, args.incarnation, args.journal, args.rows, args.seed,
+                  args.pause)
 
 
 if __name__ == "__main__":
