@@ -283,7 +283,7 @@ def test_unsupported_expression_refuses_the_write(tmp_path: Path,
     with pytest.raises(InvalidArgumentError, match="generated column 's' has expression"):
         dc.DeltaTable.create(path, schema)  # refused up front
     # A table another engine created with it: every write is refused.
-    monkeypatch.setattr("deltacommit.ops.create.check_expressions",
+    monkeypatch.setattr("deltacommit.protocol.expressions.generated.check_expressions",
                         lambda schema, table: None)
     table = dc.DeltaTable.create(path, schema)
     monkeypatch.undo()

@@ -27,12 +27,11 @@ from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
 from deltacommit.protocol.actions import Add
-from deltacommit.protocol.expressions.constraints import (
-    check_constraints,
+from deltacommit.protocol.expressions.declarations import (
     check_partition_not_null,
+    generated_columns,
     table_constraints,
 )
-from deltacommit.protocol.expressions.generated import check_generated, fill_generated, generated_columns
 from deltacommit.protocol.features.identity import fill_identity, identity_columns
 from deltacommit.protocol.log.paths import ResolvedPath
 from deltacommit.protocol.partitions import (
@@ -328,9 +327,15 @@ def conform_rows(target: WriteTarget, data: pa.Table,
         data = cast_to_table_schema(data, schema)
     check_not_null(data, schema, uri)
     check_partition_not_null(data, schema, list(target.partition_columns), uri)
+    # The expression parser and evaluator load only for a table that declares something to
+    # evaluate: an append to any other table (a cold Lambda's one write) never imports them.
     if target.generated:
+        from deltacommit.protocol.expressions.generated import check_generated
+
         check_generated(data, [g for g in target.generated if g.name in supplied], uri)
     if target.constraints:
+        from deltacommit.protocol.expressions.constraints import check_constraints
+
         check_constraints(data, list(target.constraints), uri)
     return data
 
@@ -350,6 +355,9 @@ def _complete_columns(target: WriteTarget, data: pa.Table, identity: Mapping[str
     if not data.schema.equals(given):
         check_write_compatible(given, data.schema, uri)
         data = cast_to_table_schema(data, given)
+    # Loaded only here, for a table with generated columns (see ``conform_rows``).
+    from deltacommit.protocol.expressions.generated import fill_generated
+
     return fill_generated(data, missing, schema, uri).select(schema.names)
 
 

@@ -26,8 +26,11 @@ from deltacommit.errors import InvalidArgumentError, TableExistsError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.protocol.actions import Metadata
 from deltacommit.protocol.conflicts import TransactionSummary
-from deltacommit.protocol.expressions.constraints import INVARIANTS_KEY
-from deltacommit.protocol.expressions.generated import GENERATION_KEY, check_expressions
+from deltacommit.protocol.expressions.declarations import (
+    GENERATION_KEY,
+    INVARIANTS_KEY,
+    generated_columns,
+)
 from deltacommit.protocol.features import identity, row_tracking
 from deltacommit.protocol.partitions import check_partition_columns
 from deltacommit.protocol.property_checks import check_properties
@@ -67,7 +70,12 @@ def stage_new_table(log_store: LogStore, schema: pa.Schema, *,
     check_partition_columns(schema, pcols, uri)
     # Generated columns this writer could never write and malformed identity columns are
     # refused now, rather than a table every later write refuses.
-    check_expressions(schema, uri)
+    if generated_columns(schema):
+        # The evaluator loads only for a schema with generated columns: ``DeltaTable`` imports
+        # this module, and a cold append must not pay for the expression package.
+        from deltacommit.protocol.expressions.generated import check_expressions
+
+        check_expressions(schema, uri)
     identity.identity_columns(schema, uri)
     existing = log_store.list_log(0)
     if existing:

@@ -23,7 +23,7 @@ from typing import Protocol as Interface
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import CheckConstraintViolationError, InvalidArgumentError
 from deltacommit.ops.schema_changes import column_mapping_turned_on
-from deltacommit.protocol.expressions.constraints import Constraint, check_constraints
+from deltacommit.protocol.expressions.declarations import Constraint
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.property_checks import check_properties
 from deltacommit.protocol.table_config.config import RESERVED, TableConfig
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.protocol.expressions.constraints import Constraint
     from deltacommit.runtime.clock import RandomSource
 
 
@@ -135,6 +134,9 @@ def _check_existing_rows(table: PropertiesTable, snap: Snapshot, checks: list[Co
     CHECK constraint only on the rows they write, so one set over rows that violate it would
     be a false promise to every reader.  (Spark refuses the property in ``SET TBLPROPERTIES``
     and checks the rows in ``ADD CONSTRAINT``; this is the one way to set it here.)"""
+
+    # The evaluator loads with the first constraint set, not with every ``DeltaTable``.
+    from deltacommit.protocol.expressions.constraints import check_constraints
 
     uri = table.uri
     scan = table.file_scan(snap.schema)

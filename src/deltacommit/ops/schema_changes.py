@@ -20,7 +20,7 @@ from typing import Protocol as Interface
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import Metadata, Protocol
-from deltacommit.protocol.expressions.constraints import table_constraints
+from deltacommit.protocol.expressions.declarations import table_constraints
 from deltacommit.protocol.expressions.predicates import parse_predicate
 from deltacommit.protocol.schema.arrow import delta_schema_dict
 from deltacommit.protocol.schema.column_mapping import (

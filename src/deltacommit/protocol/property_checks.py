@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.protocol.expressions.generated import parse_expression
-from deltacommit.protocol.expressions.predicates import parse_predicate
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import CONSTRAINT_PREFIX
 
@@ -25,6 +23,11 @@ def check_properties(properties: Mapping[str, object], table: str) -> None:
         if not key.lower().startswith(CONSTRAINT_PREFIX):
             continue
         assert isinstance(value, str)  # check_new refused any other value
+        # The parsers load only for a CHECK constraint: ``DeltaTable`` imports this module
+        # (through ``ops.create``), and a cold append must not pay for the expression package.
+        from deltacommit.protocol.expressions.parser import parse_expression
+        from deltacommit.protocol.expressions.predicates import parse_predicate
+
         try:
             parse_predicate(value)
         except InvalidArgumentError:

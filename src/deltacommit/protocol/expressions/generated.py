@@ -20,13 +20,21 @@ is refused when it is created (``check_expressions``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from deltacommit.errors import GeneratedColumnMismatchError, InvalidArgumentError
 from deltacommit.protocol.expressions.arrow_values import pcx
+from deltacommit.protocol.expressions.declarations import (
+    GENERATION_KEY as GENERATION_KEY,
+)
+from deltacommit.protocol.expressions.declarations import (
+    GeneratedColumn as GeneratedColumn,
+)
+from deltacommit.protocol.expressions.declarations import (
+    generated_columns as generated_columns,
+)
 from deltacommit.protocol.expressions.evaluator import (
     EvaluationFailed,
     value_type,
@@ -40,28 +48,8 @@ from deltacommit.protocol.expressions.evaluator import (
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.sql_semantics import null_safe_equal
 
-GENERATION_KEY = b"delta.generationExpression"
-
 #: A condition failed on a row or cannot be evaluated (``error(what)`` gives the error).
 ConditionFailed = EvaluationFailed
-
-
-@dataclass(frozen=True, slots=True)
-class GeneratedColumn:
-    """A top-level column and its ``delta.generationExpression``."""
-
-    name: str
-    expression: str
-
-
-def generated_columns(schema: pa.Schema) -> list[GeneratedColumn]:
-    """The generated columns of a table schema (Delta allows them at the top level only)."""
-    out = []
-    for f in schema:
-        raw = (f.metadata or {}).get(GENERATION_KEY)
-        if raw is not None:
-            out.append(GeneratedColumn(f.name, raw.decode("utf-8")))
-    return out
 
 
 def _describe(table: str, column: GeneratedColumn) -> str:
