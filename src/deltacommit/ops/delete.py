@@ -42,6 +42,7 @@ from deltacommit.ops.rowlevel import (
     RowLevelTable,
     RowRewrite,
     candidate_files,
+    rewrite_spark_metrics,
     run_row_level,
 )
 from deltacommit.protocol.actions import Add
@@ -200,17 +201,7 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
                        {"deleted": sum(len(c.deleted) for c in changes)}, reads=predicate)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-        return {"numAddedFiles": str(written.files_added),
-                "numRemovedFiles": str(written.files_removed),
-                "numDeletedRows": str(planned.counts["deleted"]),
-                "numCopiedRows": str(written.rows_copied),
-                "numAddedChangeFiles": str(written.change_files),
-                "numDeletionVectorsAdded": str(written.dvs_added),
-                "numDeletionVectorsRemoved": str(written.dvs_removed),
-                "numAddedBytes": str(written.bytes_added),
-                "numRemovedBytes": str(written.bytes_removed),
-                "scanTimeMs": str(planned.scan_ms),
-                "rewriteTimeMs": str(written.rewrite_ms)}
+        return rewrite_spark_metrics(planned, written, "numDeletedRows", "deleted")
 
     done = run_row_level(RowLevelJob(table, "DELETE",
                                      {"predicate": json_text([predicate.to_sql()])}, where,

@@ -653,6 +653,24 @@ class Planned:
     reads: Expr | None = None
 
 
+def rewrite_spark_metrics(planned: Planned, written: Rewritten, rows_metric: str,
+                          count: str) -> dict[str, str]:
+    """Spark's operationMetrics of an UPDATE or DELETE (its commitInfo, as Spark writes them):
+    the rewrite's files, bytes, deletion vectors and times, and ``rows_metric``
+    (``numUpdatedRows``, ``numDeletedRows``) the verb's ``count`` of the rows it changed."""
+    return {"numAddedFiles": str(written.files_added),
+            "numRemovedFiles": str(written.files_removed),
+            rows_metric: str(planned.counts.get(count, 0)),
+            "numCopiedRows": str(written.rows_copied),
+            "numAddedChangeFiles": str(written.change_files),
+            "numDeletionVectorsAdded": str(written.dvs_added),
+            "numDeletionVectorsRemoved": str(written.dvs_removed),
+            "numAddedBytes": str(written.bytes_added),
+            "numRemovedBytes": str(written.bytes_removed),
+            "scanTimeMs": str(planned.scan_ms),
+            "rewriteTimeMs": str(written.rewrite_ms)}
+
+
 @dataclass(slots=True)
 class Done:
     """A row-level operation that ended: what it planned and wrote, and the commit (None

@@ -37,6 +37,7 @@ from deltacommit.ops.rowlevel import (
     RowLevelTable,
     RowRewrite,
     candidate_files,
+    rewrite_spark_metrics,
     run_row_level,
 )
 from deltacommit.protocol.expressions.ast import TRUE, And, Expr
@@ -125,17 +126,7 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
                        reads=pred if pred is not None else TRUE)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-        return {"numAddedFiles": str(written.files_added),
-                "numRemovedFiles": str(written.files_removed),
-                "numUpdatedRows": str(planned.counts["updated"]),
-                "numCopiedRows": str(written.rows_copied),
-                "numAddedChangeFiles": str(written.change_files),
-                "numDeletionVectorsAdded": str(written.dvs_added),
-                "numDeletionVectorsRemoved": str(written.dvs_removed),
-                "numAddedBytes": str(written.bytes_added),
-                "numRemovedBytes": str(written.bytes_removed),
-                "scanTimeMs": str(planned.scan_ms),
-                "rewriteTimeMs": str(written.rewrite_ms)}
+        return rewrite_spark_metrics(planned, written, "numUpdatedRows", "updated")
 
     done = run_row_level(RowLevelJob(
         table, "UPDATE", {"predicate": json_text([pred.to_sql()] if pred else [])}, what,

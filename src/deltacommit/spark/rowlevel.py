@@ -31,6 +31,7 @@ from deltacommit.ops.rowlevel import (
     RowLevelTable,
     RowRewrite,
     candidate_files,
+    rewrite_spark_metrics,
     run_row_level,
 )
 from deltacommit.protocol.actions import Add, AddCDCFile
@@ -253,17 +254,7 @@ def update(table_or_uri: DeltaTable | str, updates: Mapping[str, str],
                                        f"{e.message}") from None
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-        return {"numAddedFiles": str(written.files_added),
-                "numRemovedFiles": str(written.files_removed),
-                "numUpdatedRows": str(planned.counts.get("updated", 0)),
-                "numCopiedRows": str(written.rows_copied),
-                "numAddedChangeFiles": str(written.change_files),
-                "numDeletionVectorsAdded": str(written.dvs_added),
-                "numDeletionVectorsRemoved": str(written.dvs_removed),
-                "numAddedBytes": str(written.bytes_added),
-                "numRemovedBytes": str(written.bytes_removed),
-                "scanTimeMs": str(planned.scan_ms),
-                "rewriteTimeMs": str(written.rewrite_ms)}
+        return rewrite_spark_metrics(planned, written, "numUpdatedRows", "updated")
 
     bounds = predicate_bounds(pred, schema) if pred is not None else []
     job = SparkRowLevelJob(
@@ -296,17 +287,7 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
     row_filter(pred, table.schema, what)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
-        return {"numAddedFiles": str(written.files_added),
-                "numRemovedFiles": str(written.files_removed),
-                "numDeletedRows": str(planned.counts.get("deleted", 0)),
-                "numCopiedRows": str(written.rows_copied),
-                "numAddedChangeFiles": str(written.change_files),
-                "numDeletionVectorsAdded": str(written.dvs_added),
-                "numDeletionVectorsRemoved": str(written.dvs_removed),
-                "numAddedBytes": str(written.bytes_added),
-                "numRemovedBytes": str(written.bytes_removed),
-                "scanTimeMs": str(planned.scan_ms),
-                "rewriteTimeMs": str(written.rewrite_ms)}
+        return rewrite_spark_metrics(planned, written, "numDeletedRows", "deleted")
 
     job = SparkRowLevelJob(
         table, "DELETE", {"predicate": json_text([pred.to_sql()])}, what,
