@@ -43,7 +43,12 @@ import pyarrow as pa
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.ops.merge.merger import MERGE_COUNTS, TableMerger, spark_merge_metrics
+from deltacommit.ops.merge.merger import (
+    MERGE_COUNTS,
+    TableMerger,
+    merge_result,
+    spark_merge_metrics,
+)
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of
 from deltacommit.ops.pruning import Bound, predicate_bounds
 from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
@@ -188,24 +193,7 @@ class SparkMerger(TableMerger):
                                                   functools.partial(spark_merge_metrics, ns)))
         finally:
             source.unpersist()
-        c = {k: done.planned.counts.get(k, 0) for k in MERGE_COUNTS}
-        updated = c["matched_updated"] + c["nmbs_updated"]
-        return {
-            "num_source_rows": ns,
-            "num_target_rows_inserted": c["inserted"],
-            "num_target_rows_updated": updated,
-            "num_target_rows_deleted": c["matched_deleted"] + c["nmbs_deleted"],
-            "num_target_rows_copied": done.written.rows_copied,
-            "num_output_rows": c["inserted"] + updated + done.written.rows_copied,
-            "num_target_files_scanned": done.planned.files_scanned,
-            "num_target_files_skipped_during_scan": done.planned.files_skipped,
-            "num_target_files_added": done.written.files_added,
-            "num_target_files_removed": done.written.files_removed,
-            "execution_time_ms": done.execution_ms,
-            "scan_time_ms": done.planned.scan_ms,
-            "rewrite_time_ms": done.written.rewrite_ms,
-            "version": done.version,
-        }
+        return merge_result(ns, done)
 
     def _check_inserts_need_no_identity(self) -> None:
 

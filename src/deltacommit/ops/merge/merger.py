@@ -38,6 +38,7 @@ from deltacommit.ops.merge.plan import (
 )
 from deltacommit.ops.pruning import Bound, key_bound, predicate_bounds
 from deltacommit.ops.rowlevel import (
+    Done,
     FileChange,
     Planned,
     ReadBatch,
@@ -201,7 +202,6 @@ class TableMerger:
             "notMatchedBySourcePredicates": json_text(
                 [c.describe() for c in self.not_matched_by_source]),
         }
-        counts_keys = MERGE_COUNTS
 
         def plan(rewrite: RowRewrite, txn: Transaction) -> Planned:
             started = time.monotonic()
@@ -226,7 +226,7 @@ class TableMerger:
             for _, m in results:
                 matched[m.matched_source] = True
             inserted = self._inserts(merge, source, matched, txn)
-            counts = dict.fromkeys(counts_keys, 0)
+            counts = dict.fromkeys(MERGE_COUNTS, 0)
             counts["inserted"] = inserted.num_rows if inserted is not None else 0
             for _, m in results:
                 counts["matched_updated"] += m.matched_updated
@@ -242,24 +242,7 @@ class TableMerger:
 
         done = run_row_level(RowLevelJob(table, "MERGE", params, self.what, plan,
                                          functools.partial(spark_merge_metrics, ns)))
-        c = {k: done.planned.counts.get(k, 0) for k in counts_keys}
-        updated = c["matched_updated"] + c["nmbs_updated"]
-        return {
-            "num_source_rows": ns,
-            "num_target_rows_inserted": c["inserted"],
-            "num_target_rows_updated": updated,
-            "num_target_rows_deleted": c["matched_deleted"] + c["nmbs_deleted"],
-            "num_target_rows_copied": done.written.rows_copied,
-            "num_output_rows": c["inserted"] + updated + done.written.rows_copied,
-            "num_target_files_scanned": done.planned.files_scanned,
-            "num_target_files_skipped_during_scan": done.planned.files_skipped,
-            "num_target_files_added": done.written.files_added,
-            "num_target_files_removed": done.written.files_removed,
-            "execution_time_ms": done.execution_ms,
-            "scan_time_ms": done.planned.scan_ms,
-            "rewrite_time_ms": done.written.rewrite_ms,
-            "version": done.version,
-        }
+        return merge_result(ns, done)
 
     def _holding_keys(self, plan: MergePlan, index: SourceIndex, rewrite: RowRewrite,
                       files: list[Add]) -> list[Add]:
@@ -368,7 +351,31 @@ def _strip_alias(e: Any, alias: str) -> Any:
 #: The counts a MERGE's plan reports (``Planned.counts``).
 MERGE_COUNTS = ("inserted", "matched_updated", "matched_deleted", "nmbs_updated", "nmbs_deleted")
 
-__all__ = ["MERGE_COUNTS", "SOURCE", "TARGET", "TableMerger", "spark_merge_metrics"]
+__all__ = ["MERGE_COUNTS", "SOURCE", "TARGET", "TableMerger", "merge_result",
+           "spark_merge_metrics"]
+
+
+def merge_result(ns: int, done: Done) -> dict[str, Any]:
+    """What a MERGE returns to its caller, under deltalake's metric names (``ns``: source
+    rows), for the Python MERGE and Spark's alike."""
+    c = {k: done.planned.counts.get(k, 0) for k in MERGE_COUNTS}
+    updated = c["matched_updated"] + c["nmbs_updated"]
+    return {
+        "num_source_rows": ns,
+        "num_target_rows_inserted": c["inserted"],
+        "num_target_rows_updated": updated,
+        "num_target_rows_deleted": c["matched_deleted"] + c["nmbs_deleted"],
+        "num_target_rows_copied": done.written.rows_copied,
+        "num_output_rows": c["inserted"] + updated + done.written.rows_copied,
+        "num_target_files_scanned": done.planned.files_scanned,
+        "num_target_files_skipped_during_scan": done.planned.files_skipped,
+        "num_target_files_added": done.written.files_added,
+        "num_target_files_removed": done.written.files_removed,
+        "execution_time_ms": done.execution_ms,
+        "scan_time_ms": done.planned.scan_ms,
+        "rewrite_time_ms": done.written.rewrite_ms,
+        "version": done.version,
+    }
 
 
 def spark_merge_metrics(ns: int, planned: Planned, written: Rewritten) -> dict[str, str]:
