@@ -484,10 +484,12 @@ runpy.run_module("localstack.runtime.main", run_name="__main__", alter_sys=True)
 class LocalStackS3(ServerProcess):
     """LocalStack's own S3 provider (not moto's) on a loopback port, without Docker.
 
-    A second S3 implementation: its conditional writes (``If-None-Match``, ``If-Match``,
-    multipart completion) are its own code, so a test passing on both servers does not rest on
-    one emulator's quirks.  Everything it keeps (objects, state, logs) lives in a temporary
-    folder removed when it stops.
+    A second S3 implementation: its conditional writes (``If-None-Match``, ``If-Match``) are its
+    own code, so a test passing on both servers does not rest on one emulator's quirks.  Its
+    multipart completion refuses an existing key but is not atomic under a race (two racing
+    completions of one key can both succeed), so that race is checked on moto only.
+    Everything it keeps (objects, state, logs) lives in a temporary folder removed when it
+    stops.
     """
 
     name = "localstack"
