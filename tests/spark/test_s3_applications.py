@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,10 @@ from deltacommit import spark as dcs
 from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
 from deltacommit.testing import MotoServer, S3Bucket, unique_name
 
+from .applications import run_writer_apps
+
 pytestmark = pytest.mark.spark
 
-APP = Path(__file__).with_name("writer_app.py")
 WRITERS, COMMITS, ROWS = 2, 10, 20
 
 
@@ -40,32 +39,8 @@ def test_two_spark_applications_on_s3_with_the_dynamodb_log_store(
     dc.DeltaTable.create(uri, schema, partition_by=["writer"], storage_options=options)
 
     env = {**os.environ, "DC_STORAGE_OPTIONS": json.dumps(options)}
-    # Spark's logs go to files: a full stderr pipe would stall an application.
     logs = [tmp_path / f"writer-{w}.log" for w in range(WRITERS)]
-    apps = [subprocess.Popen([sys.executable, str(APP), "--uri", uri, "--writer", str(w),
-                              "--commits", str(COMMITS), "--rows", str(ROWS)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=logs[w].open("w"), text=True, env=env)
-            for w in range(WRITERS)]
-    try:
-        for app, log in zip(apps, logs, strict=True):
-            assert app.stdout is not None
-            line = app.stdout.readline()
-            assert line.strip() == "ready", f"application did not start: {line!r}\n{log.read_text()[-3000:]}"
-        for app in apps:
-            assert app.stdin is not None
-            app.stdin.write("go\n")
-            app.stdin.flush()
-        outputs = [app.communicate(timeout=240)[0] for app in apps]
-    finally:
-        for app in apps:
-            if app.poll() is None:
-                app.kill()
-                app.wait()
-    for app, log in zip(apps, logs, strict=True):
-        assert app.returncode == 0, log.read_text()[-3000:]
-
-    lines = [json.loads(x) for out in outputs for x in out.splitlines() if x.startswith("{")]
+    lines = run_writer_apps(uri, [env] * WRITERS, logs, commits=COMMITS, rows=ROWS)
     commits = [x for x in lines if "version" in x]
     windows = [x for x in lines if "done" in x]
     assert len(commits) == WRITERS * COMMITS and not any(c["skipped"] for c in commits)
