@@ -10,7 +10,6 @@ names must exist (nothing lost).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,8 @@ from deltacommit.protocol.actions import Add, parse_commit
 from deltacommit.protocol.log.names import LOG_DIR
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.clock import Clock
+
+from .background import Background
 
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64())])
 #: The claim of any version (conditional put of ``N.json``).
@@ -108,29 +109,6 @@ class Rig:
 
     def ids(self) -> list[int]:
         return sorted(self.other().to_arrow().column("id").to_pylist())
-
-
-class Background:
-    """A call running in a thread; ``join`` returns its result or raises its exception."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._result = call()
-        except BaseException as e:  # re-raised in join
-            self._error = e
-
-    def join(self, timeout: float = 120.0) -> Any:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the writer did not finish"
-        if self._error is not None:
-            raise self._error
-        return self._result
 
 
 def race(rig: Rig, write: Callable[[], Any], winner: Callable[[], Any]) -> Background:

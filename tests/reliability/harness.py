@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,8 @@ from deltacommit.io.storage.local import LocalStore
 from deltacommit.io.storage.s3 import S3Store
 from deltacommit.ops.verify import VerifyReport, verify_table
 from deltacommit.runtime.clock import ManualClock
+
+from ..background import Background
 
 SCHEMA = pa.schema([("writer", pa.string()), ("batch", pa.int64()), ("i", pa.int64())])
 ROWS = 2
@@ -210,24 +212,3 @@ class History:
         return report
 
 
-class Background:
-    """A call running in a thread; ``join`` returns its result or raises its exception."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._result = call()
-        except BaseException as e:  # re-raised in join
-            self._error = e
-
-    def join(self, timeout: float = 60.0) -> Any:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the background writer did not finish"
-        if self._error is not None:
-            raise self._error
-        return self._result
