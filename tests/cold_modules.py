@@ -11,7 +11,8 @@ from __future__ import annotations
 #: constraints, invariants and generated columns, which load only for a table that declares one
 #: (tests/test_cold_declarations.py: such a table still enforces them); and the read verbs with
 #: everything reads need: the data-file reader, the expression parser and evaluator, file pruning
-#: and the add-action columns.
+#: and the add-action columns; group commit, which loads for a table opened with it; the
+#: maintenance verbs, property and schema changes.
 NOT_LOADED_BY_APPENDS = (
     "deltacommit.ops.delete", "deltacommit.ops.update", "deltacommit.ops.merge",
     "deltacommit.ops.rowlevel", "deltacommit.ops.optimize", "deltacommit.engine.rewrite_check",
@@ -22,4 +23,6 @@ NOT_LOADED_BY_APPENDS = (
     "deltacommit.protocol.expressions.parser", "deltacommit.protocol.expressions.lexer",
     "deltacommit.protocol.expressions.ast", "deltacommit.protocol.expressions.predicates",
     "deltacommit.protocol.expressions.evaluator", "deltacommit.protocol.expressions.row_filters",
+    "deltacommit.engine.group.threads", "deltacommit.engine.group.host",
+    "deltacommit.ops.maintenance", "deltacommit.ops.properties", "deltacommit.ops.schema_changes",
 )

@@ -17,7 +17,6 @@ from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
-from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.transaction import Transaction
@@ -27,10 +26,6 @@ from deltacommit.io.logstore.base import LogStore
 from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
-from deltacommit.ops.create import stage_new_table
-from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
-from deltacommit.ops.properties import set_properties
-from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
 from deltacommit.protocol.features import in_commit_timestamps
@@ -80,6 +75,9 @@ class DeltaTable:
                 uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
+            # Group commit loads with the first table that asks for it.
+            from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
+
             if self.log.pinned:
                 raise InvalidArgumentError(
                     f"table {self.uri} was opened at version {self.version} and is read-only; "
@@ -145,6 +143,8 @@ class DeltaTable:
         Version 0 is a transaction on the empty state before it (``ops/create.py``),
         committed through the commit loop as every version is: two writers creating one
         table race for version 0 like any other, and the loser gets TableExistsError."""
+        from deltacommit.ops.create import stage_new_table
+
         options = dict(storage_options or {})
         ls = log_store or open_log_store(table_uri, options)
         clock = clock or SYSTEM_CLOCK
@@ -276,17 +276,22 @@ class DeltaTable:
         """Set table properties in one commit, turning on the table features they ask for
         (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
         ``delta.feature.<name>=supported``); see ``properties.py``."""
+        from deltacommit.ops.properties import set_properties
+
         return set_properties(self, properties)
 
     # ------------------------------------------------------------------ maintenance
+    # The maintenance verbs, like every verb but the writes, load when first called.
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
+        from deltacommit.ops.maintenance import create_checkpoint
 
         return create_checkpoint(self.log)
 
     def cleanup_log(self, dry_run: bool = False) -> list[str]:
         """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
+        from deltacommit.ops.maintenance import cleanup_log
 
         return cleanup_log(self.log, dry_run=dry_run)
 
@@ -298,6 +303,7 @@ class DeltaTable:
         Files no version names are kept until an hour old whatever the retention (a writer
         may be about to commit them); ``protect_uncommitted=False`` deletes them too, when
         no writer can be running."""
+        from deltacommit.ops.maintenance import vacuum
 
         return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration,
                       protect_uncommitted)
@@ -463,18 +469,21 @@ class DeltaTable:
     def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
         """Rename a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import rename_column
 
         return rename_column(self, column, new_name)
 
     def drop_column(self, column: str | Sequence[str]) -> CommitResult:
         """Drop a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import drop_column
 
         return drop_column(self, column)
 
     def enable_column_mapping(self, mode: str = "name") -> CommitResult:
         """Turn on column mapping for a table created without it; existing files stay as they
         are (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import enable_column_mapping
 
         return enable_column_mapping(self, mode)
 
