@@ -4,7 +4,8 @@ before, as in a Lambda function) appending to a table with a CHECK constraint re
 violating row and commits nothing, and one appending to a table with a generated column fills
 it in and refuses a supplied value that disagrees.  What a table stamps on every append
 (identity values, row ids, in-commit timestamps, partition values) a cold append stamps too,
-loading none of the modules appends do without (``tests/cold_modules.py``)."""
+loading none of the modules appends do without (``tests/cold_modules.py``); and the read verbs,
+which load with a table's first read, load without pandas."""
 
 from __future__ import annotations
 
@@ -105,3 +106,13 @@ def test_a_cold_append_stamps_identity_row_ids_and_commit_timestamps_by_partitio
     assert data.startswith(b'{"commitInfo":{"inCommitTimestamp":')
     info = next(a for a in parse_commit(data, "1") if isinstance(a, CommitInfo))
     assert isinstance(info.values["inCommitTimestamp"], int)
+
+
+def test_loading_the_read_verbs_imports_no_pandas() -> None:
+    """pyarrow imports pandas (0.2 s) the first time an array is built from Python values;
+    no module of the read path does so when it loads (a module-level ``pa.scalar`` did)."""
+    done = subprocess.run([sys.executable, "-c", "import sys, deltacommit.ops.read; "
+                           "print('pandas' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "False"
