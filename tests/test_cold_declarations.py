@@ -116,3 +116,23 @@ def test_loading_the_read_verbs_imports_no_pandas() -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"
+
+
+def test_a_first_listing_imports_no_pandas(tmp_path: Path) -> None:
+    """A fresh process's first ``get_add_actions`` on a partitioned table whose files are all in
+    a checkpoint with statistics builds its columns without pyarrow's conversion from Python
+    values, which imports pandas (0.2 s, about twice deltalake's whole first listing).  Files
+    added after the checkpoint are still converted from Python values."""
+    uri = str(tmp_path / "t")
+    for day in ("2026-01-01", "2026-01-02", "", "2026-01-03"):
+        dc.write(uri, pa.table({"day": pa.array([day or None], pa.string()), "id": [1]}),
+                 partition_by=["day"])
+    dc.DeltaTable(uri).checkpoint()
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys; from deltacommit import DeltaTable; "
+        "t = DeltaTable(sys.argv[1]).get_add_actions(flatten=True); "
+        "print(t.num_rows, sorted(map(str, t.column('partition.day').to_pylist())), "
+        "'pandas' in sys.modules)"), uri], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["4", "['2026-01-01',", "'2026-01-02',", "'2026-01-03',",
+                                   "'None']", "False"]
