@@ -8,7 +8,6 @@ each missed commit once per process, not once per transaction.
 from __future__ import annotations
 
 import datetime
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
@@ -18,8 +17,6 @@ from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import TableLog
-from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
-from deltacommit.engine.scan import FileScan, prune_files, select_files
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.transaction import Transaction
@@ -29,31 +26,19 @@ from deltacommit.io.logstore.base import LogStore
 from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
-from deltacommit.ops.create import stage_new_table
-from deltacommit.ops.maintenance import cleanup_log, create_checkpoint, vacuum
-from deltacommit.ops.properties import set_properties
-from deltacommit.ops.schema_changes import drop_column, enable_column_mapping, rename_column
 from deltacommit.ops.write import WriteResult
 from deltacommit.protocol.actions import Add, Metadata, Protocol
-from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
-from deltacommit.protocol.expressions.parser import parse_expression
-from deltacommit.protocol.expressions.predicates import (
-    TRUE,
-    from_partition_filters,
-    parse_predicate,
-)
-from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import in_commit_timestamps
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.replay import TableState
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
-from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
     from deltacommit.engine.hooks.checkpoint import CheckpointInfo
+    from deltacommit.engine.scan import FileScan
     from deltacommit.io.storage.base import ObjectStore
     from deltacommit.ops.merge import TableMerger
     from deltacommit.ops.optimize import TableOptimizer
@@ -90,6 +75,9 @@ class DeltaTable:
                 uri, lambda: DeltaTable(uri, storage_options=options)))
         self._group_committer: GroupCommitter | None = None
         if group_commit is not False:
+            # Group commit loads with the first table that asks for it.
+            from deltacommit.engine.group.threads import GroupCommitPolicy, GroupCommitter
+
             if self.log.pinned:
                 raise InvalidArgumentError(
                     f"table {self.uri} was opened at version {self.version} and is read-only; "
@@ -155,6 +143,8 @@ class DeltaTable:
         Version 0 is a transaction on the empty state before it (``ops/create.py``),
         committed through the commit loop as every version is: two writers creating one
         table race for version 0 like any other, and the loser gets TableExistsError."""
+        from deltacommit.ops.create import stage_new_table
+
         options = dict(storage_options or {})
         ls = log_store or open_log_store(table_uri, options)
         clock = clock or SYSTEM_CLOCK
@@ -286,17 +276,22 @@ class DeltaTable:
         """Set table properties in one commit, turning on the table features they ask for
         (``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``,
         ``delta.feature.<name>=supported``); see ``properties.py``."""
+        from deltacommit.ops.properties import set_properties
+
         return set_properties(self, properties)
 
     # ------------------------------------------------------------------ maintenance
+    # The maintenance verbs, like every verb but the writes, load when first called.
 
     def checkpoint(self) -> CheckpointInfo:
         """Write a checkpoint at this snapshot's version (left alone if one exists)."""
+        from deltacommit.ops.maintenance import create_checkpoint
 
         return create_checkpoint(self.log)
 
     def cleanup_log(self, dry_run: bool = False) -> list[str]:
         """Delete log files past ``delta.logRetentionDuration`` that no kept checkpoint needs."""
+        from deltacommit.ops.maintenance import cleanup_log
 
         return cleanup_log(self.log, dry_run=dry_run)
 
@@ -308,24 +303,23 @@ class DeltaTable:
         Files no version names are kept until an hour old whatever the retention (a writer
         may be about to commit them); ``protect_uncommitted=False`` deletes them too, when
         no writer can be running."""
+        from deltacommit.ops.maintenance import vacuum
 
         return vacuum(self.log, retention_hours, dry_run, enforce_retention_duration,
                       protect_uncommitted)
 
     # ------------------------------------------------------------------ files and data
 
+    # The read verbs (``ops/read.py``) load on a table's first read, and with them the
+    # data-file reader, the expression parser and file pruning: a process that only appends
+    # never loads them.
+
     def files(self, partition_filters: Sequence[Any] | None = None,
               predicate: str | None = None) -> list[Add]:
         """The add actions of the snapshot, optionally filtered by partition values."""
+        from deltacommit.ops import read
 
-        if predicate is not None:
-            pred = parse_predicate(predicate)
-        elif partition_filters:
-            pred = from_partition_filters(partition_filters)
-        else:
-            pred = TRUE
-        pred.check_columns(self.partition_columns, self.uri)
-        return select_files(self.snapshot, pred)
+        return read.files(self, partition_filters, predicate)
 
     def get_add_actions(self, flatten: bool = False,
                         partition_filters: Sequence[Any] | None = None) -> pa.Table:
@@ -337,29 +331,9 @@ class DeltaTable:
         (deltalake's DNF tuples) lists only the matching partitions.  Built from the
         checkpoint's Arrow rows, without a Python object per file, its statistics from the
         checkpoint's ``stats_parsed`` where it has them (``protocol/add_actions.py``)."""
+        from deltacommit.ops import read
 
-        snap = self.snapshot
-        keep = None
-        if partition_filters:
-            pred = from_partition_filters(partition_filters)
-            pred.check_columns(snap.partition_columns, self.uri)
-            types = {c: snap.schema.field(c).type for c in snap.partition_columns}
-            keep = lambda values: pred.evaluate(values, types)  # noqa: E731
-        dvs = "deletionVectors" in (snap.protocol.reader_features or ())
-
-        def table(texts: bool) -> pa.Table:
-            chunks = snap.add_rows_parsed(texts=texts)
-            return add_actions_table([rows for rows, _ in chunks], snap.schema,
-                                     snap.partition_columns, snap.configuration, flatten=flatten,
-                                     deletion_vectors=dvs, keep=keep, table=self.uri,
-                                     stats_parsed=[parsed for _, parsed in chunks])
-
-        # First without reading the checkpoint's JSON statistics, which its typed ones
-        # usually make unneeded; with them when the typed ones do not answer for every file.
-        try:
-            return table(texts=False)
-        except TextsNeeded:
-            return table(texts=True)
+        return read.add_actions(self, flatten, partition_filters)
 
     def file_uris(self, partition_filters: Sequence[Any] | None = None) -> list[str]:
         """The full location of each data file, as the one path rule resolves it."""
@@ -380,49 +354,15 @@ class DeltaTable:
         ``filter`` (SQL text or an expression tree) keeps the rows where it is TRUE, and only
         the files whose partition values and statistics admit such a row are opened
         (``engine.scan.prune_files``)."""
-        schema = self.schema
-        names = schema.names
-        if columns is not None:
-            unknown = [c for c in columns if c not in names]
-            if unknown:
-                raise InvalidArgumentError(
-                    f"table {self.uri} has no column(s) {unknown}; columns are {names}")
-        out_schema = pa.schema([schema.field(c) for c in (columns or names)])
-        matching = None
-        if filter is not None:
-            predicate = parse_expression(filter) if isinstance(filter, str) else filter
-            matching = row_filter(predicate, schema, f"filter of a read of table {self.uri}")
-        files = self.files(partition_filters)
-        if matching is not None:
-            kept = {a.path for a in prune_files(self.snapshot, matching.predicate)}
-            files = [a for a in files if a.path in kept]
-        read_schema = out_schema
-        if matching is not None:
-            wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
-            read_schema = pa.schema([f for f in schema if f.name in wanted])
-        if not files:
-            return out_schema.empty_table()
-        read = self.file_scan(read_schema).read
-        local = self.log_store.store.local_path("") is not None
-        if len(files) == 1 or (local and not any(a.deletion_vector for a in files)):
-            tables = [read(a) for a in files]
-        else:
-            # Remote reads wait on the network; applying deletion vectors copies every
-            # column, work the threads share even on a local disk.
-            workers = min(os.cpu_count() or 1, 16) if local else 16
-            with CallThreads(max_workers=min(workers, len(files))) as pool:
-                tables = list(pool.map(read, files))
-        if matching is not None:
-            tables = [t.filter(matching.matches(t)).select(out_schema.names) for t in tables]
-        return pa.concat_tables(tables)
+        from deltacommit.ops import read
+
+        return read.to_arrow(self, columns, partition_filters, filter)
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan:
         """The data-file reader of this snapshot, reading into ``out_schema``."""
-        return FileScan(self.uri, self.version, out_schema, self.partition_columns,
-                        storage_options=self.storage_options,
-                        allow_external_paths=self.allow_external_paths,
-                        column_mapping=self.table_config.column_mapping_mode.value,
-                        given_store=self.log_store.store)
+        from deltacommit.ops import read
+
+        return read.file_scan(self, out_schema)
 
     # ------------------------------------------------------------------ history
 
@@ -500,6 +440,8 @@ class DeltaTable:
         change data feed.
         """
         if predicate is not None:
+            from deltacommit.protocol.expressions.predicates import parse_predicate
+
             parsed = parse_predicate(predicate)
             if not parsed.columns() <= set(self.partition_columns):
                 from deltacommit.ops.delete import (
@@ -527,18 +469,21 @@ class DeltaTable:
     def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
         """Rename a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import rename_column
 
         return rename_column(self, column, new_name)
 
     def drop_column(self, column: str | Sequence[str]) -> CommitResult:
         """Drop a column (a sequence of names for a nested field) of a column-mapping table;
         no data file is rewritten (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import drop_column
 
         return drop_column(self, column)
 
     def enable_column_mapping(self, mode: str = "name") -> CommitResult:
         """Turn on column mapping for a table created without it; existing files stay as they
         are (``schema_changes.py``)."""
+        from deltacommit.ops.schema_changes import enable_column_mapping
 
         return enable_column_mapping(self, mode)
 

@@ -137,7 +137,8 @@ def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Pa
     assert record is not None and (record.version, record.digest) == (3, digest(3))
     assert turn.carried(record) == (tmp_path / "t" / commit_path(3)).read_bytes()
     assert previous_commit((tmp_path / "t" / commit_path(3)).read_bytes()) == digest(2)
-    assert sorted(p.suffix for p in turn_dir.iterdir()) == [".carry", ".queue", ".record", ".turn"]
+    table_files = [p for p in turn_dir.iterdir() if p.name != host_turn.SWEEP_MARK]
+    assert sorted(p.suffix for p in table_files) == [".carry", ".queue", ".record", ".turn"]
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in turn_dir.iterdir())
 
 
@@ -425,6 +426,52 @@ def test_turn_files_of_tables_idle_for_a_week_are_swept_unless_held(
     assert all(p.exists() for p in made["held"] + made["recent"])
     record = turn_of(table).record()
     assert record is not None and record.version == 1
+
+
+def _idle_table_files(turn_dir: Path, name: str) -> list[Path]:
+    """Turn files of a table last committed to over a week ago."""
+    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    made = [turn_dir / f"{name}{suffix}" for suffix in (".turn", ".record", ".queue")]
+    for p in made:
+        p.write_bytes(b"")
+        os.utime(p, (week_ago, week_ago))
+    return made
+
+
+@pytest.mark.parametrize("mark", ["fresh", "missing", "a day old", "in the future", "a link"])
+def test_a_folder_is_swept_once_a_day_by_the_first_process_that_uses_it(
+        tmp_path: Path, turn_dir: Path, monkeypatch: pytest.MonkeyPatch, mark: str) -> None:
+    """A process's first commit looks at every file of the turn folder only where the
+    folder's sweep mark is missing or dated over a day ago (or ahead, or is no file): the
+    mark saves work and never keeps a table's files longer than a day beyond their week."""
+    turn_dir.mkdir(mode=0o700)
+    idle = _idle_table_files(turn_dir, "idle")
+    marker = turn_dir / host_turn.SWEEP_MARK
+    now = time.time()
+    if mark == "a link":
+        (tmp_path / "elsewhere").write_bytes(b"")
+        marker.symlink_to(tmp_path / "elsewhere")
+    elif mark != "missing":
+        marker.write_bytes(b"")
+        when = {"fresh": now - 60, "a day old": now - host_turn.SWEEP_EVERY - 60,
+                "in the future": now + 3600}[mark]
+        os.utime(marker, (when, when))
+    monkeypatch.setattr(host_turn, "_swept", set())  # as in a process that just started
+    table = dc.DeltaTable.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    assert dc.write(table, rows(1)).version == 1
+    swept = not any(p.exists() for p in idle)
+    assert swept == (mark != "fresh")
+    if mark == "a link":
+        assert marker.is_symlink() and (tmp_path / "elsewhere").stat().st_size == 0
+        return
+    assert marker.is_file() and abs(marker.stat().st_mtime - now) < (
+        3600 if mark == "fresh" else 60)
+    # Dated by the sweep: the next process to start leaves the folder alone.
+    again = _idle_table_files(turn_dir, "again")
+    monkeypatch.setattr(host_turn, "_swept", set())
+    other = dc.DeltaTable.create(str(tmp_path / "u"), SCHEMA, partition_by=["p"])
+    assert dc.write(other, rows(2)).version == 1
+    assert all(p.exists() for p in again)
 
 
 def test_a_turn_folder_deleted_while_in_use_is_made_again(tmp_path: Path, turn_dir: Path) -> None:

@@ -1,6 +1,7 @@
 """Which client a fresh process uses, seen from inside it: with static keys a write by URI
 (conditional put and the DynamoDB log store) never imports botocore; each configuration the
 light client does not serve writes through botocore's clients, and the write succeeds either way.
+Either way the appends load none of the modules only other verbs need (``tests/cold_modules.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from deltacommit.testing import S3Bucket
+from tests.cold_modules import NOT_LOADED_BY_APPENDS
 
 from .helpers import DynamoSetup
 
@@ -40,18 +42,6 @@ os._exit(0)
 """
 
 KEY_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-
-#: What appends by URI never load, whichever client: the row-level verbs (DELETE, UPDATE,
-#: MERGE), compaction, and the row-level conflict check with the file statistics it evaluates,
-#: which only a row-level transaction needs (a blind append's conflicts are checked file by file);
-#: and the checks of CHECK constraints, invariants and generated columns, which load only for a
-#: table that declares one (tests/test_cold_declarations.py: such a table still enforces them).
-NOT_LOADED_BY_APPENDS = ("deltacommit.ops.delete", "deltacommit.ops.update",
-                         "deltacommit.ops.merge", "deltacommit.ops.rowlevel",
-                         "deltacommit.ops.optimize", "deltacommit.engine.rewrite_check",
-                         "deltacommit.protocol.row_conflicts",
-                         "deltacommit.protocol.expressions.constraints",
-                         "deltacommit.protocol.expressions.generated")
 
 
 def _run(uri: str, options: dict[str, str], env: dict[str, str | None]) -> dict[str, Any]:

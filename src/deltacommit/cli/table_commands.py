@@ -19,12 +19,11 @@ from deltacommit.cli.common import (
     storage_options,
 )
 from deltacommit.engine.commit.commit_info import committed_txn_ids
-from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError
 from deltacommit.protocol.fleet.record import FLEET_DIR, txn_id_of, version_of_round
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.schema.arrow import delta_schema_dict, delta_to_arrow_type, schema_from_json
-from deltacommit.protocol.schema.column_mapping import logical_values
+from deltacommit.protocol.schema.column_mapping import logical_values, partition_physical_names
 from deltacommit.table import DeltaTable, write
 
 INPUT_FORMATS = ("parquet", "csv", "json")

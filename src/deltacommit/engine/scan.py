@@ -44,9 +44,8 @@ from deltacommit.protocol.partitions import partition_column_arrays
 from deltacommit.protocol.schema.column_mapping import (
     file_columns,
     logical_values,
-    mapping_mode,
+    partition_physical_names,
     physical_name,
-    physical_names,
     to_logical,
 )
 from deltacommit.protocol.schema.nested import conform
@@ -128,17 +127,6 @@ def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
         return pc.is_in(rows.field("path"), value_set=kept)
 
     return snapshot.files_where(rows_mask, lambda a: a.path in wanted)
-
-
-def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],
-                             configuration: Mapping[str, str | None]) -> dict[str, str]:
-    """Logical -> physical name of each partition column of a column-mapping table (the keys
-    of its ``partitionValues``); empty for a table without column mapping."""
-    mode = mapping_mode(configuration)
-    if mode == "none":
-        return {}
-    names = physical_names(schema, mode)
-    return {c: names[c] for c in partition_columns if c in names}
 
 
 def dictionary_columns(pf: pq.ParquetFile, wanted: Sequence[str]) -> dict[str, pa.Field[Any]]:

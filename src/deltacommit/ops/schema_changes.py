@@ -21,7 +21,6 @@ from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.actions import Metadata, Protocol
 from deltacommit.protocol.expressions.declarations import table_constraints
-from deltacommit.protocol.expressions.predicates import parse_predicate
 from deltacommit.protocol.schema.arrow import delta_schema_dict
 from deltacommit.protocol.schema.column_mapping import (
     MAX_COLUMN_ID_KEY,
@@ -86,6 +85,9 @@ def _check_mapped(table: SchemaTable, what: str) -> None:
 def _check_unconstrained(table: SchemaTable, path: list[str], what: str) -> None:
     """Refuse changing a column a constraint names: its expression would name a column that
     no longer exists (Spark refuses the same)."""
+
+    # The parser loads with a rename or a drop, not with the table facade (an append).
+    from deltacommit.protocol.expressions.predicates import parse_predicate
 
     target = ".".join(path)
     for c in table_constraints(table.schema, table.configuration, table.uri):

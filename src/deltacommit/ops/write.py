@@ -42,7 +42,6 @@ from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.ops.driver import Attempt, Decision, Finished, run
 from deltacommit.ops.tables import Tables, WriteTable
 from deltacommit.protocol.actions import MAX_LONG
-from deltacommit.protocol.expressions.predicates import Predicate, parse_predicate
 from deltacommit.protocol.features.identity import (
     allocate,
     identity_columns,
@@ -55,6 +54,7 @@ from deltacommit.runtime.clock import Clock
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.storage.base import ObjectStore
+    from deltacommit.protocol.expressions.predicates import Predicate
 
 T = TypeVar("T", bound=WriteTable)
 
@@ -150,6 +150,9 @@ def start_write(table: WriteTable, mode: str, predicate: str | None,
             f"table {uri} is partitioned by {table.partition_columns}, not {list(partition_by)}")
     pred = None
     if predicate is not None:
+        # The parser loads for an overwrite with a predicate, not for an append.
+        from deltacommit.protocol.expressions.predicates import parse_predicate
+
         pred = parse_predicate(predicate)
         pred.check_columns(table.partition_columns, uri)
     params: dict[str, Any] = {

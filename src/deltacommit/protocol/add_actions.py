@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
+from deltacommit.protocol.arrow_values import null_scalar, string_scalar, true_scalar
 from deltacommit.protocol.checkpoint.schema import DELETION_VECTOR
 from deltacommit.protocol.partitions import parse_partition_value
 from deltacommit.protocol.schema.column_mapping import mapping_mode, physical_name, physical_type
@@ -153,9 +154,9 @@ def typed_partition(strings: Any, t: pa.DataType, column: str, paths: Any, table
     else is parsed once per distinct value, as every other reader of this library parses it."""
     if not len(strings):
         return pa.array([], t)
-    empty = pc.equal(strings, pa.scalar("", pa.string()))
+    empty = pc.equal(strings, string_scalar(""))
     if pc.any(empty).as_py():
-        strings = pc.if_else(empty, pa.scalar(None, pa.string()), strings)
+        strings = pc.if_else(empty, null_scalar(pa.string()), strings)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return strings.cast(t)
     encoded: Any = pc.dictionary_encode(strings)
@@ -285,7 +286,7 @@ def add_actions_table(chunks: Sequence[Any], schema: pa.Schema, partition_column
             typed = [typed_partition(s, f.type, f.name, paths, table)
                      for s, f in zip(strings, pfields, strict=True)]
             out["partition"] = pa.StructArray.from_arrays(typed, fields=list(ptype))
-        out["data_change"] = pc.fill_null(_struct_child(chunk, "dataChange"), True)
+        out["data_change"] = pc.fill_null(_struct_child(chunk, "dataChange"), true_scalar())
         if deletion_vectors:
             out["deletion_vector"] = _struct_child(chunk, "deletionVector")
         if tight_bounds:

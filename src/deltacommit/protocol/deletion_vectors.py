@@ -24,12 +24,14 @@ import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from deltacommit.errors import CorruptLogError
+
+if TYPE_CHECKING:  # at run time the aliases below spell out numpy.typing's, not imported
+    import numpy.typing as npt
 
 MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
@@ -43,7 +45,7 @@ _UUID_CHARS = 20
 Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(Z85_ALPHABET)}
 
-RowIndexes = npt.NDArray[np.uint64]
+RowIndexes = np.ndarray[Any, np.dtype[np.uint64]]
 
 
 # --------------------------------------------------------------------------- Z85
@@ -249,7 +251,7 @@ class _Cursor:
 #: A container: its key (bits 16-31 of its values) and its low 16 bits, as an array of them
 #: (``"array"``), as runs of (start, length - 1) pairs (``"runs"``) or as 8192 bytes of
 #: little-endian bits (``"bitmap"``).
-_Container = tuple[int, str, npt.NDArray[Any]]
+_Container = tuple[int, str, np.ndarray[Any, np.dtype[Any]]]
 
 
 def _containers(cur: _Cursor) -> Iterator[_Container]:
@@ -333,7 +335,7 @@ def _bucket_keys(cur: _Cursor, buckets: int, key_format: str, size: int, native:
 
 #: A container of a whole RoaringBitmapArray: the value of its first possible row (bucket key
 #: and container key), its kind and its body (as ``_Container``).
-_Placed = tuple[int, str, npt.NDArray[Any]]
+_Placed = tuple[int, str, np.ndarray[Any, np.dtype[Any]]]
 
 
 def _last_bit(body: npt.NDArray[np.uint8]) -> int | None:

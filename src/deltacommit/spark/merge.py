@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
-from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.ops.merge.merger import (
     MERGE_COUNTS,
@@ -56,6 +55,7 @@ from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
 from deltacommit.protocol.features.identity import identity_columns
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.schema.column_mapping import partition_physical_names
 from deltacommit.spark.rowlevel import (
     SparkRowLevelJob,
     TaskResults,

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from deltacommit import errors
-from deltacommit.engine.scan import partition_physical_names
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError
 from deltacommit.io.datafiles import WriteTarget
 from deltacommit.ops.driver import Attempt, Finished, discard, run
@@ -42,7 +41,7 @@ from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.generated import generated_columns
 from deltacommit.protocol.features.identity import check_explicit, identity_columns
 from deltacommit.protocol.schema.arrow import check_write_compatible
-from deltacommit.protocol.schema.column_mapping import logical_values
+from deltacommit.protocol.schema.column_mapping import logical_values, partition_physical_names
 from deltacommit.spark.schema import as_nullable, spark_to_arrow_schema
 from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import DEFAULT_BUFFER_BYTES, RESULT_DDL, WriteTask

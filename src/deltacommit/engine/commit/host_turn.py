@@ -78,8 +78,9 @@ the process, with one warning; commits go on racing.  A process keeps the files 
 open, fewer under a low limit of open files (``_capacity``), closing the least recently used;
 running out of descriptors makes one commit race, never fail.
 
-Turn files of a table no process committed to for a week are deleted by the next process that
-uses the folder (``_sweep``).  ``DELTACOMMIT_HOST_TURNS=off`` or
+Turn files of a table no process committed to for a week are deleted by the first process that
+uses the folder after a day without a sweep (``_sweep``, ``_sweep_due``): a process does not
+pay a look at every file of the folder for its first commit.  ``DELTACOMMIT_HOST_TURNS=off`` or
 ``CommitPolicy(host_turns=False)`` turns turns off.
 """
 
@@ -342,6 +343,10 @@ _refused: dict[str, str] = {}
 _swept: set[str] = set()
 #: Turn files of a table whose record has not changed for this long (seconds) are deleted.
 STALE_AFTER = 7 * 24 * 3600.0
+#: How often (seconds) a turn folder is swept: by the first process to use it this long after
+#: the last sweep, which the folder's ``SWEEP_MARK`` file dates.
+SWEEP_EVERY = 24 * 3600.0
+SWEEP_MARK = ".swept"
 #: Each log store object's turn key (``turn_key``), computed once.
 _keys: weakref.WeakKeyDictionary[LogStore, str | None] = weakref.WeakKeyDictionary()
 #: Whether running out of descriptors for turn files was reported (once per process).
@@ -430,7 +435,9 @@ def _open_turn(folder: str, key: str) -> _Files:
     try:
         if folder not in _swept:
             _swept.add(folder)
-            _sweep(folder_fd, time.time())
+            now = time.time()
+            if _sweep_due(folder_fd, now):
+                _sweep(folder_fd, now)
         fds: list[int] = []
         try:
             for suffix in _SUFFIXES:
@@ -444,10 +451,38 @@ def _open_turn(folder: str, key: str) -> _Files:
     return _Files(os.path.join(folder, key), *fds)
 
 
+def _sweep_due(folder_fd: int, now: float) -> bool:
+    """Whether the folder is due a sweep: its ``SWEEP_MARK`` is missing, not a regular file,
+    or dated more than ``SWEEP_EVERY`` ago or in the future; then it is dated now (before the
+    sweep, so that processes starting meanwhile do not sweep too).
+
+    The mark only saves work: the folder is private (``_open_folder``), a mark gone or aged
+    costs one sweep more, and one dated ahead is not believed, so no mark delays the deletion
+    of a table's files by more than ``SWEEP_EVERY``."""
+    try:
+        st = os.stat(SWEEP_MARK, dir_fd=folder_fd, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode) and 0 <= now - st.st_mtime < SWEEP_EVERY:
+            return False
+    except OSError:
+        pass
+    try:
+        fd = os.open(SWEEP_MARK, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+                     | getattr(os, "O_NOFOLLOW", 0), 0o600, dir_fd=folder_fd)
+    except OSError:
+        return True  # not a file that can be dated (a link, a folder): swept every time
+    try:
+        os.utime(fd, (now, now))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return True
+
+
 def _sweep(folder_fd: int, now: float) -> None:
     """Delete the turn files of tables no process of this user has committed to for
-    ``STALE_AFTER`` seconds (their record unchanged), once per folder and process: a folder
-    would otherwise keep four files for every table ever written from the machine.
+    ``STALE_AFTER`` seconds (their record unchanged), once a day per folder (``_sweep_due``):
+    a folder would otherwise keep four files for every table ever written from the machine.
 
     A table's files go only while this process holds its turn.  A process that still has
     them open (it last committed a week ago) sees them gone (``_Files.gone``) and opens new

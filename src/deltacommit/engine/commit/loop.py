@@ -27,7 +27,6 @@ from deltacommit.engine.commit.commit_info import (
 )
 from deltacommit.engine.commit.host_turn import HostTurn, Record
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
-from deltacommit.engine.commit.row_rebase import load_winner_rows, rebase
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.commit.stamps import stamp
 from deltacommit.engine.commit.table_log import Speculation, TableLog
@@ -360,14 +359,20 @@ class CommitLoop:
     def check(self, m: Member, winner: WinningCommit, group: Group) -> bool:
         """Check ``m`` against ``winner``; False (``m`` failed) on a conflict.  A row-level
         member is checked row by row, with what it needs read of the winner's files, and
-        rebased onto the files the winner replaced (``engine/transaction/row_rebase.py``)."""
+        rebased onto the files the winner replaced (``engine/commit/row_rebase.py``)."""
         summary = m.staged.summary
         store = self.log.log_store.store
         try:
             if summary.row_level is not None:
+                # Only a row-level member reads the winner's rows or is rebased: the module
+                # loads with the first (a blind append never loads it).
+                from deltacommit.engine.commit.row_rebase import load_winner_rows
+
                 load_winner_rows(store, self.log.uri, winner.version, summary.row_level, winner)
             plan = check_conflicts(summary, winner, self.log.uri)
             if plan is not None:
+                from deltacommit.engine.commit.row_rebase import rebase
+
                 m.staged = rebase(store, self.log.uri, m.staged, plan,
                                   int(self.clock.time() * 1000))
         except ConcurrentModificationException as e:

@@ -20,11 +20,9 @@ from deltacommit.engine.commit.commit_info import ENGINE_INFO, render_parameters
 from deltacommit.engine.commit.handle import TableHandle
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
-from deltacommit.engine.commit.row_rebase import hidden_columns, stable_rows
 from deltacommit.engine.commit.staged import StagedCommit
 from deltacommit.engine.group.fleet.policy import fleet_policy
 from deltacommit.engine.group.fleet.round import commit as fleet_commit
-from deltacommit.engine.scan import partition_physical_names, select_files
 from deltacommit.engine.snapshot.snapshot import check_schema
 from deltacommit.errors import CoordinationMismatchError, CorruptLogError, InvalidArgumentError
 from deltacommit.io.logstore.base import COORDINATION_KEY
@@ -39,16 +37,11 @@ from deltacommit.protocol.actions import (
     Txn,
 )
 from deltacommit.protocol.conflicts import TransactionSummary
-from deltacommit.protocol.expressions.ast import or_
-from deltacommit.protocol.expressions.predicates import (
-    TRUE,
-    from_partition_filters,
-    parse_predicate,
-)
 from deltacommit.protocol.log.paths import is_plain_relative, parse_location, resolve
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.row_changes import ChangedFile, RowLevelReads, rows
+from deltacommit.protocol.schema.column_mapping import partition_physical_names
 from deltacommit.protocol.table_config.features import check_writable
 from deltacommit.protocol.table_config.properties import IsolationLevel
 
@@ -120,7 +113,16 @@ class Transaction:
 
     def scan(self, partition_filters: Sequence[Any] | None = None,
              predicate: str | Predicate | None = None) -> list[Add]:
-        """Files of the read snapshot matching the filters; recorded as read by this transaction."""
+        """Files of the read snapshot matching the filters; recorded as read by this transaction.
+
+        The file selection and the predicate parser load with the first transaction that reads
+        files: a blind append reads none, and a cold process appending never loads them."""
+        from deltacommit.engine.scan import select_files
+        from deltacommit.protocol.expressions.predicates import (
+            TRUE,
+            from_partition_filters,
+            parse_predicate,
+        )
 
         pred: Predicate
         if predicate is not None and partition_filters is not None:
@@ -180,6 +182,10 @@ class Transaction:
             return False
         if self._row_level_off:
             return False
+        # Loaded by the first row-level change (as ``row_conflicts`` by the first check).
+        from deltacommit.engine.commit.row_rebase import hidden_columns, stable_rows
+        from deltacommit.protocol.expressions.ast import or_
+
         snap = self.snapshot
         store = self.table.log.log_store.store
         hidden = hidden_columns(snap.configuration)

@@ -9,7 +9,6 @@ instead of surfacing later as a failed request.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Collection, Mapping
 
@@ -162,6 +161,8 @@ def _check_keys(options: Mapping[str, str], extra_keys: Collection[str]) -> None
                 f"storage option {key!r} is not supported by deltacommit: {UNSUPPORTED_OPTIONS[upper]}")
         if upper in known or not upper.startswith(OPTION_PREFIXES):
             continue
+        import difflib  # for this error's suggestion only
+
         close = difflib.get_close_matches(upper, sorted(KNOWN_OPTIONS | {k.upper() for k in extra_keys}),
                                           n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

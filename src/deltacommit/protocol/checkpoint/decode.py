@@ -111,7 +111,10 @@ def column_rows(table: pa.Table, name: str, key: str, target: pa.DataType) -> An
     """The non-null rows of action column ``name`` (rows whose ``key`` field is set)."""
     picked = _picked(table, name, key)
     if picked is None:
-        return pa.array([], target)
+        # Not pa.array([]): building from a Python list makes pyarrow import pandas (0.2 s
+        # once per process).  pyarrow's stubs type ``nulls`` per type class, hence the Any.
+        any_type: Any = target
+        return pa.nulls(0, any_type)
     return _normalise(picked, target)
 
 

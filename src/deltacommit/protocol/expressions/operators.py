@@ -74,7 +74,9 @@ from deltacommit.protocol.expressions.sql_semantics import (
 )
 
 Nodes = Sequence[Expr | None]
-_NULL_BOOL = pa.scalar(None, pa.bool_())
+#: A null boolean, taken from an array of nulls: ``pa.scalar(None)`` (as ``pa.array`` of a Python
+#: list) makes pyarrow import pandas, 0.2 s that loading this module would cost every reader.
+_NULL_BOOL = pa.nulls(1, pa.bool_())[0]
 
 
 def _literal_int(node: Expr | None) -> int | None:

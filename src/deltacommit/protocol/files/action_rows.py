@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltacommit.protocol.arrow_values import string_array
 from deltacommit.protocol.files.from_arrow import gc_paused, keys_are_paths, row_keys
 from deltacommit.runtime.threads import CallThreads
 
@@ -206,7 +207,7 @@ class ActionRows(Generic[V]):
         # Where the keys are the paths, the column serves without building them in Python.
         keys = arrow.field("path") if self._keys_are_paths(arrow) \
             else pa.array(self.keys(), pa.string())
-        found = pc.is_in(keys, value_set=pa.array(list(hidden), pa.string()))
+        found = pc.is_in(keys, value_set=string_array(list(hidden)))
         if not pc.any(found).as_py():
             return None
         return pc.invert(found)

@@ -98,6 +98,17 @@ def physical_names(schema: pa.Schema, mode: str) -> dict[str, str]:
     return {f.name: physical_name(f, mode) for f in schema}
 
 
+def partition_physical_names(schema: pa.Schema, partition_columns: Sequence[str],
+                             configuration: Mapping[str, str | None]) -> dict[str, str]:
+    """Logical -> physical name of each partition column of a column-mapping table (the keys
+    of its ``partitionValues``); empty for a table without column mapping."""
+    mode = mapping_mode(configuration)
+    if mode == "none":
+        return {}
+    names = physical_names(schema, mode)
+    return {c: names[c] for c in partition_columns if c in names}
+
+
 def logical_values(values: Mapping[str, str | None], physical: Mapping[str, str]
                    ) -> dict[str, str | None]:
     """``add.partitionValues`` (keyed by physical name) keyed by the logical names of

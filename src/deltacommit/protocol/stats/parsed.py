@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.arrow_values import int64_array, string_scalar
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.partitions import parse_partition_value, parse_timestamp_us
 
@@ -418,8 +419,8 @@ def _same_keys(values: Any, keys: Sequence[str]) -> list[Any] | None:
     items = values.items.slice(first, n * width)
     out = []
     for j, key in enumerate(keys):
-        at = pa.array(np.arange(j, n * width, width, dtype=np.int64))
-        if not pc.all(pc.equal(flat_keys.take(at), pa.scalar(key, pa.string()))).as_py():
+        at = int64_array(np.arange(j, n * width, width, dtype=np.int64))
+        if not pc.all(pc.equal(flat_keys.take(at), string_scalar(key))).as_py():
             return None
         out.append(items.take(at).cast(pa.string()))
     return out
@@ -434,7 +435,7 @@ def partition_strings(values: Any, keys: Sequence[str], occurrence: str = "first
     same = _same_keys(values, keys)
     if same is not None:
         return same
-    return [pc.map_lookup(values, pa.scalar(k, pa.string()), occurrence).cast(pa.string())
+    return [pc.map_lookup(values, string_scalar(k), occurrence).cast(pa.string())
             for k in keys]
 
 

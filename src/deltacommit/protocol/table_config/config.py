@@ -26,7 +26,6 @@ alike.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -456,6 +455,8 @@ class TableConfig:
                     f"table {table}: {key} is set by the writer that turns the feature on, not "
                     "by hand")
             if key.startswith("delta."):
+                import difflib  # for this error's suggestion only
+
                 close = difflib.get_close_matches(key, sorted(SETTABLE), n=2)
                 hint = f"; did you mean {' or '.join(close)}?" if close else ""
                 raise InvalidArgumentError(
