@@ -52,6 +52,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
     ObjectNotFoundError,
+    TableReplacedError,
 )
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS
 from deltacommit.protocol.fleet.record import (
@@ -169,7 +170,12 @@ class _Writer:
     def run(self) -> tuple[CommitResult, Commit | None]:
         m = self.member
         group = Group([], [], [m])
-        self.log.confirm_identity()
+        # A snapshot taken from the process's cache unproven (``state_cache.reuse``) is
+        # proven by the first version read after it where that version names its commit
+        # (``TableLog.identity_vouched``), else read back before anything is decided on what
+        # follows it (``_proven``), and always before this writer claims a version (the
+        # commit loop).  Its record may go out first: includers check its read version's
+        # digest against the log themselves.
         if not self.loop.catch_up(m, self.log.version, {}, group):
             return m.outcome(), None  # found landed (a retry), or conflicts
         try:
@@ -179,6 +185,11 @@ class _Writer:
             return commit_alone(self.log, self.staged, self.policy, self.clock, self.random)
         try:
             return self._rounds(group)
+        except TableReplacedError:
+            # Nothing is decided on the state of another table: no includer takes the record
+            # either (its read version's digest is not the log's).
+            self._withdraw()
+            raise
         except Exception as e:
             if not self.published or outcome_of(e) is Outcome.UNKNOWN:
                 raise
@@ -224,6 +235,7 @@ class _Writer:
                 waited_out = True  # the round's winner is gone or stopped: commit here
                 continue
             commit, data, at_once = found
+            self._proven(version, data)
             self.log.committed(commit)
             if m.staged.txn_id in committed_txn_ids(commit.commit_info):
                 if at_once or self.publications > 1:
@@ -284,6 +296,14 @@ class _Writer:
                 return None
             clock.sleep(self.fleet.poll_interval)
 
+    def _proven(self, version: int, data: bytes) -> None:
+        """Before anything is decided on ``data``, the commit read at ``version``: the table's
+        identity proven, by that commit where it names the cached snapshot's commit as the one
+        it was built on, else by reading that commit back (TableReplacedError if the table
+        was replaced)."""
+        if not self.log.identity_vouched(version, data):
+            self.log.confirm_identity()
+
     def _refresh(self) -> int:
         latest = self.log.refresh()
         self.fresh_at = self.clock.monotonic()
@@ -310,7 +330,10 @@ class _Writer:
         m = self.member
         fleet = self.fleet
         base = version - 1
+        # The proof of a cached snapshot is read while lingering (the claim awaits it).
+        self.log.start_identity_proof()
         self._linger(base)
+        self.log.confirm_identity()
         if self.clock.monotonic() - self.fresh_at >= self.policy.turn_patience:
             # This writer last learned the newest version a while ago (it waited out a round,
             # or was stopped): the round's key being free proves nothing about the version
