@@ -262,7 +262,7 @@ class _Writer:
         the patience.  ``lost_at``: when this writer lost the round's key.
 
         Looks are GETs of the version, one after another.  Where this writer learned of the
-        version before lately (within half a round), the round was just won by another and
+        version before lately (``pace.Pace.current``), the round was just won by another and
         the first look goes out shortly before the version is due, as rounds have gone
         (``pace``), instead of finding nothing several times over; otherwise at once (the
         round may be long over: this writer is behind)."""
@@ -271,8 +271,7 @@ class _Writer:
         deadline = clock.monotonic() + self.policy.turn_patience
         known_since = self.pace.learned_at \
             if self.pace.learned_version == self.log.version else self.fresh_at
-        rounds = self.pace.round
-        current = rounds is not None and lost_at - known_since < 0.5 * rounds
+        current = self.pace.current(lost_at, known_since)
         if current:
             wait = min(self.pace.first_look(lost_at), deadline) - clock.monotonic()
             if wait > 0:
