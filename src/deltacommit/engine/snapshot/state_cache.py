@@ -8,7 +8,10 @@ the latest version, as DynamoDB does, a HEAD checking that nobody wrote past it 
 plus one GET proving the table is the one cached: the commit at the cached version must still
 hold exactly the actions it held.  A table deleted and created again at the same path fails
 that proof (its commit there, if any, has another ``txnId`` and timestamp) and is loaded
-afresh, never confused with the old one.
+afresh, never confused with the old one.  On a table whose writers join the fleet
+(``deltacommit.groupCommit.fleet``) a blind append's proof waits to be asked for: its writer
+reads the next version anyway, and that version, naming the cached commit's SHA-256 as the one
+it was built on, proves it without the GET (``IdentityProof``).
 
 Entries are keyed by the canonical location (``s3a://b/t`` is ``s3://b/t``), the storage
 options, the log store's mechanism and what its clients resolved (``LogStore.identity``),

@@ -24,6 +24,12 @@ the round finds it.  Then:
   the patience (``CommitPolicy.turn_patience``: a dead or stopped winner) commits itself,
   with whatever it can include: a stopped winner delays the others by the patience, once.
 
+A writer that took the table's state from the process's cache (``dc.write(uri, ...)``) does
+not read its cached commit back to prove the table was not replaced: the first version it reads
+after it proves it where that version names the cached commit's SHA-256 as built on (every
+fleet version names the commit it follows); otherwise, and before its own claim, it is read
+back (``TableLog.identity_vouched``, ``state_cache.IdentityProof``).
+
 The owner's transaction lands anywhere its owner claims it (it checks every version before it
 like any writer); others may land it only up to its bound B.  Once B exists without it,
 nobody can land it, which is when an owner that stopped trying could report failure; a live
