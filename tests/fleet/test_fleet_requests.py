@@ -6,6 +6,7 @@ cached commit that prove the table's identity, and the rows landed exactly once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -16,9 +17,10 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.commit.commit_info import PREVIOUS_COMMIT_KEY
+from deltacommit.engine.commit.commit_info import PREVIOUS_COMMIT_KEY, previous_commit
 from deltacommit.engine.group.fleet import records
 from deltacommit.engine.snapshot import state_cache
+from deltacommit.io.logstore.registry import open_log_store
 from deltacommit.protocol.fleet.record import FLEET_DIR
 from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import S3Bucket
@@ -112,28 +114,38 @@ def test_a_next_version_not_naming_the_cached_commit_makes_the_writer_read_it_ba
     assert _fleet_records(uri, options) == []
 
 
-def test_a_table_swapped_in_under_a_cached_state_is_caught_by_the_next_version(
-        s3_bucket: S3Bucket, proofs: list[int]) -> None:
+@pytest.mark.parametrize("round_key", ["taken", "free"])
+def test_a_table_swapped_in_under_a_cached_state_is_caught_before_anything_is_decided(
+        s3_bucket: S3Bucket, proofs: list[int], round_key: str) -> None:
     """Another fleet table's objects copied over the cached one's (in another process, so
-    this one's cache still holds the old table at version 1): the swapped-in version 2
-    vouches for its own version 1, not the cached one, so the writer reads the cached commit
-    back, finds the table replaced, withdraws its record and writes again on a fresh read."""
+    this one's cache still holds the old table at version 1).  "taken": the other table has
+    version 2 and round 2's key, so the writer waits for version 2, which vouches for the
+    other table's version 1, not the cached one.  "free": the other table has versions 0 and
+    1 only and no fleet folder, so the writer wins round 2 and claims version 2 itself.
+    Either way the cached commit is read back before anything is decided or claimed, the
+    table is found replaced, and the write is made again on a fresh read of the new table."""
     uri, options = _cached_at_1(s3_bucket)
+    appends = 2 if round_key == "taken" else 1
+    skip = "'_deltacommit_fleet/'" if round_key == "free" else "'-'"
     _in_another_process(
         "from deltacommit.io.logstore.registry import open_log_store\n"
         "from tests.fleet.helpers import SCHEMA, FLEET\n"
         "other = uri + '-other'\n"
         "dc.DeltaTable.create(other, SCHEMA, configuration=FLEET, storage_options=options)\n"
-        "dc.write(other, rows(7, 0), storage_options=options)\n"
-        "dc.write(other, rows(7, 1), storage_options=options)\n"
+        f"for b in range({appends}): dc.write(other, rows(7, b), storage_options=options)\n"
         "target = open_log_store(uri, options).store\n"
         "source = open_log_store(other, options).store\n"
         "for m in list(target.list('')): target.delete(m.path)\n"
-        "for m in list(source.list('')): target.put(m.path, source.get(m.path))\n",
+        f"for m in [m for m in source.list('') if not m.path.startswith({skip})]:\n"
+        "    target.put(m.path, source.get(m.path))\n",
         uri, options)
     proofs.clear()
     r = dc.write(uri, rows(1, 1), storage_options=options)
-    assert r.version == 3
+    assert r.version == appends + 1
     assert proofs[:1] == [1]  # the commit the cache held at 1 was read back, and differed
-    assert _counts(uri, options) == {(7, 0): 1, (7, 1): 1, (1, 1): 1}
+    assert _counts(uri, options) == {**{(7, b): 1 for b in range(appends)}, (1, 1): 1}
+    # Built on the new table's commit before it, not on the cached state of the old one.
+    store = open_log_store(uri, options).store
+    assert previous_commit(store.get(commit_path(r.version))) == \
+        hashlib.sha256(store.get(commit_path(r.version - 1))).hexdigest()
     assert _fleet_records(uri, options) == []

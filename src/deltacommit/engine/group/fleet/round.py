@@ -309,6 +309,12 @@ class _Writer:
         if not self.log.identity_vouched(version, data):
             self.log.confirm_identity()
 
+    def _decided(self) -> None:
+        """Before a round acts on what it read without claiming a version (deleting records
+        it found expired or landed, reporting a conflict): the table's identity proven (the
+        claim awaits it by itself).  TableReplacedError if the table was replaced."""
+        self.log.confirm_identity()
+
     def _refresh(self) -> int:
         latest = self.log.refresh()
         self.fresh_at = self.clock.monotonic()
@@ -335,15 +341,17 @@ class _Writer:
         m = self.member
         fleet = self.fleet
         base = version - 1
-        # The proof of a cached snapshot is read while lingering (the claim awaits it).
+        # The proof of a cached snapshot is read meanwhile, beside the lingering, listing and
+        # reading of records: the claim awaits it (the commit loop), and so does anything
+        # this round decides before (``_decided``).
         self.log.start_identity_proof()
         self._linger(base)
-        self.log.confirm_identity()
         if self.clock.monotonic() - self.fresh_at >= self.policy.turn_patience:
             # This writer last learned the newest version a while ago (it waited out a round,
             # or was stopped): the round's key being free proves nothing about the version
             # (a committer deletes it, and log cleanup may have deleted the commit after it),
             # so the newest version is read before a claim is built on it.
+            self.log.confirm_identity()
             base = max(base, self._refresh())
             version = base + 1
         listed = records.listing(self.store)
@@ -366,6 +374,7 @@ class _Writer:
                 candidates.append((path, record))
         group = include.FleetGroup([m], lambda: now_ms(self.clock))
         if not self.loop.catch_up(m, base, {}, group):
+            self._decided()
             records.delete(self.store, doomed)
             if isinstance(m.error, ConcurrentModificationException):
                 self._withdraw()
@@ -377,6 +386,7 @@ class _Writer:
         landed = self.loop.run(group, base, self.random.uuid() if chosen else m.staged.txn_id)
         done = [x.path for x in chosen if x.result is not None]
         if m.error is not None:
+            self._decided()
             records.delete(self.store, [*doomed, *done])
             if isinstance(m.error, ConcurrentModificationException):
                 self._withdraw()
