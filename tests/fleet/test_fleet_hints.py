@@ -258,3 +258,16 @@ def test_the_pace_times_looks_and_lingering_only() -> None:
     assert p.linger_until(4, 6, 3.0, 1.0) == pytest.approx(5.06)
     assert p.linger_until(5, 6, 3.0, 1.0) == pytest.approx(1.06)
     assert p.linger_until(4, 6, 0.0, 1.0) == 0.0
+
+
+def test_a_writer_that_learned_the_version_before_a_round_ago_waits_for_the_next() -> None:
+    """Storing its data and publishing its record take a writer most of a round after it
+    learned of the newest version: losing the next round's key then, it is current (its first
+    look waits until the version is due), not behind (looking at once, it would find nothing
+    several times over).  One that learned of it rounds ago is behind."""
+    p = Pace()
+    assert not p.current(10.0, 10.0)  # no round seen yet: look at once
+    p.saw_round(0.2)
+    assert p.current(10.15, 10.0)  # three quarters of a round after learning of it
+    assert p.current(10.25, 10.0)
+    assert not p.current(10.4, 10.0)  # two rounds after: the round may be long over

@@ -112,6 +112,10 @@ class Group:
         #: Store paths of those files made durable already (by the loop's earlier attempts,
         #: or by a group committer before the commit stage).
         self.durable: set[str] = set()
+        #: Whether each version of this group names the SHA-256 of the commit it is built on
+        #: even outside a host's turn (``CommitLoop._vouching``): a fleet's writers waiting
+        #: for it prove their cached snapshot by it (``TableLog.identity_vouched``).
+        self.vouches = False
 
     @property
     def members(self) -> list[Member]:
@@ -432,7 +436,7 @@ class CommitLoop:
                 m.attempts += 1
             actions, dependent = self.stamped_actions(
                 group, group_id, version, None if speculation is None else speculation.snapshot)
-            if baton is not None:
+            if baton is not None or group.vouches:
                 actions[0] = self._vouching(actions[0], built_on, speculation)
             key = (tuple((id(m), id(m.staged)) for m in members), id(group.adds),
                    len(group.adds),

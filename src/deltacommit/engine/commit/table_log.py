@@ -63,7 +63,8 @@ class TableLog:
 
     def __init__(self, log_store: LogStore, clock: Clock, snapshot: Snapshot, *,
                  pinned: bool = False, cache_key: state_cache.Key | None = None,
-                 known: tuple[Commit, ...] = (), proof: Future[bool] | None = None) -> None:
+                 known: tuple[Commit, ...] = (),
+                 proof: state_cache.IdentityProof | None = None) -> None:
         self.log_store = log_store
         self.clock = clock
         #: Opened at a fixed version: reads only, never follows new commits.
@@ -106,6 +107,28 @@ class TableLog:
                 "the one this process read there (the table was deleted and created again, or "
                 "its log rewritten); the table must be read afresh")
         self._proof = None
+
+    def start_identity_proof(self) -> None:
+        """Have the proof of ``confirm_identity`` read now, on a thread of the process, where
+        it waits to be asked for (``state_cache.IdentityProof``): a writer about to claim a
+        version reads it meanwhile."""
+        proof = self._proof
+        if proof is not None:
+            proof.start()
+
+    def identity_vouched(self, version: int, data: bytes) -> bool:
+        """Whether the commit ``data``, read from the log at ``version``, proves what
+        ``confirm_identity`` would: it is the version after the cached snapshot and names the
+        SHA-256 of the cached commit as the one it was built on.  If so, the proof is had
+        (no read of it is made); if not, nothing changes (the proof is read when asked for).
+        True too where nothing was left to prove."""
+        proof = self._proof
+        if proof is None:
+            return True
+        if not proof.vouched_by(version, previous_commit(data)):
+            return False
+        self._proof = None
+        return True
 
     def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
         """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,

@@ -8,7 +8,10 @@ the latest version, as DynamoDB does, a HEAD checking that nobody wrote past it 
 plus one GET proving the table is the one cached: the commit at the cached version must still
 hold exactly the actions it held.  A table deleted and created again at the same path fails
 that proof (its commit there, if any, has another ``txnId`` and timestamp) and is loaded
-afresh, never confused with the old one.
+afresh, never confused with the old one.  On a table whose writers join the fleet
+(``deltacommit.groupCommit.fleet``) a blind append's proof waits to be asked for: its writer
+reads the next version anyway, and that version, naming the cached commit's SHA-256 as the one
+it was built on, proves it without the GET (``IdentityProof``).
 
 Entries are keyed by the canonical location (``s3a://b/t`` is ``s3://b/t``), the storage
 options, the log store's mechanism and what its clients resolved (``LogStore.identity``),
@@ -121,10 +124,53 @@ def _anchor_holds(log_store: LogStore, anchor: Commit) -> bool:
 _PROOFS = ProcessPool(8, "deltacommit-proof")
 
 
+class IdentityProof:
+    """That the table at the location is still the one a cached snapshot describes: the
+    commit at the anchor's version, read back, holds the anchor's bytes.
+
+    Started at once, or (``deferred``) only when first asked for: a writer of a fleet
+    (``engine.group.fleet``) reads the version after the anchor anyway, and where that commit
+    names the anchor's SHA-256 as the one it was built on (``commit_info.PREVIOUS_COMMIT_KEY``,
+    which a deltacommit writer writes only once it has proven its own snapshot), the anchor is
+    proven without reading it (``vouched_by``)."""
+
+    def __init__(self, log_store: LogStore, anchor: Commit, *, deferred: bool = False,
+                 proven: bool = False) -> None:
+        self.anchor = anchor
+        self._check = partial(_anchor_holds, log_store, anchor)
+        self._lock = ForkSafeLock()
+        self._future: Future[bool] | None = None
+        if proven:
+            self._future = Future()
+            self._future.set_result(True)
+        elif not deferred:
+            self.start()
+
+    def start(self) -> None:
+        """Read the anchor back on a thread of the process, unless under way already."""
+        with self._lock:
+            if self._future is None:
+                self._future = _PROOFS.submit(self._check)
+
+    def result(self) -> bool:
+        """Whether the anchor holds (read back now if it was not yet)."""
+        self.start()
+        assert self._future is not None
+        return self._future.result()
+
+    def vouched_by(self, version: int, previous: str | None) -> bool:
+        """Whether the commit at ``version``, read from the log and naming ``previous`` as the
+        SHA-256 of the commit before it, proves the anchor: it is the version after it, and
+        names the anchor's bytes (which the anchor knows)."""
+        return version == self.anchor.version + 1 and bool(self.anchor.digest) \
+            and previous == self.anchor.digest
+
+
 def reuse(key: Key, log_store: LogStore, clock: Clock
-          ) -> tuple[Snapshot, Commit, Future[bool]] | None:
+          ) -> tuple[Snapshot, Commit, IdentityProof] | None:
     """The cached snapshot as it is, its anchor commit, and the proof of the table's identity
-    under way; None when nothing is cached or the snapshot may predate a log cleanup.
+    (under way, or deferred for a table whose writers join the fleet); None when nothing is
+    cached or the snapshot may predate a log cleanup.
 
     For a blind append (``dc.write(uri)`` without an app id): it needs no newer state than
     the commit loop finds by losing a race, so it skips the update and writes its data while
@@ -136,15 +182,18 @@ def reuse(key: Key, log_store: LogStore, clock: Clock
     if entry is None or may_predate_cleanup(entry.snapshot.table_config.log_retention_ms,
                                             entry.confirmed_at, clock.time()):
         return None
-    proof: Future[bool]
-    if log_store.store.local_path("") is None:
-        proof = _PROOFS.submit(partial(_anchor_holds, log_store, entry.anchor))
-    elif _anchor_holds(log_store, entry.anchor):
-        proof = Future()
-        proof.set_result(True)
+    if log_store.store.local_path("") is not None:
+        # A local proof costs no request: read at once.
+        if not _anchor_holds(log_store, entry.anchor):
+            forget(key)
+            return None
+        proof = IdentityProof(log_store, entry.anchor, proven=True)
     else:
-        forget(key)
-        return None
+        # A remote one goes out at once, beside the writing of the data; on a fleet's table
+        # only when asked for, since its writers usually prove it by the next version's
+        # commit, which they read anyway.
+        proof = IdentityProof(log_store, entry.anchor,
+                              deferred=entry.snapshot.table_config.group_commit_fleet)
     return entry.snapshot.with_log_store(log_store), entry.anchor, proof
 
 

@@ -68,6 +68,7 @@ class FleetGroup(Group):
     def __init__(self, members: list[FleetMember], now_ms: object) -> None:
         super().__init__([], [], list(members))
         self._now_ms = now_ms
+        self.vouches = True
 
     def admit(self, version: int) -> None:
         now = self._now_ms() if callable(self._now_ms) else 0

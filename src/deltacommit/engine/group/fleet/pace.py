@@ -28,6 +28,13 @@ _CAPACITY = 64
 _OUTLIER = 3.0
 #: A first look waits at most this many round trips.
 _MOST_ROUND_TRIPS = 6.0
+#: A writer that learned of the newest version less than this many rounds before it lost
+#: the next round's key is taken to be current (that round is under way, not over).  It
+#: stores its data and publishes its record between the two, which takes most of a round
+#: (three requests in a row where a round is about five): half a round took almost every
+#: writer for one behind, whose first look then went out at once and found nothing several
+#: times over.
+_CURRENT_ROUNDS = 1.5
 
 
 @dataclass
@@ -55,6 +62,13 @@ class Pace:
     def learned(self, version: int, at: float) -> None:
         if version > self.learned_version:
             self.learned_version, self.learned_at = version, at
+
+    def current(self, lost_at: float, known_since: float) -> bool:
+        """Whether a writer that learned of the newest version at ``known_since`` and lost the
+        next round's key at ``lost_at`` is current: the round it lost is under way (its
+        first look waits until the version is due), rather than over (it looks at once);
+        never before any round was seen."""
+        return self.round is not None and lost_at - known_since < _CURRENT_ROUNDS * self.round
 
     def first_look(self, lost_at: float) -> float:
         """When a writer that lost a round's key at ``lost_at`` first looks for the round's

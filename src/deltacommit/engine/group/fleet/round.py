@@ -24,6 +24,12 @@ the round finds it.  Then:
   the patience (``CommitPolicy.turn_patience``: a dead or stopped winner) commits itself,
   with whatever it can include: a stopped winner delays the others by the patience, once.
 
+A writer that took the table's state from the process's cache (``dc.write(uri, ...)``) does
+not read its cached commit back to prove the table was not replaced: the first version it reads
+after it proves it where that version names the cached commit's SHA-256 as built on (every
+fleet version names the commit it follows); otherwise, and before its own claim, it is read
+back (``TableLog.identity_vouched``, ``state_cache.IdentityProof``).
+
 The owner's transaction lands anywhere its owner claims it (it checks every version before it
 like any writer); others may land it only up to its bound B.  Once B exists without it,
 nobody can land it, which is when an owner that stopped trying could report failure; a live
@@ -52,6 +58,7 @@ from deltacommit.errors import (
     ConcurrentModificationException,
     DeltaCommitError,
     ObjectNotFoundError,
+    TableReplacedError,
 )
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS
 from deltacommit.protocol.fleet.record import (
@@ -169,7 +176,12 @@ class _Writer:
     def run(self) -> tuple[CommitResult, Commit | None]:
         m = self.member
         group = Group([], [], [m])
-        self.log.confirm_identity()
+        # A snapshot taken from the process's cache unproven (``state_cache.reuse``) is
+        # proven by the first version read after it where that version names its commit
+        # (``TableLog.identity_vouched``), else read back before anything is decided on what
+        # follows it (``_proven``), and always before this writer claims a version (the
+        # commit loop).  Its record may go out first: includers check its read version's
+        # digest against the log themselves.
         if not self.loop.catch_up(m, self.log.version, {}, group):
             return m.outcome(), None  # found landed (a retry), or conflicts
         try:
@@ -179,6 +191,11 @@ class _Writer:
             return commit_alone(self.log, self.staged, self.policy, self.clock, self.random)
         try:
             return self._rounds(group)
+        except TableReplacedError:
+            # Nothing is decided on the state of another table: no includer takes the record
+            # either (its read version's digest is not the log's).
+            self._withdraw()
+            raise
         except Exception as e:
             if not self.published or outcome_of(e) is Outcome.UNKNOWN:
                 raise
@@ -224,6 +241,7 @@ class _Writer:
                 waited_out = True  # the round's winner is gone or stopped: commit here
                 continue
             commit, data, at_once = found
+            self._proven(version, data)
             self.log.committed(commit)
             if m.staged.txn_id in committed_txn_ids(commit.commit_info):
                 if at_once or self.publications > 1:
@@ -250,7 +268,7 @@ class _Writer:
         the patience.  ``lost_at``: when this writer lost the round's key.
 
         Looks are GETs of the version, one after another.  Where this writer learned of the
-        version before lately (within half a round), the round was just won by another and
+        version before lately (``pace.Pace.current``), the round was just won by another and
         the first look goes out shortly before the version is due, as rounds have gone
         (``pace``), instead of finding nothing several times over; otherwise at once (the
         round may be long over: this writer is behind)."""
@@ -259,8 +277,7 @@ class _Writer:
         deadline = clock.monotonic() + self.policy.turn_patience
         known_since = self.pace.learned_at \
             if self.pace.learned_version == self.log.version else self.fresh_at
-        rounds = self.pace.round
-        current = rounds is not None and lost_at - known_since < 0.5 * rounds
+        current = self.pace.current(lost_at, known_since)
         if current:
             wait = min(self.pace.first_look(lost_at), deadline) - clock.monotonic()
             if wait > 0:
@@ -283,6 +300,20 @@ class _Writer:
             if clock.monotonic() >= deadline:
                 return None
             clock.sleep(self.fleet.poll_interval)
+
+    def _proven(self, version: int, data: bytes) -> None:
+        """Before anything is decided on ``data``, the commit read at ``version``: the table's
+        identity proven, by that commit where it names the cached snapshot's commit as the one
+        it was built on, else by reading that commit back (TableReplacedError if the table
+        was replaced)."""
+        if not self.log.identity_vouched(version, data):
+            self.log.confirm_identity()
+
+    def _decided(self) -> None:
+        """Before a round acts on what it read without claiming a version (deleting records
+        it found expired or landed, reporting a conflict): the table's identity proven (the
+        claim awaits it by itself).  TableReplacedError if the table was replaced."""
+        self.log.confirm_identity()
 
     def _refresh(self) -> int:
         latest = self.log.refresh()
@@ -310,12 +341,17 @@ class _Writer:
         m = self.member
         fleet = self.fleet
         base = version - 1
+        # The proof of a cached snapshot is read meanwhile, beside the lingering, listing and
+        # reading of records: the claim awaits it (the commit loop), and so does anything
+        # this round decides before (``_decided``).
+        self.log.start_identity_proof()
         self._linger(base)
         if self.clock.monotonic() - self.fresh_at >= self.policy.turn_patience:
             # This writer last learned the newest version a while ago (it waited out a round,
             # or was stopped): the round's key being free proves nothing about the version
             # (a committer deletes it, and log cleanup may have deleted the commit after it),
             # so the newest version is read before a claim is built on it.
+            self.log.confirm_identity()
             base = max(base, self._refresh())
             version = base + 1
         listed = records.listing(self.store)
@@ -338,6 +374,7 @@ class _Writer:
                 candidates.append((path, record))
         group = include.FleetGroup([m], lambda: now_ms(self.clock))
         if not self.loop.catch_up(m, base, {}, group):
+            self._decided()
             records.delete(self.store, doomed)
             if isinstance(m.error, ConcurrentModificationException):
                 self._withdraw()
@@ -349,6 +386,7 @@ class _Writer:
         landed = self.loop.run(group, base, self.random.uuid() if chosen else m.staged.txn_id)
         done = [x.path for x in chosen if x.result is not None]
         if m.error is not None:
+            self._decided()
             records.delete(self.store, [*doomed, *done])
             if isinstance(m.error, ConcurrentModificationException):
                 self._withdraw()
