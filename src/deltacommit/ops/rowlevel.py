@@ -271,7 +271,7 @@ class RowRewrite:
                                allow_external=table.allow_external_paths).astype(np.int64)
             live = np.setdiff1d(np.arange(n, dtype=np.int64), old, assume_unique=True)
         else:
-            live = np.arange(n, dtype=np.int64)
+            live = every_row(n)
         return ReadFile(add, data, live, self.schema.names)
 
     def each_file(self, files: Sequence[Add], work: Callable[[ReadFile], T]) -> list[T]:
@@ -549,6 +549,24 @@ class RowRewrite:
         txn.add_cdc(out.cdc, unsynced=out.unsynced)
 
 
+
+
+def every_row(n: int) -> Positions:
+    """``0 .. n-1``, read-only, one array for each ``n`` in a row: the live rows of a file
+    without a deletion vector.  A table's files mostly hold the same number of rows, and a
+    rewrite of thousands of them would otherwise make an array as long as the table (80 MB
+    for 10M rows) of the same numbers."""
+    global _every_row
+    known = _every_row
+    if len(known) != n:
+        known = np.arange(n, dtype=np.int64)
+        known.flags.writeable = False
+        _every_row = known
+    return known
+
+
+_every_row: Positions = np.zeros(0, np.int64)
+_every_row.flags.writeable = False
 
 
 #: Threads that read a row-level operation's local files: one per core (the rows of a local

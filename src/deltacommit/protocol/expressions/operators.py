@@ -158,10 +158,11 @@ def _remainder(a: Value, b: Value, t: pa.DataType) -> Value:
 
     def values(v: Value, fill: int) -> tuple[Any, Any]:
         """``v`` as numbers (NULL as ``fill``) and where it is valid (None: everywhere)."""
-        if is_scalar(v):  # a literal, as in ``id % 100``: no array built from a list
+        if is_scalar(v):  # a literal, as in ``id % 100``: a number numpy broadcasts, no array
             py = v.as_py()
-            return np.full(n, fill if py is None else py, dtype), \
-                (None if py is not None else np.zeros(n, np.bool_))
+            if py is not None:
+                return np.dtype(dtype).type(py), None
+            return np.full(n, fill, dtype), np.zeros(n, np.bool_)
         nums = pcx.fill_null(v, pa.scalar(fill, t)).to_numpy(zero_copy_only=False).astype(
             dtype, copy=False)
         nulls = v.null_count
