@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit import host_turn, turn_sweep
 from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.commit.host_turn import HostTurn, Record
 from deltacommit.io.datafiles import write_data_files
@@ -137,7 +137,7 @@ def test_the_record_names_the_commit_and_its_writer(tmp_path: Path, turn_dir: Pa
     assert record is not None and (record.version, record.digest) == (3, digest(3))
     assert turn.carried(record) == (tmp_path / "t" / commit_path(3)).read_bytes()
     assert previous_commit((tmp_path / "t" / commit_path(3)).read_bytes()) == digest(2)
-    table_files = [p for p in turn_dir.iterdir() if p.name != host_turn.SWEEP_MARK]
+    table_files = [p for p in turn_dir.iterdir() if p.name != turn_sweep.SWEEP_MARK]
     assert sorted(p.suffix for p in table_files) == [".carry", ".queue", ".record", ".turn"]
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in turn_dir.iterdir())
 
@@ -402,7 +402,7 @@ def test_a_writer_taking_the_turn_again_at_once_gives_way_to_one_waiting(
 def test_turn_files_of_tables_idle_for_a_week_are_swept_unless_held(
         tmp_path: Path, turn_dir: Path) -> None:
     turn_dir.mkdir(mode=0o700)
-    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    week_ago = time.time() - turn_sweep.STALE_AFTER - 60
     made: dict[str, list[Path]] = {}
     for name in ("idle", "held", "recent"):
         made[name] = [turn_dir / f"{name}{suffix}"
@@ -430,7 +430,7 @@ def test_turn_files_of_tables_idle_for_a_week_are_swept_unless_held(
 
 def _idle_table_files(turn_dir: Path, name: str) -> list[Path]:
     """Turn files of a table last committed to over a week ago."""
-    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    week_ago = time.time() - turn_sweep.STALE_AFTER - 60
     made = [turn_dir / f"{name}{suffix}" for suffix in (".turn", ".record", ".queue")]
     for p in made:
         p.write_bytes(b"")
@@ -446,14 +446,14 @@ def test_a_folder_is_swept_once_a_day_by_the_first_process_that_uses_it(
     mark saves work and never keeps a table's files longer than a day beyond their week."""
     turn_dir.mkdir(mode=0o700)
     idle = _idle_table_files(turn_dir, "idle")
-    marker = turn_dir / host_turn.SWEEP_MARK
+    marker = turn_dir / turn_sweep.SWEEP_MARK
     now = time.time()
     if mark == "a link":
         (tmp_path / "elsewhere").write_bytes(b"")
         marker.symlink_to(tmp_path / "elsewhere")
     elif mark != "missing":
         marker.write_bytes(b"")
-        when = {"fresh": now - 60, "a day old": now - host_turn.SWEEP_EVERY - 60,
+        when = {"fresh": now - 60, "a day old": now - turn_sweep.SWEEP_EVERY - 60,
                 "in the future": now + 3600}[mark]
         os.utime(marker, (when, when))
     monkeypatch.setattr(host_turn, "_swept", set())  # as in a process that just started

@@ -28,7 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import deltacommit as dc
-from deltacommit.engine.commit import host_turn
+from deltacommit.engine.commit import host_turn, turn_sweep
 from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.commit.host_turn import HostTurn, Record
 from deltacommit.engine.commit.table_log import Speculation, TableLog
@@ -232,7 +232,7 @@ def test_a_truncated_or_aged_record_is_passed_over(where: Where, turn_dir: Path)
     assert dc.write(table, rows([2])).version == 2
     # Aged a week: the next process to use the folder sweeps the table's files and starts
     # them afresh; its commit lands after the newest version all the same.
-    week_ago = time.time() - host_turn.STALE_AFTER - 60
+    week_ago = time.time() - turn_sweep.STALE_AFTER - 60
     for suffix in (".turn", ".record", ".queue"):
         os.utime(turn.path + suffix, (week_ago, week_ago))
     assert in_process(functools.partial(_append, uri, options, [3], "a")) == 3

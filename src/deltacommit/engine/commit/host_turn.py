@@ -79,7 +79,7 @@ open, fewer under a low limit of open files (``_capacity``), closing the least r
 running out of descriptors makes one commit race, never fail.
 
 Turn files of a table no process committed to for a week are deleted by the first process that
-uses the folder after a day without a sweep (``_sweep``, ``_sweep_due``): a process does not
+uses the folder after a day without a sweep (``engine.commit.turn_sweep``): a process does not
 pay a look at every file of the folder for its first commit.  ``DELTACOMMIT_HOST_TURNS=off`` or
 ``CommitPolicy(host_turns=False)`` turns turns off.
 """
@@ -111,6 +111,7 @@ from deltacommit.engine.commit.turn_carry import (
     decode_carried,
     encode_carried,
 )
+from deltacommit.engine.commit.turn_sweep import sweep, sweep_due
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.runtime.process_state import process_wide
 
@@ -339,14 +340,8 @@ _lock = threading.Lock()
 _files: OrderedDict[str, _Files] = OrderedDict()
 #: Turn folders that could not be used, and why.
 _refused: dict[str, str] = {}
-#: Turn folders swept (``_sweep``) by this process.
+#: Turn folders this process has looked at for a sweep (``turn_sweep``).
 _swept: set[str] = set()
-#: Turn files of a table whose record has not changed for this long (seconds) are deleted.
-STALE_AFTER = 7 * 24 * 3600.0
-#: How often (seconds) a turn folder is swept: by the first process to use it this long after
-#: the last sweep, which the folder's ``SWEEP_MARK`` file dates.
-SWEEP_EVERY = 24 * 3600.0
-SWEEP_MARK = ".swept"
 #: Each log store object's turn key (``turn_key``), computed once.
 _keys: weakref.WeakKeyDictionary[LogStore, str | None] = weakref.WeakKeyDictionary()
 #: Whether running out of descriptors for turn files was reported (once per process).
@@ -436,8 +431,8 @@ def _open_turn(folder: str, key: str) -> _Files:
         if folder not in _swept:
             _swept.add(folder)
             now = time.time()
-            if _sweep_due(folder_fd, now):
-                _sweep(folder_fd, now)
+            if sweep_due(folder_fd, now):
+                sweep(folder_fd, now)
         fds: list[int] = []
         try:
             for suffix in _SUFFIXES:
@@ -449,76 +444,6 @@ def _open_turn(folder: str, key: str) -> _Files:
     finally:
         os.close(folder_fd)
     return _Files(os.path.join(folder, key), *fds)
-
-
-def _sweep_due(folder_fd: int, now: float) -> bool:
-    """Whether the folder is due a sweep: its ``SWEEP_MARK`` is missing, not a regular file,
-    or dated more than ``SWEEP_EVERY`` ago or in the future; then it is dated now (before the
-    sweep, so that processes starting meanwhile do not sweep too).
-
-    The mark only saves work: the folder is private (``_open_folder``), a mark gone or aged
-    costs one sweep more, and one dated ahead is not believed, so no mark delays the deletion
-    of a table's files by more than ``SWEEP_EVERY``."""
-    try:
-        st = os.stat(SWEEP_MARK, dir_fd=folder_fd, follow_symlinks=False)
-        if stat.S_ISREG(st.st_mode) and 0 <= now - st.st_mtime < SWEEP_EVERY:
-            return False
-    except OSError:
-        pass
-    try:
-        fd = os.open(SWEEP_MARK, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
-                     | getattr(os, "O_NOFOLLOW", 0), 0o600, dir_fd=folder_fd)
-    except OSError:
-        return True  # not a file that can be dated (a link, a folder): swept every time
-    try:
-        os.utime(fd, (now, now))
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return True
-
-
-def _sweep(folder_fd: int, now: float) -> None:
-    """Delete the turn files of tables no process of this user has committed to for
-    ``STALE_AFTER`` seconds (their record unchanged), once a day per folder (``_sweep_due``):
-    a folder would otherwise keep four files for every table ever written from the machine.
-
-    A table's files go only while this process holds its turn.  A process that still has
-    them open (it last committed a week ago) sees them gone (``_Files.gone``) and opens new
-    ones."""
-    try:
-        names = os.listdir(folder_fd)
-    except OSError:
-        return
-    for name in names:
-        try:
-            st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-            if now - st.st_mtime < STALE_AFTER:
-                continue
-            if name.endswith(".record"):
-                _drop_turn(folder_fd, name[:-len(".record")])
-            elif ".commit." in name and stat.S_ISREG(st.st_mode):
-                # Left by a writer of an earlier version of this library that died while
-                # handing a commit on with its record (``<key>.commit.<pid>.<thread>``).
-                os.unlink(name, dir_fd=folder_fd)
-        except OSError:
-            continue
-
-
-def _drop_turn(folder_fd: int, base: str) -> None:
-    fd = os.open(base + ".turn", os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK
-                 | getattr(os, "O_NOFOLLOW", 0), dir_fd=folder_fd)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # held: in use after all
-        for suffix in (".record", ".commit", ".carry", ".queue", ".turn"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(base + suffix, dir_fd=folder_fd)
-    finally:
-        os.close(fd)
 
 
 def _evict_unused(keep: int) -> None:
