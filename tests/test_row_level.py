@@ -429,3 +429,27 @@ def test_a_merge_conflicting_with_a_concurrent_delete_fails_and_deletes_its_file
          .when_matched_update_all().execute())
     assert _files(uri) == files
     assert sorted(dc.DeltaTable(uri).to_arrow()["id"].to_pylist()) == [3, 4, 5]
+
+
+def test_copy_on_write_take_of_many_chunks_equals_arrow_take() -> None:
+    """The take of copy-on-write (each column made one array first) holds exactly the rows
+    of Arrow's take across the chunks: strings, nulls, structs, and dictionary chunks with
+    different dictionaries (joined into one dictionary)."""
+    import numpy as np
+
+    from deltacommit.ops.rowlevel import taken
+
+    chunks = []
+    for i in range(7):
+        n = 3 + i
+        chunks.append(pa.table({
+            "id": pa.array([i * 100 + j for j in range(n)], pa.int64()),
+            "s": pa.array([None if j % 3 == 0 else f"s{i}-{j}" for j in range(n)]),
+            "st": pa.array([{"a": j, "b": str(i)} for j in range(n)]),
+            "d": pa.array([f"d{i}" if j % 2 else f"e{j}" for j in range(n)]).dictionary_encode(),
+        }))
+    rows = pa.concat_tables(chunks)
+    positions = np.array([0, 5, 5, rows.num_rows - 1, 17, 3, 40], dtype=np.int64)
+    got = taken(rows, positions)
+    assert got.schema == rows.schema
+    assert got.to_pylist() == rows.take(positions).to_pylist()
