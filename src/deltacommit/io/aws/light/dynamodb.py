@@ -27,10 +27,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from deltacommit.io.aws.light.client import LightClient
 from deltacommit.io.aws.light.errors import ClientError, ConnectionLostError, TransportError
 from deltacommit.io.aws.light.http import HttpPool, Response
 from deltacommit.io.aws.light.protocol import json_error_response, metadata, send
-from deltacommit.io.aws.light.s3 import ClientMeta
 from deltacommit.io.aws.light.settings import DynamoDBSettings
 from deltacommit.io.aws.light.sigv4 import payload_hash
 
@@ -58,35 +58,17 @@ _TIMESTAMPS = frozenset({"CreationDateTime", "LastIncreaseDateTime", "LastDecrea
                          "ArchivalDateTime"})
 
 
-class LightDynamoDBClient:
+class LightDynamoDBClient(LightClient[DynamoDBSettings]):
     """A DynamoDB client without botocore for settings ``light_dynamodb`` accepted; thread-safe."""
-
-    light = True
 
     def __init__(self, settings: DynamoDBSettings, pool: HttpPool, endpoint_url: str,
                  max_attempts: int, fallback: Callable[[], Any],
                  sleep: Callable[[float], None] = time.sleep,
                  uniform: Callable[[], float] = random.random) -> None:
-        self._settings = settings
-        self._pool = pool
+        super().__init__(settings, pool, endpoint_url, fallback)
         self._max_attempts = max_attempts
-        self._fallback_factory = fallback
-        self._fallback: Any = None
         self._sleep = sleep
         self._random = uniform
-        self._listeners: list[Callable[[str, str], None]] = []
-        self.meta = ClientMeta(endpoint_url, settings.region, pool)
-
-    def signer_identity(self) -> str:
-        return self._settings.credentials.access_key_id
-
-    def on_request(self, listener: Callable[[str, str], None]) -> None:
-        """Call ``listener(service, operation)`` before each request (each retry too) is sent."""
-        self._listeners.append(listener)
-
-    def off_request(self, listener: Callable[[str, str], None]) -> None:
-        """Stop calling a listener ``on_request`` added."""
-        self._listeners = [f for f in self._listeners if f is not listener]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -102,11 +84,6 @@ class LightDynamoDBClient:
 
         return call
 
-    def _botocore(self) -> Any:
-        if self._fallback is None:
-            self._fallback = self._fallback_factory()
-        return self._fallback
-
     def _call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
         body = json.dumps(arguments).encode("utf-8")  # as botocore spells it
         headers = {"Content-Type": "application/x-amz-json-1.0",
@@ -116,8 +93,7 @@ class LightDynamoDBClient:
         while True:
             attempt += 1
             retries = attempt - 1
-            for listener in self._listeners:
-                listener("dynamodb", operation)
+            self._announce("dynamodb", operation)
             try:
                 response = send(self._pool, settings.endpoint, method="POST", path="/", params=None,
                                 headers=headers, body=body, body_sha256=payload_hash(body),

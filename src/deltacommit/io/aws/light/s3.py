@@ -17,12 +17,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote_plus
 from xml.etree import ElementTree
 
+from deltacommit.io.aws.light.client import LightClient
 from deltacommit.io.aws.light.errors import ClientError
 from deltacommit.io.aws.light.http import HttpPool, Response
 from deltacommit.io.aws.light.protocol import http_date, metadata, s3_error_response, send
@@ -35,24 +36,6 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 #: How AWS answers a request sent to a bucket's wrong region (``PermanentRedirect``,
 #: ``TemporaryRedirect``, ``AuthorizationHeaderMalformed``), with ``x-amz-bucket-region``.
 _REDIRECTED = frozenset({301, 307, 400})
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfig:
-    """The client's timeouts and pool size, named as in botocore's ``Config``."""
-
-    connect_timeout: float
-    read_timeout: float
-    max_pool_connections: int
-
-
-class ClientMeta:
-    """What callers read of a client's ``meta``: its endpoint, region and settings."""
-
-    def __init__(self, endpoint_url: str, region_name: str, pool: HttpPool) -> None:
-        self.endpoint_url = endpoint_url
-        self.region_name = region_name
-        self.config = ClientConfig(pool.connect_timeout, pool.read_timeout, pool.max_idle)
 
 
 class _Body:
@@ -69,45 +52,20 @@ class _Body:
         self._data = b""
 
 
-class LightS3Client:
+class LightS3Client(LightClient[S3Settings]):
     """An S3 client without botocore for settings ``light_s3`` accepted; thread-safe."""
-
-    light = True
 
     def __init__(self, settings: S3Settings, pool: HttpPool, endpoint_url: str,
                  fallback: Callable[[], Any]) -> None:
-        self._settings = settings
-        self._pool = pool
-        self._fallback_factory = fallback
-        self._fallback: Any = None
-        self._listeners: list[Callable[[str, str], None]] = []
+        super().__init__(settings, pool, endpoint_url, fallback)
         #: Buckets AWS said are in another region than the client's (``_send``).
         self._regions: dict[str, str] = {}
-        self.meta = ClientMeta(endpoint_url, settings.region, pool)
-
-    def signer_identity(self) -> str:
-        """The access key id requests are signed with."""
-        return self._settings.credentials.access_key_id
-
-    def on_request(self, listener: Callable[[str, str], None]) -> None:
-        """Call ``listener(service, operation)`` before each request is sent (botocore's
-        ``before-send`` event, for counting requests in benchmarks)."""
-        self._listeners.append(listener)
-
-    def off_request(self, listener: Callable[[str, str], None]) -> None:
-        """Stop calling a listener ``on_request`` added."""
-        self._listeners = [f for f in self._listeners if f is not listener]
 
     def __getattr__(self, name: str) -> Any:
         # Operations the light client does not send itself: botocore's client does.
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._botocore(), name)
-
-    def _botocore(self) -> Any:
-        if self._fallback is None:
-            self._fallback = self._fallback_factory()
-        return self._fallback
 
     # ----------------------------------------------------------------- operations
 
@@ -263,8 +221,7 @@ class LightS3Client:
                   params: list[tuple[str, str]] | None, headers: Mapping[str, str],
                   body: bytes) -> Response:
         """One signed HTTP request to where ``settings`` locate ``bucket``."""
-        for listener in self._listeners:
-            listener("s3", operation)
+        self._announce("s3", operation)
         endpoint, base = settings.locate(bucket)
         path = base + "/" + quote(key, safe="/~") if key else (base or "/")
         return send(self._pool, endpoint, method=method, path=path, params=params,
