@@ -5,7 +5,7 @@ Spark's CDF tables from delta-kernel-rs's test data (with ``cdc`` actions and
 with deltacommit; then deltacommit and deltalake 1.6.0 read every row, and deltalake's
 ``load_cdf`` reads the change feed of the versions deltacommit wrote.  Operations that only
 add or remove whole files need no change data files (a reader derives the changes from the
-adds and removes); row-level deletes write them (``ops/rowlevel.py``).
+adds and removes); row-level deletes write them (``ops/rowlevel/rewrite.py``).
 """
 
 from __future__ import annotations

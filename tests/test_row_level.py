@@ -155,7 +155,7 @@ def test_a_merge_of_a_few_keys_reads_whole_only_the_files_holding_them(
     """Keys spread over every file (statistics admit them all): the key column of each file
     is read first, and only the files holding a source key are read whole and rewritten; a
     key held only by a deleted row of another file changes nothing there."""
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     uri = str(tmp_path / "spread")
     dc.DeltaTable.create(uri, SCHEMA, configuration={"delta.enableDeletionVectors": "true"})
@@ -187,7 +187,7 @@ def test_files_judged_in_batches_change_as_judged_one_by_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int) -> None:
     """Batches of one file's rows, of rows of several files, and of every file give each
     file its own rows back (``ReadBatch.split``): the same table whatever the batch."""
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     monkeypatch.setattr(rowlevel, "BATCH_ROWS", batch_rows)
     uri = _table(tmp_path, partitioned=False)
@@ -329,7 +329,7 @@ def _actions(uri: str, version: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("dvs", [False, True])
 def test_a_rewrite_whose_files_lose_a_row_commits_nothing_and_leaves_no_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dvs: bool) -> None:
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     uri = _table(tmp_path, {"delta.enableDeletionVectors": "true"} if dvs else None)
     before = _state(uri)
@@ -361,7 +361,7 @@ def _many_files(tmp_path: Path, files: int = 6, per: int = 50) -> str:
 def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rewrites of a few hundred bytes cut into one file per copied file, written and
     proven on two threads: the path large rewrites take."""
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     monkeypatch.setattr(rowlevel, "REWRITE_FILE_BYTES", 1)
     monkeypatch.setattr(rowlevel, "REWRITE_PIECE_MIN_BYTES", 1)
@@ -394,7 +394,7 @@ def test_a_rewrite_cut_into_groups_writes_each_row_once_in_its_place(
 def test_a_grouped_rewrite_with_one_bad_file_commits_nothing_and_leaves_no_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_groups: None,
         bad_piece: int) -> None:
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     uri = _many_files(tmp_path)
     before = _state(uri)
@@ -413,7 +413,7 @@ def test_a_grouped_rewrite_with_one_bad_file_commits_nothing_and_leaves_no_file(
 
 def test_a_merge_conflicting_with_a_concurrent_delete_fails_and_deletes_its_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deltacommit.ops import rowlevel
+    from deltacommit.ops.rowlevel import rewrite as rowlevel
 
     uri = _table(tmp_path)
     real = rowlevel.RowRewrite.stage

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,7 +40,6 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from deltacommit.engine.rewrite_check import check_rewritten
-from deltacommit.engine.scan import prune_files
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
@@ -51,32 +50,19 @@ from deltacommit.io.datafiles import (
 )
 from deltacommit.io.deletion_vectors import deleted_rows
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
-from deltacommit.ops.driver import Attempt, Decision, Finished, run
-from deltacommit.ops.pruning import Bound
+from deltacommit.ops.driver import Attempt
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
-from deltacommit.protocol.expressions.ast import (
-    FALSE,
-    TRUE,
-    Column,
-    Comparison,
-    Expr,
-    InList,
-    and_,
-    lit,
-)
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
-    from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
-    from deltacommit.io.storage.base import ObjectStore
     from deltacommit.protocol.actions import Protocol
     from deltacommit.protocol.table_config.config import TableConfig
     from deltacommit.runtime.clock import Clock, RandomSource
@@ -620,196 +606,3 @@ def rewrite_groups(file_bytes: Sequence[int], extra_bytes: int, workers: int
 #: Live rows judged at once by a row-level verb (``RowRewrite.each_batch``): enough that the
 #: per-call cost of evaluating its expressions is spread over many rows.
 BATCH_ROWS = 1 << 18
-
-#: A MERGE's source keys are judged one by one against file statistics up to this many;
-#: beyond it, by their range alone (a looser bound, never an unsound one).
-KEYS_JUDGED_ONE_BY_ONE = 1_000
-
-
-def bound_condition(bound: Bound) -> Expr:
-    """``bound`` as a condition over its column: what ``file_pruning`` judges files by."""
-    column = Column((bound.column,))
-    parts: list[Expr] = []
-    if bound.values is not None:
-        if not bound.values:
-            return FALSE
-        if len(bound.values) <= KEYS_JUDGED_ONE_BY_ONE:
-            parts.append(InList(column, tuple(lit(v) for v in bound.values)))
-    if bound.low is not None:
-        parts.append(Comparison(column, ">=" if bound.low_inclusive else ">", lit(bound.low)))
-    if bound.high is not None:
-        parts.append(Comparison(column, "<=" if bound.high_inclusive else "<",
-                                lit(bound.high)))
-    return and_(*parts)
-
-
-def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
-                    bounds: Sequence[Bound]) -> tuple[list[Add], int]:
-    """The files a row-level operation opens, and how many it skipped: those of the partitions
-    that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
-    transaction as Spark's conflict rules read them, less those whose partition values and
-    statistics admit no row where every conjunct and every bound (a MERGE's source keys)
-    holds (``engine.scan.prune_files``, ``file_pruning``: truncated strings, millisecond
-    timestamps, NaN, bounds of files with deletion vectors)."""
-    snap = txn.snapshot
-    pcols = set(snap.partition_columns)
-    on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
-    try:
-        files = txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
-    except InvalidArgumentError:  # not decidable from partition values alone (a function)
-        files = txn.scan()
-    condition = and_(*target_only, *(bound_condition(b) for b in bounds))
-    if condition is TRUE:
-        return files, 0
-    admits = {a.path for a in prune_files(snap, condition)}
-    kept = [a for a in files if a.path in admits]
-    return kept, len(files) - len(kept)
-
-
-@dataclass(slots=True)
-class Planned:
-    """A verb's work on its snapshot, before anything is written: the changes of the files it
-    read, the rows it inserts (conformed), and its counts."""
-
-    changes: list[FileChange] = field(default_factory=list)
-    inserted: pa.Table | None = None
-    files_scanned: int = 0
-    files_skipped: int = 0
-    scan_ms: int = 0
-    #: The verb's own counts (its metrics under deltalake's and Spark's names derive from them).
-    counts: dict[str, int] = field(default_factory=dict)
-    #: The condition of the target rows the verb acts on (UPDATE, DELETE: its predicate, TRUE
-    #: without one; MERGE: its target rows' condition, covering every key it may insert).
-    #: Given, a table with deletion vectors and row tracking checks concurrent commits row by
-    #: row against it and the rows changed (``Transaction.record_row_changes``); None keeps
-    #: Spark's file-level rules.
-    reads: Expr | None = None
-
-
-def rewrite_spark_metrics(planned: Planned, written: Rewritten, rows_metric: str,
-                          count: str) -> dict[str, str]:
-    """Spark's operationMetrics of an UPDATE or DELETE (its commitInfo, as Spark writes them):
-    the rewrite's files, bytes, deletion vectors and times, and ``rows_metric``
-    (``numUpdatedRows``, ``numDeletedRows``) the verb's ``count`` of the rows it changed."""
-    return {"numAddedFiles": str(written.files_added),
-            "numRemovedFiles": str(written.files_removed),
-            rows_metric: str(planned.counts.get(count, 0)),
-            "numCopiedRows": str(written.rows_copied),
-            "numAddedChangeFiles": str(written.change_files),
-            "numDeletionVectorsAdded": str(written.dvs_added),
-            "numDeletionVectorsRemoved": str(written.dvs_removed),
-            "numAddedBytes": str(written.bytes_added),
-            "numRemovedBytes": str(written.bytes_removed),
-            "scanTimeMs": str(planned.scan_ms),
-            "rewriteTimeMs": str(written.rewrite_ms)}
-
-
-@dataclass(slots=True)
-class Done:
-    """A row-level operation that ended: what it planned and wrote, and the commit (None
-    when it changed nothing, so nothing was committed)."""
-
-    planned: Planned
-    written: Rewritten
-    result: CommitResult | None
-    version: int
-    execution_ms: int
-
-
-class RowLevelJob:
-    """A row-level operation as the write driver runs it (``driver.run``): each attempt
-    plans on a fresh transaction (``plan``: which files, which rows), writes and proves the
-    rewrite, stages it and commits; a conflict raises, its files deleted, as Spark's and
-    deltalake's row-level operations fail.  ``spark_metrics`` gives the ``operationMetrics``
-    of the commit."""
-
-    def __init__(self, table: RowLevelTable, operation: str, parameters: Mapping[str, Any],
-                 what: str, plan: Callable[[RowRewrite, Transaction], Planned],
-                 spark_metrics: Callable[[Planned, Rewritten], dict[str, str]]) -> None:
-        self.table = table
-        self.operation = operation
-        self.parameters = dict(parameters)
-        self.what = what
-        self.plan = plan
-        self.spark_metrics = spark_metrics
-        self.started = time.monotonic()
-        self._txn: Transaction | None = None
-        self._rewrite: RowRewrite | None = None
-        self._planned = Planned()
-        self._written = Rewritten()
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.log_store.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
-
-    def begin(self, attempt: Attempt) -> Transaction:
-        self._txn = self.table.transaction(self.operation, self.parameters)
-        self._txn.check_can_commit()
-        return self._txn
-
-    def _done(self, result: CommitResult | None) -> Done:
-        return Done(self._planned, self._written, result,
-                    result.version if result is not None else self.txn.read_version,
-                    int((time.monotonic() - self.started) * 1000))
-
-    def write(self, attempt: Attempt) -> Finished[Done] | None:
-        self._rewrite = RowRewrite(self.table, self.txn, self.what)
-        self._planned = self.plan(self._rewrite, self.txn)
-        self._written = self._rewrite.rewrite(attempt, self._planned.changes,
-                                              self._planned.inserted)
-        if self._written.empty:
-            return Finished(self._done(None))
-        return None
-
-    def stage(self, attempt: Attempt) -> None:
-        assert self._rewrite is not None
-        planned = self._planned
-        if planned.reads is not None and self._rewrite.deletion_vectors:
-            self.txn.record_row_changes(planned.reads, [
-                (c.file.add, c.file.physical.num_rows,
-                 np.setdiff1d(np.arange(c.file.physical.num_rows, dtype=np.int64), c.file.live),
-                 np.union1d(c.deleted, c.updated))
-                for c in planned.changes if c.touched])
-        self._rewrite.stage(self.txn, self._written)
-        self.txn.operation_metrics.update(self.spark_metrics(self._planned, self._written))
-
-    def commit(self, attempt: Attempt) -> Done:
-        return self._done(self.txn.commit())
-
-    def refused(self, attempt: Attempt, error: Exception) -> Decision | Finished[Done]:
-        return Decision.RAISE
-
-
-def run_row_level(job: RowLevelJob) -> Done:
-    """Run a row-level operation through the one write driver."""
-    return run(job)
-
-
-__all__ = [
-    "Done",
-    "FileChange",
-    "Planned",
-    "ReadBatch",
-    "ReadFile",
-    "Rewritten",
-    "RowLevelJob",
-    "RowLevelTable",
-    "RowRewrite",
-    "bound_condition",
-    "candidate_files",
-    "hidden_columns",
-    "run_row_level",
-]

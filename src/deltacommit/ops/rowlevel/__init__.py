@@ -1,0 +1,41 @@
+"""The rewrite every row-level operation shares (UPDATE, MERGE and DELETE): which files it
+opens (``candidates``), how it reads them and writes and proves their change (``rewrite``), and
+how the write driver runs it (``job``).  The verbs themselves are ``ops.update``,
+``ops.delete`` and ``ops.merge``."""
+
+from deltacommit.ops.rowlevel.candidates import bound_condition, candidate_files
+from deltacommit.ops.rowlevel.job import (
+    Done,
+    Planned,
+    RowLevelJob,
+    rewrite_spark_metrics,
+    run_row_level,
+)
+from deltacommit.ops.rowlevel.rewrite import (
+    FileChange,
+    ReadBatch,
+    ReadFile,
+    Rewritten,
+    RowLevelTable,
+    RowRewrite,
+    hidden_columns,
+    taken,
+)
+
+__all__ = [
+    "Done",
+    "FileChange",
+    "Planned",
+    "ReadBatch",
+    "ReadFile",
+    "Rewritten",
+    "RowLevelJob",
+    "RowLevelTable",
+    "RowRewrite",
+    "bound_condition",
+    "candidate_files",
+    "hidden_columns",
+    "rewrite_spark_metrics",
+    "run_row_level",
+    "taken",
+]

@@ -1,0 +1,71 @@
+"""Which files a row-level operation opens: those its target-only conditions and a MERGE's
+source keys leave possible, judged by partition values and file statistics before any file is
+read, so that a MERGE of a few keys reads and rewrites a few files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from deltacommit.engine.scan import prune_files
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.ops.pruning import Bound
+from deltacommit.protocol.actions import Add
+from deltacommit.protocol.expressions.ast import (
+    FALSE,
+    TRUE,
+    Column,
+    Comparison,
+    Expr,
+    InList,
+    and_,
+    lit,
+)
+
+if TYPE_CHECKING:
+    from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.ops.rowlevel.rewrite import RowRewrite
+
+#: A MERGE's source keys are judged one by one against file statistics up to this many;
+#: beyond it, by their range alone (a looser bound, never an unsound one).
+KEYS_JUDGED_ONE_BY_ONE = 1_000
+
+
+def bound_condition(bound: Bound) -> Expr:
+    """``bound`` as a condition over its column: what ``file_pruning`` judges files by."""
+    column = Column((bound.column,))
+    parts: list[Expr] = []
+    if bound.values is not None:
+        if not bound.values:
+            return FALSE
+        if len(bound.values) <= KEYS_JUDGED_ONE_BY_ONE:
+            parts.append(InList(column, tuple(lit(v) for v in bound.values)))
+    if bound.low is not None:
+        parts.append(Comparison(column, ">=" if bound.low_inclusive else ">", lit(bound.low)))
+    if bound.high is not None:
+        parts.append(Comparison(column, "<=" if bound.high_inclusive else "<",
+                                lit(bound.high)))
+    return and_(*parts)
+
+
+def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
+                    bounds: Sequence[Bound]) -> tuple[list[Add], int]:
+    """The files a row-level operation opens, and how many it skipped: those of the partitions
+    that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
+    transaction as Spark's conflict rules read them, less those whose partition values and
+    statistics admit no row where every conjunct and every bound (a MERGE's source keys)
+    holds (``engine.scan.prune_files``, ``file_pruning``: truncated strings, millisecond
+    timestamps, NaN, bounds of files with deletion vectors)."""
+    snap = txn.snapshot
+    pcols = set(snap.partition_columns)
+    on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
+    try:
+        files = txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
+    except InvalidArgumentError:  # not decidable from partition values alone (a function)
+        files = txn.scan()
+    condition = and_(*target_only, *(bound_condition(b) for b in bounds))
+    if condition is TRUE:
+        return files, 0
+    admits = {a.path for a in prune_files(snap, condition)}
+    kept = [a for a in files if a.path in admits]
+    return kept, len(files) - len(kept)
