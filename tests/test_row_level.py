@@ -12,6 +12,8 @@ from typing import Any
 import deltalake
 import pyarrow as pa
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import deltacommit as dc
 from deltacommit.errors import (
@@ -453,3 +455,50 @@ def test_copy_on_write_take_of_many_chunks_equals_arrow_take() -> None:
     got = taken(rows, positions)
     assert got.schema == rows.schema
     assert got.to_pylist() == rows.take(positions).to_pylist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
+        data: st.DataObject) -> None:
+    """Replacing the updated rows in place (an UPDATE's copy-on-write, nothing deleted) holds
+    exactly the rows of taking every row with the updated ones taken from after them: strings,
+    nulls, structs, lists, dictionaries that differ between chunks, columns whose new values
+    are their old ones, and any chunking."""
+    import numpy as np
+
+    from deltacommit.ops.rowlevel import replaced
+
+    sizes = data.draw(st.lists(st.integers(0, 9), min_size=1, max_size=6))
+    chunks = []
+    for i, n in enumerate(sizes):
+        chunks.append(pa.table({
+            "id": pa.array([i * 100 + j for j in range(n)], pa.int64()),
+            "s": pa.array([None if j % 3 == 0 else f"s{i}-{j}" for j in range(n)], pa.string()),
+            "st": pa.array([{"a": j, "b": str(i)} for j in range(n)],
+                           pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            "l": pa.array([[j] * (j % 3) for j in range(n)], pa.list_(pa.int64())),
+            "d": pa.array([f"d{i}" if j % 2 else f"e{j}" for j in range(n)],
+                          pa.string()).dictionary_encode(),
+        }))
+    rows = pa.concat_tables(chunks)
+    total = rows.num_rows
+    assume(total > 0)
+    positions = np.array(sorted(data.draw(st.sets(st.integers(0, total - 1), min_size=1))),
+                         dtype=np.int64)
+    old = rows.take(positions)
+    n = len(positions)
+    new = pa.table({
+        "id": old.column("id"),  # unchanged: kept as it is
+        "s": pa.array([data.draw(st.one_of(st.none(), st.text(max_size=4))) for _ in range(n)],
+                      pa.string()),
+        "st": pa.array([{"a": -k, "b": None} for k in range(n)], rows.schema.field("st").type),
+        "l": pa.array([[k, k] for k in range(n)], pa.list_(pa.int64())),
+        "d": pa.array([f"n{k % 2}" for k in range(n)], pa.string()).dictionary_encode(),
+    })
+    got = replaced(rows, positions, new)
+    picked = np.arange(total, dtype=np.int64)
+    picked[positions] = total + np.arange(n, dtype=np.int64)
+    expected = pa.concat_tables([rows, new], promote_options="none").take(picked)
+    assert got.schema == rows.schema
+    assert got.to_pylist() == expected.to_pylist()

@@ -268,7 +268,7 @@ class FileScan:
         pcols = [c for c in self.partition_columns if c in self.out_schema.names]
         runs: list[tuple[pa.Schema, dict[str, str], list[pa.Table]]] = []
         for path in paths:
-            pf = pq.ParquetFile(path, memory_map=True)
+            pf = pq.ParquetFile(path, memory_map=True, pre_buffer=False)
             schema = pf.schema_arrow
             if not runs or not runs[-1][0].equals(schema):
                 runs.append((schema, self._sources(schema, pset), []))
@@ -313,7 +313,7 @@ class FileScan:
         try:
             source, rel = open_data_file(self.store, resolved, self.storage_options)
             memory_map = isinstance(source, str)
-            pf = pq.ParquetFile(source, memory_map=memory_map)
+            pf = pq.ParquetFile(source, memory_map=memory_map, pre_buffer=not memory_map)
             sources = self._sources(pf.schema_arrow, pset)
             wanted = list(dict.fromkeys(sources.values()))
             # Every physical row wanted (a row-level rewrite's read of many small files):
@@ -322,7 +322,8 @@ class FileScan:
             if encoded:
                 # Decoding a dictionary column's values after the deletion vector's filter
                 # costs less than half of decoding every value while reading.
-                pf = pq.ParquetFile(source, memory_map=memory_map, metadata=pf.metadata,
+                pf = pq.ParquetFile(source, memory_map=memory_map, pre_buffer=not memory_map,
+                                    metadata=pf.metadata,
                                     read_dictionary=list(encoded))
             keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
                     if deletion_vector and not self.physical_rows else None)

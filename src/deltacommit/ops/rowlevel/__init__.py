@@ -19,6 +19,7 @@ from deltacommit.ops.rowlevel.rewrite import (
     RowLevelTable,
     RowRewrite,
     hidden_columns,
+    replaced,
     taken,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "bound_condition",
     "candidate_files",
     "hidden_columns",
+    "replaced",
     "rewrite_spark_metrics",
     "run_row_level",
     "taken",

@@ -38,6 +38,7 @@ from typing import Protocol as Interface
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltacommit.engine.rewrite_check import check_rewritten
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
@@ -394,10 +395,19 @@ class RowRewrite:
             if len(c.updated):
                 updated_at.append(start + c.updated)
                 new_parts.append(self._with_ids(c.new_rows, c.file.physical, c.updated))
+        updated = sum(len(u) for u in updated_at)
+        if updated and bool(keep.all()):
+            # Every row stays (an UPDATE, a MERGE that deletes nothing): the updated rows'
+            # new values replace the old in place, column by column, instead of taking every
+            # row again.
+            positions = np.concatenate(updated_at)
+            if bool((np.diff(positions) > 0).all()):
+                new_rows = new_parts[0] if len(new_parts) == 1 else pa.concat_tables(new_parts)
+                return replaced(pa.concat_tables(physical), positions, new_rows), \
+                    total - updated
         picked = np.flatnonzero(keep)
         if not len(picked):
             return None, 0
-        updated = sum(len(u) for u in updated_at)
         if updated:
             # Each updated row is taken from the new rows (after the files' rows), in its
             # place: ``picked`` is ascending, and so are the updated positions, file by file.
@@ -579,6 +589,41 @@ def taken(rows: pa.Table, positions: Positions) -> pa.Table:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             whole = column
         columns.append(whole.take(positions))
+    return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Table:
+    """``rows`` with the rows at ``positions`` (ascending, distinct) replaced by ``new_rows``
+    (in that order, ``rows``' schema): what ``taken`` makes of every row with the updated
+    ones taken from after them, at a fraction of its cost when few rows change.  A column
+    whose new values are its old ones is kept as it is (its chunks joined); a column Arrow
+    cannot replace values of (nested types, dictionaries that differ) is taken."""
+    mask: pa.BooleanArray | None = None
+    columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+    for i, column in enumerate(rows.columns):
+        try:
+            whole = pa.concat_arrays(column.chunks) if column.num_chunks > 1 else \
+                column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            whole = column
+        new = new_rows.column(i).combine_chunks()
+        if isinstance(whole, pa.Array) and whole.take(positions).equals(new):
+            columns.append(whole)
+            continue
+        try:
+            if mask is None:
+                flags = np.zeros(rows.num_rows, np.bool_)
+                flags[positions] = True
+                mask = pa.array(flags)
+            if not isinstance(whole, pa.Array):
+                raise pa.ArrowNotImplementedError("a column of several chunks")
+            columns.append(pc.replace_with_mask(whole, mask, new))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            picked = np.arange(rows.num_rows, dtype=np.int64)
+            picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
+            both = pa.chunked_array(list(column.chunks) + list(new_rows.column(i).chunks),
+                                    type=column.type)
+            columns.append(taken(pa.Table.from_arrays([both], names=["c"]), picked).column(0))
     return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
