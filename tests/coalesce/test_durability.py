@@ -206,20 +206,44 @@ def test_fsync_files_syncs_files_in_several_directories(tmp_path: Path, syncfs: 
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from deltacommit.io.storage import durable
 
+    calls: list[int] = []
+    real = durable._syncfs
     if not syncfs:  # the portable way: every file and directory fsynced, in parallel
         monkeypatch.setattr(durable, "_syncfs", None)
+    elif real is not None:
+        monkeypatch.setattr(durable, "_syncfs", lambda fd: calls.append(fd) or real(fd))
     paths = []
     for d in ("x", "y/z"):
         os.makedirs(tmp_path / d)
-        for i in range(3):
+        for i in range(durable.SYNCFS_FROM):
             p = tmp_path / d / f"f{i}"
             p.write_bytes(b"data")
             paths.append(str(p))
     fsync_files(paths, [str(tmp_path)])  # returns once all are durable: no error to see
+    assert bool(calls) == (syncfs and real is not None)
     fsync_files(paths[:1], [str(tmp_path)])
     fsync_files([])
     with pytest.raises(StorageError, match="nowhere"):
         fsync_files([*paths, str(tmp_path / "nowhere" / "f")])
+
+
+def test_a_few_files_are_synced_one_by_one_not_with_their_file_system(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``SYNCFS_FROM`` files (a rewrite's few large files), each file is fsynced: a
+    ``syncfs`` would also wait for whatever else is dirty on the file system."""
+    from deltacommit.io.storage import durable
+
+    synced: list[str] = []
+    monkeypatch.setattr(durable, "_syncfs", lambda fd: pytest.fail("syncfs for a few files"))
+    real = durable.fsync_path
+    monkeypatch.setattr(durable, "fsync_path", lambda p: synced.append(p) or real(p))
+    paths = []
+    for i in range(durable.SYNCFS_FROM - 1):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"data")
+        paths.append(str(p))
+    fsync_files(paths)
+    assert sorted(synced) == sorted([*paths, str(tmp_path)])
 
 
 def test_fsync_files_names_a_missing_file(tmp_path: Path) -> None:

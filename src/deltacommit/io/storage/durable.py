@@ -11,8 +11,8 @@ Durable means the file's content and its directory entry (POSIX does not promise
 survives a crash until its directory is synced).  On Linux one ``syncfs(2)`` per file system
 covers both for every file of the group: one call, one journal commit.  It also writes
 whatever else is dirty on that file system, which costs time on a disk busy with other writes,
-never correctness.  Elsewhere (or where ``syncfs`` is refused) each file and each directory is
-fsynced, in parallel.
+never correctness; so it is used from ``SYNCFS_FROM`` files on.  Below that, elsewhere, or
+where ``syncfs`` is refused, each file and each directory is fsynced, in parallel.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ from deltacommit.io.storage.background import ProcessPool
 #: Syncs of one call run on up to this many threads (``fsync`` releases the GIL and mostly
 #: waits for the device, so threads beyond the cores still help).
 MAX_PARALLEL = 16
+
+#: Files synced at once from which one ``syncfs`` replaces their ``fsync`` calls.  Below it
+#: the files are synced one by one (in parallel): a rewrite's few large files then wait only
+#: for their own pages, not for whatever else is dirty on the file system.
+SYNCFS_FROM = 8
 
 #: One pool for the process, started on first use: a thread costs more to start than a sync
 #: of a small file takes.
@@ -55,7 +60,7 @@ def fsync_files(paths: Sequence[str], directories: Sequence[str] = ()) -> None:
     if not paths:
         return
     dirs = list(dict.fromkeys([*(os.path.dirname(p) for p in paths), *directories]))
-    if len(paths) > 1 and _syncfs is not None and _sync_file_systems(dirs):
+    if len(paths) >= SYNCFS_FROM and _syncfs is not None and _sync_file_systems(dirs):
         return
     targets = [*dict.fromkeys(paths), *dirs]
     if len(paths) == 1:
