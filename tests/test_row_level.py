@@ -184,14 +184,23 @@ def test_a_merge_of_a_few_keys_reads_whole_only_the_files_holding_them(
         pa.compute.equal(got["v"], 1.0))["id"].to_pylist()) == [7, 150, 1999, 5000]
 
 
+@pytest.mark.parametrize("counted_rows", ["true", "none", "zero", "huge", "negative"])
 @pytest.mark.parametrize("batch_rows", [1, 3, 1 << 18])
 def test_files_judged_in_batches_change_as_judged_one_by_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int,
+        counted_rows: str) -> None:
     """Batches of one file's rows, of rows of several files, and of every file give each
-    file its own rows back (``ReadBatch.split``): the same table whatever the batch."""
+    file its own rows back (``ReadBatch.split``): the same table whatever the batch, and
+    whatever row counts the files' statistics claim (local files are cut into batches by
+    them before they are read: missing, zero, huge and negative counts change the batches,
+    never the rows)."""
     from deltacommit.ops.rowlevel import rewrite as rowlevel
+    from deltacommit.protocol.actions import Add
 
     monkeypatch.setattr(rowlevel, "BATCH_ROWS", batch_rows)
+    claims = {"none": None, "zero": 0, "huge": 1 << 40, "negative": -5}
+    if counted_rows != "true":
+        monkeypatch.setattr(Add, "num_records", lambda self: claims[counted_rows])
     uri = _table(tmp_path, partitioned=False)
     dc.write(uri, pa.table({"id": [6, 7, 8], "v": [6.0, None, 8.0], "p": ["c", "c", "d"]},
                            schema=SCHEMA))
