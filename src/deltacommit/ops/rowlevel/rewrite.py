@@ -618,20 +618,20 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     """``rows`` with the rows at ``positions`` (ascending, distinct) replaced by ``new_rows``
     (in that order, ``rows``' schema): what ``taken`` makes of every row with the updated
     ones taken from after them, at a fraction of its cost when few rows change.  A column
-    whose new values are its old ones is kept as it is (its chunks joined); a column Arrow
+    whose new values are its old ones is kept as it is (its chunks as they are); a column Arrow
     cannot replace values of (nested types, dictionaries that differ) is taken."""
     mask: pa.BooleanArray | None = None
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for i, column in enumerate(rows.columns):
+        new = new_rows.column(i).combine_chunks()
+        if column.take(positions).equals(pa.chunked_array([new], type=new.type)):
+            columns.append(column)  # its chunks as read: the writer takes them as they are
+            continue
         try:
             whole = pa.concat_arrays(column.chunks) if column.num_chunks > 1 else \
                 column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             whole = column
-        new = new_rows.column(i).combine_chunks()
-        if isinstance(whole, pa.Array) and whole.take(positions).equals(new):
-            columns.append(whole)
-            continue
         try:
             if mask is None:
                 flags = np.zeros(rows.num_rows, np.bool_)
