@@ -18,10 +18,8 @@ again from the live rows.  Otherwise the new deletion-vector file is deleted and
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from typing import Protocol as Interface
 
 import numpy as np
 import pyarrow as pa
@@ -51,52 +49,17 @@ from deltacommit.protocol.expressions.ast import And
 from deltacommit.protocol.expressions.predicates import Predicate
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.log.paths import parse_location
-from deltacommit.protocol.table_config.config import TableConfig
 
 if TYPE_CHECKING:
-    from deltacommit.engine.scan import FileScan
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.io.logstore.base import LogStore
-    from deltacommit.protocol.actions import Protocol
 
 
-class DeletingTable(Interface):
-    """What a row-level delete needs of its table (``DeltaTable`` is one); a protocol, so this
-    module, which the table calls, does not import the table back."""
-
-    @property
-    def uri(self) -> str: ...
-
-    @property
-    def schema(self) -> pa.Schema: ...
-
-    @property
-    def protocol(self) -> Protocol: ...
-
-    @property
-    def table_config(self) -> TableConfig: ...
-
-    @property
-    def storage_options(self) -> dict[str, str]: ...
-
-    @property
-    def allow_external_paths(self) -> bool: ...
-
-    @property
-    def log_store(self) -> LogStore: ...
-
-    def transaction(self, operation: str = ...,
-                    operation_parameters: Mapping[str, Any] | None = ...) -> Transaction: ...
-
-    def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
-
-
-def deletes_write_dvs(table: DeletingTable) -> bool:
+def deletes_write_dvs(table: RowLevelTable) -> bool:
     """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: only with the property)."""
     return table.table_config.deletion_vectors_enabled(table.protocol)
 
 
-def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> CommitResult:
+def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     where = f"delete from table {table.uri} where {predicate.to_sql()}"
     if table.table_config.change_data_feed_enabled(table.protocol):
         raise UnsupportedProtocolError(
@@ -110,7 +73,7 @@ def delete_with_deletion_vectors(table: DeletingTable, predicate: Predicate) -> 
     return txn.result
 
 
-def stage_dv_delete(table: DeletingTable, txn: Transaction, predicate: Predicate,
+def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate,
                     where: str) -> pa.Table:
     """Stage in ``txn`` the deletion of the rows where ``predicate`` is TRUE by deletion
     vectors (see the module docstring), proven before anything is staged; the live rows
@@ -211,5 +174,5 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     return CommitResult(done.version, 0, read_version=done.version)
 
 
-__all__ = ["DeletingTable", "delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs",
+__all__ = ["delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs",
            "stage_dv_delete"]

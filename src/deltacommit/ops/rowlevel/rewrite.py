@@ -50,7 +50,11 @@ from deltacommit.io.datafiles import (
     write_rows,
 )
 from deltacommit.io.deletion_vectors import deleted_rows
-from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
+from deltacommit.ops.deletion_vectors import (
+    ProvingTable,
+    check_output,
+    write_deletion_vectors,
+)
 from deltacommit.ops.driver import Attempt
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
@@ -63,7 +67,6 @@ if TYPE_CHECKING:
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.io.logstore.base import LogStore
     from deltacommit.protocol.actions import Protocol
     from deltacommit.protocol.table_config.config import TableConfig
     from deltacommit.runtime.clock import Clock, RandomSource
@@ -72,14 +75,12 @@ Positions = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 
-class RowLevelTable(Interface):
-    """What a row-level operation needs of its table (``DeltaTable`` is one)."""
+class RowLevelTable(ProvingTable, Interface):
+    """What a row-level operation needs of its table (``DeltaTable`` is one); a protocol, so
+    the modules the table calls do not import the table back."""
 
     clock: Clock
     random: RandomSource
-
-    @property
-    def uri(self) -> str: ...
 
     @property
     def schema(self) -> pa.Schema: ...
@@ -89,15 +90,6 @@ class RowLevelTable(Interface):
 
     @property
     def table_config(self) -> TableConfig: ...
-
-    @property
-    def storage_options(self) -> dict[str, str]: ...
-
-    @property
-    def allow_external_paths(self) -> bool: ...
-
-    @property
-    def log_store(self) -> LogStore: ...
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
 
