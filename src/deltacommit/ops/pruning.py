@@ -1,37 +1,28 @@
-"""Which files a row-level operation must open, by the min/max statistics of their adds.
+"""The bounds a row-level operation's predicate or a MERGE's source keys put on target columns.
 
 An UPDATE or DELETE whose predicate bounds a column (``id = 5``, ``id IN (1, 2)``,
 ``id >= 10 AND id < 20``), and a MERGE whose condition joins a target column to the source's
 keys (``t.id = s.id``: the target rows that can match are those holding one of the source's
-keys), need not open a file whose bounds for that column admit none of those values.  This is
-the one place that decides it for them (``admitted``), so the general statistics pruning
-(partition values, every expression, checkpoint ``stats_parsed``) can replace it whole.
-
-A file is skipped only when its statistics prove it holds no such row; anything unknown keeps
-it: no statistics or no bound for the column, a type not handled here (only integers,
-floating point numbers, strings and dates are), a string maximum that may have been truncated
-(32 characters or more), a key that is NaN (NaN is left out of bounds).  Bounds cover a
-file's physical rows, deleted ones too, so they stay bounds of its live rows.
+keys), need not open a file whose statistics admit none of those values.  This module finds
+the bounds (``predicate_bounds``, ``key_bound``); the files are judged by the one statistics
+pruning every read uses (``ops.rowlevel.candidates``, ``protocol.file_pruning``: partition
+values, checkpoint ``stats_parsed``, truncated strings, NaN).  A value this module cannot
+bound (only integers, floating point numbers, strings and dates are; NaN is not) leaves the
+column unbounded: a bound is never tighter than the predicate.
 """
 
 from __future__ import annotations
 
-import bisect
-import datetime as dt
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.ast import And, Column, Comparison, Expr, InList, Literal
 from deltacommit.protocol.expressions.evaluator import literal_value
-from deltacommit.protocol.json_values import loads
 
-#: String bounds at least this long may be truncated prefixes (Spark's default prefix length).
-_TRUNCATED_FROM = 32
 _FLIPPED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -155,90 +146,4 @@ def predicate_bounds(predicate: Expr, schema: pa.Schema,
     return out
 
 
-def _stat(raw: Any, kind: str) -> Any:
-    """A bound from the statistics as a value of ``kind``, None if unusable."""
-    if raw is None:
-        return None
-    if kind == "int":
-        return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
-    if kind == "float":
-        return raw if isinstance(raw, int | float) and not isinstance(raw, bool) \
-            and math.isfinite(raw) else None
-    if kind == "string":
-        return raw if isinstance(raw, str) else None
-    if kind == "date" and isinstance(raw, str):
-        try:
-            return dt.date.fromisoformat(raw)
-        except ValueError:
-            return None
-    return None
-
-
-def _admits(bound: Bound, low: Any, high: Any) -> bool:
-    """Whether a file whose values lie in [low, high] (None: unknown) may hold a row of
-    ``bound``."""
-    try:
-        if bound.values is not None and not bound.values:
-            return False
-        if low is not None and bound.high is not None and (
-                bound.high < low or (bound.high == low and not bound.high_inclusive)):
-            return False
-        if high is not None and bound.low is not None and (
-                bound.low > high or (bound.low == high and not bound.low_inclusive)):
-            return False
-        if bound.values is not None and low is not None and high is not None:
-            i = bisect.bisect_left(bound.values, low)
-            return i < len(bound.values) and bound.values[i] <= high
-    except TypeError:  # values of another type than the statistics: no decision
-        return True
-    return True
-
-
-def admitted(files: Sequence[Add], bounds: Sequence[Bound], schema: pa.Schema,
-             physical: Mapping[str, str] | None = None) -> list[Add]:
-    """The files whose statistics admit a row within every bound of ``bounds``.
-    ``physical``: column -> the name statistics use (column mapping)."""
-    usable = [(b, _kind(schema.field(b.column).type)) for b in bounds]
-    checks = [(b, k, (physical or {}).get(b.column, b.column)) for b, k in usable
-              if k is not None]
-    if not checks:
-        return list(files)
-    out: list[Add] = []
-    for a in files:
-        if a.stats is None:
-            out.append(a)
-            continue
-        try:
-            stats = loads(a.stats)
-        except ValueError:
-            out.append(a)
-            continue
-        mins = stats.get("minValues") if isinstance(stats, dict) else None
-        maxs = stats.get("maxValues") if isinstance(stats, dict) else None
-        keep = True
-        for b, kind, key in checks:
-            low = _stat(mins.get(key) if isinstance(mins, dict) else None, kind)
-            high = _stat(maxs.get(key) if isinstance(maxs, dict) else None, kind)
-            if kind == "string" and isinstance(high, str) and len(high) >= _TRUNCATED_FROM:
-                high = None
-            if low is None and high is None and not _all_null(stats, key):
-                continue
-            if low is None and high is None:
-                keep = False  # every value NULL: no bound matches
-                break
-            if not _admits(b, low, high):
-                keep = False
-                break
-        if keep:
-            out.append(a)
-    return out
-
-
-def _all_null(stats: Any, key: str) -> bool:
-    nulls = stats.get("nullCount") if isinstance(stats, dict) else None
-    n = stats.get("numRecords") if isinstance(stats, dict) else None
-    count = nulls.get(key) if isinstance(nulls, dict) else None
-    return isinstance(n, int) and isinstance(count, int) and n > 0 and count == n
-
-
-__all__ = ["Bound", "admitted", "key_bound", "predicate_bounds"]
+__all__ = ["Bound", "key_bound", "predicate_bounds"]
