@@ -48,7 +48,7 @@ from deltacommit.ops.merge.merger import (
     merge_result,
     spark_merge_metrics,
 )
-from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of
+from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of, without_alias
 from deltacommit.ops.pruning import Bound, predicate_bounds
 from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
 from deltacommit.protocol.actions import Add
@@ -116,24 +116,6 @@ def _stat(raw: Any, kind: str) -> Any:
         except ValueError:
             return None
     return None
-
-
-def _without_alias(e: Any, alias: str) -> Any:
-    """``e`` with its columns named without the target's alias (``t.p`` is ``p``), so that
-    partition values and statistics can judge it."""
-    from dataclasses import fields, replace
-
-    if isinstance(e, Column):
-        return Column(e.path[1:]) if len(e.path) > 1 and e.path[0] == alias else e
-    if isinstance(e, tuple):
-        return tuple(_without_alias(x, alias) for x in e)
-    if not isinstance(e, Expr):
-        return e
-    node: Any = e  # every node is a frozen dataclass
-    changes = {f.name: _without_alias(getattr(node, f.name), alias) for f in fields(node)
-               if f.init}
-    changed = {k: v for k, v in changes.items() if v is not getattr(node, k)}
-    return replace(node, **changed) if changed else node
 
 
 def _quote(name: str) -> str:
@@ -250,7 +232,7 @@ class SparkMerger(TableMerger):
                      if isinstance(col, Column)}
             if sides and all(s is not None and s[0] == "target" for s in sides):
                 if not plan.not_matched_by_source:
-                    target_only.append(_without_alias(c, plan.target_alias))
+                    target_only.append(without_alias(c, plan.target_alias))
                 continue
             if not (isinstance(c, Comparison) and c.op == "=" and isinstance(c.left, Column)
                     and isinstance(c.right, Column)):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from deltacommit.ops.merge.plan import (
     merge_file,
     parse_assignments,
     side_of,
+    without_alias,
 )
 from deltacommit.ops.pruning import Bound, key_bound, predicate_bounds
 from deltacommit.ops.rowlevel import (
@@ -281,7 +281,7 @@ class TableMerger:
             sides = {side_of(col, plan, empty_t, empty_s) for col in c.walk()
                      if isinstance(col, Column)}
             if sides and all(s is not None and s[0] == "target" for s in sides):
-                target_only.append(_strip_alias(c, plan.target_alias))
+                target_only.append(without_alias(c, plan.target_alias))
             elif isinstance(c, Comparison) and c.op == "=" and isinstance(c.left, Column) \
                     and isinstance(c.right, Column):
                 a = side_of(c.left, plan, empty_t, empty_s)
@@ -331,21 +331,6 @@ class TableMerger:
 
 def _and(parts: Sequence[Expr]) -> Expr:
     return and_(*parts)
-
-
-def _strip_alias(e: Any, alias: str) -> Any:
-    """``e`` with its columns named without the target's alias (``t.p`` is ``p``)."""
-    if isinstance(e, Column):
-        return Column(e.path[1:]) if len(e.path) > 1 and e.path[0] == alias else e
-    if isinstance(e, tuple):
-        return tuple(_strip_alias(x, alias) for x in e)
-    if not isinstance(e, Expr):
-        return e
-    node: Any = e  # every node is a frozen dataclass
-    changes = {f.name: _strip_alias(getattr(node, f.name), alias) for f in fields(node)
-               if f.init}
-    changed = {k: v for k, v in changes.items() if v is not getattr(node, k)}
-    return replace(node, **changed) if changed else node
 
 
 #: The counts a MERGE's plan reports (``Planned.counts``).

@@ -24,7 +24,7 @@ source rows it matched.  Positions are row numbers of the rows given.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -228,6 +228,22 @@ def conjuncts(e: Expr) -> Iterator[Expr]:
             yield from conjuncts(c)
     else:
         yield e
+
+
+def without_alias(e: Any, alias: str) -> Any:
+    """``e`` with its columns named without the target's alias (``t.p`` is ``p``), so that
+    partition values and statistics can judge it."""
+    if isinstance(e, Column):
+        return Column(e.path[1:]) if len(e.path) > 1 and e.path[0] == alias else e
+    if isinstance(e, tuple):
+        return tuple(without_alias(x, alias) for x in e)
+    if not isinstance(e, Expr):
+        return e
+    node: Any = e  # every node is a frozen dataclass
+    changes = {f.name: without_alias(getattr(node, f.name), alias) for f in fields(node)
+               if f.init}
+    changed = {k: v for k, v in changes.items() if v is not getattr(node, k)}
+    return replace(node, **changed) if changed else node
 
 
 def side_of(column: Column, plan: MergePlan, target: pa.Table, source: pa.Table
@@ -697,4 +713,5 @@ __all__ = [
     "merge_file",
     "parse_assignments",
     "side_of",
+    "without_alias",
 ]
