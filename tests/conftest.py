@@ -31,6 +31,7 @@ from deltacommit.testing import (
     s3_storage_options,
     unique_name,
 )
+from tests.other_user import remove_copy
 
 # --------------------------------------------------------------------------- environment
 
@@ -45,6 +46,12 @@ apply_test_aws_environment()
 _TURNS = tempfile.mkdtemp(prefix="deltacommit-test-turns-")
 os.environ.setdefault("DELTACOMMIT_TURN_DIR", _TURNS)
 atexit.register(shutil.rmtree, _TURNS, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The copy of this environment a second user's commands ran from, where the session made
+    one (tests/other_user.py: the repository's folder was private), goes with the session."""
+    remove_copy()
 
 
 # --------------------------------------------------------------------------- servers

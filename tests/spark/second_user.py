@@ -3,8 +3,9 @@
 The suite runs as root here, and root passes every permission check, so what another user could
 do is done through ``setpriv`` as uid ``OTHER_UID``.  That user cannot enter root's home, where
 the virtual environment's interpreter lives, so it runs a system interpreter of the same minor
-version with this environment's packages on ``PYTHONPATH``; deltacommit itself only where a test
-puts it there.  Hadoop (inside every Spark driver) refuses to run as a uid without an entry in
+version with this environment's packages on ``PYTHONPATH`` (from the session's copy where the
+second user cannot read them: tests/other_user.py); deltacommit itself only where a test puts it
+there.  Hadoop (inside every Spark driver) refuses to run as a uid without an entry in
 /etc/passwd, so Spark jobs of a second user run as ``nobody`` (``JOB_UID``), told a home for
 Java since theirs does not exist.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import site
 import subprocess
 import sys
 import tempfile
@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import deltacommit
-
-OTHER_UID = 4242
+from tests.other_user import OTHER_UID, other_user_python
 
 
 def _job_uid() -> int | None:
@@ -37,7 +36,6 @@ def _job_uid() -> int | None:
 
 #: The second user whose Spark jobs the tests run (None: the machine has no ``nobody``).
 JOB_UID = _job_uid()
-SRC = str(Path(deltacommit.__file__).resolve().parents[1])
 
 
 def as_root() -> bool:
@@ -62,9 +60,10 @@ def other_python() -> str:
 def other_env(home: Path, tmpdir: Path) -> dict[str, str]:
     """The environment of a second user's process: this environment's packages (without
     deltacommit), its home, its temp folder, and its name for Spark and Hadoop."""
+    other = other_user_python()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
-           "TMPDIR": str(tmpdir), "PYTHONPATH": os.pathsep.join(site.getsitepackages()),
-           "PYTHONNOUSERSITE": "1", "PYSPARK_PYTHON": other_python(),
+           "TMPDIR": str(tmpdir), "PYTHONPATH": other.pythonpath(with_deltacommit=False),
+           "PYTHONNOUSERSITE": "1", "PYSPARK_PYTHON": other.python,
            "JAVA_TOOL_OPTIONS": f"-Duser.home={home}", "HADOOP_USER_NAME": "other",
            "SPARK_USER": "other"}
     if "JAVA_HOME" in os.environ:

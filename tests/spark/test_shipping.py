@@ -27,10 +27,10 @@ from deltacommit.spark.shipping import package, package_files, package_zip
 
 from .second_user import (
     JOB_UID,
-    SRC,
     as_root,
     home_of_other_user,
     other_python,
+    other_user_python,
     plant_zips,
     predictable_zip_paths,
     run_job_as_other,
@@ -186,11 +186,12 @@ def test_two_users_run_jobs_one_after_the_other(spark: Any, shared_tmp: Path,
     # Our job first (its zip is private to us), then another user's on the same machine.
     assert dcs.write(spark.range(3), str(tmp_path / "ours")).version == 1
     _is_ours(package_zip())
+    other = other_user_python()
     with home_of_other_user() as home:
         uri = str(home / "theirs")
-        driver = (f"import sys, runpy; sys.path.insert(0, {SRC!r}); "
-                  f"runpy.run_path({str(APP)!r}, run_name='__main__')")
-        proc = run_job_as_other([other_python(), "-c", driver, "--uri", uri,
+        driver = (f"import sys, runpy; sys.path.insert(0, {str(other.src)!r}); "
+                  f"runpy.run_path({str(other.readable(APP))!r}, run_name='__main__')")
+        proc = run_job_as_other([other.python, "-c", driver, "--uri", uri,
                                  "--master", "local[1]"], home=home, tmpdir=shared_tmp)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         assert proc.returncode == 0 and lines, proc.stderr[-3000:]

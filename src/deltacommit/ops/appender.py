@@ -34,7 +34,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -47,15 +47,12 @@ from deltacommit.errors import (
     TableNotFoundError,
 )
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
-from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, run
 from deltacommit.ops.tables import Tables, WriteTable
 from deltacommit.ops.write import identity_raced, to_arrow_table
 from deltacommit.protocol.actions import MAX_LONG
 from deltacommit.protocol.features.identity import Allocation, allocate, with_high_water_marks
 from deltacommit.runtime.clock import SYSTEM_CLOCK, Clock
-
-if TYPE_CHECKING:
-    from deltacommit.io.storage.base import ObjectStore
 
 __all__ = ["STREAMING_OPERATION", "Appender"]
 
@@ -315,7 +312,7 @@ class Appender:
             raise error
 
 
-class _Flush:
+class _Flush(TableJob[WriteTable]):
     """One flush through the write driver (``driver.run``): the buffered appends not yet
     recorded, as one commit that records the newest offset.
 
@@ -326,30 +323,12 @@ class _Flush:
 
     def __init__(self, appender: Appender, table: WriteTable,
                  batch: list[tuple[int, pa.Table]]) -> None:
+        super().__init__(table)
         self.appender = appender
-        self.table = table
         self.batch = batch
         self.pending = batch
         self.marks: list[Allocation] = []
         self.num_rows = 0
-        self._txn: Transaction | None = None
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.log_store.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
 
     def begin(self, attempt: Attempt) -> Transaction:
         self._txn = self.table.transaction(STREAMING_OPERATION, {
@@ -373,7 +352,7 @@ class _Flush:
         self.num_rows = data.num_rows
         if data.num_rows:
             attempt.written.extend(write_rows(
-                table.log_store.store, target, data, clock=table.clock, random=table.random,
+                self.store, target, data, clock=table.clock, random=table.random,
                 target_file_rows=self.appender.target_file_rows))
         return None
 

@@ -20,6 +20,9 @@ it, each must still exist, or all are deleted and ``StagedFilesExpiredError`` sa
 
 A ``BaseException`` that is not an ``Exception`` (an interrupt, a simulated crash) passes
 through untouched, as a process dying there would leave everything behind.
+
+A job over one table object derives from ``TableJob``: the table's location, object store and
+clock are what the driver reads of the job, and the transaction its attempt began is ``txn``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.storage.base import ObjectStore
 
-__all__ = ["RECOMMIT_PAUSE", "Attempt", "Decision", "Finished", "WriteJob", "run"]
+__all__ = ["RECOMMIT_PAUSE", "Attempt", "Decision", "Finished", "JobTable", "TableJob",
+           "WriteJob", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +148,55 @@ class WriteJob(Protocol[R_co]):
         """After ``error``, which proves nothing was committed: raise, redo, restage, or
         finish without the files (a concurrent writer recorded this write's app version)."""
         ...
+
+
+class JobTable(Protocol):
+    """What the driver reads of a job's table (``DeltaTable`` is one)."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store of the table's location, where the job's files are written."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The writer's clock, that the commit window of the job's files is measured by."""
+        ...
+
+
+TableT = TypeVar("TableT", bound=JobTable)
+
+
+class TableJob(Generic[TableT]):
+    """The part of a ``WriteJob`` over one table object that every such job shares: its
+    ``uri``, ``store`` and ``clock`` are the table's, read from ``table`` each time (a job may
+    open its table again between attempts), and ``txn`` is the transaction its ``begin`` made
+    (which sets ``_txn``)."""
+
+    def __init__(self, table: TableT) -> None:
+        self.table = table
+        self._txn: Transaction | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.table.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.table.clock
+
+    @property
+    def txn(self) -> Transaction:
+        """The transaction of the attempt under way."""
+        assert self._txn is not None, "begin() first"
+        return self._txn
 
 
 def run(job: WriteJob[R], *, unknown_tries: int = 1,

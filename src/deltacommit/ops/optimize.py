@@ -50,7 +50,7 @@ from deltacommit.errors import (
 )
 from deltacommit.io.datafiles import WriteTarget, write_rows
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
-from deltacommit.ops.driver import Attempt, Decision, Finished, discard, run
+from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, discard, run
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.commit_window import COMMIT_WINDOW_MS, may_commit
 from deltacommit.protocol.expressions.predicates import (
@@ -550,7 +550,7 @@ class TableOptimizer:
             done.extend(job.live)
 
 
-class _CommitBins:
+class _CommitBins(TableJob[OptimizableTable]):
     """One commit of rewritten bins, as the write driver runs it (``driver.run``): each
     attempt takes only the bins still within the commit window (``commit_window``) and whose
     files are all still live; the others' new files are deleted and the bins left for the
@@ -562,30 +562,12 @@ class _CommitBins:
     def __init__(self, table: OptimizableTable, bins: list[CompactionBin],
                  lost: list[CompactionBin], expired: list[CompactionBin],
                  parameters: dict[str, str]) -> None:
-        self.table = table
+        super().__init__(table)
         self.live = list(bins)
         self.lost = lost
         self.expired = expired
         self.parameters = parameters
         self.rounds = 0
-        self._txn: Transaction | None = None
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
 
     def begin(self, attempt: Attempt) -> Transaction:
         self._txn = self.table.transaction("OPTIMIZE", self.parameters)

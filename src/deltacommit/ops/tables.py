@@ -17,6 +17,7 @@ from deltacommit.engine.transaction.transaction import TransactionTable
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.logstore.base import LogStore
+    from deltacommit.io.storage.base import ObjectStore
 
 __all__ = ["Tables", "WriteTable"]
 
@@ -26,6 +27,11 @@ class WriteTable(TransactionTable, Protocol):
 
     log_store: LogStore
     storage_options: dict[str, str]
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store of the table's location (its log store's)."""
+        ...
 
     @property
     def schema(self) -> pa.Schema: ...

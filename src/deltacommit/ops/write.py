@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -39,7 +39,7 @@ from deltacommit.errors import (
     TableReplacedError,
 )
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
-from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, run
 from deltacommit.ops.tables import Tables, WriteTable
 from deltacommit.protocol.actions import MAX_LONG
 from deltacommit.protocol.features.identity import (
@@ -49,11 +49,9 @@ from deltacommit.protocol.features.identity import (
     with_high_water_marks,
 )
 from deltacommit.protocol.partitions import serialize_partition_value
-from deltacommit.runtime.clock import Clock
 
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.io.storage.base import ObjectStore
     from deltacommit.protocol.expressions.predicates import Predicate
 
 T = TypeVar("T", bound=WriteTable)
@@ -207,7 +205,7 @@ def _check_predicate_covers(pred: Predicate, data: pa.Table, table: WriteTable) 
                 f"predicate {pred.to_sql()!r} does not select")
 
 
-class TableWrite(Generic[T]):
+class TableWrite(TableJob[T]):
     """A write of rows to a table through the write driver (``driver.run``): the stages every
     writer shares; a writer adds how the files are written (``write``).
 
@@ -224,7 +222,7 @@ class TableWrite(Generic[T]):
     def __init__(self, table: T, *, mode: str, predicate: str | None,
                  partition_by: Sequence[str] | None, app_id: str | None,
                  app_version: int | None) -> None:
-        self.table = table
+        super().__init__(table)
         self.mode = mode
         self.predicate = predicate
         self.partition_by = partition_by
@@ -232,24 +230,6 @@ class TableWrite(Generic[T]):
         self.app_version = app_version
         self.num_rows = 0
         self.pred: Predicate | None = None
-        self._txn: Transaction | None = None
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.log_store.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
 
     def begin(self, attempt: Attempt) -> Transaction:
         self.num_rows = 0

@@ -55,7 +55,7 @@ from deltacommit.errors import (
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.io.journal import Journal, read_journals
 from deltacommit.io.logstore import open_log_store
-from deltacommit.ops.driver import Attempt, Decision, run
+from deltacommit.ops.driver import Attempt, Decision, TableJob, run
 from deltacommit.ops.verify import VerifyReport, verify_table
 from deltacommit.protocol.fleet.record import FLEET_DIR, version_of_round
 from deltacommit.protocol.table_config.properties import GROUP_COMMIT_FLEET
@@ -73,8 +73,6 @@ from deltacommit.testing.stress_peers import (
 
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import CommitResult, Transaction
-    from deltacommit.io.storage.base import ObjectStore
-    from deltacommit.runtime.clock import Clock
 
 #: The table a stress run writes: who wrote each row, in which life of the writer process.
 _FIELDS: list[pa.Field[Any]] = [
@@ -477,30 +475,12 @@ def _append(table: DeltaTable, data: pa.Table, who: str) -> CommitResult | None:
         return None
 
 
-class _StressAppend:
+class _StressAppend(TableJob[DeltaTable]):
     """A stress writer's append as the write driver's stages (``ops.driver``)."""
 
     def __init__(self, table: DeltaTable, data: pa.Table) -> None:
-        self.table = table
+        super().__init__(table)
         self.data = data
-        self._txn: Transaction | None = None
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
 
     def begin(self, attempt: Attempt) -> Transaction:
         self._txn = self.table.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})

@@ -11,15 +11,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from deltacommit.ops.driver import Attempt, Decision, Finished, run
+from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, run
 from deltacommit.ops.rowlevel.rewrite import FileChange, Rewritten, RowLevelTable, RowRewrite
 from deltacommit.protocol.expressions.ast import Expr
 
 if TYPE_CHECKING:
     from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.transaction.transaction import Transaction
-    from deltacommit.io.storage.base import ObjectStore
-    from deltacommit.runtime.clock import Clock
+
 
 @dataclass(slots=True)
 class Planned:
@@ -71,7 +70,7 @@ class Done:
     execution_ms: int
 
 
-class RowLevelJob:
+class RowLevelJob(TableJob[RowLevelTable]):
     """A row-level operation as the write driver runs it (``driver.run``): each attempt
     plans on a fresh transaction (``plan``: which files, which rows), writes and proves the
     rewrite, stages it and commits; a conflict raises, its files deleted, as Spark's and
@@ -81,34 +80,16 @@ class RowLevelJob:
     def __init__(self, table: RowLevelTable, operation: str, parameters: Mapping[str, Any],
                  what: str, plan: Callable[[RowRewrite, Transaction], Planned],
                  spark_metrics: Callable[[Planned, Rewritten], dict[str, str]]) -> None:
-        self.table = table
+        super().__init__(table)
         self.operation = operation
         self.parameters = dict(parameters)
         self.what = what
         self.plan = plan
         self.spark_metrics = spark_metrics
         self.started = time.monotonic()
-        self._txn: Transaction | None = None
         self._rewrite: RowRewrite | None = None
         self._planned = Planned()
         self._written = Rewritten()
-
-    @property
-    def uri(self) -> str:
-        return self.table.uri
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.table.log_store.store
-
-    @property
-    def clock(self) -> Clock:
-        return self.table.clock
-
-    @property
-    def txn(self) -> Transaction:
-        assert self._txn is not None, "begin() first"
-        return self._txn
 
     def begin(self, attempt: Attempt) -> Transaction:
         self._txn = self.table.transaction(self.operation, self.parameters)

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from deltacommit.engine.scan import FileScan
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.io.storage.base import ObjectStore
     from deltacommit.protocol.actions import Protocol
     from deltacommit.protocol.table_config.config import TableConfig
     from deltacommit.runtime.clock import Clock, RandomSource
@@ -90,6 +91,11 @@ class RowLevelTable(ProvingTable, Interface):
 
     @property
     def table_config(self) -> TableConfig: ...
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store of the table's location (its log store's)."""
+        ...
 
     def file_scan(self, out_schema: pa.Schema) -> FileScan: ...
 
