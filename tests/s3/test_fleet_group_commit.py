@@ -11,6 +11,7 @@ import multiprocessing as mp
 import os
 import signal
 import tempfile
+import threading
 from collections import Counter
 from typing import Any
 
@@ -19,7 +20,10 @@ import pytest
 import deltacommit as dc
 from deltacommit.engine.commit.commit_info import committed_txn_ids
 from deltacommit.engine.group.fleet import records
+from deltacommit.errors import ObjectNotFoundError
+from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.protocol.fleet.record import FLEET_DIR
+from deltacommit.protocol.log.names import commit_path
 from deltacommit.testing import Dynalite, MotoServer, S3Bucket
 
 from ..fleet.helpers import (
@@ -201,3 +205,148 @@ def _interrupted_winner(uri: str, options: dict[str, str], point: str) -> None:
     assert all(n == 1 for n in seen.values())
     assert {o.staged.txn_id for o in owners} <= set(seen)
     assert not [m for m in _fleet_listing(final) if m.endswith(".json")]
+
+
+def test_a_dynamodb_waiter_leaves_the_version_its_committer_is_copying_to_it(
+        dynamo: DynamoSetup) -> None:
+    """A waiter whose round's committer has claimed the version (its entry written) but not
+    yet copied it to ``V.json`` looks at ``V.json`` only: it neither reads the entry nor
+    repairs it (which would fail the committer's own copy and completion, a request each),
+    and learns its outcome from ``V.json`` once the committer wrote it."""
+    uri, options = dynamo.uri(), dynamo.options
+    _create(uri, options)
+
+    def table(**kw: Any) -> dc.DeltaTable:
+        return dc.DeltaTable(uri, storage_options=options,
+                             policy=dc.CommitPolicy(turn_patience=60.0), **kw)
+
+    owner = publish_only(table(), staged_append(table(), rows(1, 0)))
+    claimed, release = threading.Event(), threading.Event()
+
+    def hold(step: str, version: int) -> None:
+        if step == "after_put_entry":
+            claimed.set()
+            assert release.wait(120)
+
+    committed: list[Any] = []
+    committer = threading.Thread(target=lambda: committed.append(dc.write(
+        table(log_store=DynamoDBLogStore.open(uri, options, hook=hold)), rows(2, 0))))
+    committer.start()
+    try:
+        assert claimed.wait(120), "the committer never claimed version 1"
+        ls = owner.log.log_store
+        assert isinstance(ls, DynamoDBLogStore)
+        looks = _count_misses(ls.store, commit_path(1))
+        before = dict(ls.requests)
+        result: list[Any] = []
+
+
+        def wait() -> None:
+            try:
+                result.append(owner.run())
+            finally:
+                looks.finished()
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        # Three looks that found nothing, or the owner done (had it repaired the version).
+        assert looks.wait(3, 120), "the owner never looked for version 1"
+        entry = dynamo.entries(ls.table_path)[1]
+        assert not entry.complete and ls.store.exists(entry.temp_key)
+        assert not ls.store.exists(commit_path(1))
+        # The round's key it lost, and no GetItem, nor a repair's UpdateItem.
+        assert _new(ls.requests, before) == {"PutItem": 1}
+    finally:
+        release.set()
+        committer.join(120)
+    waiter.join(120)
+    assert committed[0].version == 1 and result[0][0].version == 1
+    assert result[0][0].txn_id == owner.staged.txn_id and result[0][0].group_size == 2
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == \
+        [(0, True), (1, True)]
+    assert _new(ls.requests, before) == {"PutItem": 1}
+    assert Counter((r["writer"], r["batch"]) for r in table().to_arrow().to_pylist()) == {
+        (1, 0): 1, (2, 0): 1}
+
+
+class _Died(Exception):
+    """A committer stopped for good between two steps of its commit."""
+
+
+def test_a_dynamodb_waiter_repairs_the_version_of_a_committer_that_died_copying_it(
+        dynamo: DynamoSetup) -> None:
+    """The hint above poisoned: the committer dies between its entry and its copy.  The
+    waiter's last look, once the patience is over, reads the version as any reader does
+    (repairing it), finds its transaction there, and nothing lands twice."""
+    uri, options = dynamo.uri(), dynamo.options
+    _create(uri, options)
+
+    def table(**kw: Any) -> dc.DeltaTable:
+        return dc.DeltaTable(uri, storage_options=options,
+                             policy=dc.CommitPolicy(turn_patience=0.5), **kw)
+
+    owner = publish_only(table(), staged_append(table(), rows(1, 0)))
+
+    def die(step: str, version: int) -> None:
+        if step == "after_put_entry":
+            raise _Died(step)
+
+    with pytest.raises(Exception) as died:
+        dc.write(table(log_store=DynamoDBLogStore.open(uri, options, hook=die)), rows(2, 0))
+    assert isinstance(died.value, _Died) or isinstance(died.value.__cause__, _Died)
+    ls = owner.log.log_store
+    assert isinstance(ls, DynamoDBLogStore)
+    assert not dynamo.entries(ls.table_path)[1].complete
+    result, _ = owner.run()
+    assert result.version == 1 and result.txn_id == owner.staged.txn_id
+    assert [(e.version, e.complete) for e in dynamo.entries(ls.table_path)] == \
+        [(0, True), (1, True)]
+    final = table()
+    assert final.version == 1
+    assert Counter((r["writer"], r["batch"]) for r in final.to_arrow().to_pylist()) == {
+        (1, 0): 1, (2, 0): 1}
+
+
+def _new(now: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    """Requests made since ``before``, by kind."""
+    return {k: n - before.get(k, 0) for k, n in now.items() if n != before.get(k, 0)}
+
+
+class _Misses:
+    """Counts a store's GETs of one path that found nothing; ``wait(n)`` until there were
+    ``n``, or the caller is ``finished``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.done = False
+        self.changed = threading.Condition()
+
+    def finished(self) -> None:
+        with self.changed:
+            self.done = True
+            self.changed.notify_all()
+
+    def missed(self) -> None:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    def wait(self, n: int, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.count >= n or self.done, timeout)
+
+
+def _count_misses(store: Any, path: str) -> _Misses:
+    misses = _Misses()
+    get = store.get
+
+    def counted(p: str, *args: Any, **kw: Any) -> Any:
+        try:
+            return get(p, *args, **kw)
+        except ObjectNotFoundError:
+            if p == path:
+                misses.missed()
+            raise
+
+    store.get = counted
+    return misses

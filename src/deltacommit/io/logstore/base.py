@@ -129,6 +129,18 @@ class LogStore(ABC):
         except NotARegularFileError as e:
             raise unreadable_version(self.table_uri, version, e) from None
 
+    def look_for_commit(self, version: int) -> bytes:
+        """The content of a commit that another writer is making right now, once its commit
+        file is there; ObjectNotFoundError while it is not.
+
+        Unlike ``read_commit``, nothing is repaired: where a claim is followed by its writer's
+        own requests (the DynamoDB log store's copy of its temp file and the entry's
+        completion), the version is left to that writer, which is presumably finishing it;
+        a repair beside it costs requests of its own and fails the writer's copy and
+        completion.  A caller that waited long enough to doubt the writer is alive reads the
+        version with ``read_commit``.  Here the two are one."""
+        return self.read_commit(version)
+
     def list_log(self, from_version: int = 0) -> list[LogFile]:
         """Recognised ``_delta_log`` files with version >= ``from_version``, sorted by name."""
         # Every log file name begins with a digit; starting after "_delta_log/0"'s predecessors

@@ -267,7 +267,8 @@ class _Writer:
         behind (it was there at a first look sent at once); None if it does not exist within
         the patience.  ``lost_at``: when this writer lost the round's key.
 
-        Looks are GETs of the version, one after another.  Where this writer learned of the
+        Looks are GETs of the version's commit file, one after another (no repair of a
+        version its committer is still writing, but at the last look).  Where this writer learned of the
         version before lately (``pace.Pace.current``), the round was just won by another and
         the first look goes out shortly before the version is due, as rounds have gone
         (``pace``), instead of finding nothing several times over; otherwise at once (the
@@ -285,8 +286,12 @@ class _Writer:
         first = True
         while True:
             sent = clock.monotonic()
+            # Within the patience the round's committer is taken to be alive: its version is
+            # left to it (``LogStore.look_for_commit``: no repair of a claimed version it is
+            # still copying); the last look reads it as any reader would, repairing it.
+            last = sent >= deadline
             try:
-                data = ls.read_commit(version)
+                data = ls.read_commit(version) if last else ls.look_for_commit(version)
             except ObjectNotFoundError:
                 pass
             else:
@@ -297,7 +302,7 @@ class _Writer:
                     self.pace.saw_round(now - lost_at)
                 return decode_commit(ls, version, data), data, first and not current
             first = False
-            if clock.monotonic() >= deadline:
+            if last:
                 return None
             clock.sleep(self.fleet.poll_interval)
 
