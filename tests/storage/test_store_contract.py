@@ -197,3 +197,32 @@ def test_racing_put_if_absent_has_exactly_one_winner_per_key(store: ObjectStore)
     # The object holds the winner's bytes, whole.
     for key in keys:
         assert store.get(key) == bodies[key]
+
+
+@pytest.mark.parametrize("mode", [PutMode.OVERWRITE, PutMode.CREATE])
+def test_a_local_put_whose_object_another_writer_deletes_at_once_succeeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: PutMode) -> None:
+    """The object is in place, then deleted by another writer before the put returns (a fleet
+    record a round's committer lands and deletes): the put succeeded and says so, with the
+    metadata of what it wrote, instead of failing as if nothing had been written."""
+    from deltacommit.io.storage import local
+
+    store = LocalStore(tmp_path / "table")
+    store.put("f/old", b"old")
+    real_replace, real_link = os.replace, os.link
+
+    def replaced_then_deleted(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        os.unlink(dst)
+
+    def linked_then_deleted(src: str, dst: str) -> None:
+        real_link(src, dst)
+        os.unlink(dst)
+
+    monkeypatch.setattr(local.os, "replace", replaced_then_deleted)
+    monkeypatch.setattr(local.os, "link", linked_then_deleted)
+    path = "f/old" if mode is PutMode.OVERWRITE else "f/new"
+    meta = store.put(path, b"written", mode=mode)
+    assert (meta.path, meta.size) == (path, len(b"written"))
+    left = sorted(os.listdir(tmp_path / "table" / "f"))
+    assert left == ([] if mode is PutMode.OVERWRITE else ["old"])  # no temp file left behind

@@ -187,9 +187,13 @@ class LocalStore(ObjectStore):
         full = self._full(path)
         try:
             tmp = self._write_temp(full, data)
+            # The object's metadata from the temp name, the same inode (a rename keeps its
+            # number, size and time): the object itself may be deleted by another writer the
+            # moment it is in place, and the put has succeeded all the same.
+            st = os.stat(tmp)
             os.replace(tmp, full)
             self._sync_dir(full.parent)
-            return _meta(path, os.stat(full))
+            return _meta(path, st)
         except OSError as e:
             raise self._fail("put", path, e) from None
 
