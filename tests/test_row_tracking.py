@@ -389,3 +389,30 @@ def test_appends_to_a_databricks_row_tracking_table(tmp_path: Path) -> None:
                    .read_all())
     assert sorted(got["id"].to_pylist()) == sorted(t.to_arrow()["id"].to_pylist()) == \
         [0, 1, 10, 11, 12, 20, 21, 22, 23]
+
+
+def test_a_rewrite_keeps_ids_only_in_two_named_columns_apart_from_the_schema() -> None:
+    """The columns compaction and row-level operations keep row ids in: none without row
+    tracking; a clear error naming the rewrite when the table names no column, or names one
+    its schema already has."""
+    from deltacommit.errors import InvalidArgumentError
+    from deltacommit.protocol.actions import Protocol
+    from deltacommit.protocol.features.row_tracking import rewrite_columns
+    from deltacommit.protocol.table_config.config import TableConfig
+    from deltacommit.protocol.table_config.properties import (
+        ENABLE_ROW_TRACKING,
+        ROW_COMMIT_VERSION_COLUMN,
+        ROW_ID_COLUMN,
+    )
+
+    protocol = Protocol(3, 7, [], ["rowTracking", "domainMetadata"])
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+    named = {ENABLE_ROW_TRACKING: "true", ROW_ID_COLUMN: "_rid", ROW_COMMIT_VERSION_COLUMN: "_ver"}
+    assert rewrite_columns(TableConfig({}), protocol, schema, "x") is None
+    assert rewrite_columns(TableConfig(named), protocol, schema, "x") == ("_rid", "_ver")
+    with pytest.raises(InvalidArgumentError, match=f"UPDATE of t: .*no {ROW_ID_COLUMN}"):
+        rewrite_columns(TableConfig({ENABLE_ROW_TRACKING: "true"}), protocol, schema,
+                        "UPDATE of t")
+    with pytest.raises(InvalidArgumentError, match=r"compaction of t: .*\['v'\] collide"):
+        rewrite_columns(TableConfig({**named, ROW_ID_COLUMN: "v"}), protocol, schema,
+                        "compaction of t")

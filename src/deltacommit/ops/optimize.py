@@ -63,7 +63,6 @@ from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.table_config.config import TableConfig
-from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
 from deltacommit.protocol.zorder import MAX_COLUMNS, unorderable_reason, z_sorted
 from deltacommit.runtime.clock import Clock, RandomSource, now_ms
 from deltacommit.runtime.threads import CallThreads
@@ -198,26 +197,6 @@ def _size_stats(sizes: Sequence[int]) -> str:
                       separators=(",", ":"))
 
 
-def _materialized_columns(snap: Snapshot, uri: str) -> tuple[str, str] | None:
-    """The hidden row-id and row-commit-version columns compaction must fill (None when row
-    tracking is not enabled: rewritten rows then simply get fresh ids)."""
-    config = snap.table_config
-    if not config.row_tracking_enabled(snap.protocol):
-        return None
-    rid, ver = config.row_id_column, config.row_commit_version_column
-    if not rid or not ver:
-        raise InvalidArgumentError(
-            f"compaction of {uri}: the table has row tracking enabled but no "
-            f"{ROW_ID_COLUMN} or {ROW_COMMIT_VERSION_COLUMN}, so rewritten rows could not keep "
-            "their ids")
-    clash = sorted({rid, ver} & set(snap.schema.names))
-    if clash:
-        raise InvalidArgumentError(
-            f"compaction of {uri}: materialized row tracking column(s) {clash} collide with "
-            "columns of the table's schema")
-    return rid, ver
-
-
 def _with_stable_ids(scan: FileScan, add: Add, names: tuple[str, str]) -> pa.Table:
     """A file's live rows with their stable row ids and row commit versions in the hidden
     columns ``names`` (read from the file where it has them, else its defaults)."""
@@ -264,7 +243,8 @@ class TableOptimizer:
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
         bins, considered, skipped = plan_bins(select_files(snap, pred), size)
-        hidden = _materialized_columns(snap, uri)
+        hidden = row_tracking.rewrite_columns(snap.table_config, snap.protocol, snap.schema,
+                                              f"compaction of {uri}")
         if rewriter is not None and hidden is not None:
             raise InvalidArgumentError(
                 f"compaction of {uri}: the table tracks row ids, which only this process's "
@@ -317,7 +297,9 @@ class TableOptimizer:
             bins.setdefault(key, CompactionBin(key, [])).files.append(a)
         rewrite = self._thread_rewriter(snap, max_concurrent_tasks, order_by=names,
                                         target_size=size,
-                                        hidden=_materialized_columns(snap, uri))
+                                        hidden=row_tracking.rewrite_columns(
+                                            snap.table_config, snap.protocol, snap.schema,
+                                            f"compaction of {uri}"))
         return self._execute(list(bins.values()), considered, 0, size, pred,
                              WriteTarget.of(uri, snap), rewrite, table.file_scan(snap.schema),
                              progress=progress,

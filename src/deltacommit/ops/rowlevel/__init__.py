@@ -18,7 +18,6 @@ from deltacommit.ops.rowlevel.rewrite import (
     Rewritten,
     RowLevelTable,
     RowRewrite,
-    hidden_columns,
     replaced,
     taken,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "RowRewrite",
     "bound_condition",
     "candidate_files",
-    "hidden_columns",
     "replaced",
     "rewrite_spark_metrics",
     "run_row_level",

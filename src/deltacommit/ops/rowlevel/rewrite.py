@@ -65,7 +65,6 @@ from deltacommit.runtime.threads import CallThreads
 
 if TYPE_CHECKING:
     from deltacommit.engine.scan import FileScan
-    from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.storage.base import ObjectStore
     from deltacommit.protocol.actions import Protocol
@@ -191,25 +190,6 @@ class Rewritten:
         return not (self.removes or self.adds or self.cdc)
 
 
-def hidden_columns(snapshot: Snapshot, what: str) -> tuple[str, str] | None:
-    """The materialized row-id and row-commit-version columns of a table with row tracking
-    enabled (None without): rows a rewrite copies or updates keep their ids in them."""
-    config = snapshot.table_config
-    if not config.row_tracking_enabled(snapshot.protocol):
-        return None
-    rid, ver = config.row_id_column, config.row_commit_version_column
-    if not rid or not ver:
-        raise InvalidArgumentError(
-            f"{what}: the table has row tracking enabled but names no materialized row id or "
-            "row commit version column, so rewritten rows could not keep their ids")
-    clash = sorted({rid, ver} & set(snapshot.schema.names))
-    if clash:
-        raise InvalidArgumentError(
-            f"{what}: materialized row tracking column(s) {clash} collide with columns of the "
-            "table's schema")
-    return rid, ver
-
-
 class RowRewrite:
     """One row-level operation's reads and writes on its transaction's snapshot."""
 
@@ -219,7 +199,8 @@ class RowRewrite:
         self.what = what
         self.schema = snap.schema
         self.target = WriteTarget.of(table.uri, snap)
-        self.hidden = hidden_columns(snap, what)
+        self.hidden = row_tracking.rewrite_columns(snap.table_config, snap.protocol,
+                                                   snap.schema, what)
         self.deletion_vectors = snap.table_config.deletion_vectors_enabled(snap.protocol)
         self.change_data = snap.table_config.change_data_feed_enabled(snap.protocol)
         if self.change_data and self.target.column_mapping != "none" and self.hidden:

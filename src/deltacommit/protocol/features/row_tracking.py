@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
-from deltacommit.protocol.actions import Add, DomainMetadata
+from deltacommit.protocol.actions import Add, DomainMetadata, Protocol
 from deltacommit.protocol.json_values import loads
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
@@ -98,6 +98,28 @@ def materialized_columns(config: TableConfig, random_hex: str) -> dict[str, str]
         ROW_COMMIT_VERSION_COLUMN: config.row_commit_version_column
         or COMMIT_VERSION_COLUMN_PREFIX + random_hex,
     }
+
+
+def rewrite_columns(config: TableConfig, protocol: Protocol, schema: pa.Schema, what: str
+                    ) -> tuple[str, str] | None:
+    """The materialized row-id and row-commit-version columns a rewrite (compaction, UPDATE,
+    DELETE, MERGE) keeps copied rows' ids and versions in; None when row tracking is not
+    enabled (rewritten rows then simply get fresh ids).  ``what`` names the rewrite for the
+    error of a table that enables row tracking without naming both columns, or whose columns
+    collide with the schema's."""
+    if not config.row_tracking_enabled(protocol):
+        return None
+    rid, ver = config.row_id_column, config.row_commit_version_column
+    if not rid or not ver:
+        raise InvalidArgumentError(
+            f"{what}: the table has row tracking enabled but no {ROW_ID_COLUMN} or "
+            f"{ROW_COMMIT_VERSION_COLUMN}, so rewritten rows could not keep their ids")
+    clash = sorted({rid, ver} & set(schema.names))
+    if clash:
+        raise InvalidArgumentError(
+            f"{what}: materialized row tracking column(s) {clash} collide with columns of the "
+            "table's schema")
+    return rid, ver
 
 
 def stable_ids(add: Add, materialized_ids: pa.Array[Any] | pa.ChunkedArray[Any],
