@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 Positions = npt.NDArray[np.int64]
 T = TypeVar("T")
+B = TypeVar("B")
 
 
 class RowLevelTable(ProvingTable, Interface):
@@ -284,31 +285,14 @@ class RowRewrite:
         cut by the row counts the files' statistics give (a hint: a wrong one only makes a
         batch larger or smaller than meant)."""
         if len(files) > 1 and self.store.local_path("") is not None:
-            planned: list[list[Add]] = []
-            rows = 0
-            for add in files:
-                n = add.num_records()
-                n = n if n is not None and n >= 0 else BATCH_ROWS
-                if not planned or rows + n > BATCH_ROWS:
-                    planned.append([])
-                    rows = 0
-                planned[-1].append(add)
-                rows += n
+            planned = batches_of(files, _counted_rows)
             if len(planned) > 1:
                 def judged(batch: Sequence[Add]) -> T:
                     return work(ReadBatch.of([self.read(a) for a in batch]))
 
                 with CallThreads(max_workers=min(len(planned), READ_THREADS_LOCAL)) as pool:
                     return list(pool.map(judged, planned))
-        read = self.each_file(files, lambda f: f)
-        batches: list[list[ReadFile]] = []
-        rows = 0
-        for f in read:
-            if not batches or rows + len(f.live) > BATCH_ROWS:
-                batches.append([])
-                rows = 0
-            batches[-1].append(f)
-            rows += len(f.live)
+        batches = batches_of(self.each_file(files, lambda f: f), lambda f: len(f.live))
         if len(batches) <= 1:
             return [work(ReadBatch.of(b)) for b in batches]
         with CallThreads(max_workers=min(len(batches), 2)) as pool:
@@ -591,6 +575,28 @@ def taken(rows: pa.Table, positions: Positions) -> pa.Table:
             whole = column
         columns.append(whole.take(positions))
     return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+def batches_of(items: Sequence[B], rows: Callable[[B], int]) -> list[list[B]]:
+    """``items`` cut into runs of consecutive items of at most ``BATCH_ROWS`` rows together
+    (an item of more rows is a batch of its own); none for no items."""
+    out: list[list[B]] = []
+    total = 0
+    for item in items:
+        n = rows(item)
+        if not out or total + n > BATCH_ROWS:
+            out.append([])
+            total = 0
+        out[-1].append(item)
+        total += n
+    return out
+
+
+def _counted_rows(add: Add) -> int:
+    """The rows a file's statistics say it holds (a hint for cutting batches only); an
+    unknown or impossible count stands for a full batch."""
+    n = add.num_records()
+    return n if n is not None and n >= 0 else BATCH_ROWS
 
 
 def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Table:
