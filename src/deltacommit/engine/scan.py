@@ -188,6 +188,7 @@ def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 
 #: reads about 10% more processor time.
 LOCAL_READ: dict[str, Any] = {"memory_map": False, "pre_buffer": False}
 
+
 @dataclass(slots=True)
 class FileScan:
     """Reads data files of one table version into ``out_schema``."""

@@ -561,20 +561,24 @@ REWRITE_FILE_BYTES = 128 << 20
 REWRITE_PIECE_MIN_BYTES = 8 << 20
 
 
+def _one_array(column: pa.ChunkedArray[Any]) -> pa.Array[Any] | pa.ChunkedArray[Any]:
+    """``column`` as one array, or as it is where it cannot be one (string offsets past
+    2 GiB, dictionaries that differ)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    try:
+        return pa.concat_arrays(column.chunks) if column.num_chunks else column.combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return column
+
+
 def taken(rows: pa.Table, positions: Positions) -> pa.Table:
     """``rows.take(positions)``, each column made one array first: Arrow's ``take`` across a
     column of thousands of chunks (one per file read) resolves every position's chunk and
     costs several times the take of one array and the concatenation together.  A column that
-    cannot be one array (string offsets past 2 GiB, dictionaries that differ) is taken
-    across its chunks as before."""
-    columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
-    for column in rows.columns:
-        try:
-            whole = pa.concat_arrays(column.chunks) if column.num_chunks > 1 else column
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            whole = column
-        columns.append(whole.take(positions))
-    return pa.Table.from_arrays(columns, schema=rows.schema)
+    cannot be one array is taken across its chunks as before."""
+    return pa.Table.from_arrays([_one_array(c).take(positions) for c in rows.columns],
+                                schema=rows.schema)
 
 
 def batches_of(items: Sequence[B], rows: Callable[[B], int]) -> list[list[B]]:
@@ -606,31 +610,29 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     whose new values are its old ones is kept as it is (its chunks as they are); a column Arrow
     cannot replace values of (nested types, dictionaries that differ) is taken."""
     mask: pa.BooleanArray | None = None
+    picked: Positions | None = None
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
         if column.take(positions).equals(pa.chunked_array([new], type=new.type)):
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
+        whole = _one_array(column)
         try:
-            whole = pa.concat_arrays(column.chunks) if column.num_chunks > 1 else \
-                column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            whole = column
-        try:
+            if not isinstance(whole, pa.Array):
+                raise pa.ArrowNotImplementedError("a column of several chunks")
             if mask is None:
                 flags = np.zeros(rows.num_rows, np.bool_)
                 flags[positions] = True
                 mask = pa.array(flags)
-            if not isinstance(whole, pa.Array):
-                raise pa.ArrowNotImplementedError("a column of several chunks")
             columns.append(pc.replace_with_mask(whole, mask, new))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            picked = np.arange(rows.num_rows, dtype=np.int64)
-            picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
+            if picked is None:
+                picked = np.arange(rows.num_rows, dtype=np.int64)
+                picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
             both = pa.chunked_array(list(column.chunks) + list(new_rows.column(i).chunks),
                                     type=column.type)
-            columns.append(taken(pa.Table.from_arrays([both], names=["c"]), picked).column(0))
+            columns.append(_one_array(both).take(picked))
     return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
