@@ -13,6 +13,7 @@ import signal
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -207,6 +208,15 @@ def _interrupted_winner(uri: str, options: dict[str, str], point: str) -> None:
     assert not [m for m in _fleet_listing(final) if m.endswith(".json")]
 
 
+def _opener(uri: str, options: dict[str, str], patience: float
+            ) -> Callable[..., dc.DeltaTable]:
+    """Opens the table with ``patience`` as every writer's turn patience."""
+    def table(**kw: Any) -> dc.DeltaTable:
+        return dc.DeltaTable(uri, storage_options=options,
+                             policy=dc.CommitPolicy(turn_patience=patience), **kw)
+    return table
+
+
 def test_a_dynamodb_waiter_leaves_the_version_its_committer_is_copying_to_it(
         dynamo: DynamoSetup) -> None:
     """A waiter whose round's committer has claimed the version (its entry written) but not
@@ -216,9 +226,7 @@ def test_a_dynamodb_waiter_leaves_the_version_its_committer_is_copying_to_it(
     uri, options = dynamo.uri(), dynamo.options
     _create(uri, options)
 
-    def table(**kw: Any) -> dc.DeltaTable:
-        return dc.DeltaTable(uri, storage_options=options,
-                             policy=dc.CommitPolicy(turn_patience=60.0), **kw)
+    table = _opener(uri, options, patience=60.0)
 
     owner = publish_only(table(), staged_append(table(), rows(1, 0)))
     claimed, release = threading.Event(), threading.Event()
@@ -239,7 +247,6 @@ def test_a_dynamodb_waiter_leaves_the_version_its_committer_is_copying_to_it(
         looks = _count_misses(ls.store, commit_path(1))
         before = dict(ls.requests)
         result: list[Any] = []
-
 
         def wait() -> None:
             try:
@@ -281,9 +288,7 @@ def test_a_dynamodb_waiter_repairs_the_version_of_a_committer_that_died_copying_
     uri, options = dynamo.uri(), dynamo.options
     _create(uri, options)
 
-    def table(**kw: Any) -> dc.DeltaTable:
-        return dc.DeltaTable(uri, storage_options=options,
-                             policy=dc.CommitPolicy(turn_patience=0.5), **kw)
+    table = _opener(uri, options, patience=0.5)
 
     owner = publish_only(table(), staged_append(table(), rows(1, 0)))
 
