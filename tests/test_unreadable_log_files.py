@@ -1,11 +1,12 @@
 """Log files that exist but are not regular files (a directory, a FIFO, a symbolic link out of the
-table) or that this user may not read.
+table) or that this user may not read; and data files that are not regular files.
 
 A writer that loses the claim of a version to such a name cannot read the winner: it used to
 take that for "no new version" and lose the same claim until out of attempts (10,000, about
 half an hour), then blame concurrent writers.  Now the first loss names the path and what it is;
 no reader opens a FIFO blocking or follows a link; a ``_last_checkpoint`` or checkpoint of that
-kind is skipped (the log read instead)."""
+kind is skipped (the log read instead).  A data file is read only if it is a regular file (a
+link to one is followed: an operator may have moved the data), opened without blocking."""
 
 from __future__ import annotations
 
@@ -166,3 +167,51 @@ def test_a_commit_this_user_may_not_read_is_named_at_once() -> None:
         assert result.returncode == 77, result.stderr
         assert str(commit) in result.stderr and "Permission denied" in result.stderr
         assert sorted(p.name for p in commit.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize("kind", ["directory", "FIFO"])
+@pytest.mark.parametrize("verb", ["read", "update", "delete", "merge", "optimize"])
+def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
+        kind: str, verb: str, tmp_path: Path) -> None:
+    """Every reader of data files (a scan, the row-level verbs, compaction) refuses a FIFO or
+    a directory in a data file's place at once, naming the table, the file and what it is,
+    and commits nothing; it used to wait on the FIFO until someone wrote to it."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2]}, schema=SCHEMA))
+    dc.write(uri, pa.table({"id": [3]}, schema=SCHEMA), mode="append")
+    table = dc.DeltaTable(uri)
+    version = table.version
+    planted = Path(uri) / table.files()[0].path
+    planted.unlink()
+    what = _plant(planted, kind, tmp_path / "outside")
+    source = pa.table({"id": [2, 9]}, schema=SCHEMA)
+    run: dict[str, Callable[[], Any]] = {
+        "read": lambda: dc.DeltaTable(uri).to_arrow(),
+        "update": lambda: dc.DeltaTable(uri).update({"id": "id + 10"}),
+        "delete": lambda: dc.DeltaTable(uri).delete("id > 0"),
+        "merge": lambda: dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s",
+                                                  target_alias="t")
+        .when_matched_delete().execute(),
+        "optimize": lambda: dc.DeltaTable(uri).optimize.compact(),
+    }
+    with pytest.raises(CorruptLogError) as e:
+        _unblocked(run[verb], planted if kind == "FIFO" else None)
+    message = str(e.value)
+    assert uri in message and planted.name in message and what in message, message
+    assert dc.DeltaTable(uri).version == version
+
+
+def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``WHOLE_READ_BYTES`` a data file is not read into memory whole but through the
+    descriptor that was checked; what is read is the same."""
+    from deltacommit.io.storage import local
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": list(range(1000)), "s": [str(i) for i in range(1000)]}))
+    whole = dc.DeltaTable(uri).to_arrow()
+    monkeypatch.setattr(local, "WHOLE_READ_BYTES", 0)
+    assert dc.DeltaTable(uri).to_arrow().equals(whole)
+    dc.DeltaTable(uri).update({"s": "'x'"}, predicate="id < 10")
+    got = dc.DeltaTable(uri).to_arrow().sort_by("id")
+    assert got.column("s").to_pylist()[:11] == ["x"] * 10 + ["10"]

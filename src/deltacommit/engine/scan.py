@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from deltacommit.errors import (
     CorruptLogError,
     InvalidArgumentError,
+    NotARegularFileError,
     ObjectNotFoundError,
     StorageError,
 )
@@ -30,6 +31,7 @@ from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
+from deltacommit.io.storage.local import open_for_reader
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.add_actions import (
     TextsNeeded,
@@ -180,15 +182,6 @@ def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 
     return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
 
 
-#: How a local data file is opened: read with positioned reads, neither memory-mapped nor
-#: pre-buffered.  Mapping thousands of small files from several threads costs more than it
-#: saves (each unmapping interrupts the other cores to flush their address translations:
-#: 2,000 files read in two threads took 40% more processor time mapped), and pre-buffering
-#: (coalesced reads issued on Arrow's I/O threads, meant for high-latency stores) cost local
-#: reads about 10% more processor time.
-LOCAL_READ: dict[str, Any] = {"memory_map": False, "pre_buffer": False}
-
-
 @dataclass(slots=True)
 class FileScan:
     """Reads data files of one table version into ``out_schema``."""
@@ -262,7 +255,7 @@ class FileScan:
                 try:
                     return self._read_local(paths, adds[0].partition_values)
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                        OSError):
+                        OSError, StorageError):
                     pass  # read file by file below, which names the file at fault
         if not adds:
             return self.out_schema.empty_table()
@@ -277,7 +270,7 @@ class FileScan:
         pcols = [c for c in self.partition_columns if c in self.out_schema.names]
         runs: list[tuple[pa.Schema, dict[str, str], list[pa.Table]]] = []
         for path in paths:
-            pf = pq.ParquetFile(path, **LOCAL_READ)
+            pf = pq.ParquetFile(open_for_reader(path, follow_link=True))
             schema = pf.schema_arrow
             if not runs or not runs[-1][0].equals(schema):
                 runs.append((schema, self._sources(schema, pset), []))
@@ -321,8 +314,9 @@ class FileScan:
         pset = set(self.partition_columns)
         try:
             source, rel = open_data_file(self.store, resolved, self.storage_options)
-            opening = LOCAL_READ if isinstance(source, str) else {}
-            pf = pq.ParquetFile(source, **opening)
+            if isinstance(source, str):
+                source = open_for_reader(source, follow_link=True)
+            pf = pq.ParquetFile(source)
             sources = self._sources(pf.schema_arrow, pset)
             wanted = list(dict.fromkeys(sources.values()))
             # Every physical row wanted (a row-level rewrite's read of many small files):
@@ -331,7 +325,7 @@ class FileScan:
             if encoded:
                 # Decoding a dictionary column's values after the deletion vector's filter
                 # costs less than half of decoding every value while reading.
-                pf = pq.ParquetFile(source, **opening, metadata=pf.metadata,
+                pf = pq.ParquetFile(source, metadata=pf.metadata,
                                     read_dictionary=list(encoded))
             keep = (self._keep_mask(deletion_vector, rel, pf.metadata.num_rows)
                     if deletion_vector and not self.physical_rows else None)
@@ -350,6 +344,9 @@ class FileScan:
         except (ObjectNotFoundError, FileNotFoundError):
             raise StorageError("read", where,
                                f"data file of version {self.version} is missing") from None
+        except NotARegularFileError as e:
+            raise CorruptLogError(f"table {uri}: cannot read data file {rel} of version "
+                                  f"{self.version}: {e.detail}") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}") from None
 

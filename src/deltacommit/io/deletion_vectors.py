@@ -8,8 +8,6 @@ allows external paths, as for data files).
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -17,9 +15,15 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from deltacommit.errors import CorruptLogError, ObjectNotFoundError, StorageError
+from deltacommit.errors import (
+    CorruptLogError,
+    NotARegularFileError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.storage.base import ObjectStore
+from deltacommit.io.storage.local import open_regular
 from deltacommit.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     check_descriptor,
@@ -100,13 +104,13 @@ def _bitmap_bytes(store: ObjectStore, root: Location, table: str, descriptor: Ma
         source, _ = open_data_file(store, resolved, storage_options)
         if isinstance(source, str):
             # A local DV file may hold the DVs of many data files: read only this one.
-            # Opened without blocking: a FIFO in its place is refused, not waited on.
-            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            # Opened as a regular file only (``open_regular``): a FIFO in its place is
+            # refused, not waited on.
+            try:
+                fd, st = open_regular(source, "read", follow_link=True)
+            except NotARegularFileError as e:
+                raise CorruptLogError(f"{what}: {e.detail}; it is not read") from None
             with open(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    raise CorruptLogError(f"{what}: not a regular file (mode "
-                                          f"{stat.filemode(st.st_mode)}); it is not read")
                 file_size = st.st_size
                 if (dv.offset or 0) + 8 + dv.size_in_bytes > file_size:
                     raise CorruptLogError(

@@ -13,8 +13,6 @@ snapshot layer that this module serves.
 from __future__ import annotations
 
 import logging
-import os
-import stat
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,6 +25,7 @@ from deltacommit.errors import (
     ObjectNotFoundError,
     StorageError,
 )
+from deltacommit.io.storage.local import open_for_reader
 from deltacommit.protocol.checkpoint.decode import decode_checkpoint
 from deltacommit.protocol.checkpoint.v2 import (
     json_checkpoint_table,
@@ -40,7 +39,8 @@ from deltacommit.protocol.log.segment import CheckpointCandidate, LogListing, Lo
 from deltacommit.protocol.replay import TableState
 
 if TYPE_CHECKING:
-    from deltacommit.io.logstore.base import LogStore
+    from deltacommit.io.storage.local import open_for_reader
+from deltacommit.io.logstore.base import LogStore
 
 # Warnings about unusable checkpoints keep the logger name they have always had.
 logger = logging.getLogger("deltacommit.checkpoint")
@@ -49,20 +49,6 @@ logger = logging.getLogger("deltacommit.checkpoint")
 #: its bytes, and in a V2 checkpoint usually in its sidecars) are read only when the file list
 #: is needed.
 _SMALL_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar"]
-
-
-def _check_regular(local: str, source: str) -> None:
-    """Refuse a local checkpoint that is not a regular file before Arrow opens it: opening a
-    FIFO would block the reader, and a symbolic link may point out of the table."""
-    try:
-        st = os.lstat(local)
-    except FileNotFoundError:
-        return  # reported by the open, as for every missing checkpoint
-    except OSError as e:
-        raise CorruptLogError(f"{source}: cannot read the checkpoint: {e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CorruptLogError(f"{source}: the checkpoint is not a regular file (mode "
-                              f"{stat.filemode(st.st_mode)}); it is not read")
 
 
 def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
@@ -96,12 +82,15 @@ class _CheckpointFile:
         self.path = path
         self.source = f"{log_store.table_uri}/{path}"
         local = store.local_path(path)
-        if local is not None:
-            _check_regular(local, self.source)
         try:
-            self.pf = pq.ParquetFile(local if local is not None
+            # A local checkpoint is opened as a regular file only: opening a FIFO would block
+            # the reader, and a symbolic link may point out of the table.
+            self.pf = pq.ParquetFile(open_for_reader(local, "get") if local is not None
                                      else pa.BufferReader(store.get(path)))
-        except FileNotFoundError:
+        except NotARegularFileError as e:
+            raise CorruptLogError(f"{self.source}: the checkpoint is not read: {e.detail}"
+                                  ) from None
+        except (FileNotFoundError, ObjectNotFoundError):
             raise ObjectNotFoundError("get", self.source, "checkpoint disappeared") from None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{self.source}: not a readable Parquet checkpoint: {e}") from None

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from deltacommit.errors import (
@@ -28,6 +29,9 @@ from deltacommit.errors import (
 from deltacommit.io.storage.base import ObjectMeta, ObjectStore, PutMode
 from deltacommit.protocol.log.paths import is_plain_relative
 from deltacommit.runtime.clock import random_uuid
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TMP_PREFIX = ".dc-tmp-"
 
@@ -80,6 +84,73 @@ def storage_error(op: str, full: str, e: OSError) -> StorageError:
     return StorageError(op, full, e.strerror or str(e))
 
 
+def open_regular(full: str, op: str, *, follow_link: bool = False
+                 ) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file at ``full`` and its status.  The file is opened
+    without blocking, so that a FIFO put in a file's place is refused instead of stopping the
+    reader until someone writes to it; and the check is made on the open descriptor, so the
+    file read is the file checked.  The last component is not followed if it is a symbolic
+    link (a link among the log's files may point anywhere), unless ``follow_link``: a data
+    file an operator replaced by a link to its copy elsewhere is read through the link (and
+    never deleted through it)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_link else os.O_NOFOLLOW)
+    try:
+        fd = os.open(full, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow_link:
+            raise NotARegularFileError(op, full, "it is a symbolic link, not a regular file; "
+                                       "links are not followed") from None
+        raise storage_error(op, full, e) from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise storage_error(op, full, e) from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotARegularFileError(op, full, f"it is {_file_kind(st.st_mode)}, not a regular "
+                                   "file")
+    return fd, st
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Everything from ``fd``'s position to the end (``size``, the expected length, only
+    sizes the first read: a file that grew meanwhile is read to its end)."""
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, max(size + 1, 1 << 16))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+#: Local files up to this size are read whole, with one system call, when opened for a
+#: Parquet reader (``open_for_reader``): a small data file then costs one read instead of a
+#: read per column chunk and footer (reading 2,000 files of 5,000 rows took about 10% less
+#: processor time).  A larger file is read through its descriptor, so a reader that wants a
+#: few of its columns reads only those.
+WHOLE_READ_BYTES = 64 << 20
+
+
+def open_for_reader(full: str, op: str = "read", *, follow_link: bool = False
+                    ) -> pa.NativeFile:
+    """The regular file at ``full`` as a file Arrow's readers read (``open_regular``'s
+    checks, ``follow_link`` as there): its bytes in memory up to ``WHOLE_READ_BYTES``, else
+    the open file itself.  (pyarrow is imported here: the store's other operations do
+    without it.)"""
+    import pyarrow as pa
+
+    fd, st = open_regular(full, op, follow_link=follow_link)
+    if st.st_size > WHOLE_READ_BYTES:
+        return pa.PythonFile(os.fdopen(fd, "rb"), mode="r")
+    try:
+        return pa.BufferReader(_read_all(fd, st.st_size))
+    except OSError as e:
+        raise storage_error(op, full, e) from None
+    finally:
+        os.close(fd)
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str | Path, *, fsync: bool = True) -> None:
         self.root = local_root(str(root))
@@ -111,31 +182,16 @@ class LocalStore(ObjectStore):
         return storage_error(op, str(self._full(path)), e)
 
     def get(self, path: str) -> bytes:
-        """The file's content.  Only a regular file is read: the last component of the path
-        is not followed if it is a symbolic link (a link in the table may point anywhere), and
-        it is opened without blocking, so that a FIFO is refused instead of stopping the
-        reader until someone writes to it."""
-        full = self._full(path)
+        """The file's content, read as ``open_regular`` opens it: only a regular file, not
+        through a final symbolic link (a link in the table may point anywhere), and without
+        blocking, so that a FIFO is refused instead of stopping the reader until someone
+        writes to it."""
+        full = str(self._full(path))
+        fd, st = open_regular(full, "get")
         try:
-            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            return _read_all(fd, st.st_size)
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise NotARegularFileError("get", str(full), "it is a symbolic link, not a "
-                                           "regular file; links are not followed") from None
-            raise self._fail("get", path, e) from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise NotARegularFileError("get", str(full),
-                                           f"it is {_file_kind(st.st_mode)}, not a regular file")
-            chunks: list[bytes] = []
-            while True:
-                chunk = os.read(fd, max(st.st_size + 1, 1 << 16))
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        except OSError as e:
-            raise self._fail("get", path, e) from None
+            raise storage_error("get", full, e) from None
         finally:
             os.close(fd)
 
