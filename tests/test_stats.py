@@ -23,6 +23,7 @@ from deltacommit.protocol.stats.compute import (
     truncate_max_string,
     truncate_min_string,
 )
+from tests.arrow_strategies import values
 
 UTC = dt.UTC
 
@@ -298,3 +299,72 @@ def test_agrees_with_deltalake(tmp_path: Path) -> None:
         assert ours["nullCount"][col] == theirs["nullCount"][col], col
     assert ours["nullCount"]["st"] == theirs["nullCount"]["st"] == {"x": 2, "y": 1}
     assert ours["nullCount"]["l"] == 1 and "item" in theirs["nullCount"]
+
+
+_FOOTER_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.string(), pa.large_string(),
+                 pa.date32(), pa.float64(), pa.timestamp("us"), pa.struct([("a", pa.int32())])]
+
+
+def _footer_values(t: pa.DataType) -> st.SearchStrategy[Any]:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        # Any code point, empty strings, strings around the 32-character prefix, and past
+        # the 4 KiB beyond which the Parquet writer leaves a chunk's statistics out.
+        text = st.one_of(st.text(max_size=40), st.text(alphabet="ab\u00e9\ufffd\U0001f600",
+                                                       min_size=30, max_size=36),
+                         st.integers(4090, 4200).map(lambda n: "x" * n))
+        return st.one_of(st.none(), text)
+    return values(t)
+
+
+@st.composite
+def _footer_tables(draw: st.DrawFn) -> pa.Table:
+    column_types = draw(st.lists(st.sampled_from(_FOOTER_TYPES), min_size=1, max_size=4))
+    n = draw(st.integers(0, 30))
+    arrays = [pa.array(draw(st.lists(_footer_values(t), min_size=n, max_size=n)), type=t)
+              for t in column_types]
+    return pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_footer_tables(), st.integers(1, 8))
+def test_bounds_from_the_parquet_footer_are_the_bounds_computed_from_the_rows(
+        table: pa.Table, rows_per_group: int) -> None:
+    """The statistics written with bounds taken from the Parquet writer's own (several row
+    groups, all-null groups, strings too long for the footer, columns it does not serve)
+    are the statistics computed from the rows, to the byte."""
+    import pyarrow.parquet as pq
+
+    from deltacommit.protocol.stats.footer import footer_bounds
+
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(table, pa.BufferOutputStream(), row_group_size=rows_per_group,
+                   metadata_collector=footers, compression="snappy")
+    known = footer_bounds(footers[0], table.schema)
+    assert compute_stats(table, known_bounds=known) == compute_stats(table)
+    for name, t in zip(table.column_names, table.schema.types, strict=True):
+        if pa.types.is_floating(t) or pa.types.is_timestamp(t) or pa.types.is_struct(t):
+            assert name not in known
+
+
+def test_a_data_file_written_has_the_statistics_of_its_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_data_file`` takes bounds from the footer it wrote (here from one row on);
+    they are those of the rows."""
+    from deltacommit.io import datafiles
+    from deltacommit.io.storage.local import LocalStore
+    from deltacommit.runtime.clock import RandomSource, SystemClock
+
+    taken: list[dict[str, Any]] = []
+    real = datafiles.footer_bounds
+    monkeypatch.setattr(datafiles, "FOOTER_BOUNDS_FROM_ROWS", 1)
+    monkeypatch.setattr(datafiles, "footer_bounds",
+                        lambda *a: taken.append(real(*a)) or taken[-1])
+    table = pa.table({"i": pa.array([3, None, -7], pa.int16()), "s": ["b", "a\u00e9", None],
+                      "d": pa.array([dt.date(2020, 1, 2), None, dt.date(1999, 5, 6)]),
+                      "f": [0.0, -0.0, None]})
+    add = datafiles.write_data_file(LocalStore(tmp_path), {}, [], table, index=0,
+                                    random=RandomSource(), clock=SystemClock())
+    assert sorted(taken[0]) == ["d", "i", "s"]
+    assert add.stats == compute_stats(table)
+    assert json.loads(add.stats)["minValues"] == {"i": -7, "s": "a\u00e9", "d": "1999-05-06",
+                                                  "f": 0.0}

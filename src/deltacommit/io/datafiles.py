@@ -44,6 +44,7 @@ from deltacommit.protocol.schema.arrow import cast_to_table_schema, check_write_
 from deltacommit.protocol.schema.column_mapping import physical_names, physical_values, to_physical
 from deltacommit.protocol.schema.nested import enforce_nested_not_null, has_nested_required
 from deltacommit.protocol.stats.compute import compute_stats
+from deltacommit.protocol.stats.footer import footer_bounds
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.runtime.clock import Clock, RandomSource
 from deltacommit.runtime.threads import CallThreads
@@ -119,11 +120,12 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         try:
             if directory:
                 os.makedirs(os.path.dirname(local), exist_ok=True)
-            size, mtime = _write_local(local, data, durable)
+            size, mtime, footer = _write_local(local, data, durable)
         except OSError as e:
             raise storage_error("write data file", local, e) from None
     else:
-        body = _encode_parquet(data).to_pybytes()
+        encoded, footer = _encode_parquet(data)
+        body = encoded.to_pybytes()
         modified = None
         if durable:
             modified = store.put(rel, body).last_modified_ms
@@ -134,22 +136,36 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         size, mtime = len(body), modified or int(clock.time() * 1000)
     return Add(path=encode_add_path(rel), partition_values=dict(values), size=size,
                modification_time=mtime, data_change=not change_data,
-               stats=None if change_data else compute_stats(data, indexed_cols))
+               stats=None if change_data else compute_stats(
+                   data, indexed_cols,
+                   known_bounds=None if footer is None else footer_bounds(footer, data.schema)))
 
 
-def _encode_parquet(data: pa.Table) -> pa.Buffer:
-    """A data file's bytes, encoded in Arrow's memory: written through a Python file object
-    instead, every page pyarrow writes calls back into Python, and with many writer threads
-    each of those calls waits its turn for the interpreter."""
+#: Rows from which a data file's statistics take their bounds from the Parquet writer's
+#: (``footer_bounds``) instead of computing them from the rows again: below, collecting and
+#: reading the footer costs more than the pass over the rows (about 0.06 ms a file).
+FOOTER_BOUNDS_FROM_ROWS = 16_384
+
+
+def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
+    """A data file's bytes, encoded in Arrow's memory, and, from ``FOOTER_BOUNDS_FROM_ROWS``
+    rows, its footer (whose column statistics give ``footer_bounds``).  Written through a
+    Python file object instead, every page pyarrow writes would call back into Python, and
+    with many writer threads each of those calls waits its turn for the interpreter."""
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, **PARQUET_OPTIONS)
-    return sink.getvalue()
+    if data.num_rows < FOOTER_BOUNDS_FROM_ROWS:
+        pq.write_table(data, sink, **PARQUET_OPTIONS)
+        return sink.getvalue(), None
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(data, sink, metadata_collector=footers, **PARQUET_OPTIONS)
+    return sink.getvalue(), footers[0]
 
 
-def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
-    """Write a local data file with one system call (fsynced if ``durable``); its size and
-    modification time (ms)."""
-    body = _encode_parquet(data)
+def _write_local(path: str, data: pa.Table, durable: bool
+                 ) -> tuple[int, int, pq.FileMetaData | None]:
+    """Write a local data file with one system call (fsynced if ``durable``); its size,
+    modification time (ms) and footer."""
+    body, footer = _encode_parquet(data)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(body)
@@ -160,7 +176,7 @@ def _write_local(path: str, data: pa.Table, durable: bool) -> tuple[int, int]:
         st = os.fstat(fd)
     finally:
         os.close(fd)
-    return st.st_size, st.st_mtime_ns // 1_000_000
+    return st.st_size, st.st_mtime_ns // 1_000_000, footer
 
 
 def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequence[str], *,

@@ -32,6 +32,7 @@ import datetime as dt
 import functools
 import json
 import logging
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, TypeAlias
 
@@ -108,6 +109,14 @@ def _bounds(t: pa.DataType, col: pa.ChunkedArray[Any], prefix: int) -> tuple[str
     else:
         mm = pc.min_max(col)
         lo, hi = mm["min"], mm["max"]
+    return _bound_texts(t, lo, hi, prefix)
+
+
+def _bound_texts(t: pa.DataType, lo: Any, hi: Any, prefix: int
+                 ) -> tuple[str | None, str | None]:
+    """JSON fragments for a column of type ``t`` whose least and greatest values are the
+    scalars ``lo`` and ``hi`` (null scalars: no value), or None where no bound can be
+    written."""
     if not lo.is_valid or not hi.is_valid:
         return None, None
     if pa.types.is_integer(t):
@@ -144,16 +153,19 @@ def _has_bounds(t: pa.DataType) -> bool:
 
 
 class _Collector:
-    __slots__ = ("left", "prefix")
+    __slots__ = ("known", "left", "prefix")
 
-    def __init__(self, num_indexed_cols: int, prefix: int) -> None:
+    def __init__(self, num_indexed_cols: int, prefix: int,
+                 known: Mapping[str, tuple[Any, Any]] | None = None) -> None:
         self.left = num_indexed_cols if num_indexed_cols >= 0 else -1
         self.prefix = prefix
+        self.known = known or {}
 
-    def fields(self, fields: list[tuple[str, pa.DataType, pa.ChunkedArray[Any]]]
-               ) -> tuple[_Obj | None, _Obj | None, _Obj | None]:
-        """(minValues, maxValues, nullCount) objects for these fields; None where the schema
-        gives that object no entries at all."""
+    def fields(self, fields: list[tuple[str, pa.DataType, pa.ChunkedArray[Any]]],
+               top: bool = True) -> tuple[_Obj | None, _Obj | None, _Obj | None]:
+        """(minValues, maxValues, nullCount) objects for these fields (``top``: the table's
+        own columns, which ``known`` may give bounds of); None where the schema gives that
+        object no entries at all."""
         mins: _Obj = {}
         maxs: _Obj = {}
         nulls: _Obj = {}
@@ -166,7 +178,7 @@ class _Collector:
                 t = t.value_type
             if pa.types.is_struct(t):
                 children = [(t.field(i).name, t.field(i).type, c) for i, c in enumerate(col.flatten())]
-                cmin, cmax, cnull = self.fields(children)
+                cmin, cmax, cnull = self.fields(children, top=False)
                 if cmin is not None and cmax is not None:
                     mins[name], maxs[name] = cmin, cmax
                     any_bounds = True
@@ -178,7 +190,10 @@ class _Collector:
             nulls[name] = str(col.null_count)
             if _has_bounds(t):
                 any_bounds = True
-                lo, hi = _bounds(t, col, self.prefix)
+                given = self.known.get(name) if top else None
+                lo, hi = (_bound_texts(t, pa.scalar(given[0], t), pa.scalar(given[1], t),
+                                       self.prefix) if given is not None
+                          else _bounds(t, col, self.prefix))
                 if lo is not None:
                     mins[name] = lo
                 if hi is not None:
@@ -202,12 +217,18 @@ def _json_key(name: str) -> str:
 
 
 def compute_stats(table: pa.Table, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
-                  string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH) -> str:
-    """The ``stats`` JSON of one data file holding ``table`` (partition columns excluded)."""
+                  string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+                  known_bounds: Mapping[str, tuple[Any, Any]] | None = None) -> str:
+    """The ``stats`` JSON of one data file holding ``table`` (partition columns excluded).
+
+    ``known_bounds``: the least and greatest values (Python values of the column's type;
+    both None for a column without values) of some of ``table``'s own columns, known
+    already (``footer_bounds``: from the statistics the Parquet writer computed while
+    encoding them), used instead of computing them again."""
     if string_prefix_length < 1:
         raise InvalidArgumentError(
             f"string prefix length for statistics must be at least 1, got {string_prefix_length}")
-    collector = _Collector(num_indexed_cols, string_prefix_length)
+    collector = _Collector(num_indexed_cols, string_prefix_length, known_bounds)
     fields = [(f.name, f.type, table.column(i)) for i, f in enumerate(table.schema)]
     mins, maxs, nulls = collector.fields(fields)
     out = '{"numRecords":' + str(table.num_rows)
