@@ -614,10 +614,13 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
-        if column.take(positions).equals(pa.chunked_array([new], type=new.type)):
+        # One array, made once: Arrow's take across a column's chunks makes it anyway.
+        whole = _one_array(column)
+        unchanged = (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
+                     else whole.take(positions).equals(pa.chunked_array([new], type=new.type)))
+        if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
-        whole = _one_array(column)
         try:
             if not isinstance(whole, pa.Array):
                 raise pa.ArrowNotImplementedError("a column of several chunks")
