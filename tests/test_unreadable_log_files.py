@@ -201,16 +201,20 @@ def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
     assert dc.DeltaTable(uri).version == version
 
 
+@pytest.mark.parametrize("descriptors", ["/proc/self/fd", "none"])
 def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        descriptors: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above ``WHOLE_READ_BYTES`` a data file is not read into memory whole but through the
-    descriptor that was checked; what is read is the same."""
+    descriptor that was checked (Arrow's own file on it where ``/proc/self/fd`` shows it,
+    else a Python file); what is read is the same."""
     from deltacommit.io.storage import local
 
     uri = str(tmp_path / "t")
     dc.write(uri, pa.table({"id": list(range(1000)), "s": [str(i) for i in range(1000)]}))
     whole = dc.DeltaTable(uri).to_arrow()
     monkeypatch.setattr(local, "WHOLE_READ_BYTES", 0)
+    if descriptors == "none":
+        monkeypatch.setattr(local, "_OWN_DESCRIPTORS", str(tmp_path / "no-such-folder"))
     assert dc.DeltaTable(uri).to_arrow().equals(whole)
     dc.DeltaTable(uri).update({"s": "'x'"}, predicate="id < 10")
     got = dc.DeltaTable(uri).to_arrow().sort_by("id")

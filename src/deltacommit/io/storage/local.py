@@ -127,9 +127,12 @@ def _read_all(fd: int, size: int) -> bytes:
 #: Local files up to this size are read whole, with one system call, when opened for a
 #: Parquet reader (``open_for_reader``): a small data file then costs one read instead of a
 #: read per column chunk and footer (reading 2,000 files of 5,000 rows took about 10% less
-#: processor time).  A larger file is read through its descriptor, so a reader that wants a
-#: few of its columns reads only those.
-WHOLE_READ_BYTES = 64 << 20
+#: processor time).  A larger file is read through its descriptor (as fast for a file read
+#: whole: 0.33 CPU-s for a 43 MB file either way), so a reader that wants a few of its
+#: columns reads only those.
+WHOLE_READ_BYTES = 8 << 20
+#: Where Linux shows this process's open descriptors as files that can be opened again.
+_OWN_DESCRIPTORS = "/proc/self/fd"
 
 
 def open_for_reader(full: str, op: str = "read", *, follow_link: bool = False
@@ -142,6 +145,13 @@ def open_for_reader(full: str, op: str = "read", *, follow_link: bool = False
 
     fd, st = open_regular(full, op, follow_link=follow_link)
     if st.st_size > WHOLE_READ_BYTES:
+        if os.path.isdir(_OWN_DESCRIPTORS):
+            # Arrow's own file opened on the checked descriptor's file (the same inode, not
+            # the path again), read without the interpreter.
+            try:
+                return pa.OSFile(f"{_OWN_DESCRIPTORS}/{fd}", mode="r")
+            finally:
+                os.close(fd)
         return pa.PythonFile(os.fdopen(fd, "rb"), mode="r")
     try:
         return pa.BufferReader(_read_all(fd, st.st_size))
