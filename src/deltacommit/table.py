@@ -16,7 +16,7 @@ import pyarrow as pa
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
-from deltacommit.engine.commit.table_log import TableLog
+from deltacommit.engine.commit.table_log import OnTableLog, TableLog
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.transaction import Transaction
@@ -27,11 +27,10 @@ from deltacommit.ops import appender as _appender
 from deltacommit.ops import write as _write
 from deltacommit.ops.auto_compact import AutoCompactor
 from deltacommit.ops.write import WriteResult
-from deltacommit.protocol.actions import Add, Metadata, Protocol
+from deltacommit.protocol.actions import Add
 from deltacommit.protocol.features import in_commit_timestamps
 from deltacommit.protocol.log.paths import locate_data_file, parse_location
 from deltacommit.protocol.replay import TableState
-from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import IsolationLevel
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from deltacommit.protocol.expressions.ast import Expr
 
 
-class DeltaTable:
+class DeltaTable(OnTableLog):
     """A Delta table at a location; ``version`` pins a historical snapshot (read-only).
 
     ``group_commit=True`` (or a ``GroupCommitPolicy``) lets transactions that threads of this
@@ -164,43 +163,6 @@ class DeltaTable:
         return table
 
     # ------------------------------------------------------------------ state
-
-    @property
-    def uri(self) -> str:
-        return self.log_store.table_uri
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self.log.snapshot
-
-    @property
-    def version(self) -> int:
-        return self.log.snapshot.version
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self.log.snapshot.schema
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return self.log.snapshot.partition_columns
-
-    @property
-    def configuration(self) -> dict[str, str | None]:
-        return self.log.snapshot.configuration
-
-    @property
-    def table_config(self) -> TableConfig:
-        """The table's properties, typed (``TableConfig``)."""
-        return self.log.snapshot.table_config
-
-    @property
-    def metadata(self) -> Metadata:
-        return self.log.snapshot.metadata
-
-    @property
-    def protocol(self) -> Protocol:
-        return self.log.snapshot.protocol
 
     def app_version(self, app_id: str) -> int | None:
         """The newest committed version of an application transaction id."""

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.hooks.checkpoint import after_commit
@@ -22,10 +23,14 @@ from deltacommit.errors import DeltaCommitError, TableReplacedError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.io.storage import background
-from deltacommit.protocol.actions import Add
+from deltacommit.protocol.actions import Add, Metadata, Protocol
 from deltacommit.protocol.files.lazy_files import LazyActionMap, carried_over
+from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
 from deltacommit.runtime.clock import Clock
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: How many recent commits a table log keeps for conflict checks of its transactions.
 RECENT_COMMITS = 256
@@ -401,3 +406,47 @@ class TableLog:
         if self._foreign is None:
             self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
         return self._foreign[0]
+
+
+class OnTableLog:
+    """What a table object tells of its table's current version, read from its ``log``:
+    ``DeltaTable`` (the facade) and ``LogTable`` (the engine's own) answer alike."""
+
+    log: TableLog
+
+    @property
+    def uri(self) -> str:
+        return self.log.uri
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.log.snapshot
+
+    @property
+    def version(self) -> int:
+        return self.log.snapshot.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.log.snapshot.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self.log.snapshot.partition_columns
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        return self.log.snapshot.configuration
+
+    @property
+    def table_config(self) -> TableConfig:
+        """The table's properties, typed (``TableConfig``)."""
+        return self.log.snapshot.table_config
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.log.snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.log.snapshot.protocol

@@ -13,22 +13,20 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from deltacommit.engine.commit.policy import CommitPolicy
-from deltacommit.engine.commit.table_log import TableLog
+from deltacommit.engine.commit.table_log import OnTableLog, TableLog
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot
 from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.io.logstore import open_log_store
-from deltacommit.protocol.actions import Metadata
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK, Clock, RandomSource
 
 if TYPE_CHECKING:
     from deltacommit.engine.group.threads import GroupCommitter
     from deltacommit.io.logstore.base import LogStore
-    from deltacommit.protocol.table_config.config import TableConfig
 
 __all__ = ["LogTable", "open_table"]
 
 
-class LogTable:
+class LogTable(OnTableLog):
     """A table's log with a commit policy, clock and randomness (a ``TransactionTable``)."""
 
     def __init__(self, log: TableLog, *, policy: CommitPolicy | None = None,
@@ -42,32 +40,8 @@ class LogTable:
         return f"LogTable({self.uri!r}, version={self.version})"
 
     @property
-    def uri(self) -> str:
-        return self.log.uri
-
-    @property
     def log_store(self) -> LogStore:
         return self.log.log_store
-
-    @property
-    def snapshot(self) -> Snapshot:
-        return self.log.snapshot
-
-    @property
-    def version(self) -> int:
-        return self.log.version
-
-    @property
-    def metadata(self) -> Metadata:
-        return self.log.snapshot.metadata
-
-    @property
-    def configuration(self) -> dict[str, str | None]:
-        return self.log.snapshot.configuration
-
-    @property
-    def table_config(self) -> TableConfig:
-        return self.log.snapshot.table_config
 
     @property
     def group_committer(self) -> GroupCommitter | None:
