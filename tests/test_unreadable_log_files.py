@@ -219,3 +219,19 @@ def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
     dc.DeltaTable(uri).update({"s": "'x'"}, predicate="id < 10")
     got = dc.DeltaTable(uri).to_arrow().sort_by("id")
     assert got.column("s").to_pylist()[:11] == ["x"] * 10 + ["10"]
+
+
+def test_a_data_file_is_read_to_the_size_checked_and_no_further() -> None:
+    """``open_for_reader`` reads a small file's checked size, not on to an end another
+    writer may keep pushing back: here a pipe with more bytes waiting and its writer open,
+    which a read to the end would wait on for ever."""
+    from deltacommit.io.storage.local import _read_all
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b"0123456789")
+        assert _read_all(r, 5, at_most=5) == b"01234"
+        assert _read_all(r, 3, at_most=3) == b"567"
+    finally:
+        os.close(r)
+        os.close(w)

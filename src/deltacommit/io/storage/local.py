@@ -113,15 +113,20 @@ def open_regular(full: str, op: str, *, follow_link: bool = False
     return fd, st
 
 
-def _read_all(fd: int, size: int) -> bytes:
+def _read_all(fd: int, size: int, *, at_most: int | None = None) -> bytes:
     """Everything from ``fd``'s position to the end (``size``, the expected length, only
-    sizes the first read: a file that grew meanwhile is read to its end)."""
+    sizes the first read: a file that grew meanwhile is read to its end), or only its first
+    ``at_most`` bytes."""
     chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, max(size + 1, 1 << 16))
+    left = at_most
+    while left is None or left > 0:
+        chunk = os.read(fd, max(size + 1, 1 << 16) if left is None else left)
         if not chunk:
-            return b"".join(chunks)
+            break
         chunks.append(chunk)
+        if left is not None:
+            left -= len(chunk)
+    return b"".join(chunks)
 
 
 #: Local files up to this size are read whole, with one system call, when opened for a
@@ -154,7 +159,10 @@ def open_for_reader(full: str, op: str = "read", *, follow_link: bool = False
                 os.close(fd)
         return pa.PythonFile(os.fdopen(fd, "rb"), mode="r")
     try:
-        return pa.BufferReader(_read_all(fd, st.st_size))
+        # The size checked, not more: a file another process keeps writing to is not read
+        # on and on (a data file is never written after its commit; one that changed fails
+        # Parquet's own checks).
+        return pa.BufferReader(_read_all(fd, st.st_size, at_most=st.st_size))
     except OSError as e:
         raise storage_error(op, full, e) from None
     finally:
