@@ -39,8 +39,7 @@ from deltacommit.protocol.log.segment import CheckpointCandidate, LogListing, Lo
 from deltacommit.protocol.replay import TableState
 
 if TYPE_CHECKING:
-    from deltacommit.io.storage.local import open_for_reader
-from deltacommit.io.logstore.base import LogStore
+    from deltacommit.io.logstore.base import LogStore
 
 # Warnings about unusable checkpoints keep the logger name they have always had.
 logger = logging.getLogger("deltacommit.checkpoint")
