@@ -17,7 +17,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.engine.commit.commit_info import committed_txn_ids
-from deltacommit.engine.group.fleet import records
+from deltacommit.engine.group.fleet import pace, records
 from deltacommit.engine.group.fleet import round as fleet_round
 from deltacommit.engine.group.fleet.pace import Pace
 from deltacommit.engine.group.fleet.policy import FleetPolicy
@@ -271,3 +271,23 @@ def test_a_writer_that_learned_the_version_before_a_round_ago_waits_for_the_next
     assert p.current(10.15, 10.0)  # three quarters of a round after learning of it
     assert p.current(10.25, 10.0)
     assert not p.current(10.4, 10.0)  # two rounds after: the round may be long over
+
+
+def test_a_forged_pace_delays_a_waiter_by_the_patience_at_most(tmp_path: Path) -> None:
+    """The pace is timing only: with its round trips forged to days, a waiter whose round's
+    winner stopped (the key taken, no version) still looks last at the patience, finds
+    nothing, and commits its transaction itself, once."""
+    table = _table(tmp_path)
+    dc.write(table.uri, rows(0, 0))
+    writer = dc.DeltaTable(table.uri,
+                           policy=dc.CommitPolicy(turn_patience=0.3, host_turns=False))
+    staged = staged_append(writer, rows(1, 0))
+    forged = pace.of(writer.uri)
+    forged.rtt = forged.round = 86_400.0
+    forged.learned(writer.version, writer.clock.monotonic())
+    version = writer.version + 1
+    assert writer.log_store.claim_fleet_round(version)  # a winner that stopped
+    result, _ = fleet_round.commit(writer.log, staged, writer.policy, writer.clock,
+                                   writer.random, FleetPolicy())
+    assert result.version == version
+    assert _counts(table) == {(0, 0): 1, (1, 0): 1}
