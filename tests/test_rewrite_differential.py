@@ -1,6 +1,6 @@
 """Rewrite differential tests: generated schema histories (type widenings, nested fields and
 columns added, column mapping renames, deletion vectors, partitions) driven through
-compaction, Z-order, deletes and partition overwrites.  Around every step the table's rows
+compaction, Z-order, deletes, updates and partition overwrites.  Around every step the table's rows
 (read file by file, the reader's own path) must be exactly what the step promises: the same
 multiset after a rewrite, the input less the deleted rows after a delete; at the end
 deltalake 1.6.0 must read the same rows wherever it can read the table (it refuses type
@@ -255,7 +255,8 @@ def _without(table: pa.Table, column: str, values: list[Any]) -> list[str]:
 
 
 STEPS = st.sampled_from(["write", "write", "write", "widen", "add_nested", "add_column",
-                         "rename", "compact", "compact", "z_order", "delete", "overwrite"])
+                         "rename", "compact", "compact", "z_order", "delete", "update",
+                         "overwrite"])
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
@@ -306,9 +307,23 @@ def test_rewrites_keep_every_row_through_schema_histories(
                 by = data.draw(st.lists(st.sampled_from(["id", *names]), min_size=1,
                                         max_size=2, unique=True))
                 dc.DeltaTable(h.uri).optimize.z_order(by)
-            elif step == "delete" and (dvs or partitioned):
+            elif step == "update":
+                # Copy-on-write or deletion vectors: every file read with its own schema.
+                chosen = sorted(data.draw(st.sets(st.integers(0, h.next_id), max_size=4)))
+                if chosen:
+                    name = h.columns["x"][0]
+                    dc.DeltaTable(h.uri).update(
+                        {name: "NULL"}, predicate=f"id IN ({', '.join(map(str, chosen))})")
+                    hit = pc.is_in(before_table.column("id"), pa.array(chosen, pa.int64()))
+                    col = before_table.column(name)
+                    expected_table = before_table.set_column(
+                        before_table.schema.get_field_index(name), before_table.schema.field(name),
+                        pc.if_else(hit, pa.nulls(len(col), col.type), col))
+                    assert _rows_now(h.uri) == canonical_rows(expected_table)
+                continue
+            elif step == "delete":
                 t = dc.DeltaTable(h.uri)
-                if dvs:  # rows of any file: deletion vectors
+                if dvs or not partitioned:  # rows of any file: deletion vectors, copy-on-write
                     doomed = sorted(data.draw(st.sets(st.integers(0, h.next_id), max_size=4)))
                     if doomed:
                         t.delete(f"id IN ({', '.join(map(str, doomed))})")

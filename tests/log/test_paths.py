@@ -189,3 +189,16 @@ def test_plain_relative_paths_are_their_own_key(text: str) -> None:
     if is_plain_relative(text):
         assert canonical_key(text) == text
         assert resolve(LOCAL, text).relative == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+               max_size=16),
+       st.sampled_from(["file:///abs/T", "file:///", "s3://bkt/T", "s3://bkt", "s3a://bkt/a/b/"]))
+def test_a_plain_relative_path_resolves_as_its_spelling_through_dot_slash(text: str,
+                                                                          root_uri: str) -> None:
+    """The shortcut for a path already canonical (``is_plain_relative``, what writers write)
+    names the same location and key as the full resolution of ``./`` + that path."""
+    assume(is_plain_relative(text))
+    root = parse_location(root_uri)
+    assert resolve(root, text) == resolve(root, "./" + text)

@@ -41,7 +41,7 @@ from deltacommit.protocol.add_actions import (
 )
 from deltacommit.protocol.expressions.predicates import TRUE, Predicate
 from deltacommit.protocol.file_pruning import may_match
-from deltacommit.protocol.log.paths import locate_data_file, parse_location
+from deltacommit.protocol.log.paths import ResolvedPath, locate_data_file, parse_location
 from deltacommit.protocol.partitions import partition_column_arrays
 from deltacommit.protocol.schema.column_mapping import (
     file_columns,
@@ -182,6 +182,18 @@ def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 
     return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
 
 
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    """What a file of one schema makes of a scan's output: output column -> the file's column
+    holding it (``FileScan._sources``), the file's columns to read, and whether what is read
+    already is the output (every column there, of the output's type, no partition column and
+    no column mapping), so that nothing is conformed."""
+
+    sources: dict[str, str]
+    wanted: list[str]
+    as_read: bool
+
+
 @dataclass(slots=True)
 class FileScan:
     """Reads data files of one table version into ``out_schema``."""
@@ -205,15 +217,20 @@ class FileScan:
     file_threads: bool = True
     #: The table's store, where the caller has it open; else opened from the URI on first use.
     given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
+    #: What each file schema met so far makes of a file (``_plan``): worked out once, not per
+    #: file, since a table's files nearly always share one schema.
+    plans: dict[pa.Schema, FilePlan] = field(default_factory=dict, init=False, repr=False,
+                                             compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # The store is opened again where the scan runs (a Spark executor).
-        return {k: getattr(self, k) for k in self.__slots__ if k != "given_store"}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("given_store", "plans")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
         self.given_store = None
+        self.plans = {}
 
     @property
     def store(self) -> ObjectStore:
@@ -290,6 +307,8 @@ class FileScan:
 
     def read_file(self, path: str, partition_values: Mapping[str, str | None],
                   deletion_vector: Mapping[str, Any] | None) -> pa.Table:
+        if self.physical_rows and self.batch_rows is None:
+            return self._read_physical(path, partition_values)
         parts = list(self.iter_file(path, partition_values, deletion_vector))
         if not parts:
             return self.out_schema.empty_table()
@@ -305,17 +324,13 @@ class FileScan:
                   deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.Table]:
         """The rows of one file in pieces (one, unless ``batch_rows`` is set)."""
         uri = self.table_uri
-        root = parse_location(uri)
-        resolved = locate_data_file(root, path, table=uri,
+        resolved = locate_data_file(parse_location(uri), path, table=uri,
                                     allow_external=self.allow_external_paths)
         rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
-        where = f"{uri}/{resolved.relative}" if resolved.relative is not None else rel
         pcols = [c for c in self.partition_columns if c in self.out_schema.names]
         pset = set(self.partition_columns)
         try:
-            source, rel = open_data_file(self.store, resolved, self.storage_options)
-            if isinstance(source, str):
-                source = open_for_reader(source, follow_link=True)
+            source, rel = self._source(resolved)
             pf = pq.ParquetFile(source)
             sources = self._sources(pf.schema_arrow, pset)
             wanted = list(dict.fromkeys(sources.values()))
@@ -341,14 +356,71 @@ class FileScan:
                 if encoded and data is not None:
                     data = decoded(data, encoded)
                 yield self._conformed(data, n, sources, pcols, partition_values)
-        except (ObjectNotFoundError, FileNotFoundError):
-            raise StorageError("read", where,
-                               f"data file of version {self.version} is missing") from None
-        except NotARegularFileError as e:
-            raise CorruptLogError(f"table {uri}: cannot read data file {rel} of version "
-                                  f"{self.version}: {e.detail}") from None
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}") from None
+        except (ObjectNotFoundError, FileNotFoundError, NotARegularFileError, pa.ArrowInvalid,
+                OSError) as e:
+            raise self._unreadable(e, resolved, rel) from None
+
+    def _read_physical(self, path: str, partition_values: Mapping[str, str | None]
+                       ) -> pa.Table:
+        """Every physical row of one file, whole (``iter_file``'s result for
+        ``physical_rows``): what a row-level operation reads of each of many small files, so
+        the per-file work is kept to opening, decoding and, only where the file's schema
+        differs from the output's, conforming (``FilePlan``)."""
+        uri = self.table_uri
+        resolved = locate_data_file(parse_location(uri), path, table=uri,
+                                    allow_external=self.allow_external_paths)
+        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
+        try:
+            source, rel = self._source(resolved)
+            pf = pq.ParquetFile(source)
+            plan = self._plan(pf.schema_arrow)
+            if not plan.wanted:
+                n, data = pf.metadata.num_rows, None
+            else:
+                data = pf.read(columns=plan.wanted, use_threads=self.file_threads)
+                n = data.num_rows
+                if plan.as_read and data.num_columns == len(self.out_schema):
+                    return pa.Table.from_arrays(data.columns, schema=self.out_schema)
+            pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+            return self._conformed(data, n, plan.sources, pcols, partition_values)
+        except (ObjectNotFoundError, FileNotFoundError, NotARegularFileError, pa.ArrowInvalid,
+                OSError) as e:
+            raise self._unreadable(e, resolved, rel) from None
+
+    def _source(self, resolved: ResolvedPath) -> tuple[Any, str]:
+        """The data file ``resolved`` opened for Parquet's reader, and its name in errors."""
+        source, rel = open_data_file(self.store, resolved, self.storage_options)
+        if isinstance(source, str):
+            source = open_for_reader(source, follow_link=True)
+        return source, rel
+
+    def _unreadable(self, e: Exception, resolved: ResolvedPath, rel: str) -> Exception:
+        """The error a reader sees for a data file that could not be read (``e``)."""
+        uri = self.table_uri
+        if isinstance(e, (ObjectNotFoundError, FileNotFoundError)):
+            where = f"{uri}/{resolved.relative}" if resolved.relative is not None else rel
+            return StorageError("read", where, f"data file of version {self.version} is missing")
+        if isinstance(e, NotARegularFileError):
+            return CorruptLogError(f"table {uri}: cannot read data file {rel} of version "
+                                   f"{self.version}: {e.detail}")
+        return CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}")
+
+    def _plan(self, file_schema: pa.Schema) -> FilePlan:
+        """What a file of ``file_schema`` makes of the output.  Cached in ``plans`` without
+        column mapping only: schemas equal as keys may differ in their fields' metadata,
+        where a mapped column's physical name and id are."""
+        cached = self.column_mapping == "none"
+        plan = self.plans.get(file_schema) if cached else None
+        if plan is None:
+            pset = set(self.partition_columns)
+            sources = self._sources(file_schema, pset)
+            as_read = (cached and not pset.intersection(self.out_schema.names)
+                       and all(f.name in sources and file_schema.field(f.name).type == f.type
+                               for f in self.out_schema))
+            plan = FilePlan(sources, list(dict.fromkeys(sources.values())), as_read)
+            if cached:
+                self.plans[file_schema] = plan
+        return plan
 
     def _chunks(self, pf: pq.ParquetFile, wanted: list[str]
                 ) -> Iterator[tuple[int, pa.Table | None]]:

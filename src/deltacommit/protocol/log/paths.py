@@ -139,6 +139,11 @@ def resolve(root: Location, path: str, *, table: str = "") -> ResolvedPath:
                               f"at most {MAX_PATH_CHARS} are accepted")
     if "\x00" in path:
         raise CorruptLogError(f"{where} {path!r} contains a NUL character")
+    if is_plain_relative(path) and root.path.startswith("/"):
+        # The common case (what every writer writes): already canonical and below the root,
+        # so its location is the root's path and it, and it is its own relative path.
+        return ResolvedPath(Location(root.scheme, root.authority,
+                                     root.path.rstrip("/") + "/" + path), path)
     if _SCHEME.match(path):
         loc = parse_location(path)
     else:
