@@ -471,9 +471,9 @@ def test_copy_on_write_take_of_many_chunks_equals_arrow_take() -> None:
 def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
         data: st.DataObject) -> None:
     """Replacing the updated rows in place (an UPDATE's copy-on-write, nothing deleted) holds
-    exactly the rows of taking every row with the updated ones taken from after them: strings,
-    nulls, structs, lists, dictionaries that differ between chunks, columns whose new values
-    are their old ones, and any chunking."""
+    exactly the rows of taking every row with the updated ones taken from after them: numbers
+    (replaced in place), strings and binary (taken), nulls, structs, lists, dictionaries that
+    differ between chunks, columns whose new values are their old ones, and any chunking."""
     import numpy as np
 
     from deltacommit.ops.rowlevel import replaced
@@ -483,7 +483,9 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
     for i, n in enumerate(sizes):
         chunks.append(pa.table({
             "id": pa.array([i * 100 + j for j in range(n)], pa.int64()),
+            "v": pa.array([None if j % 4 == 1 else j / 2 for j in range(n)], pa.float64()),
             "s": pa.array([None if j % 3 == 0 else f"s{i}-{j}" for j in range(n)], pa.string()),
+            "b": pa.array([bytes([j]) * j for j in range(n)], pa.large_binary()),
             "st": pa.array([{"a": j, "b": str(i)} for j in range(n)],
                            pa.struct([("a", pa.int64()), ("b", pa.string())])),
             "l": pa.array([[j] * (j % 3) for j in range(n)], pa.list_(pa.int64())),
@@ -499,8 +501,11 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
     n = len(positions)
     new = pa.table({
         "id": old.column("id"),  # unchanged: kept as it is
+        "v": pa.array([None if k % 2 else -k - 0.5 for k in range(n)], pa.float64()),
         "s": pa.array([data.draw(st.one_of(st.none(), st.text(max_size=4))) for _ in range(n)],
                       pa.string()),
+        "b": pa.array([data.draw(st.one_of(st.none(), st.binary(max_size=3))) for _ in range(n)],
+                      pa.large_binary()),
         "st": pa.array([{"a": -k, "b": None} for k in range(n)], rows.schema.field("st").type),
         "l": pa.array([[k, k] for k in range(n)], pa.list_(pa.int64())),
         "d": pa.array([f"n{k % 2}" for k in range(n)], pa.string()).dictionary_encode(),

@@ -561,6 +561,13 @@ REWRITE_FILE_BYTES = 128 << 20
 REWRITE_PIECE_MIN_BYTES = 8 << 20
 
 
+def _variable_width(t: pa.DataType) -> bool:
+    """Whether values of ``t`` are stored as bytes of varying length (strings, binary)."""
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_string_view(t)
+            or pa.types.is_binary_view(t))
+
+
 def _one_array(column: pa.ChunkedArray[Any]) -> pa.Array[Any] | pa.ChunkedArray[Any]:
     """``column`` as one array, or as it is where it cannot be one (string offsets past
     2 GiB, dictionaries that differ)."""
@@ -607,8 +614,11 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     """``rows`` with the rows at ``positions`` (ascending, distinct) replaced by ``new_rows``
     (in that order, ``rows``' schema): what ``taken`` makes of every row with the updated
     ones taken from after them, at a fraction of its cost when few rows change.  A column
-    whose new values are its old ones is kept as it is (its chunks as they are); a column Arrow
-    cannot replace values of (nested types, dictionaries that differ) is taken."""
+    whose new values are its old ones is kept as it is (its chunks as they are).  Values of a
+    fixed width are replaced in place; a column of variable-width values (strings, binary) is
+    taken, which copies its values once instead of appending them one by one (a third of the
+    time for 5M strings), as is a column Arrow cannot replace values of (nested types,
+    dictionaries that differ)."""
     mask: pa.BooleanArray | None = None
     picked: Positions | None = None
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
@@ -621,21 +631,22 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
         if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
-        try:
-            if not isinstance(whole, pa.Array):
-                raise pa.ArrowNotImplementedError("a column of several chunks")
+        if isinstance(whole, pa.Array) and not _variable_width(whole.type):
             if mask is None:
                 flags = np.zeros(rows.num_rows, np.bool_)
                 flags[positions] = True
                 mask = pa.array(flags)
-            columns.append(pc.replace_with_mask(whole, mask, new))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            if picked is None:
-                picked = np.arange(rows.num_rows, dtype=np.int64)
-                picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
-            both = pa.chunked_array(list(column.chunks) + list(new_rows.column(i).chunks),
-                                    type=column.type)
-            columns.append(_one_array(both).take(picked))
+            try:
+                columns.append(pc.replace_with_mask(whole, mask, new))
+                continue
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass
+        if picked is None:
+            picked = np.arange(rows.num_rows, dtype=np.int64)
+            picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
+        chunks = [whole] if isinstance(whole, pa.Array) else list(column.chunks)
+        both = pa.chunked_array(chunks + list(new_rows.column(i).chunks), type=column.type)
+        columns.append(_one_array(both).take(picked))
     return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
