@@ -561,6 +561,11 @@ REWRITE_FILE_BYTES = 128 << 20
 REWRITE_PIECE_MIN_BYTES = 8 << 20
 
 
+#: At most one position in this many rows counts as few (``replaced``): taking them across a
+#: column's chunks (each position's chunk found) costs less than joining the chunks first.
+FEW_POSITIONS_PER_ROW = 16
+
+
 def _variable_width(t: pa.DataType) -> bool:
     """Whether values of ``t`` are stored as bytes of varying length (strings, binary)."""
     return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
@@ -622,14 +627,20 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     mask: pa.BooleanArray | None = None
     picked: Positions | None = None
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+    few = len(positions) * FEW_POSITIONS_PER_ROW <= rows.num_rows
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
+        if few and column.take(positions).equals(pa.chunked_array([new], type=new.type)):
+            # Unchanged, found without joining the column's chunks (a column of ids would
+            # otherwise be copied whole to look at 1% of it).
+            columns.append(column)  # its chunks as read: the writer takes them as they are
+            continue
         # One array, made once: Arrow's take across a column's chunks makes it anyway.
         whole = _one_array(column)
-        unchanged = (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
-                     else whole.take(positions).equals(pa.chunked_array([new], type=new.type)))
-        if unchanged:
-            columns.append(column)  # its chunks as read: the writer takes them as they are
+        if not few and (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
+                        else whole.take(positions).equals(pa.chunked_array([new],
+                                                                           type=new.type))):
+            columns.append(column)
             continue
         if isinstance(whole, pa.Array) and not _variable_width(whole.type):
             if mask is None:
