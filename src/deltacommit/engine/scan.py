@@ -182,6 +182,12 @@ def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 
     return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
 
 
+#: File schemas a scan remembers what it makes of (``FileScan._plan``): a table's files
+#: have a few schemas at most (one per schema change they span); past this many, each
+#: further file's plan is worked out anew.
+PLANS_KEPT = 8
+
+
 @dataclass(frozen=True, slots=True)
 class FilePlan:
     """What a file of one schema makes of a scan's output: output column -> the file's column
@@ -219,8 +225,8 @@ class FileScan:
     given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
     #: What each file schema met so far makes of a file (``_plan``): worked out once, not per
     #: file, since a table's files nearly always share one schema.
-    plans: dict[pa.Schema, FilePlan] = field(default_factory=dict, init=False, repr=False,
-                                             compare=False)
+    plans: list[tuple[pa.Schema, FilePlan]] = field(default_factory=list, init=False,
+                                                    repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # The store is opened again where the scan runs (a Spark executor).
@@ -230,7 +236,7 @@ class FileScan:
         for k, v in state.items():
             setattr(self, k, v)
         self.given_store = None
-        self.plans = {}
+        self.plans = []
 
     @property
     def store(self) -> ObjectStore:
@@ -380,6 +386,8 @@ class FileScan:
                 data = pf.read(columns=plan.wanted, use_threads=self.file_threads)
                 n = data.num_rows
                 if plan.as_read and data.num_columns == len(self.out_schema):
+                    if data.schema.equals(self.out_schema, check_metadata=True):
+                        return data
                     return pa.Table.from_arrays(data.columns, schema=self.out_schema)
             pcols = [c for c in self.partition_columns if c in self.out_schema.names]
             return self._conformed(data, n, plan.sources, pcols, partition_values)
@@ -406,20 +414,23 @@ class FileScan:
         return CorruptLogError(f"table {uri}: cannot read data file {rel}: {e}")
 
     def _plan(self, file_schema: pa.Schema) -> FilePlan:
-        """What a file of ``file_schema`` makes of the output.  Cached in ``plans`` without
-        column mapping only: schemas equal as keys may differ in their fields' metadata,
-        where a mapped column's physical name and id are."""
+        """What a file of ``file_schema`` makes of the output.  Remembered in ``plans``
+        (compared, not hashed: hashing a schema walks its fields in Python) without column
+        mapping only: schemas that compare equal may differ in their fields' metadata, where
+        a mapped column's physical name and id are."""
         cached = self.column_mapping == "none"
-        plan = self.plans.get(file_schema) if cached else None
-        if plan is None:
-            pset = set(self.partition_columns)
-            sources = self._sources(file_schema, pset)
-            as_read = (cached and not pset.intersection(self.out_schema.names)
-                       and all(f.name in sources and file_schema.field(f.name).type == f.type
-                               for f in self.out_schema))
-            plan = FilePlan(sources, list(dict.fromkeys(sources.values())), as_read)
-            if cached:
-                self.plans[file_schema] = plan
+        if cached:
+            for schema, known in self.plans:
+                if schema.equals(file_schema):
+                    return known
+        pset = set(self.partition_columns)
+        sources = self._sources(file_schema, pset)
+        as_read = (cached and not pset.intersection(self.out_schema.names)
+                   and all(f.name in sources and file_schema.field(f.name).type == f.type
+                           for f in self.out_schema))
+        plan = FilePlan(sources, list(dict.fromkeys(sources.values())), as_read)
+        if cached and len(self.plans) < PLANS_KEPT:
+            self.plans.append((file_schema, plan))
         return plan
 
     def _chunks(self, pf: pq.ParquetFile, wanted: list[str]

@@ -136,6 +136,8 @@ def arithmetic(op: str, a: Value, b: Value, nodes: Nodes) -> Value:
 
 
 def _fail_division_by_zero(a: Value, b: Value, op: str) -> None:
+    if is_scalar(b) and (not b.is_valid or b.as_py() != 0):
+        return  # a divisor that is a NULL or nonzero literal (``id % 100``) divides every row
     t = type_of(b)
     zero = pa.scalar(0, t) if not pa.types.is_decimal(t) else pa.scalar(Decimal(0)).cast(t)
     mask = pcx.and_(pcx.equal(b, zero), pcx.is_valid(a))
