@@ -201,6 +201,41 @@ def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
     assert dc.DeltaTable(uri).version == version
 
 
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated"])
+@pytest.mark.parametrize("verb", ["update", "delete", "merge"])
+def test_a_row_level_verb_names_a_missing_or_damaged_data_file_and_commits_nothing(
+        damage: str, verb: str, tmp_path: Path) -> None:
+    """The row-level verbs read each file's physical rows by their own short path; a data
+    file gone, overwritten with other bytes or cut short fails them with the table and the
+    file named, and nothing is committed."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2]}, schema=SCHEMA))
+    dc.write(uri, pa.table({"id": [3]}, schema=SCHEMA), mode="append")
+    table = dc.DeltaTable(uri)
+    version = table.version
+    damaged = Path(uri) / table.files()[0].path
+    if damage == "missing":
+        damaged.unlink()
+    elif damage == "garbage":
+        damaged.write_bytes(b"not parquet at all" * 10)
+    else:
+        damaged.write_bytes(damaged.read_bytes()[:-20])
+    source = pa.table({"id": [2, 9]}, schema=SCHEMA)
+    run: dict[str, Callable[[], Any]] = {
+        "update": lambda: dc.DeltaTable(uri).update({"id": "id + 10"}),
+        "delete": lambda: dc.DeltaTable(uri).delete("id > 0"),
+        "merge": lambda: dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s",
+                                                  target_alias="t")
+        .when_matched_delete().execute(),
+    }
+    with pytest.raises(dc.DeltaCommitError) as e:
+        run[verb]()
+    message = str(e.value)
+    assert uri in message and damaged.name in message, message
+    assert ("missing" in message) == (damage == "missing"), message
+    assert dc.DeltaTable(uri).version == version
+
+
 @pytest.mark.parametrize("descriptors", ["/proc/self/fd", "none"])
 def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
         descriptors: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
