@@ -447,7 +447,8 @@ class FileScan:
             data = pf.read(columns=wanted, use_threads=self.file_threads)
             yield data.num_rows, data
             return
-        for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted):
+        for b in pf.iter_batches(batch_size=self.batch_rows, columns=wanted,
+                                 use_threads=self.file_threads):
             yield b.num_rows, pa.Table.from_batches([b])
 
     def _sources(self, file_schema: pa.Schema, partition_columns: set[str]) -> dict[str, str]:

@@ -630,31 +630,36 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     few = len(positions) * FEW_POSITIONS_PER_ROW <= rows.num_rows
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
-        if few and column.take(positions).equals(pa.chunked_array([new], type=new.type)):
-            # Unchanged, found without joining the column's chunks (a column of ids would
-            # otherwise be copied whole to look at 1% of it).
+        whole: pa.Array[Any] | pa.ChunkedArray[Any] | None = None
+        if few:
+            # Taken across the chunks: a column of ids would otherwise be copied whole to
+            # look at 1% of it.
+            unchanged = column.take(positions).equals(pa.chunked_array([new], type=new.type))
+        else:
+            # One array, made once: Arrow's take across a column's chunks makes it anyway.
+            whole = _one_array(column)
+            unchanged = (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
+                         else whole.take(positions).equals(pa.chunked_array([new],
+                                                                            type=new.type)))
+        if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
-        # One array, made once: Arrow's take across a column's chunks makes it anyway.
-        whole = _one_array(column)
-        if not few and (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
-                        else whole.take(positions).equals(pa.chunked_array([new],
-                                                                           type=new.type))):
-            columns.append(column)
-            continue
-        if isinstance(whole, pa.Array) and not _variable_width(whole.type):
-            if mask is None:
-                flags = np.zeros(rows.num_rows, np.bool_)
-                flags[positions] = True
-                mask = pa.array(flags)
-            try:
-                columns.append(pc.replace_with_mask(whole, mask, new))
-                continue
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                pass
+        if not _variable_width(column.type):
+            whole = _one_array(column) if whole is None else whole
+            if isinstance(whole, pa.Array):
+                if mask is None:
+                    flags = np.zeros(rows.num_rows, np.bool_)
+                    flags[positions] = True
+                    mask = pa.array(flags)
+                try:
+                    columns.append(pc.replace_with_mask(whole, mask, new))
+                    continue
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    pass
         if picked is None:
             picked = np.arange(rows.num_rows, dtype=np.int64)
             picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
+        # The old values and the new ones after them joined once (not the old ones first).
         chunks = [whole] if isinstance(whole, pa.Array) else list(column.chunks)
         both = pa.chunked_array(chunks + list(new_rows.column(i).chunks), type=column.type)
         columns.append(_one_array(both).take(picked))
