@@ -657,8 +657,10 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                     pass
         if picked is None:
-            picked = np.arange(rows.num_rows, dtype=np.int64)
-            picked[positions] = rows.num_rows + np.arange(len(positions), dtype=np.int64)
+            # 32-bit positions where they fit: half the memory, fresh pages every time.
+            width = np.int32 if rows.num_rows + len(positions) < 2**31 else np.int64
+            picked = np.arange(rows.num_rows, dtype=width)
+            picked[positions] = rows.num_rows + np.arange(len(positions), dtype=width)
         # The old values and the new ones after them joined once (not the old ones first).
         chunks = [whole] if isinstance(whole, pa.Array) else list(column.chunks)
         both = pa.chunked_array(chunks + list(new_rows.column(i).chunks), type=column.type)
