@@ -169,23 +169,19 @@ def test_a_commit_this_user_may_not_read_is_named_at_once() -> None:
         assert sorted(p.name for p in commit.parent.iterdir()) == before
 
 
-@pytest.mark.parametrize("kind", ["directory", "FIFO"])
-@pytest.mark.parametrize("verb", ["read", "update", "delete", "merge", "optimize"])
-def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
-        kind: str, verb: str, tmp_path: Path) -> None:
-    """Every reader of data files (a scan, the row-level verbs, compaction) refuses a FIFO or
-    a directory in a data file's place at once, naming the table, the file and what it is,
-    and commits nothing; it used to wait on the FIFO until someone wrote to it."""
+def _two_files(tmp_path: Path) -> tuple[str, int, Path]:
+    """A table of two data files: its URI, version and the first file's path."""
     uri = str(tmp_path / "t")
     dc.write(uri, pa.table({"id": [1, 2]}, schema=SCHEMA))
     dc.write(uri, pa.table({"id": [3]}, schema=SCHEMA), mode="append")
     table = dc.DeltaTable(uri)
-    version = table.version
-    planted = Path(uri) / table.files()[0].path
-    planted.unlink()
-    what = _plant(planted, kind, tmp_path / "outside")
+    return uri, table.version, Path(uri) / table.files()[0].path
+
+
+def _verbs(uri: str) -> dict[str, Callable[[], Any]]:
+    """Each reader of a table's data files, run on ``uri``."""
     source = pa.table({"id": [2, 9]}, schema=SCHEMA)
-    run: dict[str, Callable[[], Any]] = {
+    return {
         "read": lambda: dc.DeltaTable(uri).to_arrow(),
         "update": lambda: dc.DeltaTable(uri).update({"id": "id + 10"}),
         "delete": lambda: dc.DeltaTable(uri).delete("id > 0"),
@@ -194,6 +190,19 @@ def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
         .when_matched_delete().execute(),
         "optimize": lambda: dc.DeltaTable(uri).optimize.compact(),
     }
+
+
+@pytest.mark.parametrize("kind", ["directory", "FIFO"])
+@pytest.mark.parametrize("verb", ["read", "update", "delete", "merge", "optimize"])
+def test_a_data_file_that_is_not_a_regular_file_is_named_without_blocking(
+        kind: str, verb: str, tmp_path: Path) -> None:
+    """Every reader of data files (a scan, the row-level verbs, compaction) refuses a FIFO or
+    a directory in a data file's place at once, naming the table, the file and what it is,
+    and commits nothing; it used to wait on the FIFO until someone wrote to it."""
+    uri, version, planted = _two_files(tmp_path)
+    planted.unlink()
+    what = _plant(planted, kind, tmp_path / "outside")
+    run = _verbs(uri)
     with pytest.raises(CorruptLogError) as e:
         _unblocked(run[verb], planted if kind == "FIFO" else None)
     message = str(e.value)
@@ -208,26 +217,14 @@ def test_a_row_level_verb_names_a_missing_or_damaged_data_file_and_commits_nothi
     """The row-level verbs read each file's physical rows by their own short path; a data
     file gone, overwritten with other bytes or cut short fails them with the table and the
     file named, and nothing is committed."""
-    uri = str(tmp_path / "t")
-    dc.write(uri, pa.table({"id": [1, 2]}, schema=SCHEMA))
-    dc.write(uri, pa.table({"id": [3]}, schema=SCHEMA), mode="append")
-    table = dc.DeltaTable(uri)
-    version = table.version
-    damaged = Path(uri) / table.files()[0].path
+    uri, version, damaged = _two_files(tmp_path)
     if damage == "missing":
         damaged.unlink()
     elif damage == "garbage":
         damaged.write_bytes(b"not parquet at all" * 10)
     else:
         damaged.write_bytes(damaged.read_bytes()[:-20])
-    source = pa.table({"id": [2, 9]}, schema=SCHEMA)
-    run: dict[str, Callable[[], Any]] = {
-        "update": lambda: dc.DeltaTable(uri).update({"id": "id + 10"}),
-        "delete": lambda: dc.DeltaTable(uri).delete("id > 0"),
-        "merge": lambda: dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s",
-                                                  target_alias="t")
-        .when_matched_delete().execute(),
-    }
+    run = _verbs(uri)
     with pytest.raises(dc.DeltaCommitError) as e:
         run[verb]()
     message = str(e.value)
