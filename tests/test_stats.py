@@ -368,3 +368,80 @@ def test_a_data_file_written_has_the_statistics_of_its_rows(
     assert add.stats == compute_stats(table)
     assert json.loads(add.stats)["minValues"] == {"i": -7, "s": "a\u00e9", "d": "1999-05-06",
                                                   "f": 0.0}
+
+
+@pytest.mark.parametrize("table", [
+    # a top-level string column and a struct's integer field, both at path "a.b"
+    pa.table({"a.b": ["x", "y"], "a": pa.array([{"b": 5}, {"b": 9}])}),
+    pa.table({"a.b": [1, 2], "a": pa.array([{"b": "q"}, {"b": "z"}])}),
+    # an all-null top-level column next to a struct field with values at the same path
+    pa.table({"a.b": pa.array([None, None], pa.string()),
+              "a": pa.array([{"b": "q"}, {"b": "z"}])}),
+    # a list's elements, and a map's keys, at a top-level column's name
+    pa.table({"l.list.element": ["x", "y"], "l": pa.array([[1], [2]])}),
+    pa.table({"m.key_value.key": [7, 8],
+              "m": pa.array([[("k", 1)], [("j", 2)]], pa.map_(pa.string(), pa.int64()))}),
+], ids=["string-int", "int-string", "null-string", "list", "map"])
+def test_a_column_named_as_a_nested_fields_path_takes_only_its_own_footer_bounds(
+        table: pa.Table) -> None:
+    """A top-level column whose name is a nested field's dotted Parquet path (``a.b`` and
+    the field ``b`` of a struct ``a``) gets the bounds of its own chunks, not those of the
+    other column, and the statistics are those computed from the rows."""
+    import pyarrow.parquet as pq
+
+    from deltacommit.protocol.stats.footer import footer_bounds
+
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(table, pa.BufferOutputStream(), metadata_collector=footers)
+    known = footer_bounds(footers[0], table.schema)
+    assert compute_stats(table, known_bounds=known) == compute_stats(table)
+    name = table.column_names[0]
+    column = table.column(0)
+    assert known[name] == ((None, None) if column.null_count == len(column)
+                           else (min(column.to_pylist()), max(column.to_pylist())))
+
+
+def test_dates_past_year_9999_have_no_footer_bounds() -> None:
+    """A date32 bound pyarrow cannot make a Python date (before year 1, after year 9999)
+    leaves its column to the rows, which write no bound for it."""
+    import pyarrow.parquet as pq
+
+    from deltacommit.protocol.stats.footer import footer_bounds
+
+    table = pa.table({"d": pa.array([-800_000, 0, 3_000_000], pa.date32()),
+                      "e": pa.array([0, 3_000_000, None], pa.date32()), "i": [1, 2, 3]})
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(table, pa.BufferOutputStream(), metadata_collector=footers)
+    known = footer_bounds(footers[0], table.schema)
+    assert sorted(known) == ["i"]
+    stats = compute_stats(table, known_bounds=known)
+    assert stats == compute_stats(table)
+    assert json.loads(stats)["minValues"] == {"e": "1970-01-01", "i": 1}
+
+
+def test_a_large_file_with_a_dotted_column_and_far_dates_is_written_and_read_filtered(
+        tmp_path: Path) -> None:
+    """A write of FOOTER_BOUNDS_FROM_ROWS rows whose columns include ``a.b`` next to a
+    struct ``a`` and dates past year 9999 commits, with the statistics of its rows, and a
+    filtered read finds exactly the rows the filter keeps."""
+    import deltacommit as dc
+    from deltacommit.io.datafiles import FOOTER_BOUNDS_FROM_ROWS
+
+    n = FOOTER_BOUNDS_FROM_ROWS
+    table = pa.table({
+        "a.b": pa.array([f"s{i:06d}" for i in range(n)]),
+        "a": pa.array([{"b": i} for i in range(n)], pa.struct([("b", pa.int64())])),
+        "d": pa.array(list(range(n - 1)) + [3_000_000], pa.date32()),
+    })
+    uri = str(tmp_path / "t")
+    dc.write(uri, table)
+    t = dc.DeltaTable(uri)
+    (add,) = t.snapshot.files()
+    assert add.stats == compute_stats(table)
+    stats = json.loads(add.stats)
+    assert stats["minValues"]["a.b"] == "s000000" and stats["maxValues"]["a.b"] == f"s{n - 1:06d}"
+    assert stats["minValues"]["a"] == {"b": 0} and stats["maxValues"]["a"] == {"b": n - 1}
+    assert stats["minValues"]["d"] == "1970-01-01" and "d" not in stats["maxValues"]
+    got = t.to_arrow(filter="`a.b` = 's000100'")
+    assert got.column("a.b").to_pylist() == ["s000100"]
+    assert t.to_arrow(filter="d > date'9999-12-31'").column("a.b").to_pylist() == [f"s{n - 1:06d}"]

@@ -12,7 +12,12 @@ the values ``compute_stats`` would find, so the ``stats`` written do not change:
   statistics altogether past 4 KiB, which makes the column computed from its rows);
 * every row group must give its chunk's bounds, or hold only nulls there;
 * a column of another type (floats: Parquet writes a zero bound as ``-0.0`` / ``+0.0``;
-  timestamps, decimals, nested or dictionary columns) is computed from its rows as before.
+  timestamps, decimals, nested or dictionary columns) is computed from its rows as before,
+  and so is a bound pyarrow cannot turn into a Python value (a date past year 9999).
+
+A chunk is a top-level column's by its position among the file's leaf columns, not by its
+dotted path: a top-level column named ``a.b`` and the field ``b`` of a struct ``a`` have the
+same ``path_in_schema``, and their bounds are not each other's.
 """
 
 from __future__ import annotations
@@ -37,15 +42,20 @@ def footer_bounds(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, tup
     wanted = {f.name: f.type for f in schema if _eligible(f.type)}
     if not wanted:
         return {}
+    leaves = _top_level_leaves(schema)
+    if leaves is None or metadata.num_columns != len(leaves):
+        return {}
     found: dict[str, tuple[Any, Any]] = {}
     lost: set[str] = set()
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for j in range(group.num_columns):
-            chunk = group.column(j)
-            name = chunk.path_in_schema
+            name = leaves[j]
             if name not in wanted or name in lost:
                 continue
+            chunk = group.column(j)
+            if chunk.path_in_schema != name:
+                return {}  # not the file ``schema`` describes: every column from its rows
             bounds = _chunk_bounds(chunk, group.num_rows)
             if bounds is None:
                 lost.add(name)
@@ -57,6 +67,43 @@ def footer_bounds(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, tup
             found[name] = (bounds[0] if lo is None or bounds[0] < lo else lo,
                            bounds[1] if hi is None or bounds[1] > hi else hi)
     return {n: b for n, b in found.items() if n not in lost}
+
+
+def _top_level_leaves(schema: pa.Schema) -> list[str | None] | None:
+    """For each leaf column of a Parquet file written from ``schema``, in order, the name of
+    the top-level column it is (None for a leaf of a nested column); None for a schema
+    whose leaves cannot be counted here."""
+    out: list[str | None] = []
+    for f in schema:
+        n = _leaf_count(f.type)
+        if n is None:
+            return None
+        out.extend([f.name] if n == 1 and _eligible(f.type) else [None] * n)
+    return out
+
+
+def _leaf_count(t: pa.DataType) -> int | None:
+    """How many Parquet leaf columns a column of type ``t`` is written as."""
+    types = pa.types
+    if isinstance(t, pa.ExtensionType):
+        return _leaf_count(t.storage_type)
+    if types.is_struct(t):
+        total = 0
+        for i in range(t.num_fields):
+            c = _leaf_count(t.field(i).type)
+            if c is None:
+                return None
+            total += c
+        return total or None
+    if types.is_map(t):
+        k, v = _leaf_count(t.key_type), _leaf_count(t.item_type)
+        return None if k is None or v is None else k + v
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t) or \
+            types.is_list_view(t) or types.is_large_list_view(t):
+        return _leaf_count(t.value_type)
+    if types.is_union(t) or types.is_run_end_encoded(t):
+        return None
+    return 1
 
 
 def _chunk_bounds(chunk: pq.ColumnChunkMetaData, rows: int) -> tuple[Any, Any] | None:
@@ -74,8 +121,9 @@ def _chunk_bounds(chunk: pq.ColumnChunkMetaData, rows: int) -> tuple[Any, Any] |
                 getattr(stats, "is_max_exact", True) is False:
             return None
         return stats.min, stats.max
-    except (ValueError, UnicodeDecodeError, pa.ArrowException):
-        return None  # a value pyarrow cannot convert: computed from the rows
+    except (ValueError, UnicodeDecodeError, OverflowError, pa.ArrowException):
+        # a value pyarrow cannot convert (a date past year 9999): computed from the rows
+        return None
 
 
 __all__ = ["footer_bounds"]
