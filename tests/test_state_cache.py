@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -251,3 +252,51 @@ def test_a_delete_committed_elsewhere_after_a_rollback_is_not_missed_by_the_cach
     assert _ids(uri, options) == [9]
     history = [h.get("operation") for h in dc.DeltaTable(uri, storage_options=options).history()]
     assert history[:3] == ["WRITE", "WRITE", "DELETE"]
+
+
+def test_a_writer_does_not_offer_what_it_read_on_an_unproven_state_to_other_opens(
+        s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blind append by URI takes the cached state unproven and, through the host's turn,
+    reads the versions another process recorded before its claim.  Where the table was
+    created again meanwhile (its log deleted: the data files stay), those are the new
+    table's, on top of the old table's files.  That mixture was offered to the process's
+    cache at once, and another open of the table (which proves a cached state by its newest
+    commit alone) took it for the table: here a DELETE of every row from 100 up removed
+    only the two rows the mixture knew, and committed.  Now nothing read on a state is
+    offered before the state is proven; the DELETE works on the table as it is."""
+    from deltacommit.engine.commit.table_log import TableLog
+
+    uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
+    for i in range(5):  # versions 0-4
+        dc.write(uri, pa.table({"id": [i]}), storage_options=options)
+    _in_another_process(
+        "t = dc.DeltaTable(uri, storage_options=options)\n"
+        "for m in list(t.log_store.store.list('_delta_log/')): t.log_store.store.delete(m.path)\n"
+        "for i in range(7): dc.write(uri, pa.table({'id': [100 + i]}), storage_options=options)\n",
+        uri, options)
+    at_claim, go_on = threading.Event(), threading.Event()
+    real = TableLog.confirm_identity
+    appender: list[threading.Thread] = []
+
+    def confirm_identity(self: TableLog) -> None:
+        # The append stops before its claim, where it awaits the proof.
+        if threading.current_thread() in appender and not at_claim.is_set():
+            at_claim.set()
+            assert go_on.wait(60)
+        real(self)
+
+    monkeypatch.setattr(TableLog, "confirm_identity", confirm_identity)
+    results: list[object] = []
+    appender.append(threading.Thread(target=lambda: results.append(
+        dc.write(uri, pa.table({"id": [200]}), storage_options=options))))
+    appender[0].start()
+    try:
+        assert at_claim.wait(60)
+        table = dc.DeltaTable(uri, storage_options=options)
+        assert sorted(table.to_arrow().column("id").to_pylist()) == list(range(100, 107))
+        table.delete("id >= 100")
+    finally:
+        go_on.set()
+        appender[0].join(60)
+    assert len(results) == 1
+    assert _ids(uri, options) == [200]

@@ -111,7 +111,7 @@ class TableLog:
                 f"table {self.uri}: the commit at version {self._snapshot.version} is no longer "
                 "the one this process read there (the table was deleted and created again, or "
                 "its log rewritten); the table must be read afresh")
-        self._proof = None
+        self._proven()
 
     def start_identity_proof(self) -> None:
         """Have the proof of ``confirm_identity`` read now, on a thread of the process, where
@@ -132,8 +132,15 @@ class TableLog:
             return True
         if not proof.vouched_by(version, previous_commit(data)):
             return False
-        self._proof = None
+        self._proven()
         return True
+
+    def _proven(self) -> None:
+        """The cached state is proven to be this table's: what this object read on it since
+        may now be offered to the process's cache (``_publish``)."""
+        with self._lock:
+            self._proof = None
+            self._publish()
 
     def add_hook(self, hook: Callable[[Commit, Snapshot], None]) -> None:
         """Run ``hook(commit, snapshot at its version)`` after each commit this object makes,
@@ -334,7 +341,12 @@ class TableLog:
                 self._publish()
 
     def _publish(self) -> None:
-        if self._cache_key is not None:
+        """Offer the snapshot to the process's cache, once its identity is proven: until
+        then it is a cached state with whatever was read on it since (a replaced table's
+        newer versions, which a blind append's host turn reads before its claim), and
+        another open of the table, proving it by its newest commit alone, would take that
+        mixture of two tables for the table."""
+        if self._cache_key is not None and self._proof is None:
             snap = self._snapshot
             state_cache.remember(self._cache_key, snap, self._recent.get(snap.version),
                                  self._confirmed_at)
