@@ -253,17 +253,38 @@ def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
     assert got.column("s").to_pylist()[:11] == ["x"] * 10 + ["10"]
 
 
-def test_a_data_file_is_read_to_the_size_checked_and_no_further() -> None:
-    """``open_for_reader`` reads a small file's checked size, not on to an end another
-    writer may keep pushing back: here a pipe with more bytes waiting and its writer open,
-    which a read to the end would wait on for ever."""
-    from deltacommit.io.storage.local import _read_all
+def _sized(size: int) -> os.stat_result:
+    """A file status saying ``size`` bytes, for reading a pipe as a file of that size."""
+    return os.stat_result((0o100644, 0, 0, 1, 0, 0, size, 0, 0, 0))
+
+
+def test_a_file_is_read_to_the_size_checked_and_no_further() -> None:
+    """A local file (a data file, a commit) is read to the size checked when it was opened,
+    not on to an end another writer may keep pushing back: here a pipe with more bytes
+    waiting and its writer open, which a read to the end would wait on for ever."""
+    from deltacommit.io.storage.local import read_as_checked
 
     r, w = os.pipe()
     try:
         os.write(w, b"0123456789")
-        assert _read_all(r, 5, at_most=5) == b"01234"
-        assert _read_all(r, 3, at_most=3) == b"567"
+        assert read_as_checked(r, _sized(5), "/t/_delta_log/0.json", "get") == b"01234"
+        assert read_as_checked(r, _sized(3), "/t/_delta_log/0.json", "get") == b"567"
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_file_cut_short_while_read_is_named_not_returned_short() -> None:
+    """A file that holds fewer bytes than checked when it is read (cut short meanwhile) is a
+    StorageError naming it and how much was there, not a shorter content taken for whole."""
+    from deltacommit.errors import StorageError
+    from deltacommit.io.storage.local import read_as_checked
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b"012")
+        os.close(w)
+        with pytest.raises(StorageError, match=r"0\.json.*cut short.*3 of its 8 bytes"):
+            read_as_checked(r, _sized(8), "/t/_delta_log/0.json", "get")
+    finally:
+        os.close(r)

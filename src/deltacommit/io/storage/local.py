@@ -113,19 +113,24 @@ def open_regular(full: str, op: str, *, follow_link: bool = False
     return fd, st
 
 
-def _read_all(fd: int, size: int, *, at_most: int | None = None) -> bytes:
-    """Everything from ``fd``'s position to the end (``size``, the expected length, only
-    sizes the first read: a file that grew meanwhile is read to its end), or only its first
-    ``at_most`` bytes."""
+def read_as_checked(fd: int, st: os.stat_result, full: str, op: str) -> bytes:
+    """The ``st.st_size`` bytes of the regular file open on ``fd`` (``open_regular``'s
+    status): what it held when it was checked, as an object store's GET returns one version
+    of an object.  A file another process keeps writing to is not read on and on; one cut
+    short while it was read is a StorageError naming it, not a shorter content."""
     chunks: list[bytes] = []
-    left = at_most
-    while left is None or left > 0:
-        chunk = os.read(fd, max(size + 1, 1 << 16) if left is None else left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        if left is not None:
+    left = st.st_size
+    try:
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                got = st.st_size - left
+                raise StorageError(op, full, f"it was cut short while being read: {got} of "
+                                   f"its {st.st_size} bytes were there")
+            chunks.append(chunk)
             left -= len(chunk)
+    except OSError as e:
+        raise storage_error(op, full, e) from None
     return b"".join(chunks)
 
 
@@ -159,12 +164,8 @@ def open_for_reader(full: str, op: str = "read", *, follow_link: bool = False
                 os.close(fd)
         return pa.PythonFile(os.fdopen(fd, "rb"), mode="r")
     try:
-        # The size checked, not more: a file another process keeps writing to is not read
-        # on and on (a data file is never written after its commit; one that changed fails
-        # Parquet's own checks).
-        return pa.BufferReader(_read_all(fd, st.st_size, at_most=st.st_size))
-    except OSError as e:
-        raise storage_error(op, full, e) from None
+        # The size checked, not more (a data file is never written after its commit).
+        return pa.BufferReader(read_as_checked(fd, st, full, op))
     finally:
         os.close(fd)
 
@@ -203,13 +204,11 @@ class LocalStore(ObjectStore):
         """The file's content, read as ``open_regular`` opens it: only a regular file, not
         through a final symbolic link (a link in the table may point anywhere), and without
         blocking, so that a FIFO is refused instead of stopping the reader until someone
-        writes to it."""
+        writes to it; and only the bytes it held when checked (``read_as_checked``)."""
         full = str(self._full(path))
         fd, st = open_regular(full, "get")
         try:
-            return _read_all(fd, st.st_size)
-        except OSError as e:
-            raise storage_error("get", full, e) from None
+            return read_as_checked(fd, st, full, "get")
         finally:
             os.close(fd)
 
