@@ -258,20 +258,26 @@ def _sized(size: int) -> os.stat_result:
     return os.stat_result((0o100644, 0, 0, 1, 0, 0, size, 0, 0, 0))
 
 
-def test_a_file_is_read_to_the_size_checked_and_no_further() -> None:
-    """A local file (a data file, a commit) is read to the size checked when it was opened,
-    not on to an end another writer may keep pushing back: here a pipe with more bytes
-    waiting and its writer open, which a read to the end would wait on for ever."""
+def test_a_file_that_grows_while_read_is_named_not_read_on() -> None:
+    """A local file (a data file, a commit) that holds more than the size checked when it
+    was opened is a StorageError naming it, neither read on to an end another writer may keep
+    pushing back nor cut to the size seen: here a pipe with more bytes waiting and its writer
+    open, which a read to the end would wait on for ever."""
+    from deltacommit.errors import StorageError
     from deltacommit.io.storage.local import read_as_checked
 
     r, w = os.pipe()
     try:
         os.write(w, b"0123456789")
-        assert read_as_checked(r, _sized(5), "/t/_delta_log/0.json", "get") == b"01234"
-        assert read_as_checked(r, _sized(3), "/t/_delta_log/0.json", "get") == b"567"
+        with pytest.raises(StorageError, match=r"0\.json.*grew while being read.*5 bytes"):
+            read_as_checked(r, _sized(5), "/t/_delta_log/0.json", "get")
+        os.close(w)
+        w = -1
+        assert read_as_checked(r, _sized(4), "/t/_delta_log/0.json", "get") == b"6789"
     finally:
         os.close(r)
-        os.close(w)
+        if w >= 0:
+            os.close(w)
 
 
 def test_a_file_cut_short_while_read_is_named_not_returned_short() -> None:

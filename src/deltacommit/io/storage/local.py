@@ -115,9 +115,10 @@ def open_regular(full: str, op: str, *, follow_link: bool = False
 
 def read_as_checked(fd: int, st: os.stat_result, full: str, op: str) -> bytes:
     """The ``st.st_size`` bytes of the regular file open on ``fd`` (``open_regular``'s
-    status): what it held when it was checked, as an object store's GET returns one version
-    of an object.  A file another process keeps writing to is not read on and on; one cut
-    short while it was read is a StorageError naming it, not a shorter content."""
+    status), and only if that is all it holds: a table's files are whole when they appear and
+    never written again, so a file that changed while it was read is a StorageError naming
+    it, never a shorter content taken for the whole (a file cut short, or one whose size was
+    seen stale) nor a read that goes on as long as another process keeps writing."""
     chunks: list[bytes] = []
     left = st.st_size
     try:
@@ -129,6 +130,9 @@ def read_as_checked(fd: int, st: os.stat_result, full: str, op: str) -> bytes:
                                    f"its {st.st_size} bytes were there")
             chunks.append(chunk)
             left -= len(chunk)
+        if os.read(fd, 1):  # at the end of a regular file a read returns at once
+            raise StorageError(op, full, f"it grew while being read: it holds more than the "
+                               f"{st.st_size} bytes it had when opened")
     except OSError as e:
         raise storage_error(op, full, e) from None
     return b"".join(chunks)
