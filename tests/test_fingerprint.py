@@ -20,6 +20,7 @@ from deltacommit.protocol.fingerprint import (
     Fingerprint,
     fingerprint,
     row_differences,
+    same_values,
     value_hashes,
 )
 from tests.arrow_strategies import same_value, tables, values
@@ -108,6 +109,30 @@ def test_nan_is_one_value_and_zero_keeps_its_sign() -> None:
     assert row_differences(t, negative_zero) == ["other values in column(s) ['x']"]
     f32 = pa.table({"x": pa.array(np.array([np.nan, 1.5], np.float32))})
     assert fingerprint(f32) == fingerprint(f32.take([1, 0]))
+
+
+@pytest.mark.parametrize("column, signed", [
+    (pa.array([1.0, 0.0]), pa.array([1.0, -0.0])),
+    (pa.array(np.array([0.0, 2.0], np.float32)), pa.array(np.array([-0.0, 2.0], np.float32))),
+    (pa.array([[1.0, 0.0], None]), pa.array([[1.0, -0.0], None])),
+    (pa.array([{"a": 1, "f": 0.0}]), pa.array([{"a": 1, "f": -0.0}])),
+    (pa.array([[(0.0, "k")]], pa.map_(pa.float64(), pa.string())),
+     pa.array([[(-0.0, "k")]], pa.map_(pa.float64(), pa.string()))),
+    (pa.array([0.0, 1.0]).dictionary_encode(), pa.array([-0.0, 1.0]).dictionary_encode()),
+])
+def test_a_zero_of_the_other_sign_differs_where_rows_are_in_order(
+        column: pa.Array[Any], signed: pa.Array[Any]) -> None:
+    """Rows in the same order that Arrow's equality finds equal (it takes ``-0.0`` for
+    ``0.0``) are the same rows only if every zero has its sign, at any depth: a rewrite that
+    turned one into the other is refused as the fingerprints would refuse it."""
+    t = pa.table({"x": column})
+    other = pa.table({"x": signed})
+    assert t.equals(other)  # what Arrow's equality says
+    assert not same_values(t, other)
+    assert not same_values(pa.chunked_array([column]), pa.chunked_array([signed[:1], signed[1:]]))
+    assert row_differences(t, other) == ["other values in column(s) ['x']"]
+    assert same_values(t, pa.table({"x": pa.chunked_array([column[:1], column[1:]])}))
+    assert row_differences(t, t) == []
 
 
 @pytest.mark.parametrize(("a", "b"), [

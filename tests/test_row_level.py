@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import deltalake
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import assume, given, settings
@@ -516,3 +517,31 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
     expected = pa.concat_tables([rows, new], promote_options="none").take(picked)
     assert got.schema == rows.schema
     assert got.to_pylist() == expected.to_pylist()
+
+
+@pytest.mark.parametrize("where", ["id = 3", None])
+def test_an_update_that_turns_zeros_negative_writes_negative_zeros(
+        where: str | None, tmp_path: Path) -> None:
+    """``SET v = -v`` over zeros makes -0.0, which Arrow's equality takes for the 0.0 there:
+    copy-on-write must not find the column unchanged and keep the old zeros, whether few
+    rows change (taken across the chunks) or all (one array), top-level or in a list."""
+    import math
+
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64()),
+                        ("l", pa.list_(pa.float64()))])
+    dc.DeltaTable.create(uri, schema)
+    dc.write(uri, pa.table({"id": list(range(40)), "v": [0.0] * 40,
+                            "l": [[0.0, 1.0]] * 40}, schema=schema))
+    dc.DeltaTable(uri).update({"v": "-v"}, where)
+    rows = dc.DeltaTable(uri).to_arrow().sort_by("id")
+    negative = {i for i, v in enumerate(rows.column("v").to_pylist())
+                if math.copysign(1.0, v) < 0}
+    assert negative == ({3} if where else set(range(40)))
+
+    from deltacommit.ops.rowlevel import replaced
+    old = pa.table({"l": pa.chunked_array([[[0.0]] * 20, [[0.0]] * 20])})
+    for positions in ([3], list(range(40))):
+        new = pa.table({"l": [[-0.0]] * len(positions)})
+        got = replaced(old, np.array(positions, np.int64), new).column("l").to_pylist()
+        assert [i for i, x in enumerate(got) if math.copysign(1.0, x[0]) < 0] == positions

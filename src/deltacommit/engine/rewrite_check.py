@@ -21,7 +21,7 @@ from deltacommit.errors import DeltaCommitError, RewriteCheckError
 from deltacommit.io.datafiles import delete_files
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.actions import Add
-from deltacommit.protocol.fingerprint import row_differences
+from deltacommit.protocol.fingerprint import row_differences, same_values
 
 
 def check_rewritten(scan: FileScan, store: ObjectStore, expected: pa.Table,
@@ -60,14 +60,15 @@ def _equal_in_order(scan: FileScan, expected: pa.Table, written: Add) -> bool:
     made them), compared a batch of ``CHECK_BATCH_ROWS`` at a time instead of holding a
     second copy of every row.  False (the caller then compares as multisets) at the first
     difference of any kind, NaN included, since Arrow's equality does not take NaN as equal
-    to itself."""
+    to itself; a zero of the other sign is a difference (``same_values``), as the
+    fingerprints take it, though Arrow's equality does not."""
     streamed = replace(scan, batch_rows=CHECK_BATCH_ROWS)
     at = 0
     for batch in streamed.batches(written.path, written.partition_values,
                                   written.deletion_vector):
         n = batch.num_rows
         if (at + n > expected.num_rows or not batch.schema.equals(expected.schema)
-                or not pa.Table.from_batches([batch]).equals(expected.slice(at, n))):
+                or not same_values(pa.Table.from_batches([batch]), expected.slice(at, n))):
             return False
         at += n
     return at == expected.num_rows

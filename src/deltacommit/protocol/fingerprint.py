@@ -406,12 +406,102 @@ def row_differences(expected: pa.Table, actual: pa.Table) -> list[str]:
     the order it read); otherwise, or when NaN makes Arrow's equality fail, fingerprints
     decide."""
     if (expected.num_rows == actual.num_rows and expected.schema.equals(actual.schema)
-            and expected.equals(actual)):
+            and same_values(expected, actual)):
         return []
     if not expected.schema.equals(actual.schema):
         return [f"columns {_described(actual.schema)} where {_described(expected.schema)} "
                 "were expected"]
     return fingerprint(expected).differences(fingerprint(actual))
+
+
+def same_values(a: pa.Table | pa.ChunkedArray[Any] | pa.Array[Any],
+                b: pa.Table | pa.ChunkedArray[Any] | pa.Array[Any]) -> bool:
+    """Whether ``a`` and ``b`` hold the same values in the same order, as the fingerprints
+    tell values apart: Arrow's equality, and every zero of a floating-point value (at any
+    depth) of the same sign, which Arrow's equality does not look at (``-0.0 == 0.0``) and a
+    rewrite must keep.  False also where Arrow's equality is (NaN); a caller that must know
+    then compares fingerprints.  Every comparison in order that stands in for the
+    fingerprints (a rewrite's proof, a column found unchanged) is this one.  An array and a
+    chunked array are compared as chunked arrays."""
+    if isinstance(a, pa.Array) and isinstance(b, pa.ChunkedArray):
+        a = pa.chunked_array([a], type=a.type)
+    elif isinstance(a, pa.ChunkedArray) and isinstance(b, pa.Array):
+        b = pa.chunked_array([b], type=b.type)
+    if not a.equals(b):  # type: ignore[arg-type]
+        return False
+    if isinstance(a, pa.Table) and isinstance(b, pa.Table):
+        return all(_zero_signs_agree(x, y) for x, y in zip(a.columns, b.columns, strict=True))
+    if isinstance(a, pa.Table) or isinstance(b, pa.Table):
+        return False
+    return _zero_signs_agree(a, b)
+
+
+def _has_floats(t: pa.DataType) -> bool:
+    if pa.types.is_floating(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _has_floats(t.value_type)
+    return any(_has_floats(t.field(i).type) for i in range(t.num_fields))
+
+
+def _zero_signs_agree(a: pa.ChunkedArray[Any] | pa.Array[Any],
+                      b: pa.ChunkedArray[Any] | pa.Array[Any]) -> bool:
+    """For ``a`` and ``b`` that Arrow's equality finds equal: whether their floating-point
+    values (top-level or nested) have their negative zeros at the same places (equal
+    values other than zeros have the same sign anyway)."""
+    if not _has_floats(a.type):
+        return True
+    found_a, found_b = _negative_zeros(a), _negative_zeros(b)
+    return (found_a is not None and found_b is not None and found_a.keys() == found_b.keys()
+            and all(np.array_equal(found_a[i], found_b[i]) for i in found_a))
+
+
+def _negative_zeros(column: pa.ChunkedArray[Any] | pa.Array[Any]
+                    ) -> dict[int, npt.NDArray[np.intp]] | None:
+    """Leaf (the n-th floating-point leaf of the type) -> where its values over all chunks
+    are ``-0.0``, for the leaves that have any (so that chunking does not matter); None for a
+    type it cannot take apart (a caller then does not take the values as the same)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    found: dict[int, list[npt.NDArray[np.intp]]] = {}
+    seen: dict[int, int] = {}
+    for chunk in chunks:
+        leaves = _float_leaves(chunk)
+        if leaves is None:
+            return None
+        for i, leaf in enumerate(leaves):
+            # A null (also one below a null struct: ``flatten``) reads as NaN.
+            values = leaf.to_numpy(zero_copy_only=False)
+            zeros = np.flatnonzero(values == 0)
+            zeros = zeros[np.signbit(values[zeros])]
+            if len(zeros):
+                found.setdefault(i, []).append(zeros + seen.get(i, 0))
+            seen[i] = seen.get(i, 0) + len(values)
+    return {i: np.concatenate(parts) for i, parts in found.items()}
+
+
+def _float_leaves(arr: pa.Array[Any]) -> list[pa.Array[Any]] | None:
+    t = arr.type
+    if pa.types.is_floating(t):
+        return [arr]
+    if not _has_floats(t):
+        return []
+    if isinstance(arr, pa.DictionaryArray):
+        return _float_leaves(arr.dictionary_decode())
+    if isinstance(arr, pa.StructArray):
+        parts: list[pa.Array[Any]] = []
+        for field_values in arr.flatten():  # a null struct's fields null
+            found = _float_leaves(field_values)
+            if found is None:
+                return None
+            parts.extend(found)
+        return parts
+    if isinstance(t, pa.MapType):
+        # As a list of its entries (structs of key and value), which flatten takes.
+        entries = pa.struct([t.key_field, t.item_field])
+        arr = arr.cast(pa.list_(pa.field("entries", entries, nullable=False)))
+    if isinstance(arr, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _float_leaves(arr.flatten())  # a null list's elements are not there
+    return None
 
 
 def _described(schema: pa.Schema) -> list[str]:
@@ -427,4 +517,4 @@ def fingerprint_tables(tables: Iterable[pa.Table], schema: pa.Schema) -> Fingerp
 
 
 __all__ = ["NULL_HASH", "Fingerprint", "empty_fingerprint", "fingerprint", "fingerprint_arrays",
-           "fingerprint_tables", "row_differences", "value_hashes"]
+           "fingerprint_tables", "row_differences", "same_values", "value_hashes"]

@@ -59,6 +59,7 @@ from deltacommit.ops.driver import Attempt
 from deltacommit.protocol.actions import Add, AddCDCFile
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
 from deltacommit.protocol.features import row_tracking
+from deltacommit.protocol.fingerprint import same_values
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.threads import CallThreads
@@ -631,16 +632,16 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
         whole: pa.Array[Any] | pa.ChunkedArray[Any] | None = None
+        # Unchanged only if every value is the same, a zero's sign too (``same_values``):
+        # Arrow's equality takes -0.0 for 0.0, and ``SET x = -x`` must keep what it made.
         if few:
             # Taken across the chunks: a column of ids would otherwise be copied whole to
             # look at 1% of it.
-            unchanged = column.take(positions).equals(pa.chunked_array([new], type=new.type))
+            unchanged = same_values(column.take(positions), new)
         else:
             # One array, made once: Arrow's take across a column's chunks makes it anyway.
             whole = _one_array(column)
-            unchanged = (whole.take(positions).equals(new) if isinstance(whole, pa.Array)
-                         else whole.take(positions).equals(pa.chunked_array([new],
-                                                                            type=new.type)))
+            unchanged = same_values(whole.take(positions), new)
         if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
