@@ -129,6 +129,45 @@ def test_a_last_checkpoint_that_is_not_a_regular_file_is_ignored(
     assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2]
 
 
+@pytest.mark.parametrize("change", ["cut short", "grew"])
+def test_a_last_checkpoint_rewritten_in_place_while_read_is_ignored(
+        change: str, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_last_checkpoint`` is a hint another writer (or an operator's copy) may write over in
+    place: one that changes while it is read is ignored and the log listed, as a hint that
+    does not parse is, not a failure to open the table.  Here the file is cut short or
+    written longer after it was opened and its size checked, before its bytes are read."""
+    from deltacommit.io.storage import local
+
+    uri = _table(tmp_path / "t")
+    dc.DeltaTable(uri).checkpoint()
+    dc.write(uri, pa.table({"id": [2]}, schema=SCHEMA), mode="append")
+    hint = Path(uri) / "_delta_log" / "_last_checkpoint"
+    latest = dc.DeltaTable(uri).version
+    opened = local.open_regular
+
+    def rewritten_after_open(full: str, op: str, **kw: Any) -> Any:
+        fd, st = opened(full, op, **kw)
+        if full == str(hint):
+            content = hint.read_bytes()
+            with open(hint, "r+b") as f:  # the same file, written over in place
+                if change == "cut short":
+                    f.truncate(len(content) // 2)
+                else:
+                    f.seek(len(content))
+                    f.write(b" " * 10)
+        return fd, st
+
+    monkeypatch.setattr(local, "open_regular", rewritten_after_open)
+    state_cache.clear()
+    with caplog.at_level(logging.WARNING):
+        table = dc.DeltaTable(uri)
+    assert "ignoring" in caplog.text and "_last_checkpoint" in caplog.text
+    assert "while being read" in caplog.text
+    assert table.version == latest
+    assert sorted(table.to_arrow().column("id").to_pylist()) == [1, 2]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_checkpoint_that_is_not_a_regular_file_is_skipped_for_the_log(
         kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

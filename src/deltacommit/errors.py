@@ -38,6 +38,12 @@ class NotARegularFileError(StorageError):
     table is expected: never read (a FIFO would block the reader), never written over."""
 
 
+class ChangedWhileReadError(StorageError):
+    """A local file held other bytes than the size checked when it was opened: it was cut
+    short or grew while being read (written over in place).  A table's files never are, so
+    this fails a read; a hint (``_last_checkpoint``) that is is ignored."""
+
+
 class AccessDeniedError(StorageError):
     """The store refused the operation to this user (file permissions, bucket policy)."""
 

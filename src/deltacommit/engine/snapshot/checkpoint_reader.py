@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltacommit.errors import (
+    ChangedWhileReadError,
     CorruptLogError,
     NotARegularFileError,
     ObjectNotFoundError,
@@ -56,7 +57,9 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
         data = log_store.store.get(LAST_CHECKPOINT)
     except ObjectNotFoundError:
         return None
-    except NotARegularFileError as e:
+    except (NotARegularFileError, ChangedWhileReadError) as e:
+        # A hint written over in place while read (by another writer, or an operator's
+        # copy) is as unusable as one that does not parse, not a reason to fail the open.
         logger.warning("ignoring %s/%s: %s; listing the log instead", log_store.table_uri,
                        LAST_CHECKPOINT, e)
         return None

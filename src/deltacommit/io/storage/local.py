@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from deltacommit.errors import (
     AccessDeniedError,
+    ChangedWhileReadError,
     NotARegularFileError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -118,7 +119,8 @@ def read_as_checked(fd: int, st: os.stat_result, full: str, op: str) -> bytes:
     status), and only if that is all it holds: a table's files are whole when they appear and
     never written again, so a file that changed while it was read is a StorageError naming
     it, never a shorter content taken for the whole (a file cut short, or one whose size was
-    seen stale) nor a read that goes on as long as another process keeps writing."""
+    seen stale) nor a read that goes on as long as another process keeps writing
+    (``ChangedWhileReadError``, which a reader of a hint may ignore)."""
     chunks: list[bytes] = []
     left = st.st_size
     try:
@@ -126,13 +128,13 @@ def read_as_checked(fd: int, st: os.stat_result, full: str, op: str) -> bytes:
             chunk = os.read(fd, left)
             if not chunk:
                 got = st.st_size - left
-                raise StorageError(op, full, f"it was cut short while being read: {got} of "
-                                   f"its {st.st_size} bytes were there")
+                raise ChangedWhileReadError(op, full, f"it was cut short while being read: "
+                                            f"{got} of its {st.st_size} bytes were there")
             chunks.append(chunk)
             left -= len(chunk)
         if os.read(fd, 1):  # at the end of a regular file a read returns at once
-            raise StorageError(op, full, f"it grew while being read: it holds more than the "
-                               f"{st.st_size} bytes it had when opened")
+            raise ChangedWhileReadError(op, full, f"it grew while being read: it holds more "
+                                        f"than the {st.st_size} bytes it had when opened")
     except OSError as e:
         raise storage_error(op, full, e) from None
     return b"".join(chunks)
