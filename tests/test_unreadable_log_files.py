@@ -272,6 +272,31 @@ def test_a_row_level_verb_names_a_missing_or_damaged_data_file_and_commits_nothi
     assert dc.DeltaTable(uri).version == version
 
 
+@pytest.mark.parametrize("contents", ["the same column twice", "a list where a long is"])
+@pytest.mark.parametrize("verb", ["read", "update", "delete", "merge", "optimize"])
+def test_a_data_file_whose_columns_contradict_the_table_is_named(
+        contents: str, verb: str, tmp_path: Path) -> None:
+    """A data file another writer wrote with a column twice, or with a type that cannot
+    become the table's, fails every reader with the table and the file named (it was a bare
+    KeyError or ArrowNotImplementedError), and nothing is committed."""
+    import pyarrow.parquet as pq
+
+    from deltacommit.errors import DeltaCommitError
+
+    uri, version, wrong = _two_files(tmp_path)
+    if contents == "the same column twice":
+        ids = pa.array([1, 2], pa.int64())
+        bad = pa.Table.from_arrays([ids, ids], names=["id", "id"])
+    else:
+        bad = pa.table({"id": pa.array([[1], [2]], pa.list_(pa.int64()))})
+    pq.write_table(bad, wrong)
+    with pytest.raises(DeltaCommitError) as e:
+        _verbs(uri)[verb]()
+    message = str(e.value)
+    assert uri in message and wrong.name in message, message
+    assert dc.DeltaTable(uri).version == version
+
+
 @pytest.mark.parametrize("descriptors", ["/proc/self/fd", "none"])
 def test_a_data_file_larger_than_a_whole_read_is_read_through_its_descriptor(
         descriptors: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -182,6 +182,15 @@ def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 
     return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
 
 
+#: What reading and conforming one data file raises when the file is missing, not a regular
+#: file, not Parquet, or holds columns that contradict the table (the same name twice: a
+#: KeyError from Arrow; a type that cannot become the table's): named, with the table and
+#: the file, as a CorruptLogError or a StorageError (``FileScan._unreadable``).
+UNREADABLE: tuple[type[Exception], ...] = (
+    ObjectNotFoundError, FileNotFoundError, NotARegularFileError, pa.ArrowInvalid,
+    pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, OSError)
+UNREADABLE_OR_STORAGE: tuple[type[Exception], ...] = (*UNREADABLE, StorageError)
+
 #: File schemas a scan remembers what it makes of (``FileScan._plan``): a table's files
 #: have a few schemas at most (one per schema change they span); past this many, each
 #: further file's plan is worked out anew.
@@ -277,8 +286,7 @@ class FileScan:
             if paths:
                 try:
                     return self._read_local(paths, adds[0].partition_values)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                        OSError, StorageError):
+                except UNREADABLE_OR_STORAGE:
                     pass  # read file by file below, which names the file at fault
         if not adds:
             return self.out_schema.empty_table()
@@ -362,8 +370,7 @@ class FileScan:
                 if encoded and data is not None:
                     data = decoded(data, encoded)
                 yield self._conformed(data, n, sources, pcols, partition_values)
-        except (ObjectNotFoundError, FileNotFoundError, NotARegularFileError, pa.ArrowInvalid,
-                OSError) as e:
+        except UNREADABLE as e:
             raise self._unreadable(e, resolved, rel) from None
 
     def _read_physical(self, path: str, partition_values: Mapping[str, str | None]
@@ -391,8 +398,7 @@ class FileScan:
                     return pa.Table.from_arrays(data.columns, schema=self.out_schema)
             pcols = [c for c in self.partition_columns if c in self.out_schema.names]
             return self._conformed(data, n, plan.sources, pcols, partition_values)
-        except (ObjectNotFoundError, FileNotFoundError, NotARegularFileError, pa.ArrowInvalid,
-                OSError) as e:
+        except UNREADABLE as e:
             raise self._unreadable(e, resolved, rel) from None
 
     def _source(self, resolved: ResolvedPath) -> tuple[Any, str]:
