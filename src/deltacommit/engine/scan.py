@@ -297,21 +297,20 @@ class FileScan:
         """The rows of local files of one partition, without deletion vectors, in order:
         one after the other (pyarrow's own threads cost more than they save on small
         files), each in its own schema, conformed per run of files sharing a schema."""
-        pset = set(self.partition_columns)
         pcols = [c for c in self.partition_columns if c in self.out_schema.names]
-        runs: list[tuple[pa.Schema, dict[str, str], list[pa.Table]]] = []
+        runs: list[tuple[pa.Schema, FilePlan, list[pa.Table]]] = []
         for path in paths:
             pf = pq.ParquetFile(open_for_reader(path, follow_link=True))
             schema = pf.schema_arrow
             if not runs or not runs[-1][0].equals(schema):
-                runs.append((schema, self._sources(schema, pset), []))
-            _, sources, parts = runs[-1]
-            parts.append(pf.read(columns=list(dict.fromkeys(sources.values())),
-                                 use_threads=False))
+                runs.append((schema, self._plan(schema), []))
+            _, plan, parts = runs[-1]
+            parts.append(pf.read(columns=plan.wanted, use_threads=False))
         out = []
-        for _, sources, parts in runs:
+        for _, plan, parts in runs:
             data = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-            out.append(self._conformed(data, data.num_rows, sources, pcols, partition_values))
+            out.append(self._conformed(data, data.num_rows, plan.sources, pcols,
+                                       partition_values))
         return out[0] if len(out) == 1 else pa.concat_tables(out)
 
     def _one_dataset(self, adds: Sequence[Add]) -> bool:
@@ -337,17 +336,13 @@ class FileScan:
     def iter_file(self, path: str, partition_values: Mapping[str, str | None],
                   deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.Table]:
         """The rows of one file in pieces (one, unless ``batch_rows`` is set)."""
-        uri = self.table_uri
-        resolved = locate_data_file(parse_location(uri), path, table=uri,
-                                    allow_external=self.allow_external_paths)
-        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
+        resolved, rel = self._resolved(path)
         pcols = [c for c in self.partition_columns if c in self.out_schema.names]
-        pset = set(self.partition_columns)
         try:
             source, rel = self._source(resolved)
             pf = pq.ParquetFile(source)
-            sources = self._sources(pf.schema_arrow, pset)
-            wanted = list(dict.fromkeys(sources.values()))
+            plan = self._plan(pf.schema_arrow)
+            sources, wanted = plan.sources, plan.wanted
             # Every physical row wanted (a row-level rewrite's read of many small files):
             # no filter to decode after, and a second open costs more than it saves.
             encoded = dictionary_columns(pf, wanted) if not self.physical_rows else {}
@@ -379,10 +374,7 @@ class FileScan:
         ``physical_rows``): what a row-level operation reads of each of many small files, so
         the per-file work is kept to opening, decoding and, only where the file's schema
         differs from the output's, conforming (``FilePlan``)."""
-        uri = self.table_uri
-        resolved = locate_data_file(parse_location(uri), path, table=uri,
-                                    allow_external=self.allow_external_paths)
-        rel = resolved.relative if resolved.relative is not None else resolved.location.uri()
+        resolved, rel = self._resolved(path)
         try:
             source, rel = self._source(resolved)
             pf = pq.ParquetFile(source)
@@ -400,6 +392,15 @@ class FileScan:
             return self._conformed(data, n, plan.sources, pcols, partition_values)
         except UNREADABLE as e:
             raise self._unreadable(e, resolved, rel) from None
+
+    def _resolved(self, path: str) -> tuple[ResolvedPath, str]:
+        """What the log's ``path`` names (a file outside the table refused unless allowed),
+        and its name in errors until it is opened."""
+        uri = self.table_uri
+        resolved = locate_data_file(parse_location(uri), path, table=uri,
+                                    allow_external=self.allow_external_paths)
+        return resolved, (resolved.relative if resolved.relative is not None
+                          else resolved.location.uri())
 
     def _source(self, resolved: ResolvedPath) -> tuple[Any, str]:
         """The data file ``resolved`` opened for Parquet's reader, and its name in errors."""
