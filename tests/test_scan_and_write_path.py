@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.scan import dictionary_columns, plain_pieces
 from deltacommit.errors import CheckConstraintViolationError, SchemaMismatchError
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
+from deltacommit.io.dictionary_columns import dictionary_columns, plain_pieces
 
 DATA = Path(__file__).resolve().parent / "data"
 

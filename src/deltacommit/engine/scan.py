@@ -29,6 +29,12 @@ from deltacommit.errors import (
 )
 from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.deletion_vectors import kept_rows
+from deltacommit.io.dictionary_columns import (
+    decoded,
+    dictionary_columns,
+    leaf_columns,
+    plain_schema,
+)
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import open_for_reader
@@ -131,57 +137,6 @@ def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
     return snapshot.files_where(rows_mask, lambda a: a.path in wanted)
 
 
-def dictionary_columns(pf: pq.ParquetFile, wanted: Sequence[str]) -> dict[str, pa.Field[Any]]:
-    """The ``wanted`` top-level string and binary columns of ``pf`` that are dictionary-encoded
-    in every row group, with their Arrow types: read as dictionaries and decoded afterwards.
-
-    Pyarrow decodes a dictionary page's strings one value at a time; taking them from the
-    dictionary after the read costs half as much, and after a deletion vector's filter only
-    the kept rows are decoded.  A column chunk whose pages fell back to plain encoding holds
-    at least 4 bytes per value (each value's length); such a column is read as it is."""
-    types = pf.schema_arrow
-    meta = pf.metadata
-    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
-    out: dict[str, pa.Field[Any]] = {}
-    for name in wanted:
-        i = leaves.get(name)
-        if i is None or "." in name or types.get_field_index(name) < 0:
-            continue
-        f = types.field(name)
-        if not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)):
-            continue
-        chunks = [meta.row_group(r).column(i) for r in range(meta.num_row_groups)]
-        if chunks and all(c.has_dictionary_page and c.total_uncompressed_size < 4 * c.num_values
-                          for c in chunks):
-            out[name] = f
-    return out
-
-
-def decoded(data: pa.Table, encoded: Mapping[str, pa.Field[Any]]) -> pa.Table:
-    """``data`` with its dictionary-read columns (``dictionary_columns``) back in their types."""
-    for name, f in encoded.items():
-        i = data.schema.get_field_index(name)
-        col = data.column(i)
-        if pa.types.is_dictionary(col.type):
-            pieces = [p for c in col.chunks for p in plain_pieces(c, f.type)]
-            data = data.set_column(i, data.schema.field(i).with_type(f.type),
-                                   pa.chunked_array(pieces, type=f.type))
-    return data
-
-
-def plain_pieces(chunk: pa.Array[Any], t: pa.DataType, max_bytes: int = 2**31 - 1
-                 ) -> list[pa.Array[Any]]:
-    """A dictionary array's values as plain arrays of type ``t``, as many as keep each one's
-    values within ``max_bytes`` (a plain array's 32-bit offsets reach 2 GiB)."""
-    dictionary = cast("pa.DictionaryArray[Any, Any]", chunk).dictionary
-    values = cast("pa.StringArray | pa.BinaryArray", dictionary)
-    longest = pc.max(pc.binary_length(values)).as_py() if len(values) else None
-    per_piece = max(1, max_bytes // max(longest or 1, 1))
-    if len(chunk) <= per_piece:
-        return [chunk.cast(t)]
-    return [chunk.slice(s, per_piece).cast(t) for s in range(0, len(chunk), per_piece)]
-
-
 #: What reading and conforming one data file raises when the file is missing, not a regular
 #: file, not Parquet, or holds columns that contradict the table (the same name twice: a
 #: KeyError from Arrow; a type that cannot become the table's): named, with the table and
@@ -207,6 +162,11 @@ class FilePlan:
     sources: dict[str, str]
     wanted: list[str]
     as_read: bool
+    #: The top-level string and binary columns of the file (those ``dictionary_columns`` may
+    #: name): read as dictionaries at once by a scan that keeps them (``keep_dictionaries``).
+    dictionary_candidates: list[str] = field(default_factory=list)
+    #: Where each candidate is among the file's leaf columns (``leaf_columns``).
+    leaves: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -230,22 +190,37 @@ class FileScan:
     #: Whether pyarrow's threads decode a file's columns; a caller reading many files at
     #: once in its own threads turns them off (they cost more than they save on small files).
     file_threads: bool = True
+    #: Keep the low-cardinality string and binary columns of files read whole as the
+    #: dictionaries Parquet stores them in (``dictionary_columns``), where the file's schema
+    #: is the output's (``FilePlan.as_read``): a rewrite that carries them to the writer
+    #: neither decodes nor hashes those values again.  The caller decodes what it evaluates.
+    keep_dictionaries: bool = False
     #: The table's store, where the caller has it open; else opened from the URI on first use.
     given_store: ObjectStore | None = field(default=None, repr=False, compare=False)
     #: What each file schema met so far makes of a file (``_plan``): worked out once, not per
     #: file, since a table's files nearly always share one schema.
     plans: list[tuple[pa.Schema, FilePlan]] = field(default_factory=list, init=False,
                                                     repr=False, compare=False)
+    #: The same for files opened reading some columns as dictionaries (``_guessed_plan``).
+    guessed_plans: list[tuple[pa.Schema, FilePlan]] = field(default_factory=list, init=False,
+                                                            repr=False, compare=False)
+    #: The output schema of each plan's files whose dictionary columns are kept, by the
+    #: plan's ``id`` (plans live as long as the scan) and the columns kept.
+    kept_schemas: dict[tuple[int, tuple[str, ...]], pa.Schema] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # The store is opened again where the scan runs (a Spark executor).
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("given_store", "plans")}
+        return {k: getattr(self, k) for k in self.__slots__
+                if k not in ("given_store", "plans", "guessed_plans", "kept_schemas")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
         self.given_store = None
         self.plans = []
+        self.guessed_plans = []
+        self.kept_schemas = {}
 
     @property
     def store(self) -> ObjectStore:
@@ -337,15 +312,16 @@ class FileScan:
                   deletion_vector: Mapping[str, Any] | None) -> Iterator[pa.Table]:
         """The rows of one file in pieces (one, unless ``batch_rows`` is set)."""
         resolved, rel = self._resolved(path)
-        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
         try:
             source, rel = self._source(resolved)
             pf = pq.ParquetFile(source)
             plan = self._plan(pf.schema_arrow)
-            sources, wanted = plan.sources, plan.wanted
+            wanted = plan.wanted
             # Every physical row wanted (a row-level rewrite's read of many small files):
-            # no filter to decode after, and a second open costs more than it saves.
-            encoded = dictionary_columns(pf, wanted) if not self.physical_rows else {}
+            # no filter to decode after, and a second open costs more than it saves; unless
+            # the dictionaries are kept (``keep_dictionaries``).
+            kept = self._kept(plan)
+            encoded = dictionary_columns(pf, wanted) if kept or not self.physical_rows else {}
             if encoded:
                 # Decoding a dictionary column's values after the deletion vector's filter
                 # costs less than half of decoding every value while reading.
@@ -362,9 +338,8 @@ class FileScan:
                     n = part_keep.true_count
                 if not n and self.batch_rows is not None:
                     continue
-                if encoded and data is not None:
-                    data = decoded(data, encoded)
-                yield self._conformed(data, n, sources, pcols, partition_values)
+                yield self._output(data, n, plan, partition_values, encoded if kept else {},
+                                   decode=encoded)
         except UNREADABLE as e:
             raise self._unreadable(e, resolved, rel) from None
 
@@ -377,21 +352,78 @@ class FileScan:
         resolved, rel = self._resolved(path)
         try:
             source, rel = self._source(resolved)
-            pf = pq.ParquetFile(source)
-            plan = self._plan(pf.schema_arrow)
+            if self.plans and self._kept(self.plans[0][1]):
+                # Opened reading the first schema's string columns as dictionaries, since a
+                # table's files mostly share it; opened again below for a file that differs.
+                guess = self.plans[0][1].dictionary_candidates
+                try:
+                    pf = pq.ParquetFile(source, read_dictionary=guess)
+                except KeyError:  # the file lacks one of them: its own read below
+                    guess, pf = [], pq.ParquetFile(source)
+            else:
+                guess, pf = [], pq.ParquetFile(source)
+            file_schema = pf.schema_arrow
+            plan = self._guessed_plan(file_schema, guess) if guess else self._plan(file_schema)
+            kept = (dictionary_columns(pf, plan.dictionary_candidates, plan.leaves, file_schema)
+                    if self._kept(plan) else {})
+            if list(kept) != guess:
+                pf = pq.ParquetFile(source, metadata=pf.metadata, read_dictionary=list(kept))
             if not plan.wanted:
                 n, data = pf.metadata.num_rows, None
             else:
                 data = pf.read(columns=plan.wanted, use_threads=self.file_threads)
                 n = data.num_rows
-                if plan.as_read and data.num_columns == len(self.out_schema):
-                    if data.schema.equals(self.out_schema, check_metadata=True):
-                        return data
-                    return pa.Table.from_arrays(data.columns, schema=self.out_schema)
-            pcols = [c for c in self.partition_columns if c in self.out_schema.names]
-            return self._conformed(data, n, plan.sources, pcols, partition_values)
+            return self._output(data, n, plan, partition_values, kept, decode=kept)
         except UNREADABLE as e:
             raise self._unreadable(e, resolved, rel) from None
+
+    def _guessed_plan(self, file_schema: pa.Schema, guess: Sequence[str]) -> FilePlan:
+        """The plan of a file opened reading the columns ``guess`` as dictionaries (its
+        ``file_schema`` has their dictionary types): the plan of its schema as a plain open
+        reads it (their own types), remembered under the schema as opened."""
+        for schema, known in self.guessed_plans:
+            if schema.equals(file_schema):
+                return known
+        plan = self._plan(plain_schema(file_schema, guess))
+        if len(self.guessed_plans) < PLANS_KEPT:
+            self.guessed_plans.append((file_schema, plan))
+        return plan
+
+    def _kept_schema(self, plan: FilePlan, kept: Mapping[str, pa.Field[Any]],
+                     read: pa.Schema) -> pa.Schema:
+        """The output schema with the columns ``kept`` of the types ``read`` has them in."""
+        key = (id(plan), tuple(kept))
+        known = self.kept_schemas.get(key)
+        if known is None:
+            known = pa.schema([f.with_type(read.field(f.name).type) if f.name in kept else f
+                               for f in self.out_schema],
+                              metadata=cast(Any, self.out_schema.metadata))
+            self.kept_schemas[key] = known
+        return known
+
+    def _kept(self, plan: FilePlan) -> bool:
+        """Whether a file of ``plan`` keeps its dictionary columns (``keep_dictionaries``)."""
+        return self.keep_dictionaries and plan.as_read and bool(plan.dictionary_candidates)
+
+    def _output(self, data: pa.Table | None, n: int, plan: FilePlan,
+                partition_values: Mapping[str, str | None], kept: Mapping[str, pa.Field[Any]],
+                *, decode: Mapping[str, pa.Field[Any]]) -> pa.Table:
+        """What was read of a file (``n`` rows, ``data`` its ``plan.wanted`` columns, those of
+        ``decode`` read as dictionaries) in the output schema; the columns of ``kept`` (as
+        read, where the file is the output as it is: ``plan.as_read``) stay dictionaries,
+        the others are decoded and conformed."""
+        if data is not None and decode:
+            data = decoded(data, {k: f for k, f in decode.items() if k not in kept})
+        if data is not None and plan.as_read and data.num_columns == len(self.out_schema):
+            schema = self._kept_schema(plan, kept, data.schema) if kept else self.out_schema
+            if data.schema.equals(schema, check_metadata=True):
+                return data
+            if all(a.type == b.type for a, b in zip(data.schema, schema, strict=True)):
+                return pa.Table.from_arrays(data.columns, schema=schema)
+        if data is not None and kept:
+            data = decoded(data, kept)
+        pcols = [c for c in self.partition_columns if c in self.out_schema.names]
+        return self._conformed(data, n, plan.sources, pcols, partition_values)
 
     def _resolved(self, path: str) -> tuple[ResolvedPath, str]:
         """What the log's ``path`` names (a file outside the table refused unless allowed),
@@ -435,7 +467,11 @@ class FileScan:
         as_read = (cached and not pset.intersection(self.out_schema.names)
                    and all(f.name in sources and file_schema.field(f.name).type == f.type
                            for f in self.out_schema))
-        plan = FilePlan(sources, list(dict.fromkeys(sources.values())), as_read)
+        candidates = [c for c in dict.fromkeys(sources.values()) if "." not in c
+                      and (pa.types.is_string(file_schema.field(c).type)
+                           or pa.types.is_binary(file_schema.field(c).type))]
+        plan = FilePlan(sources, list(dict.fromkeys(sources.values())), as_read, candidates,
+                        leaf_columns(file_schema, candidates))
         if cached and len(self.plans) < PLANS_KEPT:
             self.plans.append((file_schema, plan))
         return plan

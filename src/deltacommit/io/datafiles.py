@@ -12,17 +12,19 @@ file is then uploaded in the background meanwhile.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltacommit.errors import SchemaMismatchError
+from deltacommit.io.dictionary_columns import decoded, plain_schema, plain_table
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
@@ -138,7 +140,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                modification_time=mtime, data_change=not change_data,
                stats=None if change_data else compute_stats(
                    data, indexed_cols,
-                   known_bounds=None if footer is None else footer_bounds(footer, data.schema)))
+                   known_bounds=None if footer is None
+                   else footer_bounds(footer, plain_schema(data.schema))))
 
 
 #: Rows from which a data file's statistics take their bounds from the Parquet writer's
@@ -151,14 +154,45 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
     """A data file's bytes, encoded in Arrow's memory, and, from ``FOOTER_BOUNDS_FROM_ROWS``
     rows, its footer (whose column statistics give ``footer_bounds``).  Written through a
     Python file object instead, every page pyarrow writes would call back into Python, and
-    with many writer threads each of those calls waits its turn for the interpreter."""
+    with many writer threads each of those calls waits its turn for the interpreter.
+
+    Columns may be dictionary arrays of the table's string or binary type (a rewrite keeps
+    the dictionaries it read: ``dictionary_written``); the file is then the one their values
+    would make, its ``ARROW:schema`` included, so no reader sees a dictionary type."""
     sink = pa.BufferOutputStream()
-    if data.num_rows < FOOTER_BOUNDS_FROM_ROWS:
-        pq.write_table(data, sink, **PARQUET_OPTIONS)
-        return sink.getvalue(), None
     footers: list[pq.FileMetaData] = []
-    pq.write_table(data, sink, metadata_collector=footers, **PARQUET_OPTIONS)
-    return sink.getvalue(), footers[0]
+    collect = data.num_rows >= FOOTER_BOUNDS_FROM_ROWS
+    # A dictionary holding a null (a caller's data; a Parquet dictionary page holds values
+    # only) is written as its values.
+    data = decoded(data, {f.name: f.with_type(f.type.value_type) for i, f in enumerate(data.schema)
+                          if pa.types.is_dictionary(f.type) and any(
+                              cast("pa.DictionaryArray[Any, Any]", c).dictionary.null_count
+                              for c in data.column(i).chunks)})
+    if not any(pa.types.is_dictionary(f.type) for f in data.schema):
+        pq.write_table(data, sink, metadata_collector=footers if collect else None,
+                       **PARQUET_OPTIONS)
+    elif not hasattr(pq.ParquetWriter, "add_key_value_metadata"):
+        # An older pyarrow cannot record the values' schema in place of the dictionaries'.
+        pq.write_table(plain_table(data), sink,
+                       metadata_collector=footers if collect else None, **PARQUET_OPTIONS)
+    else:
+        plain = plain_schema(data.schema)
+        key_values = {**(plain.metadata or {}),
+                      ARROW_SCHEMA_KEY: base64.b64encode(plain.serialize().to_pybytes())}
+        # Arrow's writer takes a dictionary array's dictionary as the column chunk's
+        # dictionary page and its indices as the data pages' (no string hashed again); the
+        # Parquet schema of a dictionary of strings is that of strings.  The Arrow schema it
+        # would store is the dictionaries', so it stores none and the values' is added.
+        with pq.ParquetWriter(sink, data.schema, store_schema=False,
+                              metadata_collector=footers if collect else None,
+                              **PARQUET_OPTIONS) as writer:
+            writer.write_table(data)
+            writer.add_key_value_metadata(cast(Any, key_values))
+    return sink.getvalue(), footers[0] if collect else None
+
+
+#: The key of the Arrow schema Arrow's Parquet writer stores in a file's key-value metadata.
+ARROW_SCHEMA_KEY = b"ARROW:schema"
 
 
 def _write_local(path: str, data: pa.Table, durable: bool

@@ -132,7 +132,7 @@ class TaskRewrite(RowRewrite):
                         list(target.partition_columns), storage_options=spec.storage_options,
                         allow_external_paths=spec.allow_external_paths,
                         column_mapping=target.column_mapping)
-        self.scan = replace(scan, physical_rows=True)
+        self.scan = replace(scan, physical_rows=True, keep_dictionaries=True)
         self.read_back_scan = scan
         self.store = store
 

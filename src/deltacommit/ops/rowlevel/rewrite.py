@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from typing import Protocol as Interface
 
 import numpy as np
@@ -44,12 +44,19 @@ from deltacommit.engine.rewrite_check import check_rewritten
 from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
+    PARQUET_OPTIONS,
     WriteTarget,
     write_data_file,
     write_data_files,
     write_rows,
 )
 from deltacommit.io.deletion_vectors import deleted_rows
+from deltacommit.io.dictionary_columns import (
+    dictionaries_within,
+    in_one_dictionary,
+    joined,
+    plain_table,
+)
 from deltacommit.ops.deletion_vectors import (
     ProvingTable,
     check_output,
@@ -117,7 +124,12 @@ class ReadFile:
     columns: Sequence[str]
 
     def live_rows(self) -> pa.Table:
-        """The live rows in the table's schema: what the verb judges."""
+        """The live rows in the table's schema (dictionary columns decoded): what the verb
+        judges."""
+        return plain_table(self.live_as_read())
+
+    def live_as_read(self) -> pa.Table:
+        """The live rows in the table's schema, dictionary columns as read."""
         rows = self.physical.select(list(self.columns))
         return rows if len(self.live) == rows.num_rows else rows.take(self.live)
 
@@ -137,9 +149,12 @@ class ReadBatch:
 
     @classmethod
     def of(cls, files: Sequence[ReadFile]) -> ReadBatch:
-        parts = [f.live_rows() for f in files]
+        parts = [f.live_as_read() for f in files]
         counts = np.array([p.num_rows for p in parts], dtype=np.int64)
-        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        if any(not p.schema.equals(parts[0].schema) for p in parts[1:]):
+            parts = [plain_table(p) for p in parts]  # files of other encodings among them
+        # Decoded once for the batch.
+        rows = plain_table(parts[0] if len(parts) == 1 else pa.concat_tables(parts))
         return cls(list(files), rows, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
     def split(self, positions: Positions) -> list[tuple[ReadFile, Positions, int, int]]:
@@ -214,8 +229,10 @@ class RowRewrite:
         if self.hidden is not None:
             fields += [pa.field(n, pa.int64()) for n in self.hidden]
         self.wide_schema = pa.schema(fields)
+        # The dictionaries of low-cardinality string columns are carried from the files read
+        # to the files written (``dictionary_columns``); the verbs judge decoded rows.
         self.scan = replace(table.file_scan(self.wide_schema), physical_rows=True,
-                            file_threads=False)
+                            file_threads=False, keep_dictionaries=True)
         self.read_back_scan = table.file_scan(self.wide_schema)
         self.store = table.log_store.store
 
@@ -325,8 +342,8 @@ class RowRewrite:
                 left = np.setdiff1d(f.live, changed, assume_unique=True)
                 n = f.physical.num_rows
                 gone = np.setdiff1d(np.arange(n, dtype=np.int64), left, assume_unique=True)
-                proofs.append((f.add, f.physical.select(self.schema.names),
-                               f.physical.select(self.schema.names).take(left)))
+                rows = plain_table(f.physical.select(self.schema.names))
+                proofs.append((f.add, rows, rows.take(left)))
                 if len(left):
                     marked.append((f.add, encode_bitmap_array(gone), len(gone)))
                 if len(c.updated):
@@ -364,6 +381,7 @@ class RowRewrite:
         ``take`` over all the files instead of one per file: most of the rows of most
         touched files are copied, and a call per file costs more than its rows."""
         physical = [c.file.physical for c in touched]
+        rows = joined(physical)
         sizes = np.fromiter((p.num_rows for p in physical), np.int64, len(physical))
         starts = np.zeros(len(physical) + 1, np.int64)
         np.cumsum(sizes, out=starts[1:])
@@ -389,8 +407,7 @@ class RowRewrite:
             positions = np.concatenate(updated_at)
             if bool((np.diff(positions) > 0).all()):
                 new_rows = new_parts[0] if len(new_parts) == 1 else pa.concat_tables(new_parts)
-                return replaced(pa.concat_tables(physical), positions, new_rows), \
-                    total - updated
+                return replaced(rows, positions, new_rows), total - updated
         picked = np.flatnonzero(keep)
         if not len(picked):
             return None, 0
@@ -404,7 +421,7 @@ class RowRewrite:
                     f"{self.what}: a row it updates is also deleted or not live; nothing was "
                     "written")
             picked[at] = np.arange(total, total + updated, dtype=picked.dtype)
-        return taken(pa.concat_tables(physical + new_parts), picked), len(picked) - updated
+        return taken(appended(rows, new_parts), picked), len(picked) - updated
 
     def _write_proven(self, attempt: Attempt, copied: Sequence[FileChange],
                       parts: Sequence[pa.Table]) -> tuple[list[Add], int]:
@@ -425,28 +442,32 @@ class RowRewrite:
         rows are written by partition and proven at once, so that the partition values read
         back from the files' paths are compared with the values written."""
         target = self.target
-        scan = replace(self.read_back_scan, physical_rows=True, file_threads=False)
+        scan = replace(self.read_back_scan, physical_rows=True, file_threads=False,
+                       keep_dictionaries=True)
         what = f"{self.what}: the files it wrote"
 
         def rows_of(files: Sequence[FileChange], extra: Sequence[pa.Table]
                     ) -> tuple[pa.Table | None, int]:
             made, count = self._copy_on_write(files) if files else (None, 0)
-            tables = ([made] if made is not None else []) + [p for p in extra if p.num_rows]
-            if not tables:
-                return None, count
-            return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)), count
+            more = [p for p in extra if p.num_rows]
+            if made is None:
+                return (None if not more else more[0] if len(more) == 1
+                        else pa.concat_tables(more)), count
+            # The rows written besides join the copied rows' dictionaries.
+            return appended(made, more), count
 
         if target.partition_columns:
             rows, count = rows_of(copied, parts)
             if rows is None or not rows.num_rows:
                 return [], count
+            rows = plain_table(rows)
             written = write_rows(self.store, target, rows, clock=self.table.clock,
                                  random=self.table.random, durable=False)
             attempt.written.extend(written)
             check_rewritten(scan, self.store, rows, written, what=what)
             return written, count
         workers = max(1, min(os.cpu_count() or 1, REWRITE_THREADS))
-        groups = rewrite_groups([c.file.physical.nbytes for c in copied],
+        groups = rewrite_groups([c.file.physical.get_total_buffer_size() for c in copied],
                                 sum(p.nbytes for p in parts), workers)
         jobs = [(copied[a:b], parts if i == len(groups) - 1 else [])
                 for i, (a, b) in enumerate(groups)]
@@ -456,6 +477,7 @@ class RowRewrite:
             rows, count = rows_of(files, extra)
             if rows is None or not rows.num_rows:
                 return None, count
+            rows = dictionaries_within(rows, KEPT_DICTIONARY_BYTES)
             add = write_data_file(self.store, {}, [], rows, index=index,
                                   random=self.table.random, clock=self.table.clock,
                                   indexed_cols=target.indexed_cols,
@@ -500,7 +522,7 @@ class RowRewrite:
 
         def typed(rows: pa.Table, kind: str) -> None:
             if rows.num_rows:
-                parts.append(rows.select(names).append_column(
+                parts.append(plain_table(rows.select(names)).append_column(
                     pa.field(CHANGE_TYPE_COLUMN, pa.string()),
                     pa.array([kind] * rows.num_rows, pa.string())))
 
@@ -558,6 +580,10 @@ REWRITE_THREADS = 4
 #: Bytes (in memory) of the rows of one data file a rewrite writes: larger rewrites are cut
 #: into files of about this size.
 REWRITE_FILE_BYTES = 128 << 20
+#: Bytes of values above which a rewrite writes a dictionary column decoded: the writer
+#: keeps a dictionary page of at most the dictionary page limit, and would otherwise fall
+#: back to plain encoding part way through the column.
+KEPT_DICTIONARY_BYTES = int(PARQUET_OPTIONS["dictionary_pagesize_limit"]) // 2
 #: Bytes below which a rewrite's rows are not cut for the threads' sake.
 REWRITE_PIECE_MIN_BYTES = 8 << 20
 
@@ -592,6 +618,25 @@ def taken(rows: pa.Table, positions: Positions) -> pa.Table:
     cannot be one array is taken across its chunks as before."""
     return pa.Table.from_arrays([_one_array(c).take(positions) for c in rows.columns],
                                 schema=rows.schema)
+
+
+def appended(rows: pa.Table, extra: Sequence[pa.Table]) -> pa.Table:
+    """``rows`` followed by the rows of ``extra`` (of ``rows``' value types), whose values of
+    each dictionary column of ``rows`` join its dictionary (``in_one_dictionary``)."""
+    if not extra:
+        return rows
+    if not any(pa.types.is_dictionary(f.type) for f in rows.schema):
+        return pa.concat_tables([rows, *extra])
+    more = extra[0] if len(extra) == 1 else pa.concat_tables(extra)
+    columns: list[pa.ChunkedArray[Any]] = []
+    for i, f in enumerate(rows.schema):
+        column, added = rows.column(i), more.column(i)
+        if pa.types.is_dictionary(f.type):
+            column, encoded = in_one_dictionary(column, added.combine_chunks())
+            columns.append(pa.chunked_array([*column.chunks, encoded], type=cast(Any, f.type)))
+        else:
+            columns.append(pa.chunked_array([*column.chunks, *added.chunks], type=f.type))
+    return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
 def batches_of(items: Sequence[B], rows: Callable[[B], int]) -> list[list[B]]:
@@ -631,6 +676,8 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     few = len(positions) * FEW_POSITIONS_PER_ROW <= rows.num_rows
     for i, column in enumerate(rows.columns):
         new = new_rows.column(i).combine_chunks()
+        if pa.types.is_dictionary(column.type):
+            column, new = in_one_dictionary(column, new)
         whole: pa.Array[Any] | pa.ChunkedArray[Any] | None = None
         # Unchanged only if every value is the same, a zero's sign too (``same_values``):
         # Arrow's equality takes -0.0 for 0.0, and ``SET x = -x`` must keep what it made.
@@ -645,7 +692,18 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
         if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
-        if not _variable_width(column.type):
+        if pa.types.is_dictionary(column.type):
+            whole = _one_array(column) if whole is None else whole
+            if isinstance(whole, pa.DictionaryArray) and isinstance(new, pa.DictionaryArray):
+                # The indices replaced, the (one) dictionary kept.
+                if mask is None:
+                    flags = np.zeros(rows.num_rows, np.bool_)
+                    flags[positions] = True
+                    mask = pa.array(flags)
+                columns.append(pa.DictionaryArray.from_arrays(
+                    pc.replace_with_mask(whole.indices, mask, new.indices), whole.dictionary))
+                continue
+        elif not _variable_width(column.type):
             whole = _one_array(column) if whole is None else whole
             if isinstance(whole, pa.Array):
                 if mask is None:
@@ -664,7 +722,7 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
             picked[positions] = rows.num_rows + np.arange(len(positions), dtype=width)
         # The old values and the new ones after them joined once (not the old ones first).
         chunks = [whole] if isinstance(whole, pa.Array) else list(column.chunks)
-        both = pa.chunked_array(chunks + list(new_rows.column(i).chunks), type=column.type)
+        both = pa.chunked_array(chunks + [new], type=column.type)
         columns.append(_one_array(both).take(picked))
     return pa.Table.from_arrays(columns, schema=rows.schema)
 

@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -174,8 +174,13 @@ class _Collector:
             if self.left == 0:
                 break
             if pa.types.is_dictionary(t):
-                col = col.cast(t.value_type)
+                # The values' nulls are the indices' where no dictionary holds a null; and
+                # bounds the writer gave need no values at all.
                 t = t.value_type
+                if not (top and name in self.known) or any(
+                        cast("pa.DictionaryArray[Any, Any]", c).dictionary.null_count
+                        for c in col.chunks):
+                    col = col.cast(t)
             if pa.types.is_struct(t):
                 children = [(t.field(i).name, t.field(i).type, c) for i, c in enumerate(col.flatten())]
                 cmin, cmax, cnull = self.fields(children, top=False)
