@@ -474,7 +474,8 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
     """Replacing the updated rows in place (an UPDATE's copy-on-write, nothing deleted) holds
     exactly the rows of taking every row with the updated ones taken from after them: numbers
     (replaced in place), strings and binary (taken), nulls, structs, lists, dictionaries that
-    differ between chunks, columns whose new values are their old ones, and any chunking."""
+    differ between chunks, numbers and dictionary indices without nulls (set in one copy),
+    columns whose new values are their old ones, and any chunking."""
     import numpy as np
 
     from deltacommit.ops.rowlevel import replaced
@@ -492,6 +493,8 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
             "l": pa.array([[j] * (j % 3) for j in range(n)], pa.list_(pa.int64())),
             "d": pa.array([f"d{i}" if j % 2 else f"e{j}" for j in range(n)],
                           pa.string()).dictionary_encode(),
+            "n": pa.array([i * 7 + j for j in range(n)], pa.int32()),
+            "dn": pa.array([f"k{j % 3}" for j in range(n)], pa.string()).dictionary_encode(),
         }))
     rows = pa.concat_tables(chunks)
     total = rows.num_rows
@@ -510,6 +513,8 @@ def test_copy_on_write_replace_in_place_equals_take_with_the_new_rows_after(
         "st": pa.array([{"a": -k, "b": None} for k in range(n)], rows.schema.field("st").type),
         "l": pa.array([[k, k] for k in range(n)], pa.list_(pa.int64())),
         "d": pa.array([f"n{k % 2}" for k in range(n)], pa.string()).dictionary_encode(),
+        "n": pa.array([-k for k in range(n)], pa.int32()),  # no nulls: set in one copy
+        "dn": pa.array([f"k{k % 4}" for k in range(n)], pa.string()).dictionary_encode(),
     })
     got = replaced(rows, positions, new)
     picked = np.arange(total, dtype=np.int64)

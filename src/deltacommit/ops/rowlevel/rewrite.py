@@ -692,7 +692,23 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
         if unchanged:
             columns.append(column)  # its chunks as read: the writer takes them as they are
             continue
+        if whole is None:
+            # Numbers without nulls: copied once into place, the new values set there.
+            made = _numbers_replaced(column, positions, new)
+            if made is not None:
+                columns.append(made)
+                continue
         if pa.types.is_dictionary(column.type):
+            encoded = [cast("pa.DictionaryArray[Any, Any]", c) for c in column.chunks]
+            if whole is None and isinstance(new, pa.DictionaryArray) and all(
+                    c.dictionary.equals(new.dictionary) for c in encoded):
+                indices = _numbers_replaced(
+                    pa.chunked_array([c.indices for c in encoded],
+                                     type=cast(Any, new.indices.type)),
+                    positions, new.indices)
+                if indices is not None:
+                    columns.append(pa.DictionaryArray.from_arrays(indices, new.dictionary))
+                    continue
             whole = _one_array(column) if whole is None else whole
             if isinstance(whole, pa.DictionaryArray) and isinstance(new, pa.DictionaryArray):
                 # The indices replaced, the (one) dictionary kept.
@@ -725,6 +741,25 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
         both = pa.chunked_array(chunks + [new], type=column.type)
         columns.append(_one_array(both).take(picked))
     return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
+def _numbers_replaced(column: pa.ChunkedArray[Any], positions: Positions,
+                      new: pa.Array[Any]) -> pa.Array[Any] | None:
+    """``column`` with ``new`` at ``positions``, made with one copy of its values (no array
+    joined first and replaced after): where it holds integers or floating-point numbers and
+    neither it nor ``new`` has a null; None otherwise."""
+    t = column.type
+    if (not (pa.types.is_integer(t) or pa.types.is_floating(t)) or column.null_count
+            or new.null_count or new.type != t):
+        return None
+    out = np.empty(len(column), dtype=t.to_pandas_dtype())
+    at = 0
+    for chunk in column.chunks:
+        n = len(chunk)
+        out[at:at + n] = chunk.to_numpy(zero_copy_only=True)
+        at += n
+    out[positions] = new.to_numpy(zero_copy_only=True)
+    return pa.array(out, type=t)
 
 
 def rewrite_groups(file_bytes: Sequence[int], extra_bytes: int, workers: int
