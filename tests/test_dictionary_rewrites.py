@@ -244,3 +244,28 @@ def test_dictionary_columns_join_and_take_values_without_changing_them(
     assert plain_table(kept).column("s").to_pylist() == flat + more
     big = encoded.dictionary.nbytes > limit
     assert pa.types.is_dictionary(kept.schema.field("s").type) == (not big)
+
+
+@pytest.mark.parametrize("verb", ["update", "delete"])
+def test_a_predicate_on_the_dictionary_column_itself_reads_its_values(
+        verb: str, tmp_path: Path) -> None:
+    """A predicate that reads a column kept as a dictionary (equality, IS NULL,
+    functions) is evaluated over its values: exactly the rows it names change."""
+    uri = str(tmp_path / "t")
+    for k in range(3):
+        dc.write(uri, _low_cardinality(3000, 3000 * k))
+    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
+    where = "s = 's3' or s is null or substr(s, 1, 2) = 's5' or upper(s) = 'S6'"
+
+    def named(r: dict[str, Any]) -> bool:
+        return r["s"] is None or r["s"] in ("s3", "s5", "s6")
+
+    if verb == "update":
+        dc.DeltaTable(uri).update({"s": "concat(s, '!')", "b": "b"}, predicate=where)
+        want = [dict(r, s=None if r["s"] is None else r["s"] + "!") if named(r) else r
+                for r in rows]
+    else:
+        dc.DeltaTable(uri).delete("s = 's3' or s is null or s in ('s5', 's6')")
+        want = [r for r in rows if not named(r)]
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
+    assert _peer_rows(uri, ["id", "s", "b"]) == want

@@ -15,7 +15,7 @@ value by value into a dictionary by the reader, which costs more than decoding i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import pyarrow as pa
@@ -54,18 +54,22 @@ def dictionary_columns(pf: pq.ParquetFile, wanted: Sequence[str],
     the kept rows are decoded.  A column chunk whose pages fell back to plain encoding holds
     at least 4 bytes per value (each value's length); such a column is read as it is.
 
-    ``leaves``: where the columns are among the file's leaf columns (``leaf_columns``), when
-    known already; each is checked against the file's own.  ``types``: ``pf.schema_arrow``,
-    when the caller has it."""
+    ``leaves``: where the columns are among the file's leaf columns (``leaf_columns`` of the
+    file's Arrow schema), when known already.  They only say which chunks' encodings to look
+    at: a wrong one costs time (a column read as a dictionary that is not one is hashed into
+    one), never a value, since the columns are read by name.  ``types``:
+    ``pf.schema_arrow``, when the caller has it."""
     types = pf.schema_arrow if types is None else types
     meta = pf.metadata
+    given = leaves is not None
     if leaves is None:
         leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
     out: dict[str, pa.Field[Any]] = {}
     for name in wanted:
         i = leaves.get(name)
-        if (i is None or "." in name or i >= meta.num_columns
-                or meta.schema.column(i).path != name or types.get_field_index(name) < 0):
+        if i is None or "." in name or i >= meta.num_columns or (
+                not given and (meta.schema.column(i).path != name
+                               or types.get_field_index(name) < 0)):
             continue
         f = types.field(name)
         if pa.types.is_dictionary(f.type):  # opened reading it so, or stored so
@@ -118,6 +122,15 @@ def plain_schema(schema: pa.Schema, names: Sequence[str] | None = None) -> pa.Sc
         return schema
     return pa.schema([f.with_type(f.type.value_type) if plain(f) else f for f in schema],
                      metadata=cast(Any, schema.metadata))
+
+
+def plain_columns(data: pa.Table, names: Iterable[str]) -> pa.Table:
+    """``data`` with the dictionary columns an expression over the columns ``names`` may read
+    decoded (each whose name is in one of ``names``: ``a`` for ``a.b`` too), the others as
+    they are: what a verb evaluates its predicate over before it reads a few rows whole."""
+    wanted = list(names)
+    return decoded(data, {f.name: f.with_type(f.type.value_type) for f in data.schema
+                          if pa.types.is_dictionary(f.type) and any(f.name in n for n in wanted)})
 
 
 def plain_table(data: pa.Table) -> pa.Table:
@@ -183,4 +196,4 @@ def dictionaries_within(data: pa.Table, max_bytes: int) -> pa.Table:
 
 
 __all__ = ["decoded", "dictionaries_within", "dictionary_columns", "in_one_dictionary", "joined",
-           "leaf_columns", "plain_pieces", "plain_schema", "plain_table"]
+           "leaf_columns", "plain_columns", "plain_pieces", "plain_schema", "plain_table"]

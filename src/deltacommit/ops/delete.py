@@ -29,6 +29,7 @@ from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.scan import prune_files
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
+from deltacommit.io.dictionary_columns import plain_columns
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
 from deltacommit.ops.pruning import predicate_bounds
 from deltacommit.ops.rowlevel import (
@@ -155,7 +156,9 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
                                          predicate_bounds(predicate, schema))
 
         def one(f: ReadFile) -> FileChange:
-            hit = np.flatnonzero(matching.matches(f.live_rows()).to_numpy(zero_copy_only=False))
+            # Only the dictionary columns the predicate reads are decoded.
+            rows = plain_columns(f.live_as_read(), predicate.columns())
+            hit = np.flatnonzero(matching.matches(rows).to_numpy(zero_copy_only=False))
             return FileChange(f, f.live[hit], np.zeros(0, np.int64), schema.empty_table())
 
         changes = rewrite.each_file(files, one)

@@ -26,6 +26,7 @@ import pyarrow as pa
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import WriteTarget, conform_rows
+from deltacommit.io.dictionary_columns import plain_columns, plain_schema, plain_table
 from deltacommit.ops.merge.plan import parse_assignments
 from deltacommit.ops.pruning import predicate_bounds
 from deltacommit.ops.rowlevel import (
@@ -52,20 +53,22 @@ Positions = npt.NDArray[np.int64]
 def update_rows(target: WriteTarget, rows: pa.Table, predicate: Expr | RowFilter | None,
                 assignments: tuple[tuple[str, Expr], ...], what: str
                 ) -> tuple[Positions, pa.Table]:
-    """The rows of ``rows`` (live rows of one file, the table's schema) the UPDATE changes,
-    ascending, and their new values, conformed.  ``predicate`` may be given checked already
-    (``row_filter``, once for every file) so each file evaluates it once.  Pure (pyarrow and
-    the expression language), so Spark tasks can call it."""
+    """The rows of ``rows`` (live rows of one file, the table's schema; string columns may be
+    dictionaries of them, as a rewrite read them) the UPDATE changes, ascending, and their
+    new values, conformed.  ``predicate`` may be given checked already (``row_filter``, once
+    for every file) so each file evaluates it once.  Only the dictionary columns the
+    predicate reads are decoded for it, and the others for the changed rows alone.  Pure
+    (pyarrow and the expression language), so Spark tasks can call it."""
     if predicate is None:
         hit = np.arange(rows.num_rows, dtype=np.int64)
     else:
         checked = predicate if isinstance(predicate, RowFilter) else \
-            row_filter(predicate, rows.schema, what)
-        mask = checked.matches(rows)
+            row_filter(predicate, plain_schema(rows.schema), what)
+        mask = checked.matches(plain_columns(rows, checked.predicate.columns()))
         hit = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=np.bool_))
     if not len(hit):
         return hit.astype(np.int64), target.schema.empty_table()
-    old = rows.take(hit)
+    old = plain_table(rows.take(hit))
     sets = dict(assignments)
     generated = {g.name for g in target.generated}
     arrays: list[Any] = []
@@ -115,7 +118,7 @@ def update(table: RowLevelTable, updates: Mapping[str, str],
                                          predicate_bounds(pred, schema) if pred else [])
 
         def batch(b: ReadBatch) -> list[FileChange]:
-            hit, new = update_rows(rewrite.target, b.rows, checked, sets, what)
+            hit, new = update_rows(rewrite.target, b.as_read, checked, sets, what)
             return [FileChange(f, np.zeros(0, np.int64), rows, new.slice(start, stop - start))
                     for f, rows, start, stop in b.split(hit)]
 

@@ -142,10 +142,12 @@ class ReadBatch:
     back into each file's."""
 
     files: list[ReadFile]
-    #: The live rows of every file (the table's schema), file after file.
-    rows: pa.Table
+    #: The live rows of every file (the table's schema), file after file, the dictionary
+    #: columns as read (``plain_columns`` decodes those an expression reads).
+    as_read: pa.Table
     #: Where each file's rows start in ``rows``, and the end (one more entry).
     starts: Positions
+    decoded: pa.Table | None = None
 
     @classmethod
     def of(cls, files: Sequence[ReadFile]) -> ReadBatch:
@@ -153,9 +155,15 @@ class ReadBatch:
         counts = np.array([p.num_rows for p in parts], dtype=np.int64)
         if any(not p.schema.equals(parts[0].schema) for p in parts[1:]):
             parts = [plain_table(p) for p in parts]  # files of other encodings among them
-        # Decoded once for the batch.
-        rows = plain_table(parts[0] if len(parts) == 1 else pa.concat_tables(parts))
+        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         return cls(list(files), rows, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    @property
+    def rows(self) -> pa.Table:
+        """``as_read`` decoded (what a verb judges), once for the batch."""
+        if self.decoded is None:
+            self.decoded = plain_table(self.as_read)
+        return self.decoded
 
     def split(self, positions: Positions) -> list[tuple[ReadFile, Positions, int, int]]:
         """For each file: the ascending ``positions`` (into ``rows``) of its rows as its own
