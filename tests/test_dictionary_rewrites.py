@@ -269,3 +269,23 @@ def test_a_predicate_on_the_dictionary_column_itself_reads_its_values(
         want = [r for r in rows if not named(r)]
     assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
     assert _peer_rows(uri, ["id", "s", "b"]) == want
+
+
+def test_files_read_together_keeping_dictionaries_in_some_only_read_as_values(
+        tmp_path: Path) -> None:
+    """Reading several files at once with a scan that keeps dictionaries, where one file's
+    column is kept and another's is not (plain pages), gives the rows of both as values."""
+    from dataclasses import replace
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, _low_cardinality(3000).select(["id", "b", "s"]))
+    dc.write(uri, _wide_strings(7000, 5000).select(["id", "b", "s"]))
+    t = dc.DeltaTable(uri)
+    scan = replace(t.file_scan(t.schema), physical_rows=True, keep_dictionaries=True)
+    files = sorted(t.files(), key=lambda a: a.num_records() or 0)
+    kinds = {pa.types.is_dictionary(scan.read(a).schema.field("s").type) for a in files}
+    assert kinds == {True, False}
+    got = scan.read_many(files)
+    assert got.schema.field("s").type == pa.string()
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == \
+        sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"])

@@ -34,6 +34,7 @@ from deltacommit.io.dictionary_columns import (
     dictionary_columns,
     leaf_columns,
     plain_schema,
+    plain_table,
 )
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
@@ -265,7 +266,10 @@ class FileScan:
                     pass  # read file by file below, which names the file at fault
         if not adds:
             return self.out_schema.empty_table()
-        return pa.concat_tables(list((pool_map or map)(self.read, adds)))
+        parts = list((pool_map or map)(self.read, adds))
+        if any(not p.schema.equals(parts[0].schema) for p in parts[1:]):
+            parts = [plain_table(p) for p in parts]  # dictionaries kept in some files only
+        return pa.concat_tables(parts)
 
     def _read_local(self, paths: Sequence[str], partition_values: Mapping[str, str | None]
                     ) -> pa.Table:
