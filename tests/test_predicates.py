@@ -116,7 +116,7 @@ def test_parse(text: str, expected: Predicate) -> None:
     ('"s = 1', "unterminated quoted identifier", 0),
     ("(s = 1", "expected ')'", 6),
     ("s IN ()", "expected a literal", 6),
-    ("s b", "expected a comparison, IN, IS NULL or BETWEEN after column 's'", 2),
+    ("s b", "expected a comparison, IN, IS NULL, BETWEEN or LIKE after column 's'", 2),
     ("1 = 2", "a comparison needs a column on one side", 0),
     ("a = b", "comparing two columns is not supported", 4),
     ("NOT", "expected a column or a literal", 3),

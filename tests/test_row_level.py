@@ -26,6 +26,7 @@ from deltacommit.errors import (
     RewriteCheckError,
 )
 from tests.arrow_strategies import canonical_rows
+from tests.delta_tables import peer_read
 from tests.test_row_tracking import stable_ids
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("p", pa.string())])
@@ -550,3 +551,77 @@ def test_an_update_that_turns_zeros_negative_writes_negative_zeros(
         new = pa.table({"l": [[-0.0]] * len(positions)})
         got = replaced(old, np.array(positions, np.int64), new).column("l").to_pylist()
         assert [i for i, x in enumerate(got) if math.copysign(1.0, x[0]) < 0] == positions
+
+
+# --------------------------------------------------------------------------- LIKE
+
+NAMES = pa.schema([("id", pa.int64()), ("name", pa.string()), ("v", pa.int64()),
+                   ("p", pa.string())])
+
+
+def _names_table(tmp_path: Path, dvs: bool) -> str:
+    uri = str(tmp_path / "names")
+    dc.DeltaTable.create(uri, NAMES, partition_by=["p"], configuration={
+        "delta.enableDeletionVectors": "true"} if dvs else None)
+    rows = [(1, "abc", "x"), (2, "abcd", "x"), (3, "xabc", "y"), (4, None, "y"),
+            (5, "a.c", "x_"), (6, "a%c", "x_"), (7, "ABC", "y"), (8, "zz_x", "y")]
+    for chunk in (rows[:3], rows[3:6], rows[6:]):
+        dc.write(uri, pa.table({"id": [r[0] for r in chunk], "name": [r[1] for r in chunk],
+                                "v": [0] * len(chunk), "p": [r[2] for r in chunk]},
+                               schema=NAMES))
+    return uri
+
+
+def _values(uri: str) -> dict[int, int]:
+    ours = {r["id"]: r["v"] for r in dc.DeltaTable(uri).to_arrow().to_pylist()}
+    theirs = {r["id"]: r["v"] for r in peer_read(uri).to_pylist()}
+    assert ours == theirs
+    return ours
+
+
+@pytest.mark.parametrize("dvs", [False, True])
+def test_update_and_merge_conditions_with_like_change_exactly_the_matching_rows(
+        tmp_path: Path, dvs: bool) -> None:
+    uri = _names_table(tmp_path, dvs)
+    m = dc.DeltaTable(uri).update({"v": "v + 1"}, "name LIKE 'abc%'")
+    assert m["num_updated_rows"] == 2
+    assert _values(uri) == {1: 1, 2: 1, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0, 8: 0}
+    # '.' and '%' escaped are themselves; a partition column is matched too.
+    dc.DeltaTable(uri).update({"v": "v + 10"}, "name LIKE 'a\\%c' OR p LIKE 'x\\_'")
+    assert _values(uri) == {1: 1, 2: 1, 3: 0, 4: 0, 5: 10, 6: 10, 7: 0, 8: 0}
+    dc.DeltaTable(uri).update({"v": "v + 100"}, "name ILIKE 'abc' OR name NOT LIKE '%_x'")
+    # NULL NOT LIKE is NULL: row 4 is left alone; 'zz_x' ends with one character and x.
+    assert _values(uri) == {1: 101, 2: 101, 3: 100, 4: 0, 5: 110, 6: 110, 7: 100, 8: 0}
+    source = pa.table({"id": [1, 3, 4, 7, 9], "tag": ["a!%", "b", "c", "d", "e"]})
+    (dc.DeltaTable(uri).merge(source, "t.id = s.id", "s", "t")
+     .when_matched_update({"v": "-1"}, "t.name LIKE 'a!%%' ESCAPE '!' OR t.name ILIKE 'x%'")
+     .when_matched_update({"v": "-2"}, "s.tag NOT LIKE 'a%' AND t.name IS NULL")
+     .when_not_matched_insert({"id": "s.id", "name": "s.tag", "v": "7", "p": "'y'"},
+                              "s.tag LIKE '_'")
+     .execute())
+    assert _values(uri) == {1: 101, 2: 101, 3: -1, 4: -2, 5: 110, 6: 110, 7: 100, 8: 0, 9: 7}
+
+
+def test_a_like_condition_with_a_prefix_opens_only_the_files_that_may_match(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "prefixes")
+    dc.DeltaTable.create(uri, NAMES)
+    for letter in "abcdefgh":
+        dc.write(uri, pa.table({"id": [1, 2], "name": [letter + "1", letter + "2"], "v": [0, 0],
+                                "p": ["x", "x"]}, schema=NAMES))
+    m = dc.DeltaTable(uri).update({"v": "1"}, "name LIKE 'c%'")
+    assert (m["num_updated_rows"], m["num_removed_files"]) == (2, 1)
+    assert sorted(r["name"] for r in dc.DeltaTable(uri).to_arrow().to_pylist()
+                  if r["v"] == 1) == ["c1", "c2"]
+
+
+def test_a_like_condition_deltacommit_cannot_match_is_refused_and_changes_nothing(
+        tmp_path: Path) -> None:
+    uri = _names_table(tmp_path, False)
+    before = _state(uri)
+    with pytest.raises(InvalidArgumentError, match="name LIKE p: the pattern p is not a string"):
+        dc.DeltaTable(uri).update({"v": "1"}, "name LIKE p")
+    with pytest.raises(InvalidArgumentError, match="not allowed to precede 'b'"):
+        (dc.DeltaTable(uri).merge(pa.table({"id": [1]}), "t.id = s.id", "s", "t")
+         .when_matched_delete("t.name LIKE 'a\\b'").execute())
+    assert _state(uri) == before

@@ -32,6 +32,7 @@ from deltacommit.protocol.expressions.ast import (
     Expr,
     InList,
     IsNull,
+    Like,
     Not,
     Or,
     lit,
@@ -314,3 +315,49 @@ def test_string_bounds_ordered_by_utf16_keep_values_above_them_in_code_points() 
     assert _keeps("s = 'x\ue001'", table) == [False, True, False]
     assert _keeps("s = 'b\U0001F600'", table) == [False, False, True]
     assert _keeps("s = 'c'", table) == [False, False, False]
+
+
+@st.composite
+def like_cases(draw: st.DrawFn) -> tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]:
+    """``s [NOT] LIKE`` a pattern made from a value some file holds (its prefix, then wildcards
+    or more text) against files with bounds as Spark (truncated maxima) or deltacommit wrote
+    them."""
+    listing = draw(files(["spark", "spark", "spark", "ours", "dv-wide", "dv-claims-tight"]))
+    present = [v for d in listing[1] for v in d.column("s").to_pylist() if v is not None]
+    base = draw(st.sampled_from(present or STRINGS))
+    cut = draw(st.integers(0, len(base)))
+    prefix = base[:cut].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    tail = draw(st.sampled_from(["%", "", "_%", "%a", "_", "\ufffd%", "\U0001F600%", "b%"]))
+    pattern = Like(Column(("s",)), lit(prefix + tail), draw(st.booleans()))
+    return listing, pattern
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(like_cases())
+def test_pruning_by_a_like_prefix_never_drops_a_file_with_a_match(
+        case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
+    test_pruning_never_drops_a_file_with_a_matching_row.hypothesis.inner_test(case)
+
+
+def test_a_like_prefix_prunes_by_both_bounds_and_keeps_truncated_maxima() -> None:
+    prefix = "a" * 32
+    table = _listing(
+        json.dumps({"numRecords": 1, "minValues": {"s": "b"}, "maxValues": {"s": "c"},
+                    "nullCount": {"s": 0}}),
+        json.dumps({"numRecords": 1, "minValues": {"s": "abd"}, "maxValues": {"s": "abz"},
+                    "nullCount": {"s": 0}}),
+        json.dumps({"numRecords": 1, "minValues": {"s": "ab"}, "maxValues": {"s": "abc"},
+                    "nullCount": {"s": 0}}),
+        # Spark's truncated max: any string starting with the prefix, "aaa...az" included.
+        json.dumps({"numRecords": 1, "minValues": {"s": prefix},
+                    "maxValues": {"s": prefix + "\ufffd"}, "nullCount": {"s": 0}}),
+        json.dumps({"numRecords": 2, "minValues": {"s": "abc"}, "maxValues": {"s": "abc"},
+                    "nullCount": {"s": 1}}))
+    assert _keeps("s LIKE 'abc%'", table) == [False, False, True, False, True]
+    assert _keeps(f"s LIKE '{prefix}z%'", table) == [False, False, False, True, False]
+    assert _keeps("s LIKE 'ab_'", table) == [False, True, True, False, True]
+    assert _keeps("s LIKE '%c'", table) == [True, True, True, True, True]
+    assert _keeps("s ILIKE 'ABC%'", table) == [True, True, True, True, True]
+    # NOT LIKE is TRUE wherever a value may not match: only a file of NULLs is ruled out.
+    assert _keeps("s NOT LIKE 'abc%'", table) == [True, True, True, True, True]
+    assert _keeps("s LIKE NULL", table) == [False, False, False, False, False]

@@ -85,7 +85,9 @@ def _conjuncts(e: Expr) -> Iterator[Expr]:
 def predicate_bounds(predicate: Expr, schema: pa.Schema,
                      column_of: Any = None) -> list[Bound]:
     """The bounds the conjuncts of ``predicate`` put on top-level columns of ``schema``:
-    comparisons of a column with a literal and ``IN`` lists of literals.  ``column_of`` maps
+    comparisons of a column with a literal and ``IN`` lists of literals.  ``LIKE`` gives none
+    here: the conjunct itself is judged against the statistics (``file_pruning``, which knows
+    truncated string maxima), as every target-only conjunct is.  ``column_of`` maps
     a column of the predicate to the schema's name (None: not one of the table's, as a MERGE's
     source columns); by default its name."""
     out: list[Bound] = []

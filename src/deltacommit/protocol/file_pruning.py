@@ -15,8 +15,9 @@ here errs towards "yes":
   compared with a literal of a kind whose order the column's order preserves (numbers with
   numbers, strings with strings, dates and timestamps with either); the comparison itself is
   the evaluator's, so coercion (an integer beside ``2.5``, a date beside a timestamp) is
-  Spark's.  Anything else (functions, arithmetic, two columns, a column without
-  statistics) is "any answer".
+  Spark's.  ``column LIKE 'prefix...'`` is TRUE only where the bounds admit a string starting
+  with the pattern's literal prefix.  Anything else (functions, arithmetic, two columns, ILIKE,
+  a column without statistics) is "any answer".
 - Bounds as Delta writers write them: a string max Spark truncated (it ends with the
   tie-breaker U+FFFD, or is 32 characters or more) bounds only a prefix: a value may be any
   string starting with it.  A timestamp max written in milliseconds may be up to 1 ms below
@@ -47,11 +48,13 @@ from deltacommit.protocol.expressions.ast import (
     Expr,
     InList,
     IsNull,
+    Like,
     Literal,
     Not,
     Or,
 )
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
+from deltacommit.protocol.expressions.like import literal_prefix
 
 pc: Any = arrow_compute  # pyarrow.compute's stubs do not cover every use here
 
@@ -187,6 +190,9 @@ class FilePruner:
             # IN is NULL where no item equals and one is NULL (or the value is NULL).
             member = _Possible(found.true, self.false if has_null else found.false, self.true)
             return _Possible(member.false, member.true, member.null) if node.negated else member
+        if isinstance(node, Like):
+            like = self._like(node)
+            return _Possible(like.false, like.true, like.null) if node.negated else like
         if isinstance(node, Comparison):
             left, op, right = node.left, node.op, node.right
             if isinstance(left, Literal) and isinstance(right, Column):
@@ -194,6 +200,32 @@ class FilePruner:
             if isinstance(left, Column) and isinstance(right, Literal):
                 return self._comparison(left, op, right)
         return self._unknown()
+
+    def _like(self, node: Like) -> _Possible:
+        """``column LIKE pattern`` (not negated): TRUE only in a file that may hold a string
+        starting with the pattern's literal prefix (``'abc%'``, ``'ab_d'``: ``ab``).  Those
+        strings are the ones from the prefix up to, not including, the first string above it
+        that does not start with it, so the file's max must reach the prefix (the ``>=``
+        comparison's rule, truncated maxima included) and its min must not lie beyond them: a
+        min above the prefix that does not start with it (a truncated min is a prefix of the
+        true one, so it only errs low).  ILIKE, a value that is not a column, a column that
+        is not a string or a pattern without a literal prefix: any answer."""
+        if node.text is None:
+            return _Possible(self.false, self.false, self.true)
+        parts = node.parts
+        if node.case_insensitive or not isinstance(node.value, Column) or parts is None:
+            return self._unknown()
+        prefix = literal_prefix(parts)
+        leaf = self._leaf(node.value)
+        if not prefix or leaf is None or _kind(leaf.type) != "string":
+            return self._unknown()
+        reaches = self._comparison(node.value, ">=", Literal("string", prefix)).true
+        beyond = self.false
+        if leaf.low is not None:
+            above = pc.and_(pc.greater(leaf.low, pa.scalar(prefix, leaf.low.type)),
+                            pc.invert(pc.starts_with(leaf.low, pattern=prefix)))
+            beyond = _np(pc.fill_null(above, False))
+        return _Possible(reaches & ~beyond, ~leaf.all_null, ~leaf.no_nulls)
 
     def _constant(self, node: Literal) -> _Possible:
         if node.kind == "null":

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.expressions import like as like_patterns
 from deltacommit.protocol.expressions.partition_values import (
     OPERATORS,
     PartitionPrograms,
@@ -290,8 +291,12 @@ TRUE = Literal("bool", True)
 FALSE = Literal("bool", False)
 
 
+#: Words a column name is backquoted for: the keywords, and those LIKE reads after an operand.
+_QUOTED_WORDS = KEYWORDS | {"LIKE", "ILIKE", "ESCAPE"}
+
+
 def _quote(part: str) -> str:
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) and part.upper() not in KEYWORDS:
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) and part.upper() not in _QUOTED_WORDS:
         return part
     return "`" + part.replace("`", "``") + "`"
 
@@ -465,6 +470,82 @@ class Between(Expr):
         both = And((Comparison(self.value, ">=", self.low),
                     Comparison(self.value, "<=", self.high)))
         return (Not(both) if self.negated else both)._partition(programs)
+
+
+@dataclass(frozen=True, slots=True)
+class Like(Expr):
+    """``value [NOT] LIKE pattern [ESCAPE 'c']`` and ``value [NOT] ILIKE pattern`` (Spark's
+    ``Like``/``ILike``; the pattern rules are in ``like``).
+
+    The pattern is a string literal (or NULL, which makes the result NULL): deltacommit does not
+    match patterns computed per row, and checks a literal one when the node is built, refusing
+    what Spark refuses.  ``ILIKE`` with a cased ESCAPE character is refused: Spark lowers the
+    pattern, escape characters included, before reading it with the unlowered one.
+    """
+
+    value: Expr
+    pattern: Expr
+    negated: bool = False
+    case_insensitive: bool = False
+    escape: str = like_patterns.DEFAULT_ESCAPE
+    precedence: ClassVar[int] = _PREDICATE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", _as_node(self.value))
+        pattern = self.pattern
+        if not (isinstance(pattern, Literal) and pattern.kind in ("string", "null")):
+            shown = pattern.to_sql() if isinstance(pattern, Expr) else repr(pattern)
+            raise InvalidArgumentError(
+                f"{self.value.to_sql()} {self.word} {shown}: the pattern {shown} is not a "
+                f"string literal; deltacommit matches {self.word} only against a pattern "
+                "written as one")
+        like_patterns.check_escape(self.escape)
+        if self.case_insensitive and (self.escape.lower() != self.escape
+                                      or self.escape.upper() != self.escape):
+            raise InvalidArgumentError(
+                f"{self.to_sql()}: ILIKE with the cased ESCAPE character {self.escape!r} is not "
+                "supported (Spark lowers the pattern's escape characters too)")
+        if pattern.kind == "string":
+            try:
+                like_patterns.parse(pattern.value, self.escape)
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError(f"{self.to_sql()}: {e}") from None
+
+    @property
+    def word(self) -> str:
+        """LIKE or ILIKE."""
+        return "ILIKE" if self.case_insensitive else "LIKE"
+
+    @property
+    def text(self) -> str | None:
+        """The pattern's text (None for a NULL pattern)."""
+        assert isinstance(self.pattern, Literal)
+        value: str | None = self.pattern.value
+        return value
+
+    @property
+    def parts(self) -> like_patterns.Parts | None:
+        """The parsed pattern, None for a NULL pattern (for ILIKE: of the unlowered text)."""
+        text = self.text
+        return None if text is None else like_patterns.parse(text, self.escape)
+
+    def operands(self) -> tuple[Expr, ...]:
+        return (self.value, self.pattern)
+
+    def _sql(self, parts: list[str]) -> str:
+        word = f"NOT {self.word}" if self.negated else self.word
+        out = f"{_wrap(self.value, parts[0], _ADDITIVE)} {word} {parts[1]}"
+        if self.escape != like_patterns.DEFAULT_ESCAPE:
+            out += " ESCAPE '" + self.escape.replace("'", "''") + "'"
+        return out
+
+    def _partition(self, programs: PartitionPrograms) -> Program:
+        if not isinstance(self.value, Column):
+            programs.unsupported(self, f"only a column {self.word} a pattern is")
+        if self.case_insensitive:
+            programs.unsupported(self, "ILIKE lowers values as Spark's ICU does, which is "
+                                       "left to the evaluator")
+        return programs.like(self, self.value.name, self.parts, self.negated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -695,5 +776,5 @@ def not_(p: Expr) -> Expr:
 
 __all__ = ["ARITHMETIC_OPS", "COMPARISON_OPS", "FALSE", "FLIPPED", "KEYWORDS", "LITERAL_KINDS",
            "NULL", "TRUE", "And", "Arithmetic", "Between", "Case", "Cast", "Column", "Comparison",
-           "Expr", "Function", "InList", "IsNull", "Literal", "Negate", "Not", "Or", "and_",
+           "Expr", "Function", "InList", "IsNull", "Like", "Literal", "Negate", "Not", "Or", "and_",
            "col", "fold", "lit", "literal_type", "not_", "or_"]

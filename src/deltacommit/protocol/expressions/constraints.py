@@ -46,7 +46,7 @@ from deltacommit.protocol.expressions.declarations import (
     table_constraints as table_constraints,
 )
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
-from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.parser import parse_spark_expression
 
 
 def check_constraints(data: pa.Table, constraints: list[Constraint], table: str) -> None:
@@ -58,7 +58,7 @@ def check_constraints(data: pa.Table, constraints: list[Constraint], table: str)
     for c in constraints:
         what = f"table {table}: {_describe(c)}"
         try:
-            result = evaluate_condition(parse_expression(c.expression), data)
+            result = evaluate_condition(parse_spark_expression(c.expression), data)
         except EvaluationFailed as failed:
             if failed.row_known:
                 raise failed.error(what) from None

@@ -35,6 +35,7 @@ from deltacommit.errors import (
     UnsupportedProtocolError,
 )
 from deltacommit.protocol.expressions import functions, operators
+from deltacommit.protocol.expressions import like as like_patterns
 from deltacommit.protocol.expressions.arrow_values import (
     RowFailure,
     Value,
@@ -56,12 +57,13 @@ from deltacommit.protocol.expressions.ast import (
     Function,
     InList,
     IsNull,
+    Like,
     Literal,
     Negate,
     Not,
     Or,
 )
-from deltacommit.protocol.expressions.casts import ansi_cast, implicit_cast
+from deltacommit.protocol.expressions.casts import ansi_cast, implicit_cast, to_string
 from deltacommit.protocol.expressions.spark_types import (
     Unsupported,
     common_type,
@@ -251,6 +253,8 @@ def _may_fail(root: Expr, scope: Scope, known: dict[int, bool]) -> bool:
                 [_static_type(n, scope) if isinstance(n, Column | Literal) else None
                  for n in node.operands()]):
             continue
+        if isinstance(node, Like) and not _like_may_fail(node, _static_type(node.value, scope)):
+            continue
         answer = True
         break
     known[id(root)] = answer
@@ -263,7 +267,15 @@ def _operation_may_fail(node: Expr, operands: Sequence[Value]) -> bool:
         return False
     if isinstance(node, Comparison | InList | Between):
         return _types_mix_text_and_time([type_of(v) for v in operands])
+    if isinstance(node, Like):
+        return _like_may_fail(node, type_of(operands[0]))
     return True
+
+
+def _like_may_fail(node: Like, t: pa.DataType | None) -> bool:
+    """Whether ``node`` may fail (or refuse) on a row whose value is of type ``t``: LIKE on text
+    never does; ILIKE lowers it (which may refuse), another type is cast to text first."""
+    return node.case_insensitive or t is None or not (is_string(t) or pa.types.is_null(t))
 
 
 def _open(mask: Value) -> Value | None:
@@ -394,7 +406,29 @@ def _apply(node: Expr, values: Sequence[Value]) -> Value:
         return functions.call(node, values)
     if isinstance(node, Case):
         return _case(node, values)
+    if isinstance(node, Like):
+        return _like(node, values[0])
     raise Unsupported(f"{type(node).__name__} nodes")
+
+
+def _like(node: Like, value: Value) -> Value:
+    """``value [NOT] LIKE|ILIKE pattern``: Spark casts a value of another type to STRING (ANSI
+    ``canANSIStoreAssign``: any atomic type to STRING) and matches its text; NULL for a NULL
+    value or pattern.  A BINARY value, which Spark casts by reading its bytes as UTF-8, is
+    refused, as is a type whose text deltacommit does not write as Spark does."""
+    t = type_of(value)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        raise Unsupported(f"{node.word} on a BINARY value ({node.to_sql()}: Spark matches its "
+                          "bytes read as UTF-8 text)")
+    text = to_string(value)
+    pattern = node.text
+    if pattern is None:
+        return pa.scalar(None, pa.bool_()) if is_scalar(text) else pa.nulls(len(text), pa.bool_())
+    if node.case_insensitive:  # ILike: Like(Lower(left), Lower(right), escapeChar)
+        text = functions.lower(text)
+        pattern = functions.lower_text(pattern)
+    found = like_patterns.match_strings(text, like_patterns.parse(pattern, node.escape))
+    return pcx.invert(found) if node.negated else found
 
 
 def _evaluate(root: Expr, scope: Scope) -> Value:

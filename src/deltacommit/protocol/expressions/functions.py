@@ -231,6 +231,17 @@ def _case_map(v: Value, upper: bool) -> Value:
     return pcx.replace_with_mask(mapped, other, converted.take(encoded.indices))
 
 
+def lower(v: Value) -> Value:
+    """Spark's ``lower`` of a value (ILIKE lowers what it matches with it)."""
+    return _case_map(v, False)
+
+
+def lower_text(text: str) -> str:
+    """Spark's ``lower`` of a constant text (an ILIKE pattern); a refused text fails for every
+    row."""
+    return _case_mapped(text, False, None)
+
+
 def _concat(values: Sequence[Value]) -> Value:
     strings = [to_string(v) for v in values]
     if len(strings) == 1:
@@ -289,4 +300,4 @@ def call(node: Function, values: Sequence[Value]) -> Value:
     return implementation(node, values)
 
 
-__all__ = ["NULL_INTOLERANT", "call"]
+__all__ = ["NULL_INTOLERANT", "call", "lower", "lower_text"]

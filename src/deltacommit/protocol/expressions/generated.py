@@ -45,7 +45,7 @@ from deltacommit.protocol.expressions.evaluator import (
 from deltacommit.protocol.expressions.evaluator import (
     evaluate_condition as condition_values,
 )
-from deltacommit.protocol.expressions.parser import parse_expression
+from deltacommit.protocol.expressions.parser import parse_expression, parse_spark_expression
 from deltacommit.protocol.expressions.sql_semantics import null_safe_equal
 
 #: A condition failed on a row or cannot be evaluated (``error(what)`` gives the error).
@@ -60,7 +60,7 @@ def _values(expression: str, data: pa.Table, to: pa.DataType | None) -> pa.Chunk
     """The expression's value for each row of ``data`` (as ``to`` if given);
     EvaluationFailed saying why if it does not parse, fails on a row or cannot be evaluated."""
     try:
-        tree = parse_expression(expression)
+        tree = parse_spark_expression(expression)
     except InvalidArgumentError as e:
         raise EvaluationFailed(str(e)) from None
     return evaluate_expression(tree, data, to)
@@ -81,7 +81,7 @@ def evaluate_condition(expression: str, data: pa.Table) -> pa.ChunkedArray[Any]:
     """A boolean expression for each row: TRUE, FALSE or NULL; ConditionFailed (an
     InvalidArgumentError) if it fails on a row or cannot be evaluated."""
     try:
-        tree = parse_expression(expression)
+        tree = parse_spark_expression(expression)
     except InvalidArgumentError as e:
         raise EvaluationFailed(str(e)) from None
     return condition_values(tree, data)
@@ -91,7 +91,7 @@ def expression_type(expression: str, schema: pa.Schema) -> pa.DataType:
     """The type of an expression's values over columns of ``schema`` (Spark's type, which a
     generated column must have); InvalidArgumentError if it cannot be evaluated."""
     try:
-        return value_type(parse_expression(expression), schema)
+        return value_type(parse_spark_expression(expression), schema)
     except EvaluationFailed as e:
         raise InvalidArgumentError(f"{expression!r} cannot be evaluated: {e.message}") from None
 

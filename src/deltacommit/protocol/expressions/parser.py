@@ -2,14 +2,15 @@
 over partition columns.  Pure.
 
 Spark's precedence, tightest first: a sign, ``* / %``, ``+ - ||``, comparisons (and ``IS
-NULL``, ``IN``, ``BETWEEN``), ``NOT``, ``AND``, ``OR``::
+NULL``, ``IN``, ``BETWEEN``, ``LIKE``), ``NOT``, ``AND``, ``OR``::
 
     disjunction    := conjunction ("OR" conjunction)*
     conjunction    := negation ("AND" negation)*
     negation       := "NOT" negation | predicate
     predicate      := additive [ cmp additive | "IS" ["NOT"] "NULL"
                                | ["NOT"] "IN" "(" additive ("," additive)* ")"
-                               | ["NOT"] "BETWEEN" additive "AND" additive ]
+                               | ["NOT"] "BETWEEN" additive "AND" additive
+                               | ["NOT"] ("LIKE" | "ILIKE") additive ["ESCAPE" 'c'] ]
     cmp            := "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=" | "<=>"
     additive       := multiplicative (("+" | "-" | "||") multiplicative)*
     multiplicative := unary (("*" | "/" | "%") unary)*
@@ -22,15 +23,19 @@ NULL``, ``IN``, ``BETWEEN``), ``NOT``, ``AND``, ``OR``::
                     | DATE 'YYYY-MM-DD' | TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff][Z|+hh:mm]'
     column         := name ("." name)*      name := word | "double quoted" | `backquoted`
 
-Keywords are case-insensitive.  Number literals are typed as Spark types them
+Keywords are case-insensitive; ``LIKE``, ``ILIKE`` and ``ESCAPE`` are keywords only where
+they follow an operand (a column may still be named by one).  A ``LIKE`` pattern must be a
+string literal (or NULL), checked as Spark checks it (``like``): anything else is a syntax
+error pointing at the pattern.  Number literals are typed as Spark types them
 (``sql_semantics.parse_number``).
 
 A *partition predicate* (``parse_predicate``: what a scan, an overwrite or a conflict check
 decides from partition values) is read with the same grammar restricted to what partition
 values decide: each comparison has a column on one side and a literal on the other (written
 either way round; the tree has the column on the left), ``IN`` and ``BETWEEN`` take literals,
-and ``TRUE``/``FALSE`` stand alone.  Its tree is normalized (``ast.and_``/``or_``/``not_``:
-flattened, constants folded) and ``BETWEEN`` becomes two comparisons.  Its syntax errors speak
+``[NOT] LIKE``/``ILIKE`` has a column on the left, and ``TRUE``/``FALSE`` stand alone.  Its
+tree is normalized (``ast.and_``/``or_``/``not_``: flattened, constants folded) and ``BETWEEN``
+becomes two comparisons.  Its syntax errors speak
 of a predicate.
 
 Nesting (parentheses, ``NOT``, signs, function calls) is bounded at ``MAX_DEPTH`` levels: far
@@ -66,6 +71,7 @@ from deltacommit.protocol.expressions.ast import (
     Function,
     InList,
     IsNull,
+    Like,
     Literal,
     Negate,
     Not,
@@ -75,6 +81,7 @@ from deltacommit.protocol.expressions.ast import (
     or_,
 )
 from deltacommit.protocol.expressions.lexer import Token, syntax_error, token_text, tokenize
+from deltacommit.protocol.expressions.like import DEFAULT_ESCAPE, spark_reads_otherwise
 from deltacommit.protocol.expressions.spark_types import CAST_TYPES
 from deltacommit.protocol.expressions.sql_semantics import (
     MAX_DECIMAL_PRECISION,
@@ -91,6 +98,8 @@ _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=
 #: Words that cannot name a column without quotes in an expression.
 _RESERVED = frozenset({"AND", "OR", "NOT", "IS", "IN", "BETWEEN", "AS"})
 _CASE_WORDS = frozenset({"WHEN", "THEN", "ELSE", "END"})
+#: Words ``NOT`` may precede after an operand.
+_NEGATABLE = ("IN", "BETWEEN", "LIKE", "ILIKE")
 
 #: The functions the evaluator computes, with their argument counts (min, max), and the names
 #: Spark also gives them.
@@ -245,9 +254,11 @@ class _Parser:
             negated = self.accept_kw("NOT")
             self.expect_kw("NULL")
             return IsNull(left, negated)
-        negated = self.is_kw("NOT") and (self.is_kw("IN", 1) or self.is_kw("BETWEEN", 1))
+        negated = self.is_kw("NOT") and any(self.is_kw(w, 1) for w in _NEGATABLE)
         if negated:
             self.next()
+        if self.is_kw("LIKE") or self.is_kw("ILIKE"):
+            return self.like(left, negated, self.additive)
         if self.accept_kw("IN"):
             return InList(left, self.in_list(self.additive), negated)
         if self.accept_kw("BETWEEN"):
@@ -255,6 +266,22 @@ class _Parser:
             self.expect_kw("AND")
             return Between(left, low, self.additive(), negated)
         return left
+
+    def like(self, value: Expr, negated: bool, pattern_of: Callable[[], Expr]) -> Like:
+        """``value [NOT] LIKE|ILIKE pattern [ESCAPE 'c']`` from the LIKE or ILIKE word on."""
+        case_insensitive = self.next().text.upper() == "ILIKE"
+        pattern_tok = self.peek()
+        pattern = pattern_of()
+        escape = DEFAULT_ESCAPE
+        if self.accept_kw("ESCAPE"):
+            escape_tok = self.next()
+            if escape_tok.kind != "string":
+                raise self.fail("expected a quoted character after ESCAPE", escape_tok)
+            escape = escape_tok.text
+        try:
+            return Like(value, pattern, negated, case_insensitive, escape)
+        except InvalidArgumentError as e:
+            raise syntax_error(self.text, pattern_tok.pos, str(e), self.dialect.what) from None
 
     def in_list(self, item: Callable[[], Expr]) -> tuple[Expr, ...]:
         self.expect_op("(")
@@ -484,8 +511,8 @@ class _Parser:
         if tok.kind == "op":
             return tok.text in _COMPARISONS
         if self.is_kw("NOT", ahead):
-            return self.is_kw("IN", ahead + 1) or self.is_kw("BETWEEN", ahead + 1)
-        return any(self.is_kw(w, ahead) for w in ("IN", "IS", "BETWEEN"))
+            return any(self.is_kw(w, ahead + 1) for w in _NEGATABLE)
+        return any(self.is_kw(w, ahead) for w in ("IN", "IS", "BETWEEN", "LIKE", "ILIKE"))
 
     def column_tail(self, column: Column) -> Expr:
         if self.comparison_op() is not None:
@@ -501,6 +528,8 @@ class _Parser:
             self.expect_kw("NULL")
             return IsNull(column, negated)
         negated = self.accept_kw("NOT")
+        if self.is_kw("LIKE") or self.is_kw("ILIKE"):
+            return self.like(column, negated, self.literal)
         if self.accept_kw("IN"):
             return InList(column, self.in_list(self.literal), negated)
         if self.accept_kw("BETWEEN"):
@@ -508,7 +537,7 @@ class _Parser:
             self.expect_kw("AND")
             both = And((Comparison(column, ">=", low), Comparison(column, "<=", self.literal())))
             return not_(both) if negated else both
-        raise self.fail("expected a comparison, IN, IS NULL or BETWEEN after column "
+        raise self.fail("expected a comparison, IN, IS NULL, BETWEEN or LIKE after column "
                         + repr(column.name))
 
     def operand(self) -> Column | Literal:
@@ -583,10 +612,26 @@ def parse_expression(text: str) -> Expr:
     return _parse_expression(text)
 
 
+def parse_spark_expression(text: str) -> Expr:
+    """The tree of an expression Spark wrote (a CHECK constraint, an invariant, a generation
+    expression), refusing what Spark reads otherwise than deltacommit: a LIKE pattern whose
+    literal holds a backslash Spark's lexer unescapes (``like.spark_reads_otherwise``), which
+    would match another pattern than the one Spark enforces."""
+    tree = parse_expression(text)
+    for node in tree.walk():
+        if isinstance(node, Like) and node.text is not None and spark_reads_otherwise(node.text):
+            raise InvalidArgumentError(
+                f"{node.to_sql()}: Spark's SQL reads the backslashes of the pattern's string "
+                "literal as escapes, deltacommit as themselves, so the two would match "
+                "different patterns")
+    return tree
+
+
 def parse_predicate(text: str) -> Expr:
     """The normalized tree of a predicate over partition columns (see the module docstring);
     InvalidArgumentError pointing at what does not parse."""
     return _parse(text, _PREDICATE)
 
 
-__all__ = ["FUNCTIONS", "MAX_CHARS", "MAX_DEPTH", "parse_expression", "parse_predicate"]
+__all__ = ["FUNCTIONS", "MAX_CHARS", "MAX_DEPTH", "parse_expression", "parse_predicate",
+           "parse_spark_expression"]

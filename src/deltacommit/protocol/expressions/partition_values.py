@@ -15,7 +15,8 @@ partition values to TRUE, FALSE or None (unknown).  Each AST node builds its own
 needs none of the node classes.  A partition value string is parsed once per distinct string.
 
 Only predicates over partition columns have such a program: comparisons of a column with a
-literal, ``IN`` lists of literals, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT`` and constants.
+literal, ``IN`` lists of literals, ``IS [NOT] NULL``, ``[NOT] LIKE`` on a STRING column,
+``AND``/``OR``/``NOT`` and constants.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, NoReturn, Protocol, TypeAlias
 import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.expressions.like import Parts, python_regex
 from deltacommit.protocol.expressions.sql_semantics import float_order_key
 from deltacommit.protocol.partitions import (
     format_timestamp_us,
@@ -324,6 +326,24 @@ class PartitionPrograms:
                 return not negated
             return None if has_null else negated
         return member
+
+    def like(self, node: Printable, column: str, parts: Parts | None, negated: bool) -> Program:
+        """``column [NOT] LIKE pattern`` over a STRING column's values (NULL for a NULL value
+        or pattern).  Spark casts another type's value to its text, which the serialized
+        partition value need not be: such a column is not decided here."""
+        t = self._type(column)
+        if value_kind(t) != "string":
+            self.unsupported(node, f"column {column!r} is of type {t}, not a string")
+        if parts is None:
+            return self.constant(None)
+        regex = python_regex(parts)
+
+        def like(values: Values) -> Truth:
+            s = values.get(column)
+            if s is None or s == "":  # an empty partition value is NULL
+                return None
+            return (regex.fullmatch(s) is not None) != negated
+        return like
 
     @staticmethod
     def is_null(column: str, negated: bool) -> Program:

@@ -9,7 +9,7 @@ of input give the same tree (``ast``), decided over partition values by
 
 - SQL text, ``parse_predicate``: the one parser, reading the predicate subset (a column
   compared with a literal either way round, ``[NOT] IN``, ``IS [NOT] NULL``, ``[NOT] BETWEEN``,
-  ``AND``/``OR``/``NOT``, ``TRUE``/``FALSE``);
+  ``[NOT] LIKE``/``ILIKE``, ``AND``/``OR``/``NOT``, ``TRUE``/``FALSE``);
 - deltalake/pyarrow DNF filters, ``from_partition_filters``: ``(column, op, value)`` tuples
   with Python values (``lit``).
 """
