@@ -269,3 +269,28 @@ def test_a_predicate_on_the_dictionary_column_itself_reads_its_values(
         want = [r for r in rows if not named(r)]
     assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
     assert _peer_rows(uri, ["id", "s", "b"]) == want
+
+
+@pytest.mark.parametrize("verb", ["update", "delete"])
+def test_a_predicate_naming_the_dictionary_column_in_another_case_reads_its_values(
+        verb: str, tmp_path: Path) -> None:
+    """A predicate names a column as Spark resolves it, ignoring case (``S`` for ``s``): the
+    column kept as a dictionary is still decoded for it, and exactly the rows it names
+    change."""
+    uri = str(tmp_path / "t")
+    for k in range(2):
+        dc.write(uri, _low_cardinality(3000, 3000 * k))
+    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
+    where = "S = 's3' or lower(S) = 's5' or S in ('s6')"
+
+    def named(r: dict[str, Any]) -> bool:
+        return r["s"] in ("s3", "s5", "s6")
+
+    if verb == "update":
+        dc.DeltaTable(uri).update({"s": "'u'"}, predicate=where)
+        want = [dict(r, s="u") if named(r) else r for r in rows]
+    else:
+        dc.DeltaTable(uri).delete("S = 's3' or S in ('s5', 's6')")
+        want = [r for r in rows if not named(r)]
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
+    assert _peer_rows(uri, ["id", "s", "b"]) == want

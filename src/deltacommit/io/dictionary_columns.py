@@ -126,11 +126,13 @@ def plain_schema(schema: pa.Schema, names: Sequence[str] | None = None) -> pa.Sc
 
 def plain_columns(data: pa.Table, names: Iterable[str]) -> pa.Table:
     """``data`` with the dictionary columns an expression over the columns ``names`` may read
-    decoded (each whose name is in one of ``names``: ``a`` for ``a.b`` too), the others as
-    they are: what a verb evaluates its predicate over before it reads a few rows whole."""
-    wanted = list(names)
+    decoded (each whose name is in one of ``names``, ignoring case as the expressions resolve
+    names: ``a`` for ``a.b`` and ``A`` too), the others as they are: what a verb evaluates
+    its predicate over before it reads a few rows whole."""
+    wanted = [n.lower() for n in names]
     return decoded(data, {f.name: f.with_type(f.type.value_type) for f in data.schema
-                          if pa.types.is_dictionary(f.type) and any(f.name in n for n in wanted)})
+                          if pa.types.is_dictionary(f.type)
+                          and any(f.name.lower() in n for n in wanted)})
 
 
 def plain_table(data: pa.Table) -> pa.Table:
