@@ -28,6 +28,7 @@ from deltacommit.io.dictionary_columns import (
     in_one_dictionary,
     joined,
     plain_table,
+    referenced_only,
 )
 from deltacommit.protocol.stats.compute import compute_stats
 from tests.delta_tables import peer_read
@@ -227,8 +228,9 @@ _values = st.one_of(st.none(), st.sampled_from(["a", "b", "cc", "", "é", "zz"])
 def test_dictionary_columns_join_and_take_values_without_changing_them(
         chunks: list[list[str | None]], more: list[str | None], limit: int) -> None:
     """Chunks of differing dictionaries joined (``joined``), values added to their dictionary
-    (``in_one_dictionary``), and dictionaries a writer could not keep decoded
-    (``dictionaries_within``): the values are always the plain ones, in order."""
+    (``in_one_dictionary``), dictionaries a writer could not keep decoded
+    (``dictionaries_within``), and dictionaries cut to the values held
+    (``referenced_only``): the values are always the plain ones, in order."""
     tables = [pa.table({"s": pa.array(c, pa.string()).dictionary_encode()}) for c in chunks]
     together = joined(tables)
     flat = [v for c in chunks for v in c]
@@ -244,6 +246,11 @@ def test_dictionary_columns_join_and_take_values_without_changing_them(
     assert plain_table(kept).column("s").to_pylist() == flat + more
     big = encoded.dictionary.nbytes > limit
     assert pa.types.is_dictionary(kept.schema.field("s").type) == (not big)
+    cut = referenced_only(both)  # as written: with a null, no value that no row holds
+    assert plain_table(cut).column("s").to_pylist() == flat + more
+    if None in flat + more:
+        held = {v for v in flat + more if v is not None}
+        assert all(set(c.dictionary.to_pylist()) == held for c in cut.column("s").chunks)
 
 
 @pytest.mark.parametrize("verb", ["update", "delete"])
@@ -289,3 +296,58 @@ def test_files_read_together_keeping_dictionaries_in_some_only_read_as_values(
     assert got.schema.field("s").type == pa.string()
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == \
         sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("new", ["'x'", "NULL"])
+def test_statistics_stay_tight_when_a_value_leaves_the_dictionary(
+        new: str, tmp_path: Path) -> None:
+    """An UPDATE that moves every row of one value (``a``) elsewhere, in a column with nulls,
+    writes a dictionary whose ``a`` no row holds.  The file's bounds are those of the values
+    it holds, in the Delta statistics and in the Parquet footer alike: Arrow's writer takes a
+    batch's bounds from the whole dictionary when the batch's distinct indices, its null
+    among them, are as many as the dictionary's values."""
+    uri = str(tmp_path / "t")
+    n = FOOTER_BOUNDS_FROM_ROWS + 1000
+    values = [None if i % 13 == 0 else "abc"[i % 3] for i in range(n)]
+    dc.write(uri, pa.table({"id": pa.array(range(n), pa.int64()), "s": pa.array(values)}))
+    dc.DeltaTable(uri).update({"s": new}, predicate="s = 'a'")
+    replacement = None if new == "NULL" else "x"
+    want = [replacement if v == "a" else v for v in values]
+    got = dc.DeltaTable(uri).to_arrow().sort_by("id")
+    assert got.column("s").to_pylist() == want
+    (add,) = dc.DeltaTable(uri).files()
+    assert add.stats is not None
+    present = sorted({v for v in want if v is not None})
+    stats = json.loads(add.stats)
+    assert (stats["minValues"]["s"], stats["maxValues"]["s"]) == (present[0], present[-1])
+    assert stats["nullCount"]["s"] == sum(v is None for v in want)
+    meta = pq.read_metadata(Path(uri) / add.path)
+    for g in range(meta.num_row_groups):
+        footer = meta.row_group(g).column(1).statistics
+        assert (footer.min, footer.max) == (present[0], present[-1])
+    assert _peer_rows(uri, ["id", "s"]) == got.to_pylist()
+
+
+@pytest.mark.parametrize("verb", ["update", "delete"])
+def test_a_predicate_naming_the_dictionary_column_in_another_case_reads_its_values(
+        verb: str, tmp_path: Path) -> None:
+    """A predicate names a column as Spark resolves it, ignoring case (``S`` for ``s``): the
+    column kept as a dictionary is still decoded for it, and exactly the rows it names
+    change."""
+    uri = str(tmp_path / "t")
+    for k in range(2):
+        dc.write(uri, _low_cardinality(3000, 3000 * k))
+    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
+    where = "S = 's3' or lower(S) = 's5' or S in ('s6')"
+
+    def named(r: dict[str, Any]) -> bool:
+        return r["s"] in ("s3", "s5", "s6")
+
+    if verb == "update":
+        dc.DeltaTable(uri).update({"s": "'u'"}, predicate=where)
+        want = [dict(r, s="u") if named(r) else r for r in rows]
+    else:
+        dc.DeltaTable(uri).delete("S = 's3' or S in ('s5', 's6')")
+        want = [r for r in rows if not named(r)]
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
+    assert _peer_rows(uri, ["id", "s", "b"]) == want

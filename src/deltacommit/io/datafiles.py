@@ -24,7 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltacommit.errors import SchemaMismatchError
-from deltacommit.io.dictionary_columns import decoded, plain_schema, plain_table
+from deltacommit.io.dictionary_columns import (
+    decoded,
+    plain_schema,
+    plain_table,
+    referenced_only,
+)
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
@@ -168,6 +173,8 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
                           if pa.types.is_dictionary(f.type) and any(
                               cast("pa.DictionaryArray[Any, Any]", c).dictionary.null_count
                               for c in data.column(i).chunks)})
+    # Dictionary values no row holds would be bounds (``referenced_only``).
+    data = referenced_only(data)
     if not any(pa.types.is_dictionary(f.type) for f in data.schema):
         pq.write_table(data, sink, metadata_collector=footers if collect else None,
                        **PARQUET_OPTIONS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -126,11 +127,13 @@ def plain_schema(schema: pa.Schema, names: Sequence[str] | None = None) -> pa.Sc
 
 def plain_columns(data: pa.Table, names: Iterable[str]) -> pa.Table:
     """``data`` with the dictionary columns an expression over the columns ``names`` may read
-    decoded (each whose name is in one of ``names``: ``a`` for ``a.b`` too), the others as
-    they are: what a verb evaluates its predicate over before it reads a few rows whole."""
-    wanted = list(names)
+    decoded (each whose name is in one of ``names``, ignoring case as the expressions resolve
+    names: ``a`` for ``a.b`` and ``A`` too), the others as they are: what a verb evaluates
+    its predicate over before it reads a few rows whole."""
+    wanted = [n.lower() for n in names]
     return decoded(data, {f.name: f.with_type(f.type.value_type) for f in data.schema
-                          if pa.types.is_dictionary(f.type) and any(f.name in n for n in wanted)})
+                          if pa.types.is_dictionary(f.type)
+                          and any(f.name.lower() in n for n in wanted)})
 
 
 def plain_table(data: pa.Table) -> pa.Table:
@@ -195,5 +198,41 @@ def dictionaries_within(data: pa.Table, max_bytes: int) -> pa.Table:
     return data
 
 
+def referenced_only(data: pa.Table) -> pa.Table:
+    """``data`` with each dictionary column that holds a null cut to the dictionary values
+    its rows hold (one dictionary for chunks that shared one), where the dictionary holds
+    others (the values of rows a rewrite deleted or changed).
+
+    Arrow's Parquet writer takes the bounds of each batch of a dictionary column from the
+    values its indices reference, except where those distinct indices, the null counted
+    among them, are as many as the dictionary's values: it then takes the whole dictionary,
+    and a value no row holds becomes the file's least or greatest.  Without a null, or with
+    every value referenced, the bounds are those of the rows."""
+    for i, f in enumerate(data.schema):
+        column = data.column(i)
+        if not pa.types.is_dictionary(f.type) or not column.null_count:
+            continue
+        chunks = [cast("pa.DictionaryArray[Any, Any]", c) for c in column.chunks]
+        first = chunks[0].dictionary
+        shared = all(c.dictionary is first or c.dictionary.equals(first) for c in chunks[1:])
+        groups = [chunks] if shared else [[c] for c in chunks]
+        out: list[pa.Array[Any]] = []
+        for group in groups:
+            dictionary = group[0].dictionary
+            used = np.zeros(len(dictionary), np.bool_)
+            for c in group:
+                used[pc.drop_null(pc.unique(c.indices)).to_numpy()] = True
+            if used.all():
+                out.extend(group)
+                continue
+            # Each index moved to where its value is among the values kept.
+            moved = pa.array(np.cumsum(used, dtype=np.int64) - 1).cast(f.type.index_type)
+            kept = dictionary.filter(pa.array(used))
+            out.extend(pa.DictionaryArray.from_arrays(pc.take(moved, c.indices), kept)
+                       for c in group)
+        data = data.set_column(i, f, pa.chunked_array(out, type=cast(Any, f.type)))
+    return data
+
+
 __all__ = ["decoded", "dictionaries_within", "dictionary_columns", "in_one_dictionary", "joined",
-           "leaf_columns", "plain_columns", "plain_pieces", "plain_schema", "plain_table"]
+           "leaf_columns", "plain_columns", "plain_pieces", "plain_schema", "plain_table", "referenced_only"]
