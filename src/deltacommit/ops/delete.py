@@ -12,11 +12,13 @@ Before it commits, the delete proves its output (``check_output``): each touched
 as the new deletion vector, read back from the file just written, leaves them must be exactly
 the rows its old deletion vector left less those the predicate matches among them, computed
 again from the live rows.  Otherwise the new deletion-vector file is deleted and
-``RewriteCheckError`` says so; nothing is committed.
+``RewriteCheckError`` says so; nothing is committed.  So is it when the commit fails in a way
+that proves nothing was committed (a conflict with a concurrent writer).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.scan import prune_files
 from deltacommit.errors import UnsupportedProtocolError
@@ -54,6 +57,8 @@ from deltacommit.protocol.log.paths import parse_location
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
 
+log = logging.getLogger(__name__)
+
 
 def deletes_write_dvs(table: RowLevelTable) -> bool:
     """Whether writers may add deletion vectors to ``table`` (PROTOCOL.md: only with the property)."""
@@ -68,21 +73,38 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
             "so a DELETE of some rows of a file must also write change data files, which "
             "deltacommit does not write; delete whole partitions (a predicate on partition "
             "columns only) or run the DELETE with Spark")
-    with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
-        stage_dv_delete(table, txn, predicate, where)
+    written: list[str] = []
+    committing = False
+    try:
+        with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}
+                               ) as txn:
+            stage_dv_delete(table, txn, predicate, where, written)
+            committing = True
+    except Exception as e:
+        # The deletion-vector file is deleted where the failure proves no version names it
+        # (a conflict, a refused commit, a failure before the commit), as the write driver
+        # deletes data files (``engine.commit.outcome``); else VACUUM removes it.
+        if outcome_of(e, committing=committing) is Outcome.NOT_COMMITTED:
+            for path in written:
+                try:
+                    table.log_store.store.delete(path)
+                except Exception as gone:  # best effort: never hides ``e``
+                    log.warning("could not delete %s, which no commit names: %s", path, gone)
+        raise
     assert txn.result is not None
     return txn.result
 
 
 def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate,
-                    where: str) -> pa.Table:
+                    where: str, written: list[str] | None = None) -> pa.Table:
     """Stage in ``txn`` the deletion of the rows where ``predicate`` is TRUE by deletion
     vectors (see the module docstring), proven before anything is staged; the live rows
     deleted, in the table's schema (what an UPDATE writes again, changed).
 
     Only the files whose statistics admit a matching row are opened.  On a table with row
     tracking the transaction records the rows it deletes (``Transaction.record_row_changes``),
-    so concurrent commits are checked against them row by row."""
+    so concurrent commits are checked against them row by row.  The deletion-vector file
+    written, if any, is appended to ``written``: the caller deletes it if nothing commits."""
     matching = row_filter(predicate, table.schema, where)
     # Read as Spark's file-level rules need it; only the files whose statistics admit a
     # matching row are opened.
@@ -120,6 +142,8 @@ def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate
         if len(rows) < n:
             kept.append((add, encode_bitmap_array(rows), len(rows)))
     adds, dv_file = write_deletion_vectors(table.log_store.store, kept)
+    if dv_file is not None and written is not None:
+        written.append(dv_file)
     check_output(table, proofs, adds, dv_file, where)
     # On a table with row tracking, concurrent commits are checked against these rows and
     # the predicate, not file by file.
