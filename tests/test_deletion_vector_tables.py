@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import deltacommit as dc
-from deltacommit.errors import CorruptLogError
+from deltacommit.errors import ConcurrentAppendException, CorruptLogError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask, kept_rows
 from deltacommit.protocol.actions import Add, Protocol
 from deltacommit.protocol.deletion_vectors import (
@@ -254,6 +254,21 @@ def test_delete_writes_deletion_vectors_when_enabled(tmp_path: Path) -> None:
     ours.delete("p = 'a' AND id >= 0")
     assert [a.partition_values["p"] for a in dc.DeltaTable(uri).files()] == ["b"]
     assert sorted(peer_read(uri).column("id").to_pylist()) == [i for i in expected if i >= 100]
+
+
+def test_a_delete_losing_to_a_concurrent_append_leaves_no_deletion_vector_file(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": list(range(10))}),
+             configuration={"delta.enableDeletionVectors": "true",
+                            "delta.isolationLevel": "Serializable"})
+    stale = dc.DeltaTable(uri)  # read before the append: its DELETE conflicts with it
+    dc.write(uri, pa.table({"id": [2]}))
+    before = sorted(os.listdir(uri))
+    with pytest.raises(ConcurrentAppendException):
+        stale.delete("id = 2")
+    assert sorted(os.listdir(uri)) == before  # the deletion vector it wrote is deleted
+    assert sorted(dc.DeltaTable(uri).to_arrow()["id"].to_pylist()) == sorted([*range(10), 2])
 
 
 def test_a_table_created_with_dvs_enabled_deletes_rows_with_them(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ The oracle is the evaluator itself: a file must be kept wherever one of its live
 predicate TRUE.  Files come with statistics as deltacommit writes them, as Spark writes them
 (timestamps truncated to milliseconds, a string max truncated at 32 UTF-16 units then given
 the tie-breaker), without statistics, or with a deletion vector over statistics of the
-physical rows (``tightBounds`` false, absent, or wrongly left true).
+physical rows (``tightBounds`` false, absent, or wrongly left true).  The bounds an UPDATE's or
+a DELETE's predicate puts on a column (``predicate_bounds``) admit every row the predicate
+matches, whatever kind of literal meets the column.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+import deltacommit as dc
+from deltacommit.errors import DeltaCommitError
+from deltacommit.ops.pruning import predicate_bounds
+from deltacommit.ops.rowlevel import bound_condition
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
@@ -37,7 +43,11 @@ from deltacommit.protocol.expressions.ast import (
     Or,
     lit,
 )
-from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
+from deltacommit.protocol.expressions.evaluator import (
+    EvaluationFailed,
+    evaluate_condition,
+    predicate_mask,
+)
 from deltacommit.protocol.expressions.parser import parse_expression, parse_predicate
 from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.stats.compute import compute_stats
@@ -361,3 +371,75 @@ def test_a_like_prefix_prunes_by_both_bounds_and_keeps_truncated_maxima() -> Non
     # NOT LIKE is TRUE wherever a value may not match: only a file of NULLs is ruled out.
     assert _keeps("s NOT LIKE 'abc%'", table) == [True, True, True, True, True]
     assert _keeps("s LIKE NULL", table) == [False, False, False, False, False]
+
+
+# ----------------------------------------------------------- UPDATE and DELETE bounds
+
+_STATS_PREDICATES = [
+    "s = TIMESTAMP '2024-01-01 00:00:00'", "s IN (TIMESTAMP '2024-01-01 00:00:00Z', 'zz')",
+    "d < TIMESTAMP '2024-01-01 10:00:00'", "TIMESTAMP '2024-01-01 10:00:00' > d",
+    "s = 1.50", "s = TRUE",
+]
+
+
+@pytest.mark.parametrize("verb", ["delete", "update"])
+@pytest.mark.parametrize("predicate", _STATS_PREDICATES)
+def test_statistics_skip_only_files_that_cannot_hold_a_matching_row(
+        tmp_path: Any, predicate: str, verb: str) -> None:
+    uri = str(tmp_path / "t")
+    rows = pa.table({"s": ["2024-01-01 00:00:00", "1.50", "true", "m"],
+                     "d": [dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3),
+                           dt.date(2024, 1, 4)]})
+    for i in range(rows.num_rows):  # one row per file: each file's bounds are its value
+        dc.write(uri, rows.slice(i, 1))
+    matched = {"s = 1.50": "1.50", "s = TRUE": "true"}.get(predicate, "2024-01-01 00:00:00")
+    others = [str(v) for v in rows["s"].to_pylist() if v != matched]
+    if verb == "delete":
+        dc.DeltaTable(uri).delete(predicate)
+        expected = sorted(others)
+    else:
+        dc.DeltaTable(uri).update({"s": "'changed'"}, predicate)
+        expected = sorted([*others, "changed"])
+    assert sorted(str(v) for v in dc.DeltaTable(uri).to_arrow()["s"].to_pylist()) == expected
+
+
+_BOUNDED = pa.table({
+    "s": ["1.50", "1.5", "1000.0", "1E3", "1000", "true", "TRUE", "2024-01-01",
+          "2024-01-01 00:00:00", "5", "05", "-1", None, "a", "", "0.1"],
+    "i8": pa.array([1, 5, -1, 0, None, 127, -128, 2, 3, 4, 5, 6, 7, 8, 9, 10], pa.int8()),
+    "i64": pa.array([1, 5, -1, 0, None, 2**40, -2**40, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+    "f32": pa.array([1.5, 0.1, float("nan"), -0.0, 0.0, None, 1e30, 16777216.0, 2, 3, 4, 5,
+                     6, 7, 8, 9], pa.float32()),
+    "f64": pa.array([1.5, 0.1, float("nan"), -0.0, 0.0, None, 1e300, 16777217, 2, 3, 4, 5,
+                     6, 7, 8, 0.30000000000000004]),
+    "d": pa.array([dt.date(2024, 1, 1), dt.date(2024, 1, 2), None, dt.date(1970, 1, 1),
+                   *(dt.date(2000, 1, i) for i in range(1, 13))]),
+})
+_LITERALS = ["1", "5", "-1", "1.5", "1.50", "0.1", "1e3", "1000", "127", "128", "-129",
+             "TRUE", "NULL", "'5'", "'05'", "' 5'", "'1.5'", "'NaN'", "'2024-01-01'",
+             "'2024-1-1'", "DATE '2024-01-01'", "TIMESTAMP '2024-01-01 00:00:00'",
+             "TIMESTAMP '2024-01-01 10:00:00'", "TIMESTAMP '2024-01-01 00:00:00Z'", "'a'",
+             "''", "16777217", "0.30000000000000004", "1099511627776"]
+
+
+@pytest.mark.parametrize("column", _BOUNDED.column_names)
+def test_the_bounds_a_predicate_puts_on_a_column_admit_every_row_it_matches(
+        column: str) -> None:
+    """``predicate_bounds`` (what an UPDATE or DELETE skips files by) against the evaluator,
+    for every comparison of each column kind with literals of every kind."""
+    texts = [f"{column} {op} {x}" for op in ("=", "<", "<=", ">", ">=") for x in _LITERALS]
+    texts += [f"{x} {op} {column}" for op in ("=", "<", ">=") for x in _LITERALS]
+    texts += [f"{column} IN ({x}, {y})" for x, y in zip(_LITERALS, _LITERALS[3:], strict=False)]
+    bounded = 0
+    for text in texts:
+        predicate = parse_expression(text)
+        try:
+            matches = predicate_mask(predicate, _BOUNDED).to_pylist()
+        except DeltaCommitError:
+            continue  # not a predicate over this column's type
+        for bound in predicate_bounds(predicate, _BOUNDED.schema):
+            bounded += 1
+            admitted = predicate_mask(bound_condition(bound), _BOUNDED).to_pylist()
+            assert not any(m and not a for m, a in zip(matches, admitted, strict=True)), \
+                (text, bound)
+    assert bounded > 20

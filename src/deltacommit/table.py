@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
-from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.loop import commit as commit_staged
 from deltacommit.engine.commit.policy import CommitPolicy, CommitResult
 from deltacommit.engine.commit.table_log import OnTableLog, TableLog
@@ -393,40 +392,19 @@ class DeltaTable(OnTableLog):
         return TableMerger(self, source, predicate, source_alias, target_alias)
 
     def delete(self, predicate: str | None = None) -> CommitResult:
-        """Remove the rows matching ``predicate`` (all rows if None).
+        """Remove the rows where ``predicate`` is TRUE (all rows if None): any SQL expression
+        ``update`` and ``merge`` accept, NULL deleting nothing (``ops/delete.py``).
 
-        A predicate on partition columns alone removes whole files.  One on data columns
-        deletes the matching rows: by deletion vectors on a table that allows them
+        A predicate partition values decide removes whole files without reading them.  Any
+        other deletes the matching rows: by deletion vectors on a table that allows them
         (``delta.enableDeletionVectors=true``), else by rewriting the files that hold them
         (copy-on-write, ``ops/delete.delete_rows``), with change data files on a table with
         change data feed.
         """
-        if predicate is not None:
-            from deltacommit.protocol.expressions.predicates import parse_predicate
+        self._check_writable("DELETE")
+        from deltacommit.ops.delete import delete
 
-            parsed = parse_predicate(predicate)
-            if not parsed.columns() <= set(self.partition_columns):
-                from deltacommit.ops.delete import (
-                    delete_rows,
-                    delete_with_deletion_vectors,
-                    deletes_write_dvs,
-                )
-
-                self._check_writable("DELETE")
-                if deletes_write_dvs(self) and \
-                        not self.table_config.change_data_feed_enabled(self.protocol):
-                    return delete_with_deletion_vectors(self, parsed)
-                return delete_rows(self, parsed)
-        with self.transaction("DELETE", {"predicate": json_text([predicate] if predicate else [])}
-                              ) as txn:
-            files = txn.scan(predicate=predicate)
-            txn.remove(files)
-            txn.operation_metrics["numRemovedFiles"] = str(len(files))
-            txn.operation_metrics["numDeletedRows"] = str(sum(
-                (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
-                for a in files))
-        assert txn.result is not None
-        return txn.result
+        return delete(self, predicate)
 
     def rename_column(self, column: str | Sequence[str], new_name: str) -> CommitResult:
         """Rename a column (a sequence of names for a nested field) of a column-mapping table;

@@ -83,6 +83,19 @@ def test_update_and_delete_equal_deltalakes(spark: Any, tmp_path: Path, dvs: boo
     assert all(marked) if dvs else not any(marked)
 
 
+@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_delete_by_an_expression_equals_deltalakes(spark: Any, tmp_path: Path,
+                                                  dvs: bool) -> None:
+    ours, theirs = _copies(tmp_path, dvs)
+    predicate = "id % 7 = 0 OR abs(v) + id < 60 OR (p = 'z' AND v > id % 50) OR upper(s) = 'ZZ'"
+    result = dcs.delete(ours, predicate, spark=spark)
+    peer = deltalake.DeltaTable(theirs).delete(predicate)
+    assert result["num_deleted_rows"] == peer["num_deleted_rows"] > 0
+    _same(ours, theirs)
+    with pytest.raises(InvalidArgumentError, match=f"DELETE from table .*{tmp_path.name}.*'id %"):
+        dcs.delete(ours, "id % ", spark=spark)
+
+
 def _source(seed: int) -> pa.Table:
     """1,500 source rows: 1,000 keys of the table (some NULL) and 500 new ones."""
     rng = np.random.default_rng(seed)

@@ -63,13 +63,35 @@ if TYPE_CHECKING:
     from deltacommit.engine.snapshot.snapshot import Snapshot
 
 
+def decided_by_partition_values(predicate: Predicate, schema: pa.Schema,
+                                partition_columns: Sequence[str]) -> bool:
+    """Whether ``predicate`` is decided for a whole file by its partition values alone: it
+    reads partition columns only, in the forms their values decide (``partition_values``: a
+    column compared with a literal, ``IN``, ``IS NULL``, ``AND``/``OR``/``NOT``, constants).
+    A predicate that is not (``p % 2 = 0``, ``lower(p) = 'a'``, ``p = q``) needs the rows, or
+    the evaluator on each file's values (``file_pruning``): a DELETE must not take it for one
+    that removes whole files, nor a transaction record it as the partitions it read."""
+    if not predicate.columns() <= set(partition_columns):
+        return False
+    try:
+        predicate.compile({c: schema.field(c).type for c in partition_columns})
+    except InvalidArgumentError:
+        return False
+    return True
+
+
 def select_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
     """The files of ``snapshot`` whose partition values may satisfy ``predicate``.
 
     The checkpoint's files are judged column-wise, the predicate evaluated once per distinct
     combination of partition values, so reading one partition of a large table builds no
-    ``Add`` for the files of the others."""
-    if predicate is TRUE or not snapshot.partition_columns:
+    ``Add`` for the files of the others.  On an unpartitioned table a predicate without
+    columns (``FALSE``, ``NULL``) is a constant that selects every file or none."""
+    if predicate is TRUE:
+        return snapshot.files()
+    if not snapshot.partition_columns:
+        if not predicate.columns() and not predicate.evaluate({}, {}):
+            return []
         return snapshot.files()
     schema = snapshot.schema
     pcols = list(snapshot.partition_columns)

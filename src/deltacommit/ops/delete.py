@@ -1,33 +1,57 @@
-"""Row-level DELETE that writes deletion vectors instead of rewriting files.
+"""``DeltaTable.delete(predicate)``: DELETE the rows where a SQL predicate is TRUE.
 
-Used by ``DeltaTable.delete`` when the table allows new deletion vectors
-(``delta.enableDeletionVectors=true`` and the ``deletionVectors`` writer feature) and the
-predicate references data columns.  Each file with matching rows keeps its Parquet file: its
-``add`` is replaced by one whose DV marks the union of the old and the newly deleted rows, all
-new DVs in one ``deletion_vector_<uuid>.bin`` at the table root (as Spark writes them); a file
-left with no row is removed outright.  Rows are deleted where the predicate is TRUE (SQL logic:
-NULL deletes nothing).
+The predicate is any expression UPDATE and MERGE accept (``parse_expression``: arithmetic,
+functions, casts, two columns compared, ``CASE``), evaluated with SQL's logic: a row where it
+is NULL is kept.  It is checked against the table's schema before anything is read, so a
+column the table lacks, a value its column cannot be compared with or a syntax error is
+refused naming the table and the predicate, and nothing is committed.  Then one of three
+ways (``delete``):
 
-Before it commits, the delete proves its output (``check_output``): each touched file's rows
-as the new deletion vector, read back from the file just written, leaves them must be exactly
-the rows its old deletion vector left less those the predicate matches among them, computed
-again from the live rows.  Otherwise the new deletion-vector file is deleted and
-``RewriteCheckError`` says so; nothing is committed.
+- a predicate partition values decide (``engine.scan.decided_by_partition_values``: a
+  comparison of partition columns with literals, ``IN``, ``IS NULL``, ``AND``/``OR``/``NOT``)
+  removes whole files without reading them, and the transaction records it as the partitions
+  it read;
+- any other on a table that allows new deletion vectors (``delta.enableDeletionVectors=true``
+  and the ``deletionVectors`` writer feature) and has no change data feed writes deletion
+  vectors (below);
+- else the row-level rewrite (``delete_rows``): copy-on-write, or deletion vectors with change
+  data files on a change-data-feed table.
+
+Either row path records as read the partitions its predicate's conjuncts decide and the whole
+table without one (``rowlevel.read_partitions``), so a concurrent writer's new files are
+checked against what the DELETE may have deleted; a predicate partition values cannot decide
+(``p % 2 = 0``) widens the read to the whole table.  Only the files whose partition values and
+statistics admit a matching row are opened (``prune_files``, ``predicate_bounds``).  The
+commitInfo's ``predicate`` is the predicate's SQL text (``Expr.to_sql``, which parses back to
+it).
+
+Deletion vectors: each file with matching rows keeps its Parquet file: its ``add`` is replaced
+by one whose DV marks the union of the old and the newly deleted rows, all new DVs in one
+``deletion_vector_<uuid>.bin`` at the table root (as Spark writes them); a file left with no row
+is removed outright.  Before it commits, the delete proves its output (``check_output``): each
+touched file's rows as the new deletion vector, read back from the file just written, leaves
+them must be exactly the rows its old deletion vector left less those the predicate matches
+among them, computed again from the live rows.  Otherwise the new deletion-vector file is
+deleted and ``RewriteCheckError`` says so; nothing is committed.  So is it when the commit
+fails in a way that proves nothing was committed (a conflict with a concurrent writer).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
 
 import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
-from deltacommit.engine.scan import prune_files
-from deltacommit.errors import UnsupportedProtocolError
+from deltacommit.engine.scan import decided_by_partition_values, prune_files
+from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
 from deltacommit.io.dictionary_columns import plain_columns
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
@@ -41,18 +65,80 @@ from deltacommit.ops.rowlevel import (
     RowLevelTable,
     RowRewrite,
     candidate_files,
+    read_partitions,
     rewrite_spark_metrics,
     run_row_level,
 )
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.deletion_vectors import encode_bitmap_array
-from deltacommit.protocol.expressions.ast import And
+from deltacommit.protocol.expressions.ast import And, Expr
+from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.predicates import Predicate
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.log.paths import parse_location
 
 if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+
+class DeleteTable(RowLevelTable, Interface):
+    """What a DELETE needs of its table (``DeltaTable`` is one)."""
+
+    @property
+    def partition_columns(self) -> list[str]: ...
+
+
+def _conjuncts(predicate: Predicate) -> list[Expr]:
+    return list(predicate.children) if isinstance(predicate, And) else [predicate]
+
+
+def parse_delete(table: RowLevelTable, predicate: str) -> tuple[Predicate, str]:
+    """The tree of a DELETE's ``predicate``, checked against the table's schema, and the
+    ``where`` its errors name (the table and the predicate); InvalidArgumentError for text
+    that does not parse or does not evaluate over the table's rows (a column the table lacks,
+    a literal its column cannot be compared with, a non-boolean expression)."""
+    if not isinstance(predicate, str):
+        raise InvalidArgumentError(f"DELETE from table {table.uri}: the predicate must be SQL "
+                                   f"text, got {predicate!r}")
+    try:
+        parsed = parse_expression(predicate)
+    except InvalidArgumentError as e:  # its message quotes the text and points into it
+        raise InvalidArgumentError(f"DELETE from table {table.uri}: {e}") from None
+    where = f"DELETE from table {table.uri} where {parsed.to_sql()}"
+    row_filter(parsed, table.schema, where)
+    return parsed, where
+
+
+def delete(table: DeleteTable, predicate: str | None) -> CommitResult:
+    """DELETE the rows where ``predicate`` is TRUE, every row without one (module
+    docstring)."""
+    if predicate is None:
+        return remove_files(table, None)
+    parsed, _ = parse_delete(table, predicate)
+    if decided_by_partition_values(parsed, table.schema, table.partition_columns):
+        return remove_files(table, parsed)
+    if deletes_write_dvs(table) and \
+            not table.table_config.change_data_feed_enabled(table.protocol):
+        return delete_with_deletion_vectors(table, parsed)
+    return delete_rows(table, parsed)
+
+
+def remove_files(table: RowLevelTable, predicate: Predicate | None) -> CommitResult:
+    """Remove every file whose partition values make ``predicate`` TRUE (every file for None)
+    without reading it: ``predicate`` must be one partition values decide.  Committed even
+    when no file matches, as Spark commits an empty DELETE."""
+    params = {"predicate": json_text([predicate.to_sql()] if predicate is not None else [])}
+    with table.transaction("DELETE", params) as txn:
+        files = txn.scan(predicate=predicate)
+        txn.remove(files)
+        txn.operation_metrics["numRemovedFiles"] = str(len(files))
+        txn.operation_metrics["numDeletedRows"] = str(sum(
+            (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
+            for a in files))
+    assert txn.result is not None
+    return txn.result
 
 
 def deletes_write_dvs(table: RowLevelTable) -> bool:
@@ -61,32 +147,49 @@ def deletes_write_dvs(table: RowLevelTable) -> bool:
 
 
 def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> CommitResult:
-    where = f"delete from table {table.uri} where {predicate.to_sql()}"
+    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
     if table.table_config.change_data_feed_enabled(table.protocol):
         raise UnsupportedProtocolError(
             f"{where}: the table has change data feed enabled (delta.enableChangeDataFeed=true), "
             "so a DELETE of some rows of a file must also write change data files, which "
             "deltacommit does not write; delete whole partitions (a predicate on partition "
             "columns only) or run the DELETE with Spark")
-    with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}) as txn:
-        stage_dv_delete(table, txn, predicate, where)
+    written: list[str] = []
+    committing = False
+    try:
+        with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}
+                               ) as txn:
+            stage_dv_delete(table, txn, predicate, where, written)
+            committing = True
+    except Exception as e:
+        # The deletion-vector file is deleted where the failure proves no version names it
+        # (a conflict, a refused commit, a failure before the commit), as the write driver
+        # deletes data files (``engine.commit.outcome``); else VACUUM removes it.
+        if outcome_of(e, committing=committing) is Outcome.NOT_COMMITTED:
+            for path in written:
+                try:
+                    table.log_store.store.delete(path)
+                except Exception as gone:  # best effort: never hides ``e``
+                    log.warning("could not delete %s, which no commit names: %s", path, gone)
+        raise
     assert txn.result is not None
     return txn.result
 
 
 def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate,
-                    where: str) -> pa.Table:
+                    where: str, written: list[str] | None = None) -> pa.Table:
     """Stage in ``txn`` the deletion of the rows where ``predicate`` is TRUE by deletion
     vectors (see the module docstring), proven before anything is staged; the live rows
     deleted, in the table's schema (what an UPDATE writes again, changed).
 
     Only the files whose statistics admit a matching row are opened.  On a table with row
     tracking the transaction records the rows it deletes (``Transaction.record_row_changes``),
-    so concurrent commits are checked against them row by row."""
+    so concurrent commits are checked against them row by row.  The deletion-vector file
+    written, if any, is appended to ``written``: the caller deletes it if nothing commits."""
     matching = row_filter(predicate, table.schema, where)
     # Read as Spark's file-level rules need it; only the files whose statistics admit a
     # matching row are opened.
-    files = txn.scan()
+    files = read_partitions(txn, _conjuncts(predicate))
     admitted = {a.path for a in prune_files(txn.snapshot, predicate)}
     files = [a for a in files if a.path in admitted]
     scan = replace(table.file_scan(table.schema), physical_rows=True)
@@ -120,6 +223,8 @@ def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate
         if len(rows) < n:
             kept.append((add, encode_bitmap_array(rows), len(rows)))
     adds, dv_file = write_deletion_vectors(table.log_store.store, kept)
+    if dv_file is not None and written is not None:
+        written.append(dv_file)
     check_output(table, proofs, adds, dv_file, where)
     # On a table with row tracking, concurrent commits are checked against these rows and
     # the predicate, not file by file.
@@ -146,13 +251,12 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     when a row is deleted (Spark commits an empty DELETE; its result is then the table's
     version, with ``attempts`` 0)."""
     schema = table.schema
-    where = f"delete from table {table.uri} where {predicate.to_sql()}"
+    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
     matching = row_filter(predicate, schema, where)
 
     def plan(rewrite: RowRewrite, txn: Transaction) -> Planned:
         started = time.monotonic()
-        conjuncts = list(predicate.children) if isinstance(predicate, And) else [predicate]
-        files, skipped = candidate_files(rewrite, txn, conjuncts,
+        files, skipped = candidate_files(rewrite, txn, _conjuncts(predicate),
                                          predicate_bounds(predicate, schema))
 
         def one(f: ReadFile) -> FileChange:
@@ -177,5 +281,5 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     return CommitResult(done.version, 0, read_version=done.version)
 
 
-__all__ = ["delete_rows", "delete_with_deletion_vectors", "deletes_write_dvs",
-           "stage_dv_delete"]
+__all__ = ["DeleteTable", "delete", "delete_rows", "delete_with_deletion_vectors",
+           "deletes_write_dvs", "parse_delete", "remove_files", "stage_dv_delete"]

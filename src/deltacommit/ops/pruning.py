@@ -8,11 +8,16 @@ the bounds (``predicate_bounds``, ``key_bound``); the files are judged by the on
 pruning every read uses (``ops.rowlevel.candidates``, ``protocol.file_pruning``: partition
 values, checkpoint ``stats_parsed``, truncated strings, NaN).  A value this module cannot
 bound (only integers, floating point numbers, strings and dates are; NaN is not) leaves the
-column unbounded: a bound is never tighter than the predicate.
+column unbounded: a bound is never tighter than the predicate.  A literal is taken as the value
+the evaluator compares the column with (a number or timestamp beside a string column as its
+text, ``literal_text``; a timestamp beside a date only at midnight), and any other conjunct
+(arithmetic, functions, two columns, ``OR``, ``NOT``) bounds nothing, leaving its files to
+``file_pruning``, which errs towards reading them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ import pyarrow as pa
 
 from deltacommit.protocol.expressions.ast import And, Column, Comparison, Expr, InList, Literal
 from deltacommit.protocol.expressions.evaluator import literal_value
+from deltacommit.protocol.expressions.partition_values import literal_text
 
 _FLIPPED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -108,6 +114,13 @@ def predicate_bounds(predicate: Expr, schema: pa.Schema,
         kind = _kind(t)
         if kind is None:
             return None
+        if kind == "string" and node.kind != "string":
+            # A string column meets a number, date or timestamp literal as the literal's text
+            # (``operators``), which Arrow's cast does not always write alike
+            # (``TIMESTAMP '2024-01-01 00:00:00'``).
+            return literal_text(node)
+        if kind == "date" and node.kind == "timestamp" and node.value.time() != dt.time():
+            return None  # a date meets a timestamp at midnight; Arrow's cast drops the time
         try:
             v = literal_value(node).cast(t).as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
+from deltacommit.ops.delete import parse_delete
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.merge.plan import parse_assignments
 from deltacommit.ops.pruning import predicate_bounds
@@ -282,9 +283,7 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
     if not isinstance(predicate, str) or not predicate.strip():
         raise InvalidArgumentError(f"DELETE from table {table.uri}: give the predicate of the "
                                    f"rows to delete as SQL text, got {predicate!r}")
-    pred = parse_expression(predicate)
-    what = f"DELETE from table {table.uri} where {pred.to_sql()}"
-    row_filter(pred, table.schema, what)
+    pred, what = parse_delete(table, predicate)
 
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
         return rewrite_spark_metrics(planned, written, "numDeletedRows", "deleted")

@@ -3,7 +3,11 @@ opens (``candidates``), how it reads them and writes and proves their change (``
 how the write driver runs it (``job``).  The verbs themselves are ``ops.update``,
 ``ops.delete`` and ``ops.merge``."""
 
-from deltacommit.ops.rowlevel.candidates import bound_condition, candidate_files
+from deltacommit.ops.rowlevel.candidates import (
+    bound_condition,
+    candidate_files,
+    read_partitions,
+)
 from deltacommit.ops.rowlevel.job import (
     Done,
     Planned,
@@ -34,6 +38,7 @@ __all__ = [
     "RowRewrite",
     "bound_condition",
     "candidate_files",
+    "read_partitions",
     "replaced",
     "rewrite_spark_metrics",
     "run_row_level",

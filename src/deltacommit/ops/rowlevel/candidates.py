@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from deltacommit.engine.scan import prune_files
-from deltacommit.errors import InvalidArgumentError
+from deltacommit.engine.scan import decided_by_partition_values, prune_files
 from deltacommit.ops.pruning import Bound
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.ast import (
@@ -48,6 +47,18 @@ def bound_condition(bound: Bound) -> Expr:
     return and_(*parts)
 
 
+def read_partitions(txn: Transaction, target_only: Sequence[Expr]) -> list[Add]:
+    """The files of the partitions that ``target_only`` (conjuncts over the table's columns)
+    admits, recorded as read by ``txn``: the conjuncts over partition columns that partition
+    values decide (``decided_by_partition_values``), the whole table without one.  A conjunct
+    they cannot decide (``p % 2 = 0``) is left to the rows: recorded as a read predicate, the
+    conflict checker could not ask it of a concurrent writer's files."""
+    snap = txn.snapshot
+    on_partitions = [c for c in target_only if c.columns()
+                     and decided_by_partition_values(c, snap.schema, snap.partition_columns)]
+    return txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
+
+
 def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
                     bounds: Sequence[Bound]) -> tuple[list[Add], int]:
     """The files a row-level operation opens, and how many it skipped: those of the partitions
@@ -57,12 +68,7 @@ def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence
     holds (``engine.scan.prune_files``, ``file_pruning``: truncated strings, millisecond
     timestamps, NaN, bounds of files with deletion vectors)."""
     snap = txn.snapshot
-    pcols = set(snap.partition_columns)
-    on_partitions = [c for c in target_only if c.columns() and c.columns() <= pcols]
-    try:
-        files = txn.scan(predicate=and_(*on_partitions)) if on_partitions else txn.scan()
-    except InvalidArgumentError:  # not decidable from partition values alone (a function)
-        files = txn.scan()
+    files = read_partitions(txn, target_only)
     condition = and_(*target_only, *(bound_condition(b) for b in bounds))
     if condition is TRUE:
         return files, 0
