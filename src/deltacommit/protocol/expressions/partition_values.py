@@ -150,7 +150,10 @@ def _string_key(v: str, kind: str, t: pa.DataType) -> tuple[Any, str]:
     if kind == "timestamp":
         return parse_timestamp_us(v)[0], _PLAIN
     if kind == "binary":
-        return parse_partition_value(v, t), _PLAIN
+        # The literal's text as UTF-8 bytes, as the evaluator casts it: not read as a
+        # serialized partition value, whose ``\uXXXX`` escapes and empty text (NULL) would
+        # make ``p = '\u0061'`` match b'a' and ``p <> ''`` match nothing.
+        return v.encode("utf-8"), _PLAIN
     raise _Incomparable
 
 
