@@ -6,12 +6,14 @@ of wildcards, escape characters, regex metacharacters, line breaks and non-ASCII
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import deltacommit as dc
 from deltacommit.errors import (
     CheckConstraintViolationError,
     InvalidArgumentError,
@@ -283,6 +285,22 @@ def test_a_spark_written_pattern_whose_backslashes_spark_unescapes_is_refused(
                           [Constraint("check", "c1", f"c LIKE '{pattern}' ESCAPE '!'")], "t")
     # Spark keeps a backslash before % and _: such a pattern means the same to both.
     check_constraints(pa.table({"c": ["a%"]}), [Constraint("check", "c2", "c LIKE 'a\\%'")], "t")
+
+
+def test_a_constraint_no_write_could_enforce_is_refused_when_set_on_an_empty_table(
+        tmp_path: Path) -> None:
+    """Setting a CHECK constraint checks the table's rows, which an empty table has none of:
+    its text must still be one every later write enforces, or each of them is refused."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("c", pa.string())])
+    dc.DeltaTable.create(uri, schema)
+    with pytest.raises(InvalidArgumentError, match="cannot be enforced by deltacommit"):
+        dc.DeltaTable(uri).set_properties({"delta.constraints.c1": "c LIKE 'a\\\\%'"})
+    assert dc.DeltaTable(uri).version == 0
+    dc.DeltaTable(uri).set_properties({"delta.constraints.c2": "c LIKE 'a\\%'"})
+    dc.write(uri, pa.table({"c": ["a%"]}, schema=schema))
+    with pytest.raises(CheckConstraintViolationError, match="c2"):
+        dc.write(uri, pa.table({"c": ["ab"]}, schema=schema))
 
 
 def test_partition_programs_refuse_what_they_cannot_decide() -> None:

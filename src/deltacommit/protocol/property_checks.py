@@ -25,15 +25,11 @@ def check_properties(properties: Mapping[str, object], table: str) -> None:
         assert isinstance(value, str)  # check_new refused any other value
         # The parsers load only for a CHECK constraint: ``DeltaTable`` imports this module
         # (through ``ops.create``), and a cold append must not pay for the expression package.
-        from deltacommit.protocol.expressions.parser import parse_expression
-        from deltacommit.protocol.expressions.predicates import parse_predicate
+        from deltacommit.protocol.expressions.parser import parse_spark_expression
 
-        try:
-            parse_predicate(value)
-        except InvalidArgumentError:
-            try:  # arithmetic, functions, two columns: evaluated as an expression
-                parse_expression(value)
-            except InvalidArgumentError as e:  # the wider grammar's error says more
-                raise InvalidArgumentError(
-                    f"table {table}: CHECK constraint {key!r} cannot be enforced by "
-                    f"deltacommit: {e}") from None
+        try:  # as every write reads it (``constraints.check_constraints``)
+            parse_spark_expression(value)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(
+                f"table {table}: CHECK constraint {key!r} cannot be enforced by "
+                f"deltacommit: {e}") from None
