@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -118,15 +118,53 @@ def arrow_regex(parts: Parts) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def python_regex(parts: Parts) -> re.Pattern[str]:
-    """The pattern as a Python regular expression, for ``fullmatch`` (DOTALL)."""
+    """The pattern as a Python regular expression, for ``fullmatch`` (DOTALL).  Python's
+    engine backtracks: ``'%a%a%a...%b'`` takes time exponential in its wildcards on a text it
+    does not match, so matching uses ``matcher``."""
     body = "".join(
         (".*" if text == ANY else ".") if wild else re.escape(text) for wild, text in parts)
     return re.compile(body, re.DOTALL)
 
 
+@functools.lru_cache(maxsize=1024)
+def matcher(parts: Parts) -> Callable[[str], bool]:
+    """Whether a text matches the parsed pattern, in time bounded by the text's length times
+    the pattern's, whatever its wildcards (as Arrow's RE2 matches columns): the runs between
+    ``%`` are of fixed width (literal characters and ``_``), so the first must start the text,
+    the last end it, and each one between is taken where it first occurs after the one before
+    it (leftmost leaves the most room for the rest)."""
+    runs: list[list[tuple[bool, str]]] = [[]]
+    for wild, text in parts:
+        if wild and text == ANY:
+            runs.append([])
+        else:
+            runs[-1].append((wild, text))
+    compiled = [re.compile("".join("." if wild else re.escape(text) for wild, text in run),
+                           re.DOTALL) for run in runs]
+    if len(compiled) == 1:
+        whole = compiled[0]
+        return lambda text: whole.fullmatch(text) is not None
+    first, middle, last = compiled[0], compiled[1:-1], compiled[-1]
+    first_width = sum(1 if wild else len(text) for wild, text in runs[0])
+    last_width = sum(1 if wild else len(text) for wild, text in runs[-1])
+
+    def match(text: str) -> bool:
+        end = len(text) - last_width  # where the last run starts
+        if end < first_width or first.match(text) is None:
+            return False
+        at = first_width
+        for run in middle:
+            found = run.search(text, at, end)
+            if found is None:
+                return False
+            at = found.end()
+        return last.fullmatch(text, end) is not None
+    return match
+
+
 def matches(text: str, parts: Parts) -> bool:
     """Whether ``text`` matches the parsed pattern."""
-    return python_regex(parts).fullmatch(text) is not None
+    return matcher(parts)(text)
 
 
 def match_strings(strings: Value, parts: Parts) -> Value:
@@ -161,5 +199,5 @@ def spark_written_patterns(patterns: Sequence[str | None]) -> str | None:
 
 
 __all__ = ["ANY", "DEFAULT_ESCAPE", "ONE", "Parts", "arrow_regex", "check_escape",
-           "literal_prefix", "match_strings", "matches", "parse", "python_regex",
+           "literal_prefix", "match_strings", "matcher", "matches", "parse", "python_regex",
            "spark_reads_otherwise", "spark_written_patterns"]

@@ -32,7 +32,7 @@ from typing import Any, NoReturn, Protocol, TypeAlias
 import pyarrow as pa
 
 from deltacommit.errors import InvalidArgumentError
-from deltacommit.protocol.expressions.like import Parts, python_regex
+from deltacommit.protocol.expressions.like import Parts, matcher
 from deltacommit.protocol.expressions.sql_semantics import float_order_key
 from deltacommit.protocol.partitions import (
     format_timestamp_us,
@@ -339,13 +339,13 @@ class PartitionPrograms:
             self.unsupported(node, f"column {column!r} is of type {t}, not a string")
         if parts is None:
             return self.constant(None)
-        regex = python_regex(parts)
+        match = matcher(parts)
 
         def like(values: Values) -> Truth:
             s = values.get(column)
             if s is None or s == "":  # an empty partition value is NULL
                 return None
-            return (regex.fullmatch(s) is not None) != negated
+            return match(s) != negated
         return like
 
     @staticmethod
