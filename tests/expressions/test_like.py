@@ -276,11 +276,11 @@ def test_a_check_constraint_with_like_is_enforced() -> None:
                           [Constraint("check", "starts_x", "c LIKE 'x%'")], "t")
 
 
-@pytest.mark.parametrize("pattern", ["a\\\\%", "a\\n%", "a\\"])
-def test_a_spark_written_pattern_whose_backslashes_spark_unescapes_is_refused(
-        pattern: str) -> None:
-    """Spark's SQL reads ``'a\\\\%'`` as the pattern ``a\\%``; deltacommit's as ``a\\\\%``: the
-    constraint is refused rather than enforced with another pattern."""
+@pytest.mark.parametrize("pattern", ["a\\\\%", "a\\n%", "a\\", "a''%"])
+def test_a_spark_written_pattern_spark_reads_otherwise_is_refused(pattern: str) -> None:
+    """Spark's SQL reads ``'a\\\\%'`` as the pattern ``a\\%``; deltacommit's as ``a\\\\%``; and
+    ``'a''%'`` as the two literals ``'a'`` and ``'%'``, joined: ``a%``, where deltacommit reads
+    ``a'%``.  The constraint is refused rather than enforced with another pattern."""
     with pytest.raises(UnsupportedProtocolError, match="cannot be evaluated"):
         check_constraints(pa.table({"c": ["a%"]}),
                           [Constraint("check", "c1", f"c LIKE '{pattern}' ESCAPE '!'")], "t")

@@ -23,7 +23,8 @@ replaced by ``Like(Lower(left), Lower(right), escapeChar)``).
 The pattern is the string literal's value as deltacommit's lexer reads it: quotes doubled, no
 backslash escapes (as DataFusion and standard SQL read it).  Spark's lexer unescapes a
 backslash in a string literal (``'\\\\'`` is one backslash, ``'\\n'`` a line break) except
-before ``%`` and ``_``; ``spark_reads_otherwise`` tells a pattern whose text Spark would read
+before ``%`` and ``_``, and has no doubled quote (``'a''%'`` is two literals it joins,
+``a%``); ``spark_reads_otherwise`` tells a pattern whose text Spark would read
 as another pattern, which an expression Spark wrote (a CHECK constraint, a generation
 expression) must not be enforced with.
 """
@@ -184,7 +185,11 @@ def match_strings(strings: Value, parts: Parts) -> Value:
 
 def spark_reads_otherwise(pattern: str) -> bool:
     """Whether Spark's lexer reads the text of a string literal holding ``pattern`` as another
-    string: a backslash not followed by ``%`` or ``_`` (which Spark keeps) is unescaped."""
+    string: a backslash not followed by ``%`` or ``_`` (which Spark keeps) is unescaped, and a
+    quote, which deltacommit's text writes doubled (``'it''s%'``), is to Spark the end of one
+    literal and the start of the next, which its parser joins without it (``its%``)."""
+    if "'" in pattern:
+        return True
     i = pattern.find("\\")
     while i >= 0:
         if i + 1 == len(pattern) or pattern[i + 1] not in (ANY, ONE):

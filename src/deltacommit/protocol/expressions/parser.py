@@ -615,15 +615,16 @@ def parse_expression(text: str) -> Expr:
 def parse_spark_expression(text: str) -> Expr:
     """The tree of an expression Spark wrote (a CHECK constraint, an invariant, a generation
     expression), refusing what Spark reads otherwise than deltacommit: a LIKE pattern whose
-    literal holds a backslash Spark's lexer unescapes (``like.spark_reads_otherwise``), which
-    would match another pattern than the one Spark enforces."""
+    literal holds a backslash Spark's lexer unescapes or a doubled quote, which Spark reads as
+    two literals it joins (``like.spark_reads_otherwise``): either would match another pattern
+    than the one Spark enforces."""
     tree = parse_expression(text)
     for node in tree.walk():
         if isinstance(node, Like) and node.text is not None and spark_reads_otherwise(node.text):
             raise InvalidArgumentError(
-                f"{node.to_sql()}: Spark's SQL reads the backslashes of the pattern's string "
-                "literal as escapes, deltacommit as themselves, so the two would match "
-                "different patterns")
+                f"{node.to_sql()}: Spark's SQL reads the pattern's string literal otherwise "
+                "than deltacommit (a backslash as an escape, a doubled quote as the end of "
+                "one literal joined to the next), so the two would match different patterns")
     return tree
 
 
