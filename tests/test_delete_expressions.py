@@ -436,3 +436,23 @@ def test_bad_input_names_the_table_and_the_predicate_and_commits_nothing(
         dc.DeltaTable(uri).delete(predicate)
     assert f"DELETE from table {dc.DeltaTable(uri).uri}" in str(raised.value)
     assert _state(uri) == before
+
+
+def test_a_deletion_vector_delete_on_a_change_data_table_writes_its_change_data(
+        tmp_path: Path) -> None:
+    """``delete_with_deletion_vectors`` called on a table with change data feed deletes by
+    deletion vectors and writes the deleted rows' change data, as ``delete`` does, instead of
+    refusing the table."""
+    from deltacommit.ops.delete import delete_with_deletion_vectors
+
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": pa.array(range(10), pa.int64())}),
+             configuration={"delta.enableDeletionVectors": "true",
+                            "delta.enableChangeDataFeed": "true"})
+    t = dc.DeltaTable(uri)
+    delete_with_deletion_vectors(t, parse_expression("id % 2 = 0"))
+    t = dc.DeltaTable(uri)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 3, 5, 7, 9]
+    assert any(a.deletion_vector for a in t.files())
+    feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=1)).to_pylist()
+    assert sorted(r["id"] for r in feed if r["_change_type"] == "delete") == [0, 2, 4, 6, 8]

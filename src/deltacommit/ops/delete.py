@@ -51,7 +51,7 @@ from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.outcome import Outcome, outcome_of
 from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.scan import decided_by_partition_values, prune_files
-from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
 from deltacommit.io.dictionary_columns import plain_columns
 from deltacommit.ops.deletion_vectors import check_output, write_deletion_vectors
@@ -147,13 +147,12 @@ def deletes_write_dvs(table: RowLevelTable) -> bool:
 
 
 def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> CommitResult:
-    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
+    """DELETE by deletion vectors alone.  A table with change data feed also needs the
+    deleted rows' change data files, which the row-level rewrite writes beside its deletion
+    vectors: such a DELETE goes there (``delete_rows``)."""
     if table.table_config.change_data_feed_enabled(table.protocol):
-        raise UnsupportedProtocolError(
-            f"{where}: the table has change data feed enabled (delta.enableChangeDataFeed=true), "
-            "so a DELETE of some rows of a file must also write change data files, which "
-            "deltacommit does not write; delete whole partitions (a predicate on partition "
-            "columns only) or run the DELETE with Spark")
+        return delete_rows(table, predicate)
+    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
     written: list[str] = []
     committing = False
     try:
