@@ -30,11 +30,11 @@ from deltacommit.errors import (
 from deltacommit.io.datafiles import open_data_file
 from deltacommit.io.deletion_vectors import kept_rows
 from deltacommit.io.dictionary_columns import (
+    concatenated,
     decoded,
     dictionary_columns,
     leaf_columns,
     plain_schema,
-    plain_table,
 )
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
@@ -288,10 +288,8 @@ class FileScan:
                     pass  # read file by file below, which names the file at fault
         if not adds:
             return self.out_schema.empty_table()
-        parts = list((pool_map or map)(self.read, adds))
-        if any(not p.schema.equals(parts[0].schema) for p in parts[1:]):
-            parts = [plain_table(p) for p in parts]  # dictionaries kept in some files only
-        return pa.concat_tables(parts)
+        # Dictionaries may be kept in some files only.
+        return concatenated(list((pool_map or map)(self.read, adds)))
 
     def _read_local(self, paths: Sequence[str], partition_values: Mapping[str, str | None]
                     ) -> pa.Table:

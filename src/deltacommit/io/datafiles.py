@@ -162,7 +162,7 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
     with many writer threads each of those calls waits its turn for the interpreter.
 
     Columns may be dictionary arrays of the table's string or binary type (a rewrite keeps
-    the dictionaries it read: ``dictionary_written``); the file is then the one their values
+    the dictionaries it read: ``io/dictionary_columns``); the file is then the one their values
     would make, its ``ARROW:schema`` included, so no reader sees a dictionary type."""
     sink = pa.BufferOutputStream()
     footers: list[pq.FileMetaData] = []

@@ -23,25 +23,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltacommit.protocol.stats.footer import leaf_count
+
 
 def leaf_columns(schema: pa.Schema, names: Sequence[str]) -> dict[str, int]:
     """Where each of the top-level columns ``names`` of a Parquet file of Arrow schema
-    ``schema`` is among its leaf columns: a column of a nested type has as many leaves as
-    its type has values of a primitive type."""
+    ``schema`` is among its leaf columns (``leaf_count``); none past a column whose leaves
+    cannot be counted."""
     at: dict[str, int] = {}
     leaf = 0
     for f in schema:
         at[f.name] = leaf
-        leaf += _leaf_count(f.type)
+        n = leaf_count(f.type)
+        if n is None:
+            break
+        leaf += n
     return {n: at[n] for n in names if n in at}
-
-
-def _leaf_count(t: pa.DataType) -> int:
-    if pa.types.is_dictionary(t):
-        return 1
-    if t.num_fields == 0:
-        return 1
-    return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
 
 
 def dictionary_columns(pf: pq.ParquetFile, wanted: Sequence[str],
@@ -142,10 +139,9 @@ def plain_table(data: pa.Table) -> pa.Table:
                           if pa.types.is_dictionary(f.type)})
 
 
-def joined(tables: Sequence[pa.Table]) -> pa.Table:
-    """``tables`` (at least one, read by one scan) one after the other, each dictionary column
-    with one dictionary for all its chunks; a column some of them hold as a dictionary and
-    others not (files of other encodings) is decoded in each."""
+def concatenated(tables: Sequence[pa.Table]) -> pa.Table:
+    """``tables`` (at least one, read by one scan) one after the other; a column some of them
+    hold as a dictionary and others not (files of other encodings) is decoded in each."""
     first = tables[0].schema
     if any(not t.schema.equals(first) for t in tables[1:]):
         mixed = {f.name: f.with_type(f.type.value_type if pa.types.is_dictionary(f.type)
@@ -153,7 +149,12 @@ def joined(tables: Sequence[pa.Table]) -> pa.Table:
                  for i, f in enumerate(first)
                  if any(t.schema.field(i).type != f.type for t in tables[1:])}
         tables = [decoded(t, mixed) for t in tables]
-    out = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def joined(tables: Sequence[pa.Table]) -> pa.Table:
+    """``concatenated``, each dictionary column with one dictionary for all its chunks."""
+    out = concatenated(tables)
     if any(pa.types.is_dictionary(f.type) for f in out.schema):
         out = out.unify_dictionaries()
     return out
@@ -191,7 +192,7 @@ def dictionaries_within(data: pa.Table, max_bytes: int) -> pa.Table:
             continue
         chunks = data.column(i).chunks
         dictionaries = [cast("pa.DictionaryArray[Any, Any]", c).dictionary for c in chunks]
-        if any(d.nbytes > max_bytes for d in dictionaries[:1]) or any(
+        if (dictionaries and dictionaries[0].nbytes > max_bytes) or any(
                 d is not dictionaries[0] and not d.equals(dictionaries[0])
                 for d in dictionaries[1:]):
             data = decoded(data, {f.name: f.with_type(f.type.value_type)})
@@ -234,5 +235,6 @@ def referenced_only(data: pa.Table) -> pa.Table:
     return data
 
 
-__all__ = ["decoded", "dictionaries_within", "dictionary_columns", "in_one_dictionary", "joined",
-           "leaf_columns", "plain_columns", "plain_pieces", "plain_schema", "plain_table", "referenced_only"]
+__all__ = ["concatenated", "decoded", "dictionaries_within", "dictionary_columns",
+           "in_one_dictionary", "joined", "leaf_columns", "plain_columns", "plain_pieces",
+           "plain_schema", "plain_table", "referenced_only"]

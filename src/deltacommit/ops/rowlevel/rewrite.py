@@ -52,6 +52,7 @@ from deltacommit.io.datafiles import (
 )
 from deltacommit.io.deletion_vectors import deleted_rows
 from deltacommit.io.dictionary_columns import (
+    concatenated,
     dictionaries_within,
     in_one_dictionary,
     joined,
@@ -153,9 +154,7 @@ class ReadBatch:
     def of(cls, files: Sequence[ReadFile]) -> ReadBatch:
         parts = [f.live_as_read() for f in files]
         counts = np.array([p.num_rows for p in parts], dtype=np.int64)
-        if any(not p.schema.equals(parts[0].schema) for p in parts[1:]):
-            parts = [plain_table(p) for p in parts]  # files of other encodings among them
-        rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        rows = concatenated(parts)  # files of other encodings among them
         return cls(list(files), rows, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
 
     @property
@@ -679,6 +678,16 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
     time for 5M strings), as is a column Arrow cannot replace values of (nested types,
     dictionaries that differ)."""
     mask: pa.BooleanArray | None = None
+
+    def at_positions() -> pa.BooleanArray:
+        """TRUE at ``positions``: what ``replace_with_mask`` replaces, made once."""
+        nonlocal mask
+        if mask is None:
+            flags = np.zeros(rows.num_rows, np.bool_)
+            flags[positions] = True
+            mask = pa.array(flags)
+        return mask
+
     picked: Positions | None = None
     columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     few = len(positions) * FEW_POSITIONS_PER_ROW <= rows.num_rows
@@ -720,22 +729,15 @@ def replaced(rows: pa.Table, positions: Positions, new_rows: pa.Table) -> pa.Tab
             whole = _one_array(column) if whole is None else whole
             if isinstance(whole, pa.DictionaryArray) and isinstance(new, pa.DictionaryArray):
                 # The indices replaced, the (one) dictionary kept.
-                if mask is None:
-                    flags = np.zeros(rows.num_rows, np.bool_)
-                    flags[positions] = True
-                    mask = pa.array(flags)
                 columns.append(pa.DictionaryArray.from_arrays(
-                    pc.replace_with_mask(whole.indices, mask, new.indices), whole.dictionary))
+                    pc.replace_with_mask(whole.indices, at_positions(), new.indices),
+                    whole.dictionary))
                 continue
         elif not _variable_width(column.type):
             whole = _one_array(column) if whole is None else whole
             if isinstance(whole, pa.Array):
-                if mask is None:
-                    flags = np.zeros(rows.num_rows, np.bool_)
-                    flags[positions] = True
-                    mask = pa.array(flags)
                 try:
-                    columns.append(pc.replace_with_mask(whole, mask, new))
+                    columns.append(pc.replace_with_mask(whole, at_positions(), new))
                     continue
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                     pass

@@ -75,32 +75,32 @@ def _top_level_leaves(schema: pa.Schema) -> list[str | None] | None:
     whose leaves cannot be counted here."""
     out: list[str | None] = []
     for f in schema:
-        n = _leaf_count(f.type)
+        n = leaf_count(f.type)
         if n is None:
             return None
         out.extend([f.name] if n == 1 and _eligible(f.type) else [None] * n)
     return out
 
 
-def _leaf_count(t: pa.DataType) -> int | None:
+def leaf_count(t: pa.DataType) -> int | None:
     """How many Parquet leaf columns a column of type ``t`` is written as."""
     types = pa.types
     if isinstance(t, pa.ExtensionType):
-        return _leaf_count(t.storage_type)
+        return leaf_count(t.storage_type)
     if types.is_struct(t):
         total = 0
         for i in range(t.num_fields):
-            c = _leaf_count(t.field(i).type)
+            c = leaf_count(t.field(i).type)
             if c is None:
                 return None
             total += c
         return total or None
     if types.is_map(t):
-        k, v = _leaf_count(t.key_type), _leaf_count(t.item_type)
+        k, v = leaf_count(t.key_type), leaf_count(t.item_type)
         return None if k is None or v is None else k + v
     if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t) or \
             types.is_list_view(t) or types.is_large_list_view(t):
-        return _leaf_count(t.value_type)
+        return leaf_count(t.value_type)
     if types.is_union(t) or types.is_run_end_encoded(t):
         return None
     return 1
