@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,29 +254,36 @@ def test_dictionary_columns_join_and_take_values_without_changing_them(
         assert all(set(c.dictionary.to_pylist()) == held for c in cut.column("s").chunks)
 
 
+def _predicate_over_kept_column(uri: str, files: int, verb: str, where: str, delete: str,
+                                 sets: dict[str, str], named: Callable[[dict[str, Any]], bool],
+                                 changed: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """``files`` files of a low-cardinality ``s``, then an UPDATE (``sets`` where ``where``)
+    or a DELETE (where ``delete``): exactly the rows ``named`` change (as ``changed`` says)
+    or go, by our read and deltalake's."""
+    for k in range(files):
+        dc.write(uri, _low_cardinality(3000, 3000 * k))
+    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
+    if verb == "update":
+        dc.DeltaTable(uri).update(sets, predicate=where)
+        want = [changed(r) if named(r) else r for r in rows]
+    else:
+        dc.DeltaTable(uri).delete(delete)
+        want = [r for r in rows if not named(r)]
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
+    assert _peer_rows(uri, ["id", "s", "b"]) == want
+
+
 @pytest.mark.parametrize("verb", ["update", "delete"])
 def test_a_predicate_on_the_dictionary_column_itself_reads_its_values(
         verb: str, tmp_path: Path) -> None:
     """A predicate that reads a column kept as a dictionary (equality, IS NULL,
     functions) is evaluated over its values: exactly the rows it names change."""
-    uri = str(tmp_path / "t")
-    for k in range(3):
-        dc.write(uri, _low_cardinality(3000, 3000 * k))
-    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
-    where = "s = 's3' or s is null or substr(s, 1, 2) = 's5' or upper(s) = 'S6'"
-
-    def named(r: dict[str, Any]) -> bool:
-        return r["s"] is None or r["s"] in ("s3", "s5", "s6")
-
-    if verb == "update":
-        dc.DeltaTable(uri).update({"s": "concat(s, '!')", "b": "b"}, predicate=where)
-        want = [dict(r, s=None if r["s"] is None else r["s"] + "!") if named(r) else r
-                for r in rows]
-    else:
-        dc.DeltaTable(uri).delete("s = 's3' or s is null or s in ('s5', 's6')")
-        want = [r for r in rows if not named(r)]
-    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
-    assert _peer_rows(uri, ["id", "s", "b"]) == want
+    _predicate_over_kept_column(
+        str(tmp_path / "t"), 3, verb,
+        "s = 's3' or s is null or substr(s, 1, 2) = 's5' or upper(s) = 'S6'",
+        "s = 's3' or s is null or s in ('s5', 's6')", {"s": "concat(s, '!')", "b": "b"},
+        lambda r: r["s"] is None or r["s"] in ("s3", "s5", "s6"),
+        lambda r: dict(r, s=None if r["s"] is None else r["s"] + "!"))
 
 
 def test_files_read_together_keeping_dictionaries_in_some_only_read_as_values(
@@ -334,20 +342,7 @@ def test_a_predicate_naming_the_dictionary_column_in_another_case_reads_its_valu
     """A predicate names a column as Spark resolves it, ignoring case (``S`` for ``s``): the
     column kept as a dictionary is still decoded for it, and exactly the rows it names
     change."""
-    uri = str(tmp_path / "t")
-    for k in range(2):
-        dc.write(uri, _low_cardinality(3000, 3000 * k))
-    rows = dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist()
-    where = "S = 's3' or lower(S) = 's5' or S in ('s6')"
-
-    def named(r: dict[str, Any]) -> bool:
-        return r["s"] in ("s3", "s5", "s6")
-
-    if verb == "update":
-        dc.DeltaTable(uri).update({"s": "'u'"}, predicate=where)
-        want = [dict(r, s="u") if named(r) else r for r in rows]
-    else:
-        dc.DeltaTable(uri).delete("S = 's3' or S in ('s5', 's6')")
-        want = [r for r in rows if not named(r)]
-    assert dc.DeltaTable(uri).to_arrow().sort_by("id").to_pylist() == want
-    assert _peer_rows(uri, ["id", "s", "b"]) == want
+    _predicate_over_kept_column(
+        str(tmp_path / "t"), 2, verb, "S = 's3' or lower(S) = 's5' or S in ('s6')",
+        "S = 's3' or S in ('s5', 's6')", {"s": "'u'"},
+        lambda r: r["s"] in ("s3", "s5", "s6"), lambda r: dict(r, s="u"))
