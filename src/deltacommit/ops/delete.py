@@ -94,6 +94,11 @@ def _conjuncts(predicate: Predicate) -> list[Expr]:
     return list(predicate.children) if isinstance(predicate, And) else [predicate]
 
 
+def _where(table: RowLevelTable, predicate: Predicate) -> str:
+    """What a DELETE's errors name: the table and the predicate's SQL."""
+    return f"DELETE from table {table.uri} where {predicate.to_sql()}"
+
+
 def parse_delete(table: RowLevelTable, predicate: str) -> tuple[Predicate, str]:
     """The tree of a DELETE's ``predicate``, checked against the table's schema, and the
     ``where`` its errors name (the table and the predicate); InvalidArgumentError for text
@@ -106,7 +111,7 @@ def parse_delete(table: RowLevelTable, predicate: str) -> tuple[Predicate, str]:
         parsed = parse_expression(predicate)
     except InvalidArgumentError as e:  # its message quotes the text and points into it
         raise InvalidArgumentError(f"DELETE from table {table.uri}: {e}") from None
-    where = f"DELETE from table {table.uri} where {parsed.to_sql()}"
+    where = _where(table, parsed)
     row_filter(parsed, table.schema, where)
     return parsed, where
 
@@ -119,8 +124,7 @@ def delete(table: DeleteTable, predicate: str | None) -> CommitResult:
     parsed, _ = parse_delete(table, predicate)
     if decided_by_partition_values(parsed, table.schema, table.partition_columns):
         return remove_files(table, parsed)
-    if deletes_write_dvs(table) and \
-            not table.table_config.change_data_feed_enabled(table.protocol):
+    if deletes_write_dvs(table):  # which sends a change-data-feed table to delete_rows
         return delete_with_deletion_vectors(table, parsed)
     return delete_rows(table, parsed)
 
@@ -152,7 +156,7 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
     vectors: such a DELETE goes there (``delete_rows``)."""
     if table.table_config.change_data_feed_enabled(table.protocol):
         return delete_rows(table, predicate)
-    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
+    where = _where(table, predicate)
     written: list[str] = []
     committing = False
     try:
@@ -250,7 +254,7 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     when a row is deleted (Spark commits an empty DELETE; its result is then the table's
     version, with ``attempts`` 0)."""
     schema = table.schema
-    where = f"DELETE from table {table.uri} where {predicate.to_sql()}"
+    where = _where(table, predicate)
     matching = row_filter(predicate, schema, where)
 
     def plan(rewrite: RowRewrite, txn: Transaction) -> Planned:
