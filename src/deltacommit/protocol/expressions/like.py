@@ -118,19 +118,11 @@ def arrow_regex(parts: Parts) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def python_regex(parts: Parts) -> re.Pattern[str]:
-    """The pattern as a Python regular expression, for ``fullmatch`` (DOTALL).  Python's
-    engine backtracks: ``'%a%a%a...%b'`` takes time exponential in its wildcards on a text it
-    does not match, so matching uses ``matcher``."""
-    body = "".join(
-        (".*" if text == ANY else ".") if wild else re.escape(text) for wild, text in parts)
-    return re.compile(body, re.DOTALL)
-
-
-@functools.lru_cache(maxsize=1024)
 def matcher(parts: Parts) -> Callable[[str], bool]:
     """Whether a text matches the parsed pattern, in time bounded by the text's length times
-    the pattern's, whatever its wildcards (as Arrow's RE2 matches columns): the runs between
+    the pattern's, whatever its wildcards (as Arrow's RE2 matches columns; one Python regex
+    of the whole pattern would backtrack, taking time exponential in the ``%`` of
+    ``'%a%a...%b'`` on a text it does not match): the runs between
     ``%`` are of fixed width (literal characters and ``_``), so the first must start the text,
     the last end it, and each one between is taken where it first occurs after the one before
     it (leftmost leaves the most room for the rest)."""
@@ -204,5 +196,5 @@ def spark_written_patterns(patterns: Sequence[str | None]) -> str | None:
 
 
 __all__ = ["ANY", "DEFAULT_ESCAPE", "ONE", "Parts", "arrow_regex", "check_escape",
-           "literal_prefix", "match_strings", "matcher", "matches", "parse", "python_regex",
+           "literal_prefix", "match_strings", "matcher", "matches", "parse",
            "spark_reads_otherwise", "spark_written_patterns"]
