@@ -11,6 +11,12 @@ copied for each library and each round.  Measured, interleaved (deltacommit then
 * ``update``: UPDATE of 1% of the rows (``id % 100 = 7``);
 * ``merge_upsert_dv``, ``update_dv`` (on request, ``--ops``): the same with deletion vectors
   enabled on deltacommit's copy (deltalake 1.6.0 still copies on write): not like with like;
+* ``update_plain``, ``merge_upsert_plain``: deltacommit's copy with
+  ``deltacommit.parquet.deltaEncodedIntegers=false``, so both write ``id`` PLAIN after the
+  dictionary, as deltalake does by default: the same encodings on both sides;
+* ``update_delta_ids``, ``merge_upsert_delta_ids``: deltalake told to write ``id``
+  DELTA_BINARY_PACKED (``ColumnProperties(encoding=...)``), as deltacommit does by default:
+  the same encodings on both sides;
 * ``merge_few_keys``: MERGE of 100 existing keys into the table (ids ordered across files, so
   file statistics admit a few files): files rewritten by each library.
 
@@ -57,13 +63,32 @@ FILES_PER_COMMIT = 100
 
 
 def build(path: str, rows: int, files: int) -> None:
-    """``files`` files of consecutive ids, ``FILES_PER_COMMIT`` of them per commit."""
+    """``files`` files of consecutive ids, ``FILES_PER_COMMIT`` of them per commit, written
+    with PLAIN and dictionary encodings only (as deltalake and Spark write them, and as the
+    table was before deltacommit chose DELTA_BINARY_PACKED for ids), so the files read are
+    the same whatever the writers measured choose."""
     import deltacommit as dc
 
     per = -(-rows // files)
     step = per * FILES_PER_COMMIT
+    plain = {DELTA_INTEGERS: "false"}
     for start in range(0, rows, step):
-        dc.write(path, table_rows(start, min(step, rows - start)), target_file_rows=per)
+        dc.write(path, table_rows(start, min(step, rows - start)), target_file_rows=per,
+                 configuration=plain if start == 0 else None)
+    dc.DeltaTable(path).set_properties({DELTA_INTEGERS: "true"})
+
+
+#: deltacommit's table property choosing DELTA_BINARY_PACKED for integer columns of close,
+#: mostly distinct values (true unless set).
+DELTA_INTEGERS = "deltacommit.parquet.deltaEncodedIntegers"
+
+
+def delta_ids() -> Any:
+    """deltalake's writer properties that write ``id`` DELTA_BINARY_PACKED."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    return WriterProperties(column_properties={"id": ColumnProperties(
+        dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")})
 
 
 def open_table(lib: str, path: str) -> Any:
@@ -76,13 +101,13 @@ def open_table(lib: str, path: str) -> Any:
     return deltalake.DeltaTable(path)
 
 
-def merge_of(table: Any, source: pa.Table) -> Any:
+def merge_of(table: Any, source: pa.Table, writer_properties: Any = None) -> Any:
     """The MERGE builder.  deltalake 1.6.0 reports matches of one source row per target row
     as duplicates when its target files hold more than a few thousand rows (delta-rs issue
     4572, streamed or not), hence files of 5,000 rows by default."""
     if isinstance(table, __import__("deltalake").DeltaTable):
         return table.merge(source, "t.id = s.id", source_alias="s", target_alias="t",
-                           streamed_exec=False)
+                           streamed_exec=False, writer_properties=writer_properties)
     return table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
 
 
@@ -94,6 +119,15 @@ def upsert_source(rows: int) -> pa.Table:
     ids = np.concatenate([existing, new])
     return pa.table({"id": ids, "v": np.full(len(ids), -1.0),
                      "s": pa.array(["merged"] * len(ids))})
+
+
+def id_encoding(op: str) -> str:
+    """How each side of measurement ``op`` writes the ``id`` column."""
+    if op.endswith("_plain"):
+        return "both PLAIN (after the dictionary)"
+    if op.endswith("_delta_ids"):
+        return "both DELTA_BINARY_PACKED"
+    return "each its default: deltacommit DELTA_BINARY_PACKED, deltalake PLAIN"
 
 
 def main() -> None:
@@ -114,18 +148,22 @@ def main() -> None:
         base = f"{tmp}/base"
         build(base, args.rows, args.files)
         source = upsert_source(args.rows)
-        def upsert(t: Any) -> Any:
-            return merge_of(t, source).when_matched_update_all().when_not_matched_insert_all() \
-                .execute()
+        def upsert(t: Any, props: Any) -> Any:
+            return merge_of(t, source, props).when_matched_update_all() \
+                .when_not_matched_insert_all().execute()
 
-        def update(t: Any) -> Any:
-            return t.update({"v": "v + 1", "s": "'updated'"}, predicate="id % 100 = 7")
+        def update(t: Any, props: Any) -> Any:
+            extra = {"writer_properties": props} if props is not None else {}
+            return t.update({"v": "v + 1", "s": "'updated'"}, predicate="id % 100 = 7",
+                            **extra)
 
         # ``*_dv``: deltacommit's copy has deletion vectors enabled (it marks the changed rows
         # and writes those alone); deltalake 1.6.0 rewrites its copy (copy-on-write) as in
         # the others.  Not a like-with-like comparison: a separate line.
         ops = {"merge_upsert": upsert, "update": update,
-               "merge_upsert_dv": upsert, "update_dv": update}
+               "merge_upsert_dv": upsert, "update_dv": update,
+               "update_plain": update, "merge_upsert_plain": upsert,
+               "update_delta_ids": update, "merge_upsert_delta_ids": upsert}
         for name, op in ops.items():
             if name not in wanted:
                 continue
@@ -135,14 +173,17 @@ def main() -> None:
                 for lib in ("deltacommit", "deltalake"):
                     path = f"{tmp}/{name}-{lib}-{r}"
                     shutil.copytree(base, path)
-                    if lib == "deltacommit" and name.endswith("_dv"):
+                    if lib == "deltacommit" and name.endswith(("_dv", "_plain")):
                         import deltacommit as dc
 
                         dc.DeltaTable(path).set_properties(
-                            {"delta.enableDeletionVectors": "true"})
+                            {"delta.enableDeletionVectors": "true"} if name.endswith("_dv")
+                            else {DELTA_INTEGERS: "false"})
+                    props = delta_ids() if lib == "deltalake" and name.endswith("_delta_ids") \
+                        else None
                     table = open_table(lib, path)
                     started, cpu_started = time.perf_counter(), time.process_time()
-                    op(table)
+                    op(table, props)
                     times[lib].append(time.perf_counter() - started)
                     cpu[lib].append(time.process_time() - cpu_started)
                     shutil.rmtree(path)
@@ -156,6 +197,7 @@ def main() -> None:
                  cpu_ratio=round(ours_cpu / theirs_cpu, 3),
                  deltacommit_mode="deletion vectors" if name.endswith("_dv")
                  else "copy-on-write", deltalake_mode="copy-on-write",
+                 id_encoding=id_encoding(name),
                  arrow_memory_pool=pa.default_memory_pool().backend_name,
                  deltacommit_all_s=[round(x, 3) for x in times["deltacommit"]],
                  deltalake_all_s=[round(x, 3) for x in times["deltalake"]])

@@ -6,7 +6,9 @@ wrong rows: a deleted row comes back and a live one goes, differently from run t
 (delta-rs pull request 4692, "preserve row order in deletion vector scans", fixed by 1.6.6).
 The tests that compare with 1.6.0 (``tests/delta_tables.peer_read``) keep their deletion
 vectors on files of a few hundred rows; this one proves deltacommit's deletion vectors on
-files of 20,000 rows, several batches each, with the peer that reads them right."""
+files of 20,000 rows, several batches each, with the peer that reads them right.  Their ``id``
+column is DELTA_BINARY_PACKED (``io.integer_encodings``), so the newest peer reads that
+encoding here too."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 
 import deltacommit as dc
+from deltacommit.io.integer_encodings import MIN_ROWS
+from deltacommit.protocol.partitions import decode_add_path
+from tests.test_integer_encodings import DELTA, encodings
 
 READ = """
 import json, sys
@@ -43,6 +48,10 @@ def test_deletion_vectors_on_large_files_read_the_same_by_the_newest_deltalake(
     dc.DeltaTable(uri).update({"s": "'u'"}, predicate="id % 13 = 0")
     files = dc.DeltaTable(uri).files()
     assert sum(1 for a in files if a.deletion_vector) >= 3
+    large = [a for a in files if (a.num_records() or 0) >= MIN_ROWS]
+    assert len(large) == 3
+    assert all(DELTA in encodings(str(Path(uri) / decode_add_path(a.path)))["id"]
+               for a in large)
     ours = sorted([r["id"], r["s"]] for r in dc.DeltaTable(uri).to_arrow().to_pylist())
     expected = sorted([i, "u" if i % 13 == 0 else None if i % 7 == 0 else f"s{i % 5}"]
                       for i in range(3 * n) if not ((i % 7 and i % 5 == 1) or i % 11 == 3))

@@ -30,6 +30,7 @@ from deltacommit.io.dictionary_columns import (
     plain_table,
     referenced_only,
 )
+from deltacommit.io.integer_encodings import writer_options
 from deltacommit.io.storage import open_store
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.io.storage.local import storage_error
@@ -79,7 +80,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
                     partition_columns: Sequence[str], data: pa.Table, *, index: int,
                     random: RandomSource, clock: Clock, indexed_cols: int = 32,
                     column_mapping: str = "none", table_schema: pa.Schema | None = None,
-                    durable: bool = True, change_data: bool = False) -> Add:
+                    durable: bool = True, change_data: bool = False,
+                    delta_integers: bool = True) -> Add:
     """Write one file of one partition (``data`` holds the data columns only, in the table's
     schema).  NOT NULL fields below a null parent get their defaults first, as Spark writes
     them (``nested.py``), and a null where no parent explains it is refused.
@@ -94,7 +96,10 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 
     ``change_data``: a change data file (``data`` has the ``_change_type`` column last),
     written as Spark writes them, ``_change_data/<partition>/cdc-<index>-<uuid>.c000.snappy
-    .parquet``, without statistics; the caller turns the add into a ``cdc`` action."""
+    .parquet``, without statistics; the caller turns the add into a ``cdc`` action.
+
+    ``delta_integers`` (``deltacommit.parquet.deltaEncodedIntegers``): integer columns of
+    close, mostly distinct values are written DELTA_BINARY_PACKED (``integer_encodings``)."""
 
     if has_nested_required(data.schema):
         data = enforce_nested_not_null(data, data.schema)
@@ -127,11 +132,11 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         try:
             if directory:
                 os.makedirs(os.path.dirname(local), exist_ok=True)
-            size, mtime, footer = _write_local(local, data, durable)
+            size, mtime, footer = _write_local(local, data, durable, delta_integers)
         except OSError as e:
             raise storage_error("write data file", local, e) from None
     else:
-        encoded, footer = _encode_parquet(data)
+        encoded, footer = _encode_parquet(data, delta_integers)
         body = encoded.to_pybytes()
         modified = None
         if durable:
@@ -155,7 +160,8 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
 FOOTER_BOUNDS_FROM_ROWS = 16_384
 
 
-def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
+def _encode_parquet(data: pa.Table, delta_integers: bool = True
+                    ) -> tuple[pa.Buffer, pq.FileMetaData | None]:
     """A data file's bytes, encoded in Arrow's memory, and, from ``FOOTER_BOUNDS_FROM_ROWS``
     rows, its footer (whose column statistics give ``footer_bounds``).  Written through a
     Python file object instead, every page pyarrow writes would call back into Python, and
@@ -163,7 +169,8 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
 
     Columns may be dictionary arrays of the table's string or binary type (a rewrite keeps
     the dictionaries it read: ``io/dictionary_columns``); the file is then the one their values
-    would make, its ``ARROW:schema`` included, so no reader sees a dictionary type."""
+    would make, its ``ARROW:schema`` included, so no reader sees a dictionary type.
+    ``delta_integers``: see ``write_data_file``."""
     sink = pa.BufferOutputStream()
     footers: list[pq.FileMetaData] = []
     collect = data.num_rows >= FOOTER_BOUNDS_FROM_ROWS
@@ -175,13 +182,14 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
                               for c in data.column(i).chunks)})
     # Dictionary values no row holds would be bounds (``referenced_only``).
     data = referenced_only(data)
+    options = {**PARQUET_OPTIONS, **(writer_options(data) if delta_integers else {})}
     if not any(pa.types.is_dictionary(f.type) for f in data.schema):
         pq.write_table(data, sink, metadata_collector=footers if collect else None,
-                       **PARQUET_OPTIONS)
+                       **options)
     elif not hasattr(pq.ParquetWriter, "add_key_value_metadata"):
         # An older pyarrow cannot record the values' schema in place of the dictionaries'.
         pq.write_table(plain_table(data), sink,
-                       metadata_collector=footers if collect else None, **PARQUET_OPTIONS)
+                       metadata_collector=footers if collect else None, **options)
     else:
         plain = plain_schema(data.schema)
         key_values = {**(plain.metadata or {}),
@@ -192,7 +200,7 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
         # would store is the dictionaries', so it stores none and the values' is added.
         with pq.ParquetWriter(sink, data.schema, store_schema=False,
                               metadata_collector=footers if collect else None,
-                              **PARQUET_OPTIONS) as writer:
+                              **options) as writer:
             writer.write_table(data)
             writer.add_key_value_metadata(cast(Any, key_values))
     return sink.getvalue(), footers[0] if collect else None
@@ -202,11 +210,11 @@ def _encode_parquet(data: pa.Table) -> tuple[pa.Buffer, pq.FileMetaData | None]:
 ARROW_SCHEMA_KEY = b"ARROW:schema"
 
 
-def _write_local(path: str, data: pa.Table, durable: bool
+def _write_local(path: str, data: pa.Table, durable: bool, delta_integers: bool
                  ) -> tuple[int, int, pq.FileMetaData | None]:
     """Write a local data file with one system call (fsynced if ``durable``); its size,
     modification time (ms) and footer."""
-    body, footer = _encode_parquet(data)
+    body, footer = _encode_parquet(data, delta_integers)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(body)
@@ -224,9 +232,9 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
                      clock: Clock, random: RandomSource, indexed_cols: int = 32,
                      target_file_rows: int | None = None, column_mapping: str = "none",
                      table_schema: pa.Schema | None = None, durable: bool = True,
-                     change_data: bool = False) -> list[Add]:
+                     change_data: bool = False, delta_integers: bool = True) -> list[Add]:
     """Write ``data`` (already in the table schema) as Parquet files; return their add actions.
-    ``change_data``: as change data files (``write_data_file``).
+    ``change_data``, ``delta_integers``: as for ``write_data_file``.
 
     One file per partition value (or several, if ``target_file_rows`` splits it), in Hive-style
     directories; files go to remote stores in parallel.
@@ -246,7 +254,8 @@ def write_data_files(store: ObjectStore, data: pa.Table, partition_columns: Sequ
         return write_data_file(store, values, partition_columns, part, index=index,
                                random=random, clock=clock, indexed_cols=indexed_cols,
                                column_mapping=column_mapping, table_schema=table_schema,
-                               durable=durable, change_data=change_data)
+                               durable=durable, change_data=change_data,
+                               delta_integers=delta_integers)
 
     numbered = list(enumerate(jobs))
     written: list[Add] = []
@@ -333,6 +342,8 @@ class WriteTarget:
     generated: tuple[Any, ...] = ()
     #: Identity columns (``identity.IdentityColumn``), with the high-water mark read.
     identity: tuple[Any, ...] = ()
+    #: ``deltacommit.parquet.deltaEncodedIntegers`` (``write_data_file``).
+    delta_integers: bool = True
 
     @classmethod
     def of(cls, uri: str, snapshot: TableVersion) -> WriteTarget:
@@ -349,7 +360,8 @@ class WriteTarget:
                      snapshot.table_config.data_skipping_num_indexed_cols,
                      tuple(table_constraints(schema, snapshot.configuration, uri)),
                      snapshot.table_config.column_mapping_mode.value,
-                     tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)))
+                     tuple(generated_columns(schema)), tuple(identity_columns(schema, uri)),
+                     snapshot.table_config.delta_encoded_integers)
         if metadata is not None:
             if len(_TARGETS) >= _TARGETS_KEPT:
                 _TARGETS.clear()
@@ -427,7 +439,7 @@ def write_rows(store: ObjectStore, target: WriteTarget, rows: pa.Table, *, clock
                             random=random, indexed_cols=target.indexed_cols,
                             target_file_rows=target_file_rows,
                             column_mapping=target.column_mapping, table_schema=target.schema,
-                            durable=durable)
+                            durable=durable, delta_integers=target.delta_integers)
 
 
 def check_not_null(data: pa.Table, schema: pa.Schema, uri: str) -> None:

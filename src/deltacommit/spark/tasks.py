@@ -211,7 +211,8 @@ class WriteTask:
                               random=DEFAULT_RANDOM, clock=SYSTEM_CLOCK,
                               indexed_cols=self.indexed_cols,
                               column_mapping=self.target.column_mapping,
-                              table_schema=self.schema)
+                              table_schema=self.schema,
+                              delta_integers=self.target.delta_integers)
         return json.dumps({"add": add.to_json()}, separators=(",", ":"))
 
 

@@ -489,7 +489,8 @@ class RowRewrite:
                                   random=self.table.random, clock=self.table.clock,
                                   indexed_cols=target.indexed_cols,
                                   column_mapping=target.column_mapping,
-                                  table_schema=target.schema, durable=False)
+                                  table_schema=target.schema, durable=False,
+                                  delta_integers=target.delta_integers)
             check_rewritten(scan, self.store, rows, [add], what=what)  # deletes it if not
             return add, count
 
@@ -547,7 +548,8 @@ class RowRewrite:
         written = write_data_files(self.store, rows, list(target.partition_columns),
                                    clock=self.table.clock, random=self.table.random,
                                    column_mapping=target.column_mapping,
-                                   table_schema=target.schema, durable=False, change_data=True)
+                                   table_schema=target.schema, durable=False, change_data=True,
+                                   delta_integers=target.delta_integers)
         attempt.written.extend(written)
         out.cdc.extend(AddCDCFile(a.path, dict(a.partition_values), a.size) for a in written)
         out.unsynced.extend(decode_add_path(a.path) for a in written)

@@ -64,6 +64,7 @@ BOOLEANS: dict[str, bool] = {
     p.TUNE_FILE_SIZES_FOR_REWRITES: False,
     p.SYMLINK_MANIFEST: False,
     p.GROUP_COMMIT_FLEET: False,
+    p.DELTA_ENCODED_INTEGERS: True,
 }
 
 #: Duration properties, and their value when unset (None: no limit).
@@ -186,6 +187,12 @@ class TableConfig:
         """``deltacommit.groupCommit.fleet``: every deltacommit writer of the table publishes
         its transactions for fleet-wide group commit (``engine.group.fleet``)."""
         return self._flag(p.GROUP_COMMIT_FLEET)
+
+    @cached_property
+    def delta_encoded_integers(self) -> bool:
+        """``deltacommit.parquet.deltaEncodedIntegers`` (true unless set): data files write
+        integer columns of close, mostly distinct values DELTA_BINARY_PACKED."""
+        return self._flag(p.DELTA_ENCODED_INTEGERS)
 
     @cached_property
     def enable_deletion_vectors(self) -> bool:

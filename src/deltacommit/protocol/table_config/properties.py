@@ -67,6 +67,10 @@ COORDINATION = "deltacommit.coordination"
 #: Every deltacommit writer of the table publishes its transaction for the fleet to commit
 #: (``engine.group.fleet``): many hosts, one version per round.
 GROUP_COMMIT_FLEET = "deltacommit.groupCommit.fleet"
+#: Integer columns of close, mostly distinct values (ids, times) are written
+#: DELTA_BINARY_PACKED (``io.integer_encodings``); ``false`` keeps PLAIN and dictionaries only,
+#: for readers that refuse the encoding (Spark's vectorized reader before 3.3).
+DELTA_ENCODED_INTEGERS = "deltacommit.parquet.deltaEncodedIntegers"
 
 # --------------------------------------------------------------------------- values
 

@@ -1,0 +1,110 @@
+"""Which integer columns of a data file are written DELTA_BINARY_PACKED.  Pure.
+
+Arrow's writer stores an integer column as a dictionary while its distinct values fit the
+dictionary page, and as PLAIN values (8 bytes each for 64 bits, then snappy) after that.  Ids,
+sequence numbers, dates and event times are mostly many distinct values close to their
+neighbours: PLAIN stores them whole, and writing them, proving the file and every read after
+decompress and copy every byte.  DELTA_BINARY_PACKED (Parquet's encoding for such columns)
+stores the differences between neighbours in the few bits they need: the unique increasing
+``id`` of a 5M-row file takes 29 KB instead of 20 MB, and writes and reads in a fraction of
+the time.
+
+A column is written so where a sample of its values says they are mostly distinct (so the
+dictionary would not hold them) and the differences are narrow: at most a quarter of the
+type's width on average over blocks of 128 values, the encoding's own unit (its miniblocks
+take the width of the widest difference from the block's smallest).  Other integer columns
+keep the dictionary and PLAIN: few distinct values are smaller and faster as a dictionary.
+
+Every Parquet reader of Delta tables in use reads the encoding: Spark from 3.3 (whose vectorized
+reader refused it before, SPARK-36879), parquet-mr, Arrow, parquet-rs (deltalake, the Delta
+kernels), Trino and DuckDB.  A table read by an older Spark sets
+``deltacommit.parquet.deltaEncodedIntegers=false``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+#: Rows below which a file's columns keep Arrow's encodings: the choice then saves little.
+MIN_ROWS = 4096
+#: Windows of the column sampled, spread over it, and the values in each.
+SAMPLE_WINDOWS = 8
+SAMPLE_VALUES = 1024
+#: Values per block of DELTA_BINARY_PACKED (the width of a block's differences is its widest).
+BLOCK_VALUES = 128
+
+
+def delta_encoded_columns(data: pa.Table) -> list[str]:
+    """The columns of ``data`` to write DELTA_BINARY_PACKED (module docstring): integer,
+    date, time and timestamp columns whose sampled differences are narrow; none for a table
+    of nested columns (whose dictionary settings would need each leaf's path) or of fewer than
+    ``MIN_ROWS`` rows."""
+    if data.num_rows < MIN_ROWS or any(pa.types.is_nested(f.type) for f in data.schema):
+        return []
+    out = []
+    for field, column in zip(data.schema, data.columns, strict=True):
+        bits = _physical_bits(field.type)
+        if bits and _narrow(column, bits):
+            out.append(field.name)
+    return out
+
+
+def writer_options(data: pa.Table) -> dict[str, Any]:
+    """Arrow writer options that write ``delta_encoded_columns(data)`` so, every other column
+    keeping its dictionary (Arrow takes no encoding for a column with a dictionary); none
+    when there is no such column."""
+    delta = delta_encoded_columns(data)
+    if not delta:
+        return {}
+    chosen = set(delta)
+    return {"use_dictionary": [n for n in data.column_names if n not in chosen],
+            "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED")}
+
+
+def _physical_bits(t: pa.DataType) -> int:
+    """The width of the Parquet integer ``t`` is stored as (32 or 64), 0 if it is none."""
+    if pa.types.is_integer(t):
+        return 64 if t.bit_width == 64 else 32
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return 32
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
+        return 64
+    return 0
+
+
+def _narrow(column: pa.ChunkedArray[Any], bits: int) -> bool:
+    """Whether sampled windows of ``column`` (stored as ``bits``-bit integers) hold mostly
+    distinct values (at least half of those sampled, within each window) whose neighbouring
+    differences take at most a quarter of ``bits`` on average over blocks."""
+    n = len(column)
+    span = min(SAMPLE_VALUES, n)
+    starts = np.linspace(0, n - span, num=min(SAMPLE_WINDOWS, max(n // span, 1)), dtype=np.int64)
+    widths: list[int] = []
+    sampled = distinct = 0
+    for start in starts.tolist():
+        window = column.slice(start, span).drop_null()
+        if len(window) < 2:
+            continue
+        # The stored integers (unsigned ones reinterpreted, as Parquet stores them).
+        values = window.cast(pa.int64() if bits == 64 else pa.int32(), safe=False)
+        stored = values.to_numpy().astype(np.int64)
+        sampled += len(stored)
+        distinct += len(np.unique(stored))
+        widths.extend(block_widths(stored))
+    return (bool(widths) and distinct * 2 >= sampled
+            and sum(widths) * 4 <= bits * len(widths))
+
+
+def block_widths(values: np.ndarray[Any, Any]) -> list[int]:
+    """The bits DELTA_BINARY_PACKED gives the differences of each block of ``BLOCK_VALUES``
+    consecutive ``values`` (int64): the width of the widest difference from the block's
+    smallest, with the wrap-around of 64-bit arithmetic the encoding uses."""
+    diffs = np.diff(values)  # wraps as the encoding's arithmetic does
+    out = []
+    for at in range(0, len(diffs), BLOCK_VALUES):
+        block = diffs[at:at + BLOCK_VALUES]
+        out.append((int(block.max()) - int(block.min())).bit_length())
+    return out

@@ -1,0 +1,245 @@
+"""Integer columns of close, mostly distinct values are written DELTA_BINARY_PACKED
+(``io.integer_encodings``), and ``deltacommit.parquet.deltaEncodedIntegers=false`` keeps
+PLAIN and dictionaries only.
+
+The files written read back as the rows written (Arrow, deltalake 1.6.0, and deltacommit's
+own reader after UPDATE, DELETE, MERGE and compaction); the choice is checked against an
+exact computation of the encoding's block widths."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import deltacommit as dc
+from deltacommit.errors import InvalidArgumentError
+from deltacommit.io.datafiles import _encode_parquet
+from deltacommit.io.integer_encodings import (
+    BLOCK_VALUES,
+    MIN_ROWS,
+    SAMPLE_VALUES,
+    block_widths,
+    delta_encoded_columns,
+    writer_options,
+)
+from deltacommit.protocol.partitions import decode_add_path
+from tests.delta_tables import peer_read
+
+DELTA = "DELTA_BINARY_PACKED"
+N = 3 * MIN_ROWS
+
+
+def encodings(path: str | pa.Buffer) -> dict[str, set[str]]:
+    """Each column's encodings over the row groups of a Parquet file."""
+    meta = pq.read_metadata(pa.BufferReader(path) if isinstance(path, pa.Buffer) else path)
+    out: dict[str, set[str]] = {}
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            col = meta.row_group(g).column(c)
+            out.setdefault(col.path_in_schema, set()).update(col.encodings)
+    return out
+
+
+def mixed_table(n: int = N) -> pa.Table:
+    rng = np.random.default_rng(7)
+    ids = np.arange(10**12, 10**12 + n, dtype=np.int64)
+    return pa.table({
+        "id": ids,
+        "random": rng.integers(-2**62, 2**62, n),
+        "few": rng.integers(0, 10, n).astype(np.int32),
+        "day": pa.array((np.arange(n) // 500).astype(np.int32)).cast(pa.date32()),
+        "at": pa.array(1_700_000_000_000_000 + np.arange(n) * 1_003, pa.timestamp("us", "UTC")),
+        "x": np.arange(n) * 0.5,
+        "s": pa.array([f"s{i % 7}" for i in range(n)]),
+        "gappy": pa.array([None if i % 3 == 0 else i * 10 for i in range(n)], pa.int64()),
+    })
+
+
+# --------------------------------------------------------------------------- the choice (pure)
+
+def test_close_distinct_integers_are_chosen_and_others_keep_their_dictionaries() -> None:
+    t = mixed_table()
+    assert delta_encoded_columns(t) == ["id", "at", "gappy"]
+    options = writer_options(t)
+    assert options["column_encoding"] == dict.fromkeys(["id", "at", "gappy"], DELTA)
+    assert options["use_dictionary"] == ["random", "few", "day", "x", "s"]
+    # Unsigned values are taken as Parquet stores them (reinterpreted, wrapping).
+    unsigned = pa.table({"u": pa.array(np.arange(N, dtype=np.uint64) + np.uint64(2**63 - 5))})
+    assert delta_encoded_columns(unsigned) == ["u"]
+    body, _ = _encode_parquet(unsigned)
+    assert pq.read_table(pa.BufferReader(body)).equals(unsigned)
+
+
+def test_small_nested_and_non_integer_tables_keep_arrows_encodings() -> None:
+    assert delta_encoded_columns(mixed_table(MIN_ROWS - 1)) == []
+    nested = mixed_table().append_column("st", pa.array([{"a": 1}] * N))
+    assert delta_encoded_columns(nested) == []
+    assert writer_options(pa.table({"x": np.arange(N) * 1.0, "b": [True] * N})) == {}
+    assert delta_encoded_columns(pa.table({"n": pa.nulls(N, pa.int64())})) == []
+
+
+def reference_widths(values: list[int]) -> list[int]:
+    """The encoding's block widths computed on Python integers, wrapping as 64-bit."""
+    def wrap(v: int) -> int:
+        return (v + 2**63) % 2**64 - 2**63
+    diffs = [wrap(b - a) for a, b in itertools.pairwise(values)]
+    return [(max(block) - min(block)).bit_length()
+            for block in (diffs[i:i + BLOCK_VALUES] for i in range(0, len(diffs), BLOCK_VALUES))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=600))
+def test_block_widths_are_the_encodings_for_any_values(values: list[int]) -> None:
+    assert block_widths(np.array(values, dtype=np.int64)) == reference_widths(values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.integers(-2**62, 2**62), step=st.integers(-2**40, 2**40),
+       jitter=st.integers(0, 2**12), seed=st.integers(0, 2**32 - 1))
+def test_a_choice_is_delta_only_where_the_sample_is_distinct_and_narrow(
+        start: int, step: int, jitter: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = start + step * np.arange(N, dtype=np.int64) + rng.integers(0, jitter + 1, N)
+    chosen = delta_encoded_columns(pa.table({"v": values})) == ["v"]
+    widths = block_widths(values)
+    distinct = len(np.unique(values))
+    # The sample is a part of the column: where every value differs and every block is
+    # narrow, or where the values are few or every block wide, the choice follows.
+    if distinct == N and max(widths) * 4 <= 64:
+        assert chosen
+    if distinct * 2 < SAMPLE_VALUES or min(widths) * 4 > 64:
+        assert not chosen
+
+
+# --------------------------------------------------------------------------- the files
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(MIN_ROWS, 3 * MIN_ROWS),
+       null_every=st.integers(0, 9))
+def test_a_file_written_delta_encoded_reads_back_as_its_rows(seed: int, n: int,
+                                                               null_every: int) -> None:
+    rng = np.random.default_rng(seed)
+    base = np.cumsum(rng.integers(0, 50, n)) + int(rng.integers(-2**40, 2**40))
+    mask = (np.arange(n) % null_every == 0) if null_every else None
+    t = pa.table({
+        "i64": pa.array(base, pa.int64(), mask=mask),
+        "i32": pa.array((base % 2**31).astype(np.int32)),
+        "i16": pa.array((np.arange(n) % 30000).astype(np.int16)),
+        "u32": pa.array(np.arange(n, dtype=np.uint32) + np.uint32(2**32 - n)),
+        "t": pa.array(base, pa.timestamp("ns")),
+        "tm": pa.array(np.arange(n) * 1000, pa.time64("us")),
+        "d": pa.array((np.arange(n) % 20000).astype(np.int32)).cast(pa.date32()),
+    })
+    body, _ = _encode_parquet(t)
+    back = pq.read_table(pa.BufferReader(body))
+    assert back.equals(t)
+    used = encodings(body)
+    for name in delta_encoded_columns(t):
+        assert DELTA in used[name]
+
+
+def peer_rows(uri: str, schema: pa.Schema) -> pa.Table:
+    """deltalake 1.6.0's read of the table, in ``schema`` (it reads strings as views), by id."""
+    return peer_read(uri).select(schema.names).cast(schema).sort_by("id")
+
+
+def write_sorted(uri: str, properties: dict[str, str] | None = None) -> pa.Table:
+    t = mixed_table()
+    dc.write(uri, t, configuration=properties)
+    return t
+
+
+def data_files(uri: str) -> list[str]:
+    return [str(Path(uri) / decode_add_path(a.path)) for a in dc.DeltaTable(uri).files()]
+
+
+def test_a_table_writes_ids_and_times_delta_encoded_and_peers_read_them(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = write_sorted(uri)
+    (path,) = data_files(uri)
+    used = encodings(path)
+    assert {DELTA} <= used["id"] and {DELTA} <= used["at"]
+    assert DELTA not in used["few"] and "RLE_DICTIONARY" in used["few"]
+    # Statistics come from the footer as before.
+    raw = dc.DeltaTable(uri).files()[0].stats
+    assert raw is not None
+    stats = json.loads(raw)
+    assert stats["minValues"]["id"] == 10**12
+    assert stats["maxValues"]["id"] == 10**12 + N - 1
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").equals(t)
+    assert peer_rows(uri, t.schema).equals(t)
+
+
+def test_the_property_off_writes_plain_and_dictionaries_only(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = write_sorted(uri, {"deltacommit.parquet.deltaEncodedIntegers": "false"})
+    dc.DeltaTable(uri).update({"x": "x + 1"}, predicate="id % 10 = 3")
+    dc.DeltaTable(uri).optimize.compact()
+    for path in data_files(uri):
+        assert not any(DELTA in e for e in encodings(path).values()), path
+    assert dc.DeltaTable(uri).to_arrow().num_rows == t.num_rows
+
+
+def test_the_property_takes_only_a_boolean(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    write_sorted(uri)
+    with pytest.raises(InvalidArgumentError,
+                       match=r"deltacommit\.parquet\.deltaEncodedIntegers.*maybe"):
+        dc.DeltaTable(uri).set_properties({"deltacommit.parquet.deltaEncodedIntegers": "maybe"})
+    dc.DeltaTable(uri).set_properties({"deltacommit.parquet.deltaEncodedIntegers": "false"})
+    dc.write(uri, mixed_table(), mode="append")
+    newest = max(dc.DeltaTable(uri).files(), key=lambda a: a.modification_time)
+    assert not any(DELTA in e for e in
+                   encodings(str(Path(uri) / decode_add_path(newest.path))).values())
+
+
+def test_row_level_rewrites_of_delta_encoded_files_are_proven_and_read_by_the_peer(
+        tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = write_sorted(uri)
+    table = dc.DeltaTable(uri)
+    table.update({"x": "x + 1", "s": "'u'"}, predicate="id % 100 = 7")
+    dc.DeltaTable(uri).delete("id % 9 = 4")
+    source = pa.table({"id": pa.array([10**12 + 5, 10**12 + N + 1], pa.int64()),
+                       "x": [-1.0, -2.0]})
+    (dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_update({"x": "s.x"})
+     .when_not_matched_insert({"id": "s.id", "x": "s.x"}).execute())
+    dc.DeltaTable(uri).optimize.compact()
+    rows = {r["id"]: r for r in t.to_pylist()}
+    for i, r in rows.items():
+        if i % 100 == 7:
+            r["x"] += 1
+            r["s"] = "u"
+    rows = {i: r for i, r in rows.items() if i % 9 != 4}
+    rows[10**12 + 5]["x"] = -1.0
+    rows[10**12 + N + 1] = {c: None for c in t.column_names} | {"id": 10**12 + N + 1, "x": -2.0}
+    expected = pa.Table.from_pylist(sorted(rows.values(), key=lambda r: r["id"]),
+                                    schema=t.schema)
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").equals(expected)
+    assert peer_rows(uri, t.schema).equals(expected)
+    assert any(DELTA in encodings(p)["id"] for p in data_files(uri))
+
+
+def test_a_partitioned_write_chooses_per_file(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    n = 2 * N
+    t = pa.table({"p": pa.array(["a", "b"] * (n // 2)),
+                  "id": np.arange(n, dtype=np.int64),
+                  "when": pa.array([dt.datetime(2026, 1, 1) + dt.timedelta(seconds=i)
+                                    for i in range(n)], pa.timestamp("us"))})
+    dc.write(uri, t, partition_by=["p"])
+    for path in data_files(uri):
+        used: Any = encodings(path)
+        assert DELTA in used["id"] and DELTA in used["when"]
+    assert dc.DeltaTable(uri).to_arrow().select(["p", "id", "when"]).sort_by("id").equals(t)
