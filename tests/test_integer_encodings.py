@@ -203,6 +203,22 @@ def test_the_property_takes_only_a_boolean(tmp_path: Path) -> None:
                    encodings(str(Path(uri) / decode_add_path(newest.path))).values())
 
 
+@pytest.mark.parametrize("key", ["deltacommit.parquet.deltaEncodedInteger",
+                                 "deltacommit.parquet.DeltaEncodedIntegers",
+                                 "Deltacommit.parquet.deltaEncodedIntegers"])
+def test_a_misspelt_property_is_refused_naming_the_one_meant(tmp_path: Path, key: str) -> None:
+    """A property stored but never read would leave the files delta-encoded, and the reader
+    it was set for failing, without a word: both at creation and later it is refused."""
+    uri = str(tmp_path / "t")
+    hint = r"did you mean deltacommit\.parquet\.deltaEncodedIntegers"
+    with pytest.raises(InvalidArgumentError, match=rf"{uri}.*{key}.*{hint}"):
+        write_sorted(uri, {key: "false"})
+    write_sorted(uri)
+    with pytest.raises(InvalidArgumentError, match=rf"{uri}.*{key}.*{hint}"):
+        dc.DeltaTable(uri).set_properties({key: "false"})
+    assert key not in dc.DeltaTable(uri).configuration
+
+
 def test_row_level_rewrites_of_delta_encoded_files_are_proven_and_read_by_the_peer(
         tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
