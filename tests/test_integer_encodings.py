@@ -28,6 +28,7 @@ from deltacommit.io.integer_encodings import (
     BLOCK_VALUES,
     MIN_ROWS,
     SAMPLE_VALUES,
+    SAMPLE_WINDOWS,
     block_widths,
     delta_encoded_columns,
     writer_options,
@@ -217,6 +218,85 @@ def test_a_misspelt_property_is_refused_naming_the_one_meant(tmp_path: Path, key
     with pytest.raises(InvalidArgumentError, match=rf"{uri}.*{key}.*{hint}"):
         dc.DeltaTable(uri).set_properties({key: "false"})
     assert key not in dc.DeltaTable(uri).configuration
+
+
+def extremes_table(n: int = 10 * MIN_ROWS) -> pa.Table:
+    """Columns whose sampled windows are close, consecutive values, chosen DELTA_BINARY_PACKED,
+    and whose rows between the windows alternate their type's extremes (and the calendar's,
+    for dates and times): the encoding's widest differences, which wrap, where no sample looks."""
+    span = min(SAMPLE_VALUES, n)
+    sampled = np.zeros(n, dtype=bool)
+    for start in np.linspace(0, n - span, SAMPLE_WINDOWS, dtype=np.int64).tolist():
+        sampled[start:start + span] = True
+    outside = np.flatnonzero(~sampled)
+
+    def column(dtype: Any, lo: int, hi: int) -> Any:
+        values = (np.arange(n) % 1000).astype(dtype)
+        for k, v in enumerate((lo, hi, lo + 1, hi - 1)):
+            values[outside[k::4]] = v
+        return values
+
+    first, last = dt.date(1, 1, 1), dt.date(9999, 12, 31)
+    epoch = dt.date(1970, 1, 1)
+    day_lo, day_hi = (first - epoch).days, (last - epoch).days
+    us_lo, us_hi = day_lo * 86_400_000_000, (day_hi + 1) * 86_400_000_000 - 1
+    i64, i32, i16 = np.iinfo(np.int64), np.iinfo(np.int32), np.iinfo(np.int16)
+    return pa.table({
+        "id": np.arange(n, dtype=np.int64),
+        "i64": column(np.int64, int(i64.min), int(i64.max)),
+        "i32": column(np.int32, int(i32.min), int(i32.max)),
+        "i16": column(np.int16, int(i16.min), int(i16.max)),
+        "day": pa.array(column(np.int32, day_lo, day_hi)).cast(pa.date32()),
+        "at": pa.array(column(np.int64, us_lo, us_hi), pa.timestamp("us", "UTC")),
+        "local": pa.array(column(np.int64, us_lo, us_hi), pa.timestamp("us")),
+    })
+
+
+def test_extremes_beyond_the_sample_read_back_from_every_reader(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = extremes_table()
+    assert delta_encoded_columns(t) == t.column_names
+    dc.write(uri, t)
+    (path,) = data_files(uri)
+    assert all(DELTA in e for e in encodings(path).values())
+    assert pq.read_table(path).equals(t)
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").equals(t)
+    assert peer_rows(uri, t.schema).equals(t)
+    # Statistics and pruning see the extremes the sample did not.
+    stats = json.loads(dc.DeltaTable(uri).files()[0].stats or "{}")
+    assert stats["minValues"]["i64"] == -2**63 and stats["maxValues"]["i64"] == 2**63 - 1
+    assert stats["minValues"]["day"] == "0001-01-01" and stats["maxValues"]["day"] == "9999-12-31"
+    hits = dc.DeltaTable(uri).to_arrow(filter="i32 = 2147483647 AND i16 = 32767")
+    assert hits.num_rows == sum(1 for a, b in zip(t["i32"].to_pylist(), t["i16"].to_pylist(),
+                                                  strict=True)
+                                if a == 2**31 - 1 and b == 2**15 - 1) > 0
+
+
+def test_every_writer_keeps_plain_encodings_with_the_property_off(tmp_path: Path) -> None:
+    """Each way rows reach a file (append, the Appender, a group commit, DELETE, MERGE,
+    Z-order, change data files) writes no DELTA_BINARY_PACKED column in a table that turns
+    it off, though the files' rows are ones the choice would encode."""
+    uri = str(tmp_path / "t")
+    t = write_sorted(uri, {"deltacommit.parquet.deltaEncodedIntegers": "false",
+                           "delta.enableChangeDataFeed": "true"})
+
+    def shifted(k: int) -> pa.Table:
+        return t.set_column(0, "id", pa.array(np.arange(N, dtype=np.int64) + k * 10**13))
+
+    with dc.Appender(uri, "ingest", flush_interval=None) as appender:
+        appender.append(shifted(1), 0)
+    dc.append(dc.DeltaTable(uri, group_commit=True), shifted(2))
+    dc.DeltaTable(uri).update({"x": "x + 1"}, predicate="id % 2 = 0")
+    dc.DeltaTable(uri).delete("id % 9 = 4")
+    source = t.filter(pa.compute.equal(pa.compute.bit_wise_and(t["id"], 1), 1))
+    (dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_update({"x": "s.x - 1"}).execute())
+    dc.DeltaTable(uri).optimize.z_order(["id"])
+    written = [str(p) for p in Path(uri).rglob("*.parquet")]
+    chosen = [p for p in written if delta_encoded_columns(pq.read_table(p))]
+    assert sum("_change_data" in p for p in chosen) >= 3 and len(chosen) >= 9
+    for path in written:
+        assert not any(DELTA in e for e in encodings(path).values()), path
 
 
 def test_row_level_rewrites_of_delta_encoded_files_are_proven_and_read_by_the_peer(
