@@ -122,6 +122,52 @@ def test_a_choice_is_delta_only_where_the_sample_is_distinct_and_narrow(
         assert not chosen
 
 
+def reference_choice(column: pa.ChunkedArray[Any], bits: int) -> bool:
+    """The rule of the module docstring, computed plainly: over the sampled windows (nulls
+    left out), at least half the values distinct within their window, and the blocks'
+    widths (``reference_widths``) at most a quarter of ``bits`` on average."""
+    n = len(column)
+    span = min(SAMPLE_VALUES, n)
+    count = min(SAMPLE_WINDOWS, max(n // span, 1))
+    starts = np.linspace(0, n - span, num=count, dtype=np.int64).tolist()
+    sampled = distinct = 0
+    widths: list[int] = []
+    for start in starts:
+        values = [v for v in column.slice(start, span).cast(
+            pa.int64() if bits == 64 else pa.int32(), safe=False).to_pylist() if v is not None]
+        if len(values) < 2:
+            continue
+        sampled += len(values)
+        distinct += len(set(values))
+        widths += reference_widths(values)
+    return bool(widths) and distinct * 2 >= sampled and sum(widths) * 4 <= bits * len(widths)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(MIN_ROWS, 3 * MIN_ROWS),
+       step=st.sampled_from([1, 3, 2**10, 2**20, 2**40]), repeat=st.integers(1, 4),
+       null_share=st.sampled_from([0.0, 0.3, 0.97]), chunks=st.integers(1, 40))
+def test_the_choice_is_the_documented_rule(seed: int, n: int, step: int, repeat: int,
+                                            null_share: float, chunks: int) -> None:
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.integers(0, step + 1, n)) // repeat  # repeats make values less distinct
+    nulls = rng.random(n) < null_share
+    cuts = sorted(set(rng.integers(0, n, chunks - 1).tolist()) | {0, n})
+
+    def chunked(a: pa.Array[Any]) -> pa.ChunkedArray[Any]:
+        return pa.chunked_array([a.slice(s, e - s) for s, e in itertools.pairwise(cuts)], a.type)
+
+    t = pa.table({
+        "i64": chunked(pa.array(walk, pa.int64(), mask=nulls)),
+        "i32": chunked(pa.array((walk % 2**31).astype(np.int32), mask=nulls)),
+        "wide": chunked(pa.array(rng.integers(-2**62, 2**62, n), mask=nulls)),
+        "at": chunked(pa.array(walk * 1000, pa.timestamp("us", "UTC"), mask=nulls)),
+    })
+    bits = {"i64": 64, "i32": 32, "wide": 64, "at": 64}
+    assert delta_encoded_columns(t) == [c for c in t.column_names
+                                        if reference_choice(t.column(c), bits[c])]
+
+
 # --------------------------------------------------------------------------- the files
 
 @settings(max_examples=40, deadline=None)
