@@ -28,6 +28,7 @@ from deltacommit.io.integer_encodings import (
     BLOCK_VALUES,
     MIN_ROWS,
     SAMPLE_VALUES,
+    SAMPLE_WINDOWS,
     block_widths,
     delta_encoded_columns,
     writer_options,
@@ -121,6 +122,52 @@ def test_a_choice_is_delta_only_where_the_sample_is_distinct_and_narrow(
         assert not chosen
 
 
+def reference_choice(column: pa.ChunkedArray[Any], bits: int) -> bool:
+    """The rule of the module docstring, computed plainly: over the sampled windows (nulls
+    left out), at least half the values distinct within their window, and the blocks'
+    widths (``reference_widths``) at most a quarter of ``bits`` on average."""
+    n = len(column)
+    span = min(SAMPLE_VALUES, n)
+    count = min(SAMPLE_WINDOWS, max(n // span, 1))
+    starts = np.linspace(0, n - span, num=count, dtype=np.int64).tolist()
+    sampled = distinct = 0
+    widths: list[int] = []
+    for start in starts:
+        values = [v for v in column.slice(start, span).cast(
+            pa.int64() if bits == 64 else pa.int32(), safe=False).to_pylist() if v is not None]
+        if len(values) < 2:
+            continue
+        sampled += len(values)
+        distinct += len(set(values))
+        widths += reference_widths(values)
+    return bool(widths) and distinct * 2 >= sampled and sum(widths) * 4 <= bits * len(widths)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(MIN_ROWS, 3 * MIN_ROWS),
+       step=st.sampled_from([1, 3, 2**10, 2**20, 2**40]), repeat=st.integers(1, 4),
+       null_share=st.sampled_from([0.0, 0.3, 0.97]), chunks=st.integers(1, 40))
+def test_the_choice_is_the_documented_rule(seed: int, n: int, step: int, repeat: int,
+                                            null_share: float, chunks: int) -> None:
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.integers(0, step + 1, n)) // repeat  # repeats make values less distinct
+    nulls = rng.random(n) < null_share
+    cuts = sorted(set(rng.integers(0, n, chunks - 1).tolist()) | {0, n})
+
+    def chunked(a: pa.Array[Any]) -> pa.ChunkedArray[Any]:
+        return pa.chunked_array([a.slice(s, e - s) for s, e in itertools.pairwise(cuts)], a.type)
+
+    t = pa.table({
+        "i64": chunked(pa.array(walk, pa.int64(), mask=nulls)),
+        "i32": chunked(pa.array((walk % 2**31).astype(np.int32), mask=nulls)),
+        "wide": chunked(pa.array(rng.integers(-2**62, 2**62, n), mask=nulls)),
+        "at": chunked(pa.array(walk * 1000, pa.timestamp("us", "UTC"), mask=nulls)),
+    })
+    bits = {"i64": 64, "i32": 32, "wide": 64, "at": 64}
+    assert delta_encoded_columns(t) == [c for c in t.column_names
+                                        if reference_choice(t.column(c), bits[c])]
+
+
 # --------------------------------------------------------------------------- the files
 
 @settings(max_examples=40, deadline=None)
@@ -201,6 +248,101 @@ def test_the_property_takes_only_a_boolean(tmp_path: Path) -> None:
     newest = max(dc.DeltaTable(uri).files(), key=lambda a: a.modification_time)
     assert not any(DELTA in e for e in
                    encodings(str(Path(uri) / decode_add_path(newest.path))).values())
+
+
+@pytest.mark.parametrize("key", ["deltacommit.parquet.deltaEncodedInteger",
+                                 "deltacommit.parquet.DeltaEncodedIntegers",
+                                 "Deltacommit.parquet.deltaEncodedIntegers"])
+def test_a_misspelt_property_is_refused_naming_the_one_meant(tmp_path: Path, key: str) -> None:
+    """A property stored but never read would leave the files delta-encoded, and the reader
+    it was set for failing, without a word: both at creation and later it is refused."""
+    uri = str(tmp_path / "t")
+    hint = r"did you mean deltacommit\.parquet\.deltaEncodedIntegers"
+    with pytest.raises(InvalidArgumentError, match=rf"{uri}.*{key}.*{hint}"):
+        write_sorted(uri, {key: "false"})
+    write_sorted(uri)
+    with pytest.raises(InvalidArgumentError, match=rf"{uri}.*{key}.*{hint}"):
+        dc.DeltaTable(uri).set_properties({key: "false"})
+    assert key not in dc.DeltaTable(uri).configuration
+
+
+def extremes_table(n: int = 10 * MIN_ROWS) -> pa.Table:
+    """Columns whose sampled windows are close, consecutive values, chosen DELTA_BINARY_PACKED,
+    and whose rows between the windows alternate their type's extremes (and the calendar's,
+    for dates and times): the encoding's widest differences, which wrap, where no sample looks."""
+    span = min(SAMPLE_VALUES, n)
+    sampled = np.zeros(n, dtype=bool)
+    for start in np.linspace(0, n - span, SAMPLE_WINDOWS, dtype=np.int64).tolist():
+        sampled[start:start + span] = True
+    outside = np.flatnonzero(~sampled)
+
+    def column(dtype: Any, lo: int, hi: int) -> Any:
+        values = (np.arange(n) % 1000).astype(dtype)
+        for k, v in enumerate((lo, hi, lo + 1, hi - 1)):
+            values[outside[k::4]] = v
+        return values
+
+    first, last = dt.date(1, 1, 1), dt.date(9999, 12, 31)
+    epoch = dt.date(1970, 1, 1)
+    day_lo, day_hi = (first - epoch).days, (last - epoch).days
+    us_lo, us_hi = day_lo * 86_400_000_000, (day_hi + 1) * 86_400_000_000 - 1
+    i64, i32, i16 = np.iinfo(np.int64), np.iinfo(np.int32), np.iinfo(np.int16)
+    return pa.table({
+        "id": np.arange(n, dtype=np.int64),
+        "i64": column(np.int64, int(i64.min), int(i64.max)),
+        "i32": column(np.int32, int(i32.min), int(i32.max)),
+        "i16": column(np.int16, int(i16.min), int(i16.max)),
+        "day": pa.array(column(np.int32, day_lo, day_hi)).cast(pa.date32()),
+        "at": pa.array(column(np.int64, us_lo, us_hi), pa.timestamp("us", "UTC")),
+        "local": pa.array(column(np.int64, us_lo, us_hi), pa.timestamp("us")),
+    })
+
+
+def test_extremes_beyond_the_sample_read_back_from_every_reader(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = extremes_table()
+    assert delta_encoded_columns(t) == t.column_names
+    dc.write(uri, t)
+    (path,) = data_files(uri)
+    assert all(DELTA in e for e in encodings(path).values())
+    assert pq.read_table(path).equals(t)
+    assert dc.DeltaTable(uri).to_arrow().sort_by("id").equals(t)
+    assert peer_rows(uri, t.schema).equals(t)
+    # Statistics and pruning see the extremes the sample did not.
+    stats = json.loads(dc.DeltaTable(uri).files()[0].stats or "{}")
+    assert stats["minValues"]["i64"] == -2**63 and stats["maxValues"]["i64"] == 2**63 - 1
+    assert stats["minValues"]["day"] == "0001-01-01" and stats["maxValues"]["day"] == "9999-12-31"
+    hits = dc.DeltaTable(uri).to_arrow(filter="i32 = 2147483647 AND i16 = 32767")
+    assert hits.num_rows == sum(1 for a, b in zip(t["i32"].to_pylist(), t["i16"].to_pylist(),
+                                                  strict=True)
+                                if a == 2**31 - 1 and b == 2**15 - 1) > 0
+
+
+def test_every_writer_keeps_plain_encodings_with_the_property_off(tmp_path: Path) -> None:
+    """Each way rows reach a file (append, the Appender, a group commit, DELETE, MERGE,
+    Z-order, change data files) writes no DELTA_BINARY_PACKED column in a table that turns
+    it off, though the files' rows are ones the choice would encode."""
+    uri = str(tmp_path / "t")
+    t = write_sorted(uri, {"deltacommit.parquet.deltaEncodedIntegers": "false",
+                           "delta.enableChangeDataFeed": "true"})
+
+    def shifted(k: int) -> pa.Table:
+        return t.set_column(0, "id", pa.array(np.arange(N, dtype=np.int64) + k * 10**13))
+
+    with dc.Appender(uri, "ingest", flush_interval=None) as appender:
+        appender.append(shifted(1), 0)
+    dc.append(dc.DeltaTable(uri, group_commit=True), shifted(2))
+    dc.DeltaTable(uri).update({"x": "x + 1"}, predicate="id % 2 = 0")
+    dc.DeltaTable(uri).delete("id % 9 = 4")
+    source = t.filter(pa.compute.equal(pa.compute.bit_wise_and(t["id"], 1), 1))
+    (dc.DeltaTable(uri).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_update({"x": "s.x - 1"}).execute())
+    dc.DeltaTable(uri).optimize.z_order(["id"])
+    written = [str(p) for p in Path(uri).rglob("*.parquet")]
+    chosen = [p for p in written if delta_encoded_columns(pq.read_table(p))]
+    assert sum("_change_data" in p for p in chosen) >= 3 and len(chosen) >= 9
+    for path in written:
+        assert not any(DELTA in e for e in encodings(path).values()), path
 
 
 def test_row_level_rewrites_of_delta_encoded_files_are_proven_and_read_by_the_peer(

@@ -187,8 +187,11 @@ def test_unknown_and_reserved_keys_are_refused_with_a_hint() -> None:
         check_properties({p.CONSTRAINT_PREFIX: "id > 0"}, T)
     with pytest.raises(InvalidArgumentError, match="cannot be enforced"):
         check_properties({p.CONSTRAINT_PREFIX + "c": "id >"}, T)
-    # Other engines' keys and deltacommit's own are left to their owners.
+    with pytest.raises(InvalidArgumentError, match=r"did you mean deltacommit\.groupCommit\.fleet"):
+        check_properties({"deltacommit.groupcommit.fleet": "true"}, T)
+    # Other engines' keys, and the commit mechanism's, are left to their owners.
     check_properties({"spark.sql.x": "1", "deltacommit.coordination": "conditional",
+                      "deltacommit.coordination.dynamodbTable": "log",
                       p.FEATURE_PREFIX + "rowTracking": "supported",
                       p.MIN_WRITER_VERSION: "7"}, T)
 

@@ -15,8 +15,10 @@ which they follow:
   raises a clear ``InvalidArgumentError`` naming the property where it is used, so that no
   commit or deletion is decided on a guess.
 * New properties (``DeltaTable.create``, ``DeltaTable.set_properties``) are checked strictly
-  by ``check_new``: every ``delta.*`` key must be one this library honours, and every value
-  must parse; the error names the table, the property, the value and what is expected.
+  by ``check_new``: every ``delta.*`` and ``deltacommit.*`` key must be one this library
+  honours (the commit mechanism's ``deltacommit.coordination*`` keys are its log store's),
+  and every value must parse; the error names the table, the property, the value and what is
+  expected.
 
 What a property asks of the protocol (``delta.enableRowTracking=true`` needs the
 ``rowTracking`` and ``domainMetadata`` features) is answered by ``requests``: one reading of
@@ -130,6 +132,15 @@ SETTABLE = frozenset(CHECKS) | {p.MIN_READER_VERSION, p.MIN_WRITER_VERSION}
 #: what the table's history does not hold.
 RESERVED = (p.ICT_ENABLEMENT_VERSION, p.ICT_ENABLEMENT_TIMESTAMP, p.ROW_ID_COLUMN,
             p.ROW_COMMIT_VERSION_COLUMN, p.COLUMN_MAPPING_MAX_ID)
+
+
+def _own_unknown(key: str) -> bool:
+    """Whether ``key`` is in deltacommit's namespace (in any case) without being one of its
+    properties: a misspelt ``deltacommit.parquet.deltaEncodedIntegers`` would be stored and
+    never read, the files written as if it were unset.  The commit mechanism's keys
+    (``deltacommit.coordination`` and the settings under it) are its log store's to check."""
+    return (key.lower().startswith(p.DELTACOMMIT_PREFIX)
+            and not (key == p.COORDINATION or key.startswith(p.COORDINATION + ".")))
 
 
 class TableConfig:
@@ -461,7 +472,7 @@ class TableConfig:
                 raise InvalidArgumentError(
                     f"table {table}: {key} is set by the writer that turns the feature on, not "
                     "by hand")
-            if key.startswith("delta."):
+            if key.startswith("delta.") or _own_unknown(key):
                 import difflib  # for this error's suggestion only
 
                 close = difflib.get_close_matches(key, sorted(SETTABLE), n=2)

@@ -60,6 +60,10 @@ MIN_WRITER_VERSION = "delta.minWriterVersion"
 
 # --------------------------------------------------------------------------- keys (deltacommit)
 
+#: deltacommit's own namespace: a key under it that is none of the keys below is refused when
+#: set (``TableConfig.check_new``), as an unknown ``delta.*`` key is.
+DELTACOMMIT_PREFIX = "deltacommit."
+
 #: The commit mechanism the table's writers use (``logstore.registry``): writers configured
 #: for another refuse to commit.  Settings of the mechanism are keyed below it
 #: (``deltacommit.coordination.dynamodbTable``, ``...leaseTable``).
