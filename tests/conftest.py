@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from deltacommit.testing import (
     DELTALAKE_LATEST_INSTALL_HINT,
@@ -34,6 +35,13 @@ from deltacommit.testing import (
 from tests.other_user import remove_copy
 
 # --------------------------------------------------------------------------- environment
+
+# Property tests judge answers, never time: no per-example deadline and no health check on
+# slow data generation, either of which fails a correct test on a loaded 2-core machine.
+# A test's own ``@settings`` still sets its example count.
+settings.register_profile("deltacommit", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("deltacommit")
 
 # Dummy credentials, a fixed region, no instance-metadata lookups and no developer profile or
 # endpoint from the shell: no test can reach a real AWS account.  Applied at import so it holds
