@@ -359,6 +359,45 @@ def test_false_and_null_delete_nothing_from_an_unpartitioned_table(tmp_path: Pat
     assert dc.DeltaTable(uri).to_arrow().num_rows == 0
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_a_delete_that_deletes_nothing_commits_nothing_on_every_path_as_the_peers(
+        tmp_path: Path, layout: str, partitioned: bool) -> None:
+    """Spark (``commitIfNeeded``) and deltalake commit no version for a DELETE without a row
+    to delete; neither does deltacommit, whether partition values decide the predicate
+    (whole files), deletion vectors mark rows or files are rewritten."""
+    uri = _table(tmp_path, LAYOUTS[layout], partitioned=partitioned)
+    before = dc.DeltaTable(uri).version
+    rows = canonical_rows(dc.DeltaTable(uri).to_arrow())
+    predicates = ["p = 99", "p IN (97, 98)", "id = -1", "p = 1 AND id < 0", "s LIKE 'zz%'"]
+    for predicate in predicates:
+        result = dc.DeltaTable(uri).delete(predicate)
+        assert (result.version, result.attempts) == (before, 0), predicate
+        assert dc.DeltaTable(uri).version == before, predicate
+    assert canonical_rows(dc.DeltaTable(uri).to_arrow()) == rows
+    assert sorted(p.name for p in (Path(uri) / "_delta_log").glob("*.json")) == \
+        [f"{v:020d}.json" for v in range(before + 1)]
+    # No deletion-vector file was left behind either.
+    assert not list(Path(uri).rglob("deletion_vector_*.bin"))
+    peer = str(tmp_path / "peer")
+    dc.write(peer, dc.DeltaTable(uri).to_arrow(),
+             partition_by=["p"] if partitioned else None)
+    peer_before = deltalake.DeltaTable(peer).version()
+    for predicate in predicates[:4]:
+        deltalake.DeltaTable(peer).delete(predicate)
+    assert deltalake.DeltaTable(peer).version() == peer_before
+
+
+def test_a_delete_that_deletes_rows_after_nothing_commits_them(tmp_path: Path) -> None:
+    uri = _table(tmp_path, {}, partitioned=True)
+    before = dc.DeltaTable(uri).version
+    dc.DeltaTable(uri).delete("p = 99")
+    result = dc.DeltaTable(uri).delete("p = 1")
+    assert result.version == before + 1 and result.attempts >= 1
+    assert _commit_info(uri, before + 1)["operation"] == "DELETE"
+    assert all(r["p"] != 1 for r in dc.DeltaTable(uri).to_arrow().to_pylist())
+
+
 # --------------------------------------------------------------------------- conflicts
 
 def _serializable(tmp_path: Path, extra: dict[str, str] | None = None) -> str:

@@ -23,7 +23,8 @@ checked against what the DELETE may have deleted; a predicate partition values c
 (``p % 2 = 0``) widens the read to the whole table.  Only the files whose partition values and
 statistics admit a matching row are opened (``prune_files``, ``predicate_bounds``).  The
 commitInfo's ``predicate`` is the predicate's SQL text (``Expr.to_sql``, which parses back to
-it).
+it).  On every path a DELETE that finds no row to delete commits no version
+(``nothing_deleted``), as Spark and deltalake do.
 
 Deletion vectors: each file with matching rows keeps its Parquet file: its ``add`` is replaced
 by one whose DV marks the union of the old and the newly deleted rows, all new DVs in one
@@ -131,18 +132,28 @@ def delete(table: DeleteTable, predicate: str | None) -> CommitResult:
 
 def remove_files(table: RowLevelTable, predicate: Predicate | None) -> CommitResult:
     """Remove every file whose partition values make ``predicate`` TRUE (every file for None)
-    without reading it: ``predicate`` must be one partition values decide.  Committed even
-    when no file matches, as Spark commits an empty DELETE."""
+    without reading it: ``predicate`` must be one partition values decide.  Nothing is
+    committed when no file matches (``nothing_deleted``)."""
     params = {"predicate": json_text([predicate.to_sql()] if predicate is not None else [])}
-    with table.transaction("DELETE", params) as txn:
-        files = txn.scan(predicate=predicate)
-        txn.remove(files)
-        txn.operation_metrics["numRemovedFiles"] = str(len(files))
-        txn.operation_metrics["numDeletedRows"] = str(sum(
-            (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
-            for a in files))
-    assert txn.result is not None
-    return txn.result
+    txn = table.transaction("DELETE", params)
+    files = txn.scan(predicate=predicate)
+    if not files:
+        return nothing_deleted(txn)
+    txn.remove(files)
+    txn.operation_metrics["numRemovedFiles"] = str(len(files))
+    txn.operation_metrics["numDeletedRows"] = str(sum(
+        (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
+        for a in files))
+    return txn.commit()
+
+
+def nothing_deleted(txn: Transaction) -> CommitResult:
+    """The result of a DELETE that found nothing to delete: no version is committed, as
+    neither Spark (``commitIfNeeded`` skips a commit without actions) nor deltalake commits
+    one, whichever path the DELETE took; the result is the version read, with ``attempts``
+    0."""
+    version = txn.snapshot.version
+    return CommitResult(version, 0, read_version=version)
 
 
 def deletes_write_dvs(table: RowLevelTable) -> bool:
@@ -160,10 +171,12 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
     written: list[str] = []
     committing = False
     try:
-        with table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])}
-                               ) as txn:
-            stage_dv_delete(table, txn, predicate, where, written)
-            committing = True
+        txn = table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])})
+        stage_dv_delete(table, txn, predicate, where, written)
+        if not txn.staged_removes and not txn.staged_adds:
+            return nothing_deleted(txn)
+        committing = True
+        result = txn.commit()
     except Exception as e:
         # The deletion-vector file is deleted where the failure proves no version names it
         # (a conflict, a refused commit, a failure before the commit), as the write driver
@@ -175,8 +188,7 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
                 except Exception as gone:  # best effort: never hides ``e``
                     log.warning("could not delete %s, which no commit names: %s", path, gone)
         raise
-    assert txn.result is not None
-    return txn.result
+    return result
 
 
 def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate,
@@ -251,8 +263,7 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     rewrite (``rowlevel``): copy-on-write on a table without deletion vectors, deletion
     vectors with change data files on one with change data feed.  Only the files whose
     partition values and statistics admit a matching row are opened; a commit is made only
-    when a row is deleted (Spark commits an empty DELETE; its result is then the table's
-    version, with ``attempts`` 0)."""
+    when a row is deleted (``nothing_deleted``)."""
     schema = table.schema
     where = _where(table, predicate)
     matching = row_filter(predicate, schema, where)
@@ -281,8 +292,9 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
                                      plan, spark_metrics))
     if done.result is not None:
         return done.result
-    return CommitResult(done.version, 0, read_version=done.version)
+    return CommitResult(done.version, 0, read_version=done.version)  # ``nothing_deleted``
 
 
 __all__ = ["DeleteTable", "delete", "delete_rows", "delete_with_deletion_vectors",
-           "deletes_write_dvs", "parse_delete", "remove_files", "stage_dv_delete"]
+           "deletes_write_dvs", "nothing_deleted", "parse_delete", "remove_files",
+           "stage_dv_delete"]
