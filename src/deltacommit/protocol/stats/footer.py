@@ -10,10 +10,14 @@ the values ``compute_stats`` would find, so the ``stats`` written do not change:
 * signed integers and dates (the same numbers), and strings (Parquet orders UTF-8 bytewise,
   as Arrow's ``min_max`` does; the writer does not truncate them, and leaves out a chunk's
   statistics altogether past 4 KiB, which makes the column computed from its rows);
+* 32- and 64-bit floats whose bounds are not zero: both skip NaN (a chunk of only NaN has
+  no footer bounds), and an infinite bound is left out of ``stats`` either way; Parquet
+  writes a zero bound as ``-0.0`` or ``+0.0`` whatever the sign of the value, so a column
+  with a zero bound in any row group is computed from its rows;
 * every row group must give its chunk's bounds, or hold only nulls there;
-* a column of another type (floats: Parquet writes a zero bound as ``-0.0`` / ``+0.0``;
-  timestamps, decimals, nested or dictionary columns) is computed from its rows as before,
-  and so is a bound pyarrow cannot turn into a Python value (a date past year 9999).
+* a column of another type (timestamps, decimals, nested or dictionary columns) is computed
+  from its rows as before, and so is a bound pyarrow cannot turn into a Python value (a date
+  past year 9999).
 
 A chunk is a top-level column's by its position among the file's leaf columns, not by its
 dotted path: a top-level column named ``a.b`` and the field ``b`` of a struct ``a`` have the
@@ -30,7 +34,14 @@ import pyarrow.parquet as pq
 
 def _eligible(t: pa.DataType) -> bool:
     return bool(pa.types.is_signed_integer(t) or pa.types.is_string(t)
-                or pa.types.is_large_string(t) or pa.types.is_date32(t))
+                or pa.types.is_large_string(t) or pa.types.is_date32(t)
+                or pa.types.is_float32(t) or pa.types.is_float64(t))
+
+
+def _signless(bounds: tuple[Any, Any]) -> bool:
+    """Whether a float chunk's footer bounds may stand for its values' own: not a zero
+    (written ``-0.0``/``+0.0`` whatever the value's sign) nor a NaN."""
+    return all(b is not None and b == b and b != 0 for b in bounds)
 
 
 def footer_bounds(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, tuple[Any, Any]]:
@@ -62,6 +73,9 @@ def footer_bounds(metadata: pq.FileMetaData, schema: pa.Schema) -> dict[str, tup
                 continue
             if bounds == (None, None):
                 found.setdefault(name, (None, None))
+                continue
+            if pa.types.is_floating(wanted[name]) and not _signless(bounds):
+                lost.add(name)
                 continue
             lo, hi = found.get(name, (None, None))
             found[name] = (bounds[0] if lo is None or bounds[0] < lo else lo,
