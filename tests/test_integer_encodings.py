@@ -129,7 +129,8 @@ def reference_choice(column: pa.ChunkedArray[Any], bits: int) -> bool:
     n = len(column)
     span = min(SAMPLE_VALUES, n)
     count = min(SAMPLE_WINDOWS, max(n // span, 1))
-    starts = np.linspace(0, n - span, num=count, dtype=np.int64).tolist()
+    # Evenly spread: the first window at the start, the last at the end.
+    starts = [(n - span) * i // (count - 1) for i in range(count)] if count > 1 else [0]
     sampled = distinct = 0
     widths: list[int] = []
     for start in starts:

@@ -82,26 +82,48 @@ def _narrow(column: pa.ChunkedArray[Any], bits: int) -> bool:
 
     The widths are looked at first: a column of wide differences (random ids, hashes,
     measurements) is decided without sorting its sample, which would otherwise cost more than
-    writing a small file of many such columns."""
+    writing a small file of many such columns.  A window whose values only rise or only fall
+    (ids, times) is distinct without a sort either."""
+    windows = _sampled(column, pa.int64() if bits == 64 else pa.int32())
+    total = blocks = 0
+    for stored in windows:
+        widths = block_widths(stored)
+        total += sum(widths)
+        blocks += len(widths)
+    if not blocks or total * 4 > bits * blocks:
+        return False
+    sampled = distinct = 0
+    for stored in windows:
+        sampled += len(stored)
+        steps = np.diff(stored)
+        if bool((steps > 0).all()) or bool((steps < 0).all()):
+            distinct += len(stored)
+        else:
+            # One more than the steps between its sorted values (a sort of 1,024 values
+            # costs a quarter of ``np.unique``'s hashing).
+            distinct += int(np.count_nonzero(np.diff(np.sort(stored)))) + 1
+    return distinct * 2 >= sampled
+
+
+def _sampled(column: pa.ChunkedArray[Any], stored: pa.DataType) -> list[np.ndarray[Any, Any]]:
+    """Up to ``SAMPLE_WINDOWS`` windows of ``SAMPLE_VALUES`` consecutive values of
+    ``column``, spread evenly over it, without their nulls and as the integers Parquet stores
+    (``stored``: unsigned values reinterpreted), as int64 arrays of at least two values."""
     n = len(column)
     span = min(SAMPLE_VALUES, n)
-    starts = np.linspace(0, n - span, num=min(SAMPLE_WINDOWS, max(n // span, 1)), dtype=np.int64)
-    windows: list[np.ndarray[Any, Any]] = []
-    for start in starts.tolist():
-        window = column.slice(start, span).drop_null()
+    count = min(SAMPLE_WINDOWS, max(n // span, 1))
+    starts = [(n - span) * i // (count - 1) for i in range(count)] if count > 1 else [0]
+    out = []
+    for start in starts:
+        window = column.slice(start, span)
+        if window.null_count:
+            window = window.drop_null()
         if len(window) < 2:
             continue
-        # The stored integers (unsigned ones reinterpreted, as Parquet stores them).
-        values = window.cast(pa.int64() if bits == 64 else pa.int32(), safe=False)
-        windows.append(values.to_numpy().astype(np.int64))
-    widths = [w for stored in windows for w in block_widths(stored)]
-    if not widths or sum(widths) * 4 > bits * len(widths):
-        return False
-    sampled = sum(len(stored) for stored in windows)
-    # Distinct values of a window: one more than the steps between its sorted values (a sort
-    # of 1,024 values costs a quarter of ``np.unique``'s hashing).
-    distinct = sum(int(np.count_nonzero(np.diff(np.sort(stored)))) + 1 for stored in windows)
-    return distinct * 2 >= sampled
+        if window.type != stored:
+            window = window.cast(stored, safe=False)
+        out.append(window.to_numpy().astype(np.int64, copy=False))
+    return out
 
 
 def block_widths(values: np.ndarray[Any, Any]) -> list[int]:
