@@ -138,7 +138,7 @@ def remove_files(table: RowLevelTable, predicate: Predicate | None) -> CommitRes
     txn = table.transaction("DELETE", params)
     files = txn.scan(predicate=predicate)
     if not files:
-        return nothing_deleted(txn)
+        return nothing_deleted(txn.snapshot.version)
     txn.remove(files)
     txn.operation_metrics["numRemovedFiles"] = str(len(files))
     txn.operation_metrics["numDeletedRows"] = str(sum(
@@ -147,12 +147,11 @@ def remove_files(table: RowLevelTable, predicate: Predicate | None) -> CommitRes
     return txn.commit()
 
 
-def nothing_deleted(txn: Transaction) -> CommitResult:
-    """The result of a DELETE that found nothing to delete: no version is committed, as
-    neither Spark (``commitIfNeeded`` skips a commit without actions) nor deltalake commits
-    one, whichever path the DELETE took; the result is the version read, with ``attempts``
-    0."""
-    version = txn.snapshot.version
+def nothing_deleted(version: int) -> CommitResult:
+    """The result of a DELETE that found nothing to delete at the ``version`` it read: no
+    version is committed, as neither Spark (``commitIfNeeded`` skips a commit without
+    actions) nor deltalake commits one, whichever path the DELETE took; the result is the
+    version read, with ``attempts`` 0."""
     return CommitResult(version, 0, read_version=version)
 
 
@@ -174,7 +173,7 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
         txn = table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])})
         stage_dv_delete(table, txn, predicate, where, written)
         if not txn.staged_removes and not txn.staged_adds:
-            return nothing_deleted(txn)
+            return nothing_deleted(txn.snapshot.version)
         committing = True
         result = txn.commit()
     except Exception as e:
@@ -292,7 +291,7 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
                                      plan, spark_metrics))
     if done.result is not None:
         return done.result
-    return CommitResult(done.version, 0, read_version=done.version)  # ``nothing_deleted``
+    return nothing_deleted(done.version)
 
 
 __all__ = ["DeleteTable", "delete", "delete_rows", "delete_with_deletion_vectors",
