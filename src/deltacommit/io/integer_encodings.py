@@ -85,17 +85,18 @@ def _narrow(column: pa.ChunkedArray[Any], bits: int) -> bool:
     writing a small file of many such columns.  A window whose values only rise or only fall
     (ids, times) is distinct without a sort either."""
     windows = _sampled(column, pa.int64() if bits == 64 else pa.int32())
+    # Each window's differences, taken once for the widths and the distinct count.
+    steps_of = [np.diff(stored) for stored in windows]  # wraps as the encoding's arithmetic
     total = blocks = 0
-    for stored in windows:
-        widths = block_widths(stored)
+    for steps in steps_of:
+        widths = _step_widths(steps)
         total += sum(widths)
         blocks += len(widths)
     if not blocks or total * 4 > bits * blocks:
         return False
     sampled = distinct = 0
-    for stored in windows:
+    for stored, steps in zip(windows, steps_of, strict=True):
         sampled += len(stored)
-        steps = np.diff(stored)
         if bool((steps > 0).all()) or bool((steps < 0).all()):
             distinct += len(stored)
         else:
@@ -130,7 +131,11 @@ def block_widths(values: np.ndarray[Any, Any]) -> list[int]:
     """The bits DELTA_BINARY_PACKED gives the differences of each block of ``BLOCK_VALUES``
     consecutive ``values`` (int64): the width of the widest difference from the block's
     smallest, with the wrap-around of 64-bit arithmetic the encoding uses."""
-    diffs = np.diff(values)  # wraps as the encoding's arithmetic does
+    return _step_widths(np.diff(values))  # wraps as the encoding's arithmetic does
+
+
+def _step_widths(diffs: np.ndarray[Any, Any]) -> list[int]:
+    """``block_widths`` of values whose neighbouring differences are ``diffs``."""
     whole = len(diffs) // BLOCK_VALUES * BLOCK_VALUES
     blocks = diffs[:whole].reshape(-1, BLOCK_VALUES)
     highs, lows = blocks.max(axis=1).tolist(), blocks.min(axis=1).tolist()
