@@ -9,7 +9,8 @@ standard library, pyarrow and deltalake.
 
 prints ``ready`` once the table is open, waits for a line on stdin (the start signal shared by
 every writer of a fleet), appends ``appends`` one-row batches (``writer``, ``batch``) with one
-table object kept open, and prints one JSON line: the batches acknowledged, the errors met by
+table object kept open (with ``"mode": "merge"``, MERGEs each inserting its batch's key where
+it is absent), and prints one JSON line: the batches acknowledged, the errors met by
 class, and deltalake's version.  A write that fails because deltalake gave up after its own
 retries ("Failed to commit transaction") committed nothing and is submitted again, as its users
 must; every other error ends the writer and is reported.
@@ -32,9 +33,15 @@ RESUBMITS = 200
 MAX_COMMIT_RETRIES = 100
 
 
+#: What a writer submits again: a give-up after deltalake's own retries, and a MERGE's conflict.
+RESUBMITTED = ("gave-up-after-retries",)
+
+
 def classify(message: str) -> str:
     if "Failed to commit transaction" in message:
         return "gave-up-after-retries"
+    if "concurrent transaction" in message.lower():  # a MERGE's conflict by deltalake's rules
+        return "conflict: " + message[:120]
     if "already exists" in message:
         return "version-already-exists"
     return "other: " + message[:300]
@@ -53,20 +60,26 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     errors: Counter[str] = Counter()
     acked: list[int] = []
     fatal = None
+    merges = spec.get("mode") == "merge"
     for b in range(int(spec["appends"])):
         data = pa.table({"writer": pa.array([writer], pa.int64()), "batch": pa.array([b], pa.int64())})
         for attempt in range(1, RESUBMITS + 1):
             try:
-                deltalake.write_deltalake(
-                    table, data, mode="append",
-                    commit_properties=deltalake.CommitProperties(
-                        max_commit_retries=MAX_COMMIT_RETRIES))
+                properties = deltalake.CommitProperties(max_commit_retries=MAX_COMMIT_RETRIES)
+                if merges:  # an insert of the key where it is absent: submitting it again is safe
+                    (table.merge(data, "t.writer = s.writer AND t.batch = s.batch",
+                                 source_alias="s", target_alias="t",
+                                 commit_properties=properties)
+                     .when_not_matched_insert_all().execute())
+                else:
+                    deltalake.write_deltalake(table, data, mode="append",
+                                              commit_properties=properties)
                 acked.append(b)
                 break
             except DeltaError as e:
                 kind = classify(str(e))
                 errors[kind] += 1
-                if kind != "gave-up-after-retries":
+                if kind not in RESUBMITTED and not kind.startswith("conflict: "):
                     fatal = kind
                     break
                 time.sleep(0.01 * min(attempt, 20))

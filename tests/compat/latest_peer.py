@@ -30,8 +30,9 @@ class LatestPeer:
     """One writer process of the newest deltalake."""
 
     def __init__(self, python: Path, uri: str, options: Mapping[str, str], writer: int,
-                 appends: int) -> None:
-        spec = {"uri": uri, "options": dict(options), "writer": writer, "appends": appends}
+                 appends: int, mode: str = "append") -> None:
+        spec = {"uri": uri, "options": dict(options), "writer": writer, "appends": appends,
+                "mode": mode}
         self.writer = writer
         self.proc = subprocess.Popen([str(python), str(PEER_SCRIPT), json.dumps(spec)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -93,16 +94,59 @@ class FleetResult:
         return rows
 
 
+#: deltacommit's MERGE conflicts by its own rules, each ending one attempt of a MERGE that is
+#: then submitted again.
+MERGE_CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
+                   "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+                   "MetadataChangedException", "ProtocolChangedException")
+
+
+def deltacommit_merger(uri: str, options: Mapping[str, str], writer: int, merges: int,
+                       start: Any, out: Any) -> None:
+    """MERGE ``merges`` keys (``writer``, batch) into the table with deltacommit, each inserted
+    where absent; a MERGE that meets a conflict of deltacommit's rules is submitted again
+    (safe: the key is inserted only where absent).  The journal's attempts column counts the
+    conflicts met by that batch."""
+    import deltacommit as dc
+    from tests.s3.helpers import _report, batch
+
+    def work() -> list[Acked]:
+        dc.DeltaTable(uri, storage_options=dict(options))  # opened first, as every writer is
+        start.wait()
+        acked: list[Acked] = []
+        for b in range(merges):
+            conflicts = 0
+            while conflicts < 200:
+                try:
+                    r = (dc.DeltaTable(uri, storage_options=dict(options))
+                         .merge(batch(writer, b), "t.writer = s.writer AND t.batch = s.batch",
+                                "s", "t").when_not_matched_insert_all().execute())
+                    break
+                except dc.DeltaCommitError as e:
+                    if type(e).__name__ not in MERGE_CONFLICTS:
+                        raise
+                    conflicts += 1
+            else:
+                raise RuntimeError(f"MERGE of batch {b} met 200 conflicts")
+            acked.append((b, int(r["version"]), conflicts, ""))
+        return acked
+
+    _report(out, writer, work)
+
+
 def run_fleet(uri: str, options: Mapping[str, str], python: Path, *, ours: list[int],
-              peers: list[int], appends: int) -> FleetResult:
+              peers: list[int], appends: int, our_mergers: tuple[int, ...] = (),
+              peer_mode: str = "append") -> FleetResult:
     """deltacommit writers ``ours`` and newest-deltalake writers ``peers`` (writer ids), each
-    appending ``appends`` one-row batches at once."""
+    appending ``appends`` one-row batches at once; the deltacommit writers ``our_mergers`` (of
+    ``ours``) MERGE their batches instead, and the peers too with ``peer_mode="merge"``."""
     ctx = context("forkserver")
     start = ctx.Barrier(len(ours) + 1)
     out = ctx.Queue()
-    procs = [ctx.Process(target=deltacommit_appender, args=(uri, dict(options), w, appends, start, out))
+    procs = [ctx.Process(target=deltacommit_merger if w in our_mergers else deltacommit_appender,
+                         args=(uri, dict(options), w, appends, start, out))
              for w in ours]
-    started = [LatestPeer(python, uri, options, w, appends) for w in peers]
+    started = [LatestPeer(python, uri, options, w, appends, peer_mode) for w in peers]
     result = FleetResult()
     try:
         for p in procs:
@@ -142,6 +186,8 @@ def digests_hold(store: Any, result: FleetResult) -> list[str]:
     bad = []
     for w, journal in result.ours.items():
         for b, version, _, digest in journal:
+            if not digest:  # a MERGE's journal: no digest kept
+                continue
             if hashlib.sha256(store.get(commit_path(version))).hexdigest() != digest:
                 bad.append(f"writer {w} batch {b} at version {version}")
     return bad

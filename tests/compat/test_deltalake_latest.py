@@ -103,3 +103,28 @@ def test_newest_deltalake_told_dynamodb_is_refused_by_deltacommit_and_named_by_d
     assert f"versions 3-5 have no DynamoDB entry; written by deltalake {DELTALAKE_LATEST_VERSION} " \
            "(delta-rs)" in out
     assert "ignores AWS_S3_LOCKING_PROVIDER=dynamodb since 1.6.1" in out
+
+
+def test_merges_of_the_newest_deltalake_beside_deltacommit_merges_and_appends_lose_nothing(
+        s3_bucket: S3Bucket, deltalake_latest: Path) -> None:
+    """On conditional put: a deltacommit process MERGEs keys of its own and one appends, while
+    a deltalake 1.6.6 process MERGEs keys of its own (each MERGE inserts its key where absent,
+    so a MERGE submitted again after a conflict is safe).  Every acknowledged key is there once,
+    and each side fails only by the conflicts its own rules define, each submitted again."""
+    uri, options = f"{s3_bucket.uri}/merges", s3_bucket.storage_options
+    dc.DeltaTable.create(uri, SCHEMA, storage_options=options)
+    merges = 6
+    result = run_fleet(uri, options, deltalake_latest, ours=[0, 1], peers=[2], appends=merges,
+                       our_mergers=(0,), peer_mode="merge")
+    assert result.ours_failed == {}
+    peer = result.peers[2]
+    assert peer.acked == list(range(merges)), (peer.errors, peer.stderr[-2000:])
+    assert all(k == "gave-up-after-retries" or k.startswith("conflict: ") for k in peer.errors), \
+        peer.errors
+    expected = result.expected_rows()
+    assert expected == {(w, b): 1 for w in range(3) for b in range(merges)}
+    ours = dc.DeltaTable(uri, storage_options=options)
+    assert pairs(ours.to_arrow()) == expected
+    assert pairs(deltalake.DeltaTable(uri, storage_options=options).to_pyarrow_table()) == expected
+    assert [h["operation"] for h in ours.history()].count("MERGE") == 2 * merges
+    assert digests_hold(ours.log_store.store, result) == []
