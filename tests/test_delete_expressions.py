@@ -495,3 +495,31 @@ def test_a_deletion_vector_delete_on_a_change_data_table_writes_its_change_data(
     assert any(a.deletion_vector for a in t.files())
     feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=1)).to_pylist()
     assert sorted(r["id"] for r in feed if r["_change_type"] == "delete") == [0, 2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("predicate", ["c = 5", "c > 10", "c BETWEEN 4 AND 6", "c = TRUE",
+                                       "c = -5", "1.50 = c", "c = 1e20", "c IN (5, 9)",
+                                       "c = DATE '2020-01-01'"])
+def test_a_string_column_against_a_number_deletes_what_deltalake_deletes_or_is_refused(
+        tmp_path: Path, predicate: str) -> None:
+    """deltalake (DataFusion) compares a string column with a number as the number's text,
+    which is deltacommit's text only for BIGINT integers and booleans (1.50 is '1.5', 1e20
+    '1e20'), and refuses a number in IN and a date: deltacommit deletes exactly deltalake's
+    rows or refuses, never other rows."""
+    values = ["5", "abc", " 5 ", "5.0", "10", "9", "1.5", "1.50", "1e20", "-5", "true", None]
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for uri in (ours, theirs):
+        deltalake.write_deltalake(uri, pa.table({"c": pa.array(values, pa.string())}))
+    try:
+        deltalake.DeltaTable(theirs).delete(predicate)
+        expected: list[str | None] | None = sorted(
+            deltalake.DeltaTable(theirs).to_pyarrow_table()["c"].to_pylist(), key=str)
+    except Exception:
+        expected = None
+    try:
+        dc.DeltaTable(ours).delete(predicate)
+    except dc.InvalidArgumentError as e:
+        assert "STRING" in str(e), str(e)
+        return
+    assert expected is not None, f"deltalake refuses {predicate!r}; deltacommit deleted"
+    assert sorted(dc.DeltaTable(ours).to_arrow()["c"].to_pylist(), key=str) == expected
