@@ -532,3 +532,31 @@ def test_a_delete_by_deletion_vectors_counts_the_rows_and_files_it_marked(
     assert result["num_added_files"] == result["num_copied_rows"] == 0  # no data file written
     assert result["num_deletion_vectors_added"] == 2 and result["num_removed_files"] == 0
     assert _commit_info(uri, result["version"])["operationMetrics"]["numDeletedRows"] == "12"
+
+
+@pytest.mark.parametrize("predicate", ["c = 5", "c > 10", "c BETWEEN 4 AND 6", "c = TRUE",
+                                       "c = -5", "1.50 = c", "c = 1e20", "c IN (5, 9)",
+                                       "c = DATE '2020-01-01'"])
+def test_a_string_column_against_a_number_deletes_what_deltalake_deletes_or_is_refused(
+        tmp_path: Path, predicate: str) -> None:
+    """deltalake (DataFusion) compares a string column with a number as the number's text,
+    which is deltacommit's text only for BIGINT integers and booleans (1.50 is '1.5', 1e20
+    '1e20'), and refuses a number in IN and a date: deltacommit deletes exactly deltalake's
+    rows or refuses, never other rows."""
+    values = ["5", "abc", " 5 ", "5.0", "10", "9", "1.5", "1.50", "1e20", "-5", "true", None]
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for uri in (ours, theirs):
+        deltalake.write_deltalake(uri, pa.table({"c": pa.array(values, pa.string())}))
+    try:
+        deltalake.DeltaTable(theirs).delete(predicate)
+        expected: list[str | None] | None = sorted(
+            deltalake.DeltaTable(theirs).to_pyarrow_table()["c"].to_pylist(), key=str)
+    except Exception:
+        expected = None
+    try:
+        dc.DeltaTable(ours).delete(predicate)
+    except dc.InvalidArgumentError as e:
+        assert "STRING" in str(e), str(e)
+        return
+    assert expected is not None, f"deltalake refuses {predicate!r}; deltacommit deleted"
+    assert sorted(dc.DeltaTable(ours).to_arrow()["c"].to_pylist(), key=str) == expected
