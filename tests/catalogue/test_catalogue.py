@@ -252,6 +252,21 @@ CASES = [
              "minReaderVersion": 3, "minWriterVersion": 7,
              "readerFeatures": ["fancyReaderFeature"], "writerFeatures": ["fancyReaderFeature"]}}),
          reads_back=False),
+    # deltalake 1.6.6 names variantType in every table-features protocol it writes: read and
+    # written where no column is a variant, refused by the column's type where one is.
+    Case("variant-column", "local", lambda c: c.table(), UnsupportedProtocolError,
+         ("{uri}", "column 'v'", "Delta type 'variant' is not supported"),
+         damage=append_actions([
+             {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                           "readerFeatures": ["variantType"], "writerFeatures": ["variantType"]}},
+             {"metaData": {
+                 "id": "x", "format": {"provider": "parquet", "options": {}},
+                 "schemaString": json.dumps({"type": "struct", "fields": [
+                     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                     {"name": "day", "type": "string", "nullable": True, "metadata": {}},
+                     {"name": "v", "type": "variant", "nullable": True, "metadata": {}}]}),
+                 "partitionColumns": ["day"], "configuration": {}}}]),
+         reads_back=False),
     Case("unknown-writer-feature", "local", lambda c: c.write(_data), UnsupportedProtocolError,
          ("{uri}", "writer features ['fancyWriterFeature']"),
          damage=append_action({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,

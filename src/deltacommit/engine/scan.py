@@ -358,7 +358,8 @@ class FileScan:
                 if keep is not None and n:
                     part_keep = keep.slice(start, n)
                     start += n
-                    data = data.filter(part_keep) if data is not None else None
+                    data = (without_views(data).filter(part_keep) if data is not None
+                            else None)
                     n = part_keep.true_count
                 if not n and self.batch_rows is not None:
                     continue
@@ -576,3 +577,33 @@ class FileScan:
                          deletion_vector, data_file=rel, num_rows=num_rows,
                          storage_options=self.storage_options,
                          allow_external=self.allow_external_paths)
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every string or binary view type in it, however nested, as the plain type."""
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        m = cast("pa.MapType[Any, Any]", t)
+        plain: pa.DataType = pa.map_(  # type: ignore[call-overload]
+            m.key_field.with_type(_plain_type(m.key_type)),
+            m.item_field.with_type(_plain_type(m.item_type)))
+        return plain
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field.with_type(_plain_type(t.value_type))
+        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+    return t
+
+
+def without_views(data: pa.Table) -> pa.Table:
+    """``data`` with its string and binary view columns (deltalake 1.6.6's MERGE writes them)
+    cast to the plain types: pyarrow filters and takes no view type, and a deletion vector's
+    rows are removed by a filter.  The output schema holds the plain types anyway."""
+    plain = pa.schema([f.with_type(_plain_type(f.type)) for f in data.schema],
+                      metadata=cast(Any, data.schema.metadata))
+    return data if plain.equals(data.schema) else data.cast(plain)
+

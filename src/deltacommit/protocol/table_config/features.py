@@ -13,14 +13,19 @@ from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE, ColumnMappingMode
 
 READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "typeWidening",
-                             "typeWidening-preview", "v2Checkpoint", "vacuumProtocolCheck"})
+                             "typeWidening-preview", "v2Checkpoint", "vacuumProtocolCheck",
+                             "variantType", "variantType-preview"})
 # deletionVectors: appends add files without DVs, overwrites and deletes remove files whole
 # with the DV of the removed add (the replay key is path and DV id), vacuum keeps DV files.
 # columnMapping: files, partitionValues and stats use physical names (column_mapping.py).
 # typeWidening: files are written in the table's (widened) types; no type change is applied.
+# variantType: it only allows columns of type variant, and the schema parser refuses any such
+# column (protocol/schema/arrow.py), so a table that has none reads and writes as without the
+# feature.  deltalake 1.6.6 names it in every table-features protocol it writes.
 WRITER_FEATURES = frozenset({"appendOnly", "checkConstraints", "columnMapping", "deletionVectors",
                              "invariants", "timestampNtz", "typeWidening", "typeWidening-preview",
-                             "v2Checkpoint", "vacuumProtocolCheck",
+                             "v2Checkpoint", "vacuumProtocolCheck", "variantType",
+                             "variantType-preview",
                              # Commit-level features: the commit loop stamps each version
                              # (engine/commit/stamps.py) with its inCommitTimestamp, row ids and
                              # row-id high-water mark; domains are replayed and checkpointed.
