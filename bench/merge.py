@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=None,
                         help="data files of the table (default: one per 5,000 rows)")
-    parser.add_argument("--few-keys-files", type=int, default=200)
+    parser.add_argument("--few-keys-files", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ops", default="merge_upsert,update,merge_few_keys",
                         # also merge_upsert_dv, update_dv (deltacommit with deletion vectors)

@@ -143,7 +143,7 @@ def test_partition_delete_and_compaction_of_a_cdf_table(tmp_path: Path) -> None:
     day = before.column("birthday")[0].as_py()
     gone = [r for r in before.to_pylist() if r["birthday"] == day]
     deleted = table.delete(f"birthday = DATE '{day.isoformat()}'")
-    feed = _cdf(path, deleted.version)
+    feed = _cdf(path, deleted["version"])
     assert sorted(r["id"] for r in feed if r["_change_type"] == "delete") == sorted(
         r["id"] for r in gone)
     # Compaction rewrites files with dataChange=false: the table's rows are unchanged.
@@ -166,7 +166,7 @@ def test_row_level_delete_of_a_cdf_table_writes_change_data(tmp_path: Path) -> N
     gone = before.filter(pa.compute.greater(before["value"], 3))
     kept = before.filter(pa.compute.invert(pa.compute.greater(before["value"], 3)))
     assert gone.num_rows and kept.num_rows
-    version = table.delete("value > 3").version
+    version = table.delete("value > 3")["version"]
     assert _rows(dc.DeltaTable(path).to_arrow()) == _rows(kept)
     lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
     cdc = [json.loads(line)["cdc"] for line in lines if '"cdc"' in line]

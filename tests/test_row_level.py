@@ -305,7 +305,7 @@ def test_change_data_files_say_what_each_operation_changed(tmp_path: Path) -> No
               .when_matched_update_all().when_not_matched_insert_all()
               .when_not_matched_by_source_delete("t.id = 5").execute())["version"]
     updated = dc.DeltaTable(uri).update({"v": "v + 1"}, "id = 4")["version"]
-    deleted = dc.DeltaTable(uri).delete("v IS NULL").version
+    deleted = dc.DeltaTable(uri).delete("v IS NULL")["version"]
     assert _cdf(uri, start) == sorted([
         (merged, "update_preimage", 2, 2.0, "a"), (merged, "update_postimage", 2, 20.0, "a"),
         (merged, "insert", 9, 90.0, "c"), (merged, "delete", 5, 5.0, "c"),
@@ -321,7 +321,7 @@ def test_a_change_data_table_with_deletion_vectors_gets_change_files_too(
 
     uri = _table(tmp_path, {"delta.enableChangeDataFeed": "true",
                             "delta.enableDeletionVectors": "true"})
-    version = dc.DeltaTable(uri).delete("id = 2").version
+    version = dc.DeltaTable(uri).delete("id = 2")["version"]
     cdc = [a for a in _actions(uri, version) if "cdc" in a]
     assert len(cdc) == 1 and cdc[0]["cdc"]["dataChange"] is False
     rows = pq.read_table(Path(uri) / cdc[0]["cdc"]["path"]).to_pylist()

@@ -111,7 +111,7 @@ def test_low_level_transaction_and_delete(tmp_path: Path) -> None:
     assert txn.result is not None and txn.result.version == 3
     assert sorted(t.to_arrow().column("id").to_pylist()) == [5, 6, 7]
     r = t.delete("day = 'b'")
-    assert r.version == 4
+    assert r["version"] == 4 and r["num_deleted_rows"] == 3
     assert t.to_arrow().num_rows == 0
     assert dc.DeltaTable(uri).history(1)[0]["operation"] == "DELETE"
 

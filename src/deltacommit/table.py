@@ -391,9 +391,11 @@ class DeltaTable(OnTableLog):
 
         return TableMerger(self, source, predicate, source_alias, target_alias)
 
-    def delete(self, predicate: str | None = None) -> CommitResult:
+    def delete(self, predicate: str | None = None) -> dict[str, Any]:
         """Remove the rows where ``predicate`` is TRUE (all rows if None): any SQL expression
-        ``update`` and ``merge`` accept, NULL deleting nothing (``ops/delete.py``).
+        ``update`` and ``merge`` accept, NULL deleting nothing (``ops/delete.py``).  Returns
+        deltalake's metrics (``num_deleted_rows``, ``num_removed_files``, ...) and the
+        ``version`` committed, or read where nothing was deleted.
 
         A predicate partition values decide removes whole files without reading them.  Any
         other deletes the matching rows: by deletion vectors on a table that allows them

@@ -60,7 +60,7 @@ def _writer(uri: str, appends: int, out: mp.Queue[list[int] | str]) -> None:
 
 def _deleter(uri: str, appends: int, out: mp.Queue[list[int] | str]) -> None:
     try:
-        out.put([dc.DeltaTable(uri).delete("p = 'a'").version])
+        out.put([dc.DeltaTable(uri).delete("p = 'a'")["version"]])
     except BaseException as e:
         out.put(f"{type(e).__name__}: {e}")
 

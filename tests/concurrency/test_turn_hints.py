@@ -96,8 +96,9 @@ def _append(uri: str, options: Mapping[str, str], ids: list[int], part: str) -> 
 
 def _delete_elsewhere(uri: str, options: Mapping[str, str], predicate: str) -> int:
     """A DELETE from another machine: it races, and knows nothing of this host's turns."""
-    return dc.DeltaTable(uri, storage_options=dict(options), policy=ELSEWHERE).delete(
-        predicate).version
+    deleted: int = dc.DeltaTable(uri, storage_options=dict(options), policy=ELSEWHERE).delete(
+        predicate)["version"]
+    return deleted
 
 
 def in_process(job: Callable[[], object], timeout: float = 120.0) -> object:
@@ -434,4 +435,4 @@ def test_a_conflicting_commit_handed_on_is_decided_on_once_read_from_the_log(
 
 def _delete(uri: str, options: Mapping[str, str], predicate: str) -> int:
     """A DELETE by a process of this host (it takes the table's turn)."""
-    return dc.DeltaTable(uri, storage_options=dict(options)).delete(predicate).version
+    return dc.DeltaTable(uri, storage_options=dict(options)).delete(predicate)["version"]

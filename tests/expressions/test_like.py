@@ -275,16 +275,32 @@ def test_a_check_constraint_with_like_is_enforced() -> None:
                           [Constraint("check", "starts_x", "c LIKE 'x%'")], "t")
 
 
-@pytest.mark.parametrize("pattern", ["a\\\\%", "a\\n%", "a\\", "a''%"])
-def test_a_spark_written_pattern_spark_reads_otherwise_is_refused(pattern: str) -> None:
-    """Spark's SQL reads ``'a\\\\%'`` as the pattern ``a\\%``; deltacommit's as ``a\\\\%``; and
-    ``'a''%'`` as the two literals ``'a'`` and ``'%'``, joined: ``a%``, where deltacommit reads
-    ``a'%``.  The constraint is refused rather than enforced with another pattern."""
-    with pytest.raises(UnsupportedProtocolError, match="cannot be evaluated"):
+@pytest.mark.parametrize(("literal", "passes", "violates"), [
+    # Spark reads 'a\\%' as a\%: with ESCAPE '!', a backslash then anything.
+    ("'a\\\\%' ESCAPE '!'", "a\\xyz", "a%"),
+    ("'a\\n%' ESCAPE '!'", "a\nb", "anb"),  # a line break
+    ("'a''%' ESCAPE '!'", "a'b", "ab"),  # a quote doubled is one quote
+    ("'a' \"%\"", "ab", "ba"),  # literals side by side are one (a%), double quotes a string
+    ("'a\\%'", "a%", "ab"),  # Spark keeps the backslash before %: a literal %
+    ("r'a\\%'", "a%", "ab"),  # a raw string: as written
+])
+def test_a_spark_written_pattern_is_the_one_spark_reads(literal: str, passes: str,
+                                                        violates: str) -> None:
+    """A CHECK constraint's LIKE pattern is the value Spark's lexer reads from its literal
+    (backslash escapes, a doubled quote, literals joined), not deltacommit's own reading, so
+    the rows Spark passes pass and the rows it refuses are refused."""
+    constraint = [Constraint("check", "c1", f"c LIKE {literal}")]
+    check_constraints(pa.table({"c": [passes]}), constraint, "t")
+    with pytest.raises(CheckConstraintViolationError, match="c1"):
+        check_constraints(pa.table({"c": [violates]}), constraint, "t")
+
+
+def test_a_spark_written_text_spark_cannot_read_is_refused() -> None:
+    """``'a\\'`` is unterminated to Spark (the backslash escapes the quote): refused, never
+    read as deltacommit's own dialect reads it."""
+    with pytest.raises(UnsupportedProtocolError, match=r"cannot be evaluated.*unterminated"):
         check_constraints(pa.table({"c": ["a%"]}),
-                          [Constraint("check", "c1", f"c LIKE '{pattern}' ESCAPE '!'")], "t")
-    # Spark keeps a backslash before % and _: such a pattern means the same to both.
-    check_constraints(pa.table({"c": ["a%"]}), [Constraint("check", "c2", "c LIKE 'a\\%'")], "t")
+                          [Constraint("check", "c1", "c LIKE 'a\\'")], "t")
 
 
 def test_a_constraint_no_write_could_enforce_is_refused_when_set_on_an_empty_table(
@@ -295,7 +311,7 @@ def test_a_constraint_no_write_could_enforce_is_refused_when_set_on_an_empty_tab
     schema = pa.schema([("c", pa.string())])
     dc.DeltaTable.create(uri, schema)
     with pytest.raises(InvalidArgumentError, match="cannot be enforced by deltacommit"):
-        dc.DeltaTable(uri).set_properties({"delta.constraints.c1": "c LIKE 'a\\\\%'"})
+        dc.DeltaTable(uri).set_properties({"delta.constraints.c1": "c <> '\\uD800'"})
     assert dc.DeltaTable(uri).version == 0
     dc.DeltaTable(uri).set_properties({"delta.constraints.c2": "c LIKE 'a\\%'"})
     dc.write(uri, pa.table({"c": ["a%"]}, schema=schema))

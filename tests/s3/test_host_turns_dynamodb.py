@@ -118,7 +118,7 @@ def _delete_elsewhere(uri: str, options: dict[str, str], predicate: str | None,
     try:
         table = dc.DeltaTable(uri, storage_options=options,
                               policy=dc.CommitPolicy(host_turns=False))
-        out.put(table.delete(predicate).version)
+        out.put(table.delete(predicate)["version"])
     except BaseException as e:
         out.put(f"{type(e).__name__}: {e}")
 

@@ -8,7 +8,9 @@ prints one JSON line with what happened.  With ``--stream SOURCE --checkpoint CH
 instead streams the folder SOURCE into the table (``dcs.write_stream``, one micro-batch per
 file, ``availableNow``) and prints the query's id and the batch ids it ran.  With
 ``--rowlevel`` it runs a MERGE, an UPDATE and a DELETE whose rewrites are tasks and prints the
-rows left.
+rows left.  With ``--plan`` it runs several of those jobs (the pipeline, or the row-level run) in
+this one application, each on its own table with its own storage options, and prints one line
+for each, named: one cluster serves them all, as it would a user's application of several jobs.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import sys
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--uri", required=True)
+    ap.add_argument("--uri")
+    ap.add_argument("--plan", help="a JSON list of jobs ({name, job: pipeline or rowlevel, "
+                    "uri, options}) run one after the other in this application")
     ap.add_argument("--master")
     ap.add_argument("--remote")
     ap.add_argument("--no-ship", action="store_true",
@@ -43,7 +47,13 @@ def main() -> int:
         spark = dcs.local_session("shipped", args.master, {
             "spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "2",
         }, quick_start=True)
-    out: dict[str, object] = {}
+    if args.plan:
+        for job in json.loads(args.plan):
+            run = _row_level if job["job"] == "rowlevel" else _pipeline
+            print(json.dumps({"job": job["name"], **run(spark, job["uri"], job["options"])}),
+                  flush=True)
+        spark.stop()
+        return 0
     if args.stream:
         stream = (spark.readStream.schema("id long, day int").option("maxFilesPerTrigger", 1)
                   .parquet(args.stream))
@@ -71,21 +81,28 @@ def main() -> int:
             return 0
         print(json.dumps({"error": None}), flush=True)
         return 1
-    first = spark.sql("select id, cast(id % 3 as int) as day from range(30)")
-    r1 = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
-                   storage_options=opts)
-    again = dcs.write(first, args.uri, partition_by=["day"], app_id="job", app_version=1,
-                      storage_options=opts)
-    day0 = spark.sql("select 1000 + id as id, 0 as day from range(5)")
-    r3 = dcs.write(day0, args.uri, mode="overwrite", predicate="day = 0", storage_options=opts)
-    rows = dcs.read(spark, args.uri, storage_options=opts).orderBy("id").collect()
-    worker = spark.range(1).mapInArrow(_worker_python, "exe string, has_package boolean").collect()
-    out.update(first_version=r1.version, rerun_skipped=again.skipped, overwrite_version=r3.version,
-               rows=[[r["id"], r["day"]] for r in rows],
-               worker_python=worker[0]["exe"], worker_has_installed_package=worker[0]["has_package"])
-    print(json.dumps(out), flush=True)
+    print(json.dumps(_pipeline(spark, args.uri, opts)), flush=True)
     spark.stop()
     return 0
+
+
+def _pipeline(spark, uri, opts):  # type: ignore[no-untyped-def]
+    """An append, the same stage re-run (skipped), one partition overwritten, the table read."""
+    from deltacommit import spark as dcs
+
+    first = spark.sql("select id, cast(id % 3 as int) as day from range(30)")
+    r1 = dcs.write(first, uri, partition_by=["day"], app_id="job", app_version=1,
+                   storage_options=opts)
+    again = dcs.write(first, uri, partition_by=["day"], app_id="job", app_version=1,
+                      storage_options=opts)
+    day0 = spark.sql("select 1000 + id as id, 0 as day from range(5)")
+    r3 = dcs.write(day0, uri, mode="overwrite", predicate="day = 0", storage_options=opts)
+    rows = dcs.read(spark, uri, storage_options=opts).orderBy("id").collect()
+    worker = spark.range(1).mapInArrow(_worker_python, "exe string, has_package boolean").collect()
+    return {"first_version": r1.version, "rerun_skipped": again.skipped,
+            "overwrite_version": r3.version, "rows": [[r["id"], r["day"]] for r in rows],
+            "worker_python": worker[0]["exe"],
+            "worker_has_installed_package": worker[0]["has_package"]}
 
 
 def _row_level(spark, uri, opts):  # type: ignore[no-untyped-def]

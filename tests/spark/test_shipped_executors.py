@@ -19,14 +19,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltacommit.testing import S3Bucket
+from deltacommit.testing import MotoServer, s3_storage_options, unique_name
 
 from .executors import CONNECT_PACKAGES, ConnectServer, executor_python
 from .second_user import plant_zips, predictable_zip_paths, shared_temp_folder
@@ -66,10 +68,10 @@ def shared_tmp(tmp_path: Path) -> Iterator[Path]:
         assert not marker.exists(), marker.read_text()
 
 
-def _run(args: list[str], worker_python: Path, options: dict[str, str] | None = None, *,
-         tmpdir: Path | None = None, cwd: Path | None = None) -> dict[str, object]:
+def _run(args: list[str], worker_python: Path, *, tmpdir: Path | None = None,
+         cwd: Path | None = None) -> dict[str, object]:
     env = {**os.environ, "PYSPARK_PYTHON": str(worker_python),
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "DC_STORAGE_OPTIONS": json.dumps(options or {})}
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
     proc = subprocess.run([sys.executable, str(APP), *args], env=env, capture_output=True,
@@ -91,28 +93,88 @@ def _check_pipeline(result: dict[str, object], uri: str, worker_python: Path,
     assert sorted([r["id"], r["day"]] for r in peer.to_pylist()) == EXPECTED
 
 
-def test_classic_cluster_whose_executors_lack_the_package(worker_python: Path, tmp_path: Path,
-                                                          shared_tmp: Path) -> None:
-    uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]"], worker_python,
-                  tmpdir=shared_tmp)
+Job = tuple[dict[str, object], str, dict[str, str]]
+
+
+@contextmanager
+def _application(args: list[str], worker_python: Path, folder: Path,
+                 jobs: list[dict[str, Any]]) -> Iterator[dict[str, Job]]:
+    """One application (``args`` choose the cluster) running ``jobs`` one after the other, each
+    on its own table: each job's result, table and storage options.  Starting an application
+    costs far more than these jobs, and a user's application runs several jobs on one.  Its
+    temp folder is shared like /tmp, with zips planted at every name another user could
+    predict: none of them may ever be imported."""
+    marker = folder / "planted-ran"
+    with shared_temp_folder() as tmp:
+        plant_zips(predictable_zip_paths(tmp), marker)
+        results = _run_plan(jobs, args, worker_python, tmpdir=tmp)
+        yield {job["name"]: (results[job["name"]], job["uri"], job["options"]) for job in jobs}
+        assert not marker.exists(), marker.read_text()
+
+
+@pytest.fixture(scope="module")
+def classic_cluster(worker_python: Path, moto_server: MotoServer, moto_s3_client: Any,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Job]]:
+    """The classic tests' application on ``local-cluster`` (an executor JVM of its own): the
+    pipeline on a local table, the same on S3 (the driver commits with boto3; the executors,
+    which lack boto3, write and read through pyarrow's S3 file system), and the row-level run."""
+    folder = tmp_path_factory.mktemp("classic")
+    bucket = unique_name("dc-test")
+    moto_s3_client.create_bucket(Bucket=bucket)
+    jobs = [{"name": "local", "job": "pipeline", "uri": str(folder / "local"), "options": {}},
+            {"name": "s3", "job": "pipeline", "uri": f"s3://{bucket}/t",
+             "options": s3_storage_options(moto_server.endpoint)},
+            {"name": "rowlevel", "job": "rowlevel", "uri": str(folder / "rowlevel"),
+             "options": {}}]
+    with _application(["--master", "local-cluster[1,1,1024]"], worker_python, folder,
+                      jobs) as results:
+        yield results
+
+
+@pytest.fixture(scope="module")
+def connect_client(worker_python: Path, connect_url: str,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Job]]:
+    """The Connect tests' client application: the pipeline and the row-level run, whose
+    tasks run on the server's workers."""
+    folder = tmp_path_factory.mktemp("connect-client")
+    jobs = [{"name": "local", "job": "pipeline", "uri": str(folder / "local"), "options": {}},
+            {"name": "rowlevel", "job": "rowlevel", "uri": str(folder / "rowlevel"),
+             "options": {}}]
+    with _application(["--remote", connect_url], worker_python, folder, jobs) as results:
+        yield results
+
+
+def _run_plan(plan: list[dict[str, Any]], args: list[str], worker_python: Path, *,
+              tmpdir: Path) -> dict[str, dict[str, object]]:
+    env = {**os.environ, "PYSPARK_PYTHON": str(worker_python),
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "TMPDIR": str(tmpdir)}
+    proc = subprocess.run([sys.executable, str(APP), "--plan", json.dumps(plan), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+    results = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            result = json.loads(line)
+            results[result.pop("job")] = result
+    assert set(results) == {job["name"] for job in plan}, \
+        f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    return results
+
+
+def test_classic_cluster_whose_executors_lack_the_package(
+        classic_cluster: dict[str, Job], worker_python: Path) -> None:
+    result, uri, _ = classic_cluster["local"]
     _check_pipeline(result, uri, worker_python)
 
 
-def test_classic_cluster_on_s3_whose_executors_lack_boto3(worker_python: Path,
-                                                          s3_bucket: S3Bucket) -> None:
-    # The driver commits with boto3 (S3 conditional writes); the executors write and read the
-    # data files through pyarrow's S3 file system.
-    uri = f"{s3_bucket.uri}/t"
-    options = s3_bucket.storage_options
-    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]"], worker_python, options)
+def test_classic_cluster_on_s3_whose_executors_lack_boto3(
+        classic_cluster: dict[str, Job], worker_python: Path) -> None:
+    result, uri, options = classic_cluster["s3"]
     _check_pipeline(result, uri, worker_python, options)
 
 
-def test_spark_connect_whose_workers_lack_the_package(worker_python: Path, connect_url: str,
-                                                      tmp_path: Path, shared_tmp: Path) -> None:
-    uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--remote", connect_url], worker_python, tmpdir=shared_tmp)
+def test_spark_connect_whose_workers_lack_the_package(connect_client: dict[str, Job],
+                                                      worker_python: Path) -> None:
+    result, uri, _ = connect_client["local"]
     _check_pipeline(result, uri, worker_python)
 
 
@@ -133,17 +195,14 @@ def _check_row_level(result: dict[str, object], uri: str, worker_python: Path) -
 
 
 def test_merge_update_and_delete_on_a_classic_cluster_whose_executors_lack_the_package(
-        worker_python: Path, tmp_path: Path) -> None:
-    uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--master", "local-cluster[1,1,1024]", "--rowlevel"],
-                  worker_python)
+        classic_cluster: dict[str, Job], worker_python: Path) -> None:
+    result, uri, _ = classic_cluster["rowlevel"]
     _check_row_level(result, uri, worker_python)
 
 
 def test_merge_update_and_delete_over_spark_connect_whose_workers_lack_the_package(
-        worker_python: Path, connect_url: str, tmp_path: Path) -> None:
-    uri = str(tmp_path / "t")
-    result = _run(["--uri", uri, "--remote", connect_url, "--rowlevel"], worker_python)
+        connect_client: dict[str, Job], worker_python: Path) -> None:
+    result, uri, _ = connect_client["rowlevel"]
     _check_row_level(result, uri, worker_python)
 
 

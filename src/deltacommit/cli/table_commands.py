@@ -322,5 +322,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     t = DeltaTable(args.uri, storage_options=storage_options(args))
     result = t.delete(args.where)
-    print(f"deleted as version {result.version}")
+    if not result["num_deleted_rows"]:
+        print(f"no row matches; nothing committed (table at version {result['version']})")
+        return 0
+    print(f"deleted {result['num_deleted_rows']} rows as version {result['version']}")
     return 0

@@ -24,7 +24,10 @@ checked against what the DELETE may have deleted; a predicate partition values c
 statistics admit a matching row are opened (``prune_files``, ``predicate_bounds``).  The
 commitInfo's ``predicate`` is the predicate's SQL text (``Expr.to_sql``, which parses back to
 it).  On every path a DELETE that finds no row to delete commits no version
-(``nothing_deleted``), as Spark and deltalake do.
+(``nothing_deleted``), as Spark and deltalake do.  Every path answers with deltalake's
+metrics (``deleted_metrics``): ``num_added_files``, ``num_removed_files``, ``num_deleted_rows``,
+``num_copied_rows``, ``execution_time_ms``, ``scan_time_ms``, ``rewrite_time_ms``, and the
+``version`` the DELETE committed (the version it read where it committed none).
 
 Deletion vectors: each file with matching rows keeps its Parquet file: its ``add`` is replaced
 by one whose DV marks the union of the old and the newly deleted rows, all new DVs in one
@@ -50,7 +53,6 @@ import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.commit.outcome import Outcome, outcome_of
-from deltacommit.engine.commit.policy import CommitResult
 from deltacommit.engine.scan import decided_by_partition_values, prune_files
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.deletion_vectors import deleted_rows, keep_mask
@@ -117,42 +119,61 @@ def parse_delete(table: RowLevelTable, predicate: str) -> tuple[Predicate, str]:
     return parsed, where
 
 
-def delete(table: DeleteTable, predicate: str | None) -> CommitResult:
+def delete(table: DeleteTable, predicate: str | None) -> dict[str, Any]:
     """DELETE the rows where ``predicate`` is TRUE, every row without one (module
-    docstring)."""
+    docstring); deltalake's metrics and the version (``deleted_metrics``)."""
+    started = time.monotonic()
     if predicate is None:
-        return remove_files(table, None)
+        return remove_files(table, None, started)
     parsed, _ = parse_delete(table, predicate)
     if decided_by_partition_values(parsed, table.schema, table.partition_columns):
-        return remove_files(table, parsed)
+        return remove_files(table, parsed, started)
     if deletes_write_dvs(table):  # which sends a change-data-feed table to delete_rows
-        return delete_with_deletion_vectors(table, parsed)
-    return delete_rows(table, parsed)
+        return delete_with_deletion_vectors(table, parsed, started)
+    return delete_rows(table, parsed, started)
 
 
-def remove_files(table: RowLevelTable, predicate: Predicate | None) -> CommitResult:
+def deleted_metrics(version: int, started: float, *, added: int = 0, removed: int = 0,
+                    deleted: int = 0, copied: int = 0, scan_ms: int = 0, rewrite_ms: int = 0,
+                    **more: int) -> dict[str, Any]:
+    """What a DELETE answers, whichever path it took: deltalake 1.6.0's metrics of
+    ``DeltaTable.delete`` (``added`` and ``removed`` data files, rows ``deleted`` and rows
+    ``copied`` into new files, times in ms from ``started``, a ``time.monotonic()``), then any
+    ``more`` (the deletion-vector path's counts), and the ``version`` committed, or read
+    where nothing was."""
+    return {"num_added_files": added, "num_removed_files": removed,
+            "num_deleted_rows": deleted, "num_copied_rows": copied,
+            "execution_time_ms": int((time.monotonic() - started) * 1000),
+            "scan_time_ms": scan_ms, "rewrite_time_ms": rewrite_ms, **more,
+            "version": version}
+
+
+def remove_files(table: RowLevelTable, predicate: Predicate | None,
+                 started: float) -> dict[str, Any]:
     """Remove every file whose partition values make ``predicate`` TRUE (every file for None)
     without reading it: ``predicate`` must be one partition values decide.  Nothing is
     committed when no file matches (``nothing_deleted``)."""
     params = {"predicate": json_text([predicate.to_sql()] if predicate is not None else [])}
     txn = table.transaction("DELETE", params)
     files = txn.scan(predicate=predicate)
+    scan_ms = int((time.monotonic() - started) * 1000)
     if not files:
-        return nothing_deleted(txn.snapshot.version)
+        return nothing_deleted(txn.snapshot.version, started, scan_ms=scan_ms)
     txn.remove(files)
+    deleted = sum((a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
+                  for a in files)
     txn.operation_metrics["numRemovedFiles"] = str(len(files))
-    txn.operation_metrics["numDeletedRows"] = str(sum(
-        (a.num_records() or 0) - int((a.deletion_vector or {}).get("cardinality") or 0)
-        for a in files))
-    return txn.commit()
+    txn.operation_metrics["numDeletedRows"] = str(deleted)
+    return deleted_metrics(txn.commit().version, started, removed=len(files), deleted=deleted,
+                           scan_ms=scan_ms)
 
 
-def nothing_deleted(version: int) -> CommitResult:
-    """The result of a DELETE that found nothing to delete at the ``version`` it read: no
+def nothing_deleted(version: int, started: float, scan_ms: int = 0) -> dict[str, Any]:
+    """The answer of a DELETE that found nothing to delete at the ``version`` it read: no
     version is committed, as neither Spark (``commitIfNeeded`` skips a commit without
-    actions) nor deltalake commits one, whichever path the DELETE took; the result is the
-    version read, with ``attempts`` 0."""
-    return CommitResult(version, 0, read_version=version)
+    actions) nor deltalake commits one, whichever path the DELETE took; the metrics are
+    zeros and the version the one read."""
+    return deleted_metrics(version, started, scan_ms=scan_ms)
 
 
 def deletes_write_dvs(table: RowLevelTable) -> bool:
@@ -160,20 +181,25 @@ def deletes_write_dvs(table: RowLevelTable) -> bool:
     return table.table_config.deletion_vectors_enabled(table.protocol)
 
 
-def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> CommitResult:
+def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate,
+                                 started: float | None = None) -> dict[str, Any]:
     """DELETE by deletion vectors alone.  A table with change data feed also needs the
     deleted rows' change data files, which the row-level rewrite writes beside its deletion
-    vectors: such a DELETE goes there (``delete_rows``)."""
+    vectors: such a DELETE goes there (``delete_rows``).  No data file is written or copied:
+    ``num_removed_files`` counts the files left with no row, ``num_deletion_vectors_added``
+    the files given a new deletion vector."""
+    started = time.monotonic() if started is None else started
     if table.table_config.change_data_feed_enabled(table.protocol):
-        return delete_rows(table, predicate)
+        return delete_rows(table, predicate, started)
     where = _where(table, predicate)
     written: list[str] = []
     committing = False
     try:
         txn = table.transaction("DELETE", {"predicate": json_text([predicate.to_sql()])})
         stage_dv_delete(table, txn, predicate, where, written)
+        scan_ms = int((time.monotonic() - started) * 1000)
         if not txn.staged_removes and not txn.staged_adds:
-            return nothing_deleted(txn.snapshot.version)
+            return nothing_deleted(txn.snapshot.version, started, scan_ms)
         committing = True
         result = txn.commit()
     except Exception as e:
@@ -187,7 +213,10 @@ def delete_with_deletion_vectors(table: RowLevelTable, predicate: Predicate) -> 
                 except Exception as gone:  # best effort: never hides ``e``
                     log.warning("could not delete %s, which no commit names: %s", path, gone)
         raise
-    return result
+    counts = txn.operation_metrics
+    return deleted_metrics(result.version, started, removed=int(counts["numRemovedFiles"]),
+                           deleted=int(counts["numDeletedRows"]), scan_ms=scan_ms,
+                           num_deletion_vectors_added=int(counts["numDeletionVectorsAdded"]))
 
 
 def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate,
@@ -257,7 +286,8 @@ def stage_dv_delete(table: RowLevelTable, txn: Transaction, predicate: Predicate
     return pa.concat_tables(gone) if gone else table.schema.empty_table()
 
 
-def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
+def delete_rows(table: RowLevelTable, predicate: Predicate,
+                started: float | None = None) -> dict[str, Any]:
     """DELETE the rows where ``predicate`` (over any columns) is TRUE through the row-level
     rewrite (``rowlevel``): copy-on-write on a table without deletion vectors, deletion
     vectors with change data files on one with change data feed.  Only the files whose
@@ -286,14 +316,17 @@ def delete_rows(table: RowLevelTable, predicate: Predicate) -> CommitResult:
     def spark_metrics(planned: Planned, written: Rewritten) -> dict[str, str]:
         return rewrite_spark_metrics(planned, written, "numDeletedRows", "deleted")
 
+    started = time.monotonic() if started is None else started
     done = run_row_level(RowLevelJob(table, "DELETE",
                                      {"predicate": json_text([predicate.to_sql()])}, where,
                                      plan, spark_metrics))
-    if done.result is not None:
-        return done.result
-    return nothing_deleted(done.version)
+    return deleted_metrics(done.version, started, added=done.written.files_added,
+                           removed=done.written.files_removed,
+                           deleted=done.planned.counts.get("deleted", 0),
+                           copied=done.written.rows_copied, scan_ms=done.planned.scan_ms,
+                           rewrite_ms=done.written.rewrite_ms)
 
 
 __all__ = ["DeleteTable", "delete", "delete_rows", "delete_with_deletion_vectors",
-           "deletes_write_dvs", "nothing_deleted", "parse_delete", "remove_files",
+           "deleted_metrics", "deletes_write_dvs", "nothing_deleted", "parse_delete", "remove_files",
            "stage_dv_delete"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
-from deltacommit.ops.delete import parse_delete
+from deltacommit.ops.delete import deleted_metrics, parse_delete
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.merge.plan import parse_assignments
 from deltacommit.ops.pruning import predicate_bounds
@@ -277,6 +277,7 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
            storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
     """DELETE the rows where ``predicate`` is TRUE (NULL deletes nothing) with Spark tasks:
     copy-on-write, or deletion vectors where the table allows them; deltalake's metrics."""
+    started = time.monotonic()
 
     table = open_table(table_or_uri, storage_options, "DELETE")
     spark = session(spark, f"DELETE from table {table.uri}")
@@ -294,14 +295,11 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
                   predicate_bounds(pred, table.schema), "deleted"),
         spark_metrics)
     done = run_row_level(job)
-    return {"num_added_files": done.written.files_added,
-            "num_removed_files": done.written.files_removed,
-            "num_deleted_rows": done.planned.counts.get("deleted", 0),
-            "num_copied_rows": done.written.rows_copied,
-            "execution_time_ms": done.execution_ms,
-            "scan_time_ms": done.planned.scan_ms,
-            "rewrite_time_ms": done.written.rewrite_ms,
-            "version": done.version}
+    return deleted_metrics(done.version, started, added=done.written.files_added,
+                           removed=done.written.files_removed,
+                           deleted=done.planned.counts.get("deleted", 0),
+                           copied=done.written.rows_copied, scan_ms=done.planned.scan_ms,
+                           rewrite_ms=done.written.rewrite_ms)
 
 
 __all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "delete", "file_listing", "files_json",

@@ -253,11 +253,17 @@ class Literal(Expr):
     ``int`` and ``decimal`` values are exact (``int`` and ``Decimal``), so a number from partition
     filters compares exactly as it was written; a ``double`` is a ``float``.  A timestamp is a
     ``datetime``: naive (a wall clock in the session time zone, UTC), or aware in UTC.
+
+    ``spark`` marks a literal of a text Spark wrote (``parser.parse_spark_expression``): where
+    Spark's coercion of it differs from deltalake's, which a user's predicate follows (a number
+    beside a string value: Spark casts the string, DataFusion the number), the evaluator
+    follows Spark's or refuses.  It does not take part in equality.
     """
 
     kind: str
     value: Any
     type: pa.DataType = field(init=False, repr=False)
+    spark: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in LITERAL_KINDS:

@@ -113,7 +113,10 @@ def _single(names: list[str]) -> str | None:
 class TableScope:
     """The columns of one table.  A name is a top-level column (matched exactly, else the one
     equal ignoring case, as Spark resolves names), or a path into struct columns; a backquoted
-    name with dots (```a.b```) names a top-level column so named, else the struct path."""
+    name with dots (```a.b```) names a top-level column so named, else the struct path.  An
+    unquoted ``a.b`` (or ```a`.`b```) is, as in Spark, field ``b`` of struct ``a`` wherever
+    there is one, even beside a top-level column named ``a.b``; that column only where there
+    is no such field."""
 
     table: pa.Table
 
@@ -126,9 +129,14 @@ class TableScope:
         if len(path) == 1 and path[0] in names:
             return [path[0]]
         joined = ".".join(path)
-        if len(path) > 1 and joined in names:
+        nested = self._nested(list(path) if len(path) > 1 else path[0].split("."))
+        if nested is None and len(path) > 1 and joined in names:
             return [joined]
-        parts = list(path) if len(path) > 1 else path[0].split(".")
+        return nested
+
+    def _nested(self, parts: list[str]) -> list[str] | None:
+        """``parts`` as a path into a struct column, if there is one."""
+        names = self.table.column_names
         top = parts[0] if parts[0] in names else _single(
             [n for n in names if n.lower() == parts[0].lower()])
         if top is None:

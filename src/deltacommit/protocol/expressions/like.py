@@ -20,20 +20,19 @@ Spark's parser takes ``ESCAPE`` as a one-character string (a Java ``char``: a ch
 U+FFFF is two and refused).  ``ILIKE`` is ``lower(value) LIKE lower(pattern)`` (``ILike`` is
 replaced by ``Like(Lower(left), Lower(right), escapeChar)``).
 
-The pattern is the string literal's value as deltacommit's lexer reads it: quotes doubled, no
-backslash escapes (as DataFusion and standard SQL read it).  Spark's lexer unescapes a
-backslash in a string literal (``'\\\\'`` is one backslash, ``'\\n'`` a line break) except
-before ``%`` and ``_``, and has no doubled quote (``'a''%'`` is two literals it joins,
-``a%``); ``spark_reads_otherwise`` tells a pattern whose text Spark would read
-as another pattern, which an expression Spark wrote (a CHECK constraint, a generation
-expression) must not be enforced with.
+The pattern is the string literal's value as the text's dialect reads it (``lexer``): in a
+user's predicate quotes doubled and no backslash escapes (as DataFusion reads it); in a text
+Spark wrote (a CHECK constraint, a generation expression) Spark's own reading, which unescapes
+a backslash in the literal (``'\\\\'`` is one backslash, ``'\\n'`` a line break) except before
+``%`` and ``_``, which it keeps with their backslash, so the matcher sees the pattern Spark
+matches.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -175,26 +174,5 @@ def match_strings(strings: Value, parts: Parts) -> Value:
     return out
 
 
-def spark_reads_otherwise(pattern: str) -> bool:
-    """Whether Spark's lexer reads the text of a string literal holding ``pattern`` as another
-    string: a backslash not followed by ``%`` or ``_`` (which Spark keeps) is unescaped, and a
-    quote, which deltacommit's text writes doubled (``'it''s%'``), is to Spark the end of one
-    literal and the start of the next, which its parser joins without it (``its%``)."""
-    if "'" in pattern:
-        return True
-    i = pattern.find("\\")
-    while i >= 0:
-        if i + 1 == len(pattern) or pattern[i + 1] not in (ANY, ONE):
-            return True
-        i = pattern.find("\\", i + 2)
-    return False
-
-
-def spark_written_patterns(patterns: Sequence[str | None]) -> str | None:
-    """The first of ``patterns`` Spark's lexer would read as another pattern (None if none)."""
-    return next((p for p in patterns if p is not None and spark_reads_otherwise(p)), None)
-
-
 __all__ = ["ANY", "DEFAULT_ESCAPE", "ONE", "Parts", "arrow_regex", "check_escape",
-           "literal_prefix", "match_strings", "matcher", "matches", "parse",
-           "spark_reads_otherwise", "spark_written_patterns"]
+           "literal_prefix", "match_strings", "matcher", "matches", "parse"]

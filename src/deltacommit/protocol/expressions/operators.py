@@ -21,7 +21,11 @@ Comparisons
     (``sql_semantics.exact_comparison``), without converting the column;
   - a string literal takes the type of the number, boolean or binary value it meets (``f =
     'NaN'``, ``b = 'true'``), as the partition-value interpretation reads it;
-  - a number, boolean, date or timestamp literal meets a string value as its text.
+  - a number, boolean, date or timestamp literal meets a string value as its text (as
+    deltalake's DataFusion compares in a user's predicate) only where DataFusion writes that
+    text: a BIGINT-range integer or a boolean, and not in ``IN``, which DataFusion refuses;
+    anything else is refused, and so is every such literal of a text Spark wrote
+    (``Literal.spark``), where Spark casts the string to the literal's type instead.
 Conditions
   SQL's three-valued logic: ``AND``, ``OR``, ``NOT``, ``IS [NOT] NULL``, ``IN`` (NULL when no
   item is equal and one is NULL), ``BETWEEN``, ``<=>`` (never NULL).
@@ -292,8 +296,32 @@ def _against_literal(op: str, v: Value, literal: Literal) -> Value | None:
             return _exactly(op, v, t, value)
         return compare(op, v, value, pa.types.is_floating(t))
     if is_string(t) and literal.kind not in ("string", "null"):
+        _check_text_comparison(literal)
         return compare(op, cast_plain(v, pa.string()), pa.scalar(literal_text(literal)), False)
     return None
+
+
+def _check_text_comparison(literal: Literal) -> None:
+    """Refuse comparing a string value with ``literal`` (a number, boolean, date or timestamp)
+    as the literal's text where that is not what the text's engine does.  Spark (a text Spark
+    wrote) casts the string to the literal's type instead, failing on text that is none (ANSI):
+    ``c > 10`` is FALSE for '5' and fails for 'abc'.  deltalake (a user's predicate) compares
+    with the literal's text as DataFusion writes it, which is this text only for an integer of
+    BIGINT's range and a boolean: DataFusion reads ``1.50`` and ``1e20`` as DOUBLE and writes
+    '1.5' and '1e20', and refuses a date.  Either way another answer would delete, update or
+    enforce other rows than the peer does."""
+    if literal.spark:
+        raise Unsupported(
+            f"comparing a STRING value with the {sql_type(literal.type)} literal "
+            f"{literal.to_sql()}: Spark casts the string to {sql_type(literal.type)}, failing "
+            "on text that is not a value of it, which deltacommit does not reproduce")
+    if literal.kind == "bool" or (literal.kind == "int" and -2**63 <= literal.value < 2**63):
+        return
+    raise Unsupported(
+        f"comparing a STRING value with the {sql_type(literal.type)} literal "
+        f"{literal.to_sql()}: deltalake compares it with the literal's text as DataFusion "
+        "writes it, which deltacommit does not reproduce for this literal; compare with a "
+        "string literal")
 
 
 def compare_values(op: str, a: Value, b: Value, nodes: Nodes) -> Value:
@@ -349,6 +377,12 @@ def member(values: Sequence[Value], nodes: Nodes) -> Value:
     """``x IN (items)``: TRUE where an item equals x; NULL where x is NULL, or where none does
     and an item is NULL; FALSE otherwise."""
     x = values[0]
+    if is_string(type_of(x)):
+        for node in nodes[1:]:
+            if isinstance(node, Literal) and node.kind not in ("string", "null"):
+                # deltalake refuses a number among strings in IN; Spark casts the strings.
+                raise Unsupported(f"a STRING value IN a list holding the "
+                                  f"{sql_type(node.type)} literal {node.to_sql()}")
     probe = None if is_scalar(x) else _value_set(type_of(x), nodes[1:])
     if probe is not None:
         value_set, has_null = probe

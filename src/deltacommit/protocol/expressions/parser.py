@@ -23,6 +23,11 @@ NULL``, ``IN``, ``BETWEEN``, ``LIKE``), ``NOT``, ``AND``, ``OR``::
                     | DATE 'YYYY-MM-DD' | TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff][Z|+hh:mm]'
     column         := name ("." name)*      name := word | "double quoted" | `backquoted`
 
+A text Spark wrote into a table's metadata (``parse_spark_expression``) is read with Spark's
+lexical rules instead (``lexer``: backslash escapes, ``"..."`` a string, raw strings), and
+string literals side by side are one (Spark's ``stringLit+``: ``'a' 'b'`` is ``'ab'``), so the
+value enforced is the one Spark enforces; its literals are marked ``spark`` for the evaluator.
+
 Keywords are case-insensitive; ``LIKE``, ``ILIKE`` and ``ESCAPE`` are keywords only where
 they follow an operand (a column may still be named by one).  A ``LIKE`` pattern must be a
 string literal (or NULL), checked as Spark checks it (``like``): anything else is a syntax
@@ -81,7 +86,7 @@ from deltacommit.protocol.expressions.ast import (
     or_,
 )
 from deltacommit.protocol.expressions.lexer import Token, syntax_error, token_text, tokenize
-from deltacommit.protocol.expressions.like import DEFAULT_ESCAPE, spark_reads_otherwise
+from deltacommit.protocol.expressions.like import DEFAULT_ESCAPE
 from deltacommit.protocol.expressions.spark_types import CAST_TYPES
 from deltacommit.protocol.expressions.sql_semantics import (
     MAX_DECIMAL_PRECISION,
@@ -124,6 +129,7 @@ class _Dialect:
     end: str  # the error where the text goes on after a whole expression
     depth: str  # what nests, in the error beyond MAX_DEPTH
     partition: bool
+    spark: bool = False  # Spark's lexical rules (a text Spark wrote)
 
 
 _EXPRESSION = _Dialect("expression", "expected a column, a literal or a function",
@@ -131,13 +137,15 @@ _EXPRESSION = _Dialect("expression", "expected a column, a literal or a function
 _PREDICATE = _Dialect("predicate", "expected a column or a literal",
                       "expected AND, OR or the end of the predicate",
                       "levels of parentheses and NOT", True)
+_SPARK_EXPRESSION = _Dialect("expression", _EXPRESSION.operand, _EXPRESSION.end,
+                             _EXPRESSION.depth, False, spark=True)
 
 
 class _Parser:
     def __init__(self, text: str, dialect: _Dialect) -> None:
         self.text = text
         self.dialect = dialect
-        self.tokens = tokenize(text, dialect.what)
+        self.tokens = tokenize(text, dialect.what, dialect.spark)
         self.i = 0
         self.depth = 0
         self.cases = 0  # CASE expressions open: WHEN, THEN, ELSE and END end an operand
@@ -323,7 +331,7 @@ class _Parser:
         if sign == "+":
             return inner
         if number and isinstance(inner, Literal):
-            return Literal(inner.kind, -inner.value)
+            return self.lit(inner.kind, -inner.value)
         return Negate(inner)
 
     def primary(self) -> Expr:
@@ -337,14 +345,14 @@ class _Parser:
         if tok.kind == "number":
             return self.number(tok.text, tok)
         if tok.kind == "string":
-            return Literal("string", tok.text)
+            return self.lit("string", self.joined(tok.text))
         if tok.kind == "ident":
             return self.column(tok.text)
         upper = tok.text.upper()
         if tok.kind != "word" or upper in _RESERVED or (self.cases and upper in _CASE_WORDS):
             raise self.fail(self.dialect.operand, tok)
         if upper in ("TRUE", "FALSE"):
-            return TRUE if upper == "TRUE" else FALSE
+            return self.lit("bool", upper == "TRUE")
         if upper == "NULL":
             return NULL
         if upper in ("DATE", "TIMESTAMP") and self.peek().kind == "string":
@@ -359,6 +367,24 @@ class _Parser:
             self.leave()
             return node
         return self.column(tok.text)
+
+    def lit(self, kind: str, value: object) -> Literal:
+        """A literal of this text, marked as Spark's in Spark's dialect."""
+        if self.dialect.spark:
+            return Literal(kind, value, spark=True)
+        if kind == "bool":
+            return TRUE if value else FALSE
+        return Literal(kind, value)
+
+    def joined(self, first: str) -> str:
+        """A string literal's value, with the string literals right after it in Spark's
+        dialect (Spark's ``stringLit+``: ``'a' "b"`` is ``ab``)."""
+        if not self.dialect.spark or self.peek().kind != "string":
+            return first
+        parts = [first]
+        while self.peek().kind == "string":
+            parts.append(self.next().text)
+        return "".join(parts)
 
     def column(self, first: str) -> Column:
         path = [first]
@@ -385,13 +411,13 @@ class _Parser:
             kind, value = "decimal", typed.exact
         else:
             kind, value = "int", int(typed.value)
-        return Literal(kind, -value if negative else value)
+        return self.lit(kind, -value if negative else value)
 
     def typed_literal(self, kind: str, tok: Token) -> Literal:
         try:
             if kind == "DATE":
-                return Literal("date", parse_date_literal(tok.text))
-            return Literal("timestamp", parse_timestamp_literal(tok.text))
+                return self.lit("date", parse_date_literal(tok.text))
+            return self.lit("timestamp", parse_timestamp_literal(tok.text))
         except LiteralError as e:
             raise syntax_error(self.text, tok.pos, f"invalid {kind.lower()} literal: {e}",
                                self.dialect.what) from None
@@ -612,20 +638,20 @@ def parse_expression(text: str) -> Expr:
     return _parse_expression(text)
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_spark_expression(text: str) -> Expr:
+    return _parse(text, _SPARK_EXPRESSION)
+
+
 def parse_spark_expression(text: str) -> Expr:
     """The tree of an expression Spark wrote (a CHECK constraint, an invariant, a generation
-    expression), refusing what Spark reads otherwise than deltacommit: a LIKE pattern whose
-    literal holds a backslash Spark's lexer unescapes or a doubled quote, which Spark reads as
-    two literals it joins (``like.spark_reads_otherwise``): either would match another pattern
-    than the one Spark enforces."""
-    tree = parse_expression(text)
-    for node in tree.walk():
-        if isinstance(node, Like) and node.text is not None and spark_reads_otherwise(node.text):
-            raise InvalidArgumentError(
-                f"{node.to_sql()}: Spark's SQL reads the pattern's string literal otherwise "
-                "than deltacommit (a backslash as an escape, a doubled quote as the end of "
-                "one literal joined to the next), so the two would match different patterns")
-    return tree
+    expression), read as Spark's parser reads it (the module docstring; ``lexer``): Spark
+    enforces the text with its own lexical rules, so reading a literal any other way would
+    enforce another value than Spark's, refusing valid writes or letting through rows Spark
+    refuses.  What cannot be read as Spark reads it is a syntax error naming the text."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"expression must be a string, got {type(text).__name__}")
+    return _parse_spark_expression(text)
 
 
 def parse_predicate(text: str) -> Expr:
