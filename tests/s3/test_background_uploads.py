@@ -146,6 +146,39 @@ def test_deleting_a_file_waits_for_its_upload(s3_bucket: S3Bucket) -> None:
     assert store._pending_puts() == {}
 
 
+def test_a_rewrite_reads_back_its_files_once_their_upload_ended(s3_bucket: S3Bucket) -> None:
+    """UPDATE, MERGE and copy-on-write DELETE upload their files in the background and read
+    them back to prove them before committing: the read-back must wait for the upload, or its
+    GET can overtake the PUT, find no file and fail the operation (a busy S3 endpoint made
+    this happen beside other writers)."""
+    uri = f"{s3_bucket.uri}/t"
+    options = s3_bucket.storage_options
+    dc.write(uri, pa.table({"writer": [1, 2, 3], "batch": [0, 0, 0]}, schema=SCHEMA),
+             storage_options=options)
+    plan = FaultPlan()
+    upload = plan.hang("put", DATA, limit=30)
+    store = FaultyStore(open_store(uri, options), plan)
+    table = dc.DeltaTable(uri, storage_options=options, log_store=ConditionalPutLogStore(store))
+    outcome: list[object] = []
+
+    def update() -> None:
+        try:
+            outcome.append(table.update({"batch": "batch + 10"}, predicate="writer = 2"))
+        except Exception as e:
+            outcome.append(e)
+
+    updater = threading.Thread(target=update)
+    updater.start()
+    upload.wait_reached()
+    # The rewrite's file is still uploading: its proof waits for it instead of failing.
+    updater.join(1.0)
+    assert updater.is_alive(), outcome
+    upload.release()
+    updater.join(30)
+    assert isinstance(outcome[0], dict) and outcome[0]["num_updated_rows"] == 1, outcome
+    assert rows(dc.DeltaTable(uri, storage_options=options)) == [(1, 0), (2, 10), (3, 0)]
+
+
 # A process that sends its write to this host's committer (another process), with its data
 # file's upload failing.
 _SENDER = """

@@ -23,6 +23,7 @@ from deltacommit.io.dictionary_columns import plain_table
 from deltacommit.io.storage.base import ObjectStore
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.fingerprint import row_differences, same_values
+from deltacommit.protocol.partitions import decode_add_path
 
 
 def check_rewritten(scan: FileScan, store: ObjectStore, expected: pa.Table,
@@ -30,8 +31,13 @@ def check_rewritten(scan: FileScan, store: ObjectStore, expected: pa.Table,
                     read_back: Callable[[Sequence[Add]], pa.Table] | None = None) -> None:
     """RewriteCheckError, after deleting ``written`` from ``store``, unless the files
     ``written`` read back (through ``scan``, or ``read_back``) hold exactly the rows of
-    ``expected``.  ``what`` names the rewrite and its input for the message."""
+    ``expected``.  ``what`` names the rewrite and its input for the message.
+
+    Files written without waiting for their upload (``write_data_file(durable=False)``:
+    the row-level rewrite) are read back only once their upload has ended: read at once, a
+    GET could overtake its PUT and find no file."""
     try:
+        store.await_puts([decode_add_path(a.path) for a in written])
         if read_back is None and len(written) == 1 and _equal_in_order(scan, expected,
                                                                       written[0]):
             return
