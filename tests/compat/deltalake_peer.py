@@ -38,10 +38,12 @@ RESUBMITTED = ("gave-up-after-retries",)
 
 
 def classify(message: str) -> str:
+    # A MERGE's conflict by deltalake's rules ("Failed to commit transaction: Commit failed: a
+    # concurrent transaction ..."): its retries cannot help, a resubmission on a fresh state can.
+    if "concurrent transaction" in message.lower():
+        return "conflict: " + message[:120]
     if "Failed to commit transaction" in message:
         return "gave-up-after-retries"
-    if "concurrent transaction" in message.lower():  # a MERGE's conflict by deltalake's rules
-        return "conflict: " + message[:120]
     if "already exists" in message:
         return "version-already-exists"
     return "other: " + message[:300]
@@ -82,6 +84,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 if kind not in RESUBMITTED and not kind.startswith("conflict: "):
                     fatal = kind
                     break
+                # A kept table object stays at the version it read: a resubmission reads the
+                # versions since, or a MERGE would conflict with the same commit every time.
+                table.update_incremental()
                 time.sleep(0.01 * min(attempt, 20))
         if fatal is not None:
             break
