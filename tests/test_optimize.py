@@ -4,6 +4,7 @@ appends never in conflict with it, a concurrent delete costing only the bins it 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,47 @@ def test_the_cli_compacts_and_reports(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.startswith("nothing to compact")
     assert main(["optimize", uri, "--target-size", "huge"]) != 0
     assert "--target-size must be a positive size" in capsys.readouterr().err
+
+
+#: deltalake 1.6.0's keys of ``optimize.compact`` and ``optimize.z_order``, all of which
+#: deltacommit answers too (then its own).
+PEER_OPTIMIZE_KEYS = ["numFilesAdded", "numFilesRemoved", "filesAdded", "filesRemoved",
+                      "partitionsOptimized", "numBatches", "totalConsideredFiles",
+                      "totalFilesSkipped", "preserveInsertionOrder", "plannerStrategy",
+                      "preservedStableOrder", "maxBinSpanFiles"]
+
+
+@pytest.mark.parametrize("verb", ["compact", "z_order", "nothing"])
+def test_optimize_answers_deltalakes_metrics_with_the_same_plan(tmp_path: Path, verb: str) -> None:
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    _small_files(ours, per_partition=1 if verb == "nothing" else 4)
+    if verb != "nothing":  # one file per partition leaves compaction nothing to do
+        dc.write(ours, pa.table({"id": [99], "p": ["a"]}))  # partition a: 5 files
+    shutil.copytree(ours, theirs)
+
+    def run(t: Any) -> dict[str, Any]:
+        m: dict[str, Any] = t.optimize.z_order(["id"]) if verb == "z_order" \
+            else t.optimize.compact()
+        return m
+
+    mine, peer = run(dc.DeltaTable(ours)), run(deltalake.DeltaTable(theirs))
+    assert list(peer) == PEER_OPTIMIZE_KEYS
+    assert list(mine)[:len(PEER_OPTIMIZE_KEYS)] == PEER_OPTIMIZE_KEYS
+    same = ["numFilesRemoved", "totalConsideredFiles", "totalFilesSkipped",
+            "preserveInsertionOrder", "plannerStrategy", "preservedStableOrder",
+            "maxBinSpanFiles"]
+    assert {k: mine[k] for k in same} == {k: peer[k] for k in same}, (mine, peer)
+    assert mine["maxBinSpanFiles"] == {"compact": 5, "z_order": 5, "nothing": 0}[verb], mine
+
+
+def test_a_bin_spans_the_large_files_it_passes_over() -> None:
+    """``maxBinSpanFiles`` counts a partition's files from a bin's first to its last in the
+    log's order, so a bin that passes over a file too large to rewrite spans it too."""
+    from deltacommit.ops.optimize import bin_span, partition_ordinals
+
+    files = [Add(path=f"f{i}", partition_values={}, size=size, modification_time=0,
+                 data_change=True) for i, size in enumerate([10, 1000, 10, 10])]
+    bins, considered, skipped = plan_bins(files, 100)
+    assert considered == 4 and skipped == 1 and [len(b.files) for b in bins] == [3]
+    assert bin_span(bins[0], partition_ordinals(files)) == 4
+    assert bin_span(bins[0], None) == 3

@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -188,6 +188,25 @@ def plan_bins(files: Iterable[Add], target_size: int) -> tuple[list[CompactionBi
     return kept, considered, skipped
 
 
+def partition_ordinals(files: Iterable[Add]) -> dict[str, int]:
+    """Each file's place among the files of its partition, in the order given (pure)."""
+    seen: dict[tuple[tuple[str, str | None], ...], int] = {}
+    out: dict[str, int] = {}
+    for a in files:
+        key = tuple(sorted(a.partition_values.items()))
+        out[a.path] = seen.get(key, 0)
+        seen[key] = out[a.path] + 1
+    return out
+
+
+def bin_span(b: CompactionBin, ordinals: Mapping[str, int] | None) -> int:
+    """How many of its partition's files, consecutive in the log's order, ``b`` spans
+    (deltalake's ``maxBinSpanFiles`` per bin): the files between its first and its last,
+    skipped large files included; its file count without ``ordinals`` (pure)."""
+    places = [ordinals[a.path] for a in b.files if a.path in ordinals] if ordinals else []
+    return max(places) - min(places) + 1 if places else len(b.files)
+
+
 def _size_stats(sizes: Sequence[int]) -> str:
     if not sizes:
         return json.dumps({"avg": 0.0, "max": 0, "min": 0, "totalFiles": 0, "totalSize": 0},
@@ -242,7 +261,8 @@ class TableOptimizer:
         snap = table.snapshot
         size = self._target_size(target_size)
         pred = self._predicate(partition_filters, predicate)
-        bins, considered, skipped = plan_bins(select_files(snap, pred), size)
+        files = select_files(snap, pred)
+        bins, considered, skipped = plan_bins(files, size)
         hidden = row_tracking.rewrite_columns(snap.table_config, snap.protocol, snap.schema,
                                               f"compaction of {uri}")
         if rewriter is not None and hidden is not None:
@@ -253,7 +273,7 @@ class TableOptimizer:
         return self._execute(bins, considered, skipped, size, pred, WriteTarget.of(uri, snap),
                              rewrite, table.file_scan(snap.schema), progress=progress,
                              min_commit_interval=min_commit_interval, auto=auto, z_order_by=(),
-                             measure_first=True)
+                             measure_first=True, ordinals=partition_ordinals(files))
 
     def z_order(self, columns: Iterable[str], partition_filters: Sequence[Any] | None = None,
                 target_size: int | None = None, max_concurrent_tasks: int | None = None,
@@ -326,8 +346,12 @@ class TableOptimizer:
     def _execute(self, bins: list[CompactionBin], considered: int, skipped: int, size: int,
                  pred: Predicate, target: WriteTarget, rewrite: BinRewriter, scan: FileScan, *,
                  progress: Callable[[int, int], None] | None, min_commit_interval: float | None,
-                 auto: bool, z_order_by: tuple[str, ...], measure_first: bool) -> dict[str, Any]:
-        """Rewrite the bins and commit them in rounds; the metrics.
+                 auto: bool, z_order_by: tuple[str, ...], measure_first: bool,
+                 ordinals: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Rewrite the bins and commit them in rounds; the metrics (deltalake's, and
+        deltacommit's own after them).  ``ordinals``: each considered file's place among its
+        partition's files (``partition_ordinals``), for ``maxBinSpanFiles``; without them
+        (Z-order, which rewrites partitions whole) a bin spans its files.
 
         Whatever stops the compaction (a bin whose output fails its check, a rewriter's
         error) leaves no file of an uncommitted bin behind; bins committed before it stay."""
@@ -392,7 +416,12 @@ class TableOptimizer:
             "numBatches": len(bins),
             "totalConsideredFiles": considered,
             "totalFilesSkipped": skipped + sum(len(b.files) for b in lost + expired),
-            "preserveInsertionOrder": True,
+            # deltalake 1.6's planner report: compaction bins files in the order the log
+            # lists them within a partition (Z-order reorders rows), and the widest bin.
+            "preserveInsertionOrder": not z_order_by,
+            "plannerStrategy": "zOrder" if z_order_by else "preserveLocality",
+            "preservedStableOrder": not z_order_by,
+            "maxBinSpanFiles": max((bin_span(b, ordinals) for b in bins), default=0),
             "binsLostToConcurrentRemoves": len(lost),
             "binsExpiredBeforeCommit": len(expired),
             "commitAttempts": self.attempts,
