@@ -112,8 +112,8 @@ def test_write_with_other_partitioning_than_the_table(table: str) -> None:
 def test_unsupported_protocol_is_refused(table: str) -> None:
     path = Path(table) / commit_path(2)
     path.write_text('{"protocol":{"minReaderVersion":3,"minWriterVersion":7,'
-                    '"readerFeatures":["variantType"],"writerFeatures":["variantType"]}}\n')
-    with pytest.raises(dc.UnsupportedProtocolError, match="variantType"):
+                    '"readerFeatures":["geospatial"],"writerFeatures":["geospatial"]}}\n')
+    with pytest.raises(dc.UnsupportedProtocolError, match="geospatial"):
         dc.DeltaTable(table)
 
 

@@ -255,7 +255,7 @@ CASES = [
     # deltalake 1.6.6 names variantType in every table-features protocol it writes: read and
     # written where no column is a variant, refused by the column's type where one is.
     Case("variant-column", "local", lambda c: c.table(), UnsupportedProtocolError,
-         ("{uri}", "column 'v'", "Delta type 'variant' is not supported"),
+         ("{uri}", "column 'v'", "Delta type 'variant'", "variantType", "is not supported"),
          damage=append_actions([
              {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                            "readerFeatures": ["variantType"], "writerFeatures": ["variantType"]}},

@@ -126,8 +126,8 @@ def test_delete_delete_needs_a_file_removed_but_not_read() -> None:
 
 def test_winner_protocol_this_writer_cannot_write() -> None:
     msg = raises(ProtocolChangedException, current(),
-                 winner(Protocol(3, 7, ["variantType"], ["variantType"])))
-    assert "variantType" in msg
+                 winner(Protocol(3, 7, ["geospatial"], ["geospatial"])))
+    assert "geospatial" in msg
 
 
 def test_winner_dropping_a_feature_conflicts() -> None:

@@ -197,10 +197,18 @@ def _bad(column: str, detail: str) -> SchemaMismatchError:
     return SchemaMismatchError(f"schemaString: column {column!r}: {detail}")
 
 
+#: The table features that allow a type deltacommit does not implement: a protocol naming one
+#: is accepted where no column has the type (deltalake 1.6.6 names variantType in every
+#: protocol it writes), so a column of it is refused here, naming the feature.
+_TYPE_FEATURES = {"variant": "the variantType (or variantType-preview) table feature"}
+
+
 def _unsupported_delta(column: str, delta_type: object) -> UnsupportedTypeError:
+    feature = _TYPE_FEATURES.get(delta_type) if isinstance(delta_type, str) else None
     return UnsupportedTypeError(
-        f"schemaString: column {column!r}: Delta type {delta_type!r} is not supported by "
-        f"deltacommit (supported: {SUPPORTED_DELTA_TYPES})")
+        f"schemaString: column {column!r}: Delta type {delta_type!r}"
+        f"{f' ({feature})' if feature else ''} is not supported by deltacommit "
+        f"(supported: {SUPPORTED_DELTA_TYPES})")
 
 
 def _get(d: Mapping[str, Any], key: str, column: str, kind: type | tuple[type, ...]) -> Any:
