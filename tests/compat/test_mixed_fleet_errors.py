@@ -28,7 +28,7 @@ from deltacommit.testing import MotoServer, S3Bucket
 from tests.s3.helpers import SCHEMA, DynamoSetup, batch, context, new_log_table
 
 WRITERS = 3
-APPENDS = 15
+APPENDS = 10
 
 
 @pytest.fixture
