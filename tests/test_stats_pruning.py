@@ -393,6 +393,14 @@ def _one_row_per_file(uri: str) -> pa.Table:
     return rows
 
 
+def _change(uri: str, verb: str, predicate: str) -> None:
+    """DELETE the rows ``predicate`` matches, or UPDATE their ``s`` to 'changed'."""
+    if verb == "delete":
+        dc.DeltaTable(uri).delete(predicate)
+    else:
+        dc.DeltaTable(uri).update({"s": "'changed'"}, predicate)
+
+
 @pytest.mark.parametrize("verb", ["delete", "update"])
 @pytest.mark.parametrize("predicate", _STATS_PREDICATES)
 def test_statistics_skip_only_files_that_cannot_hold_a_matching_row(
@@ -401,12 +409,8 @@ def test_statistics_skip_only_files_that_cannot_hold_a_matching_row(
     rows = _one_row_per_file(uri)
     matched = {"s = '1.50'": "1.50", "s = TRUE": "true"}.get(predicate, "2024-01-01 00:00:00")
     others = [str(v) for v in rows["s"].to_pylist() if v != matched]
-    if verb == "delete":
-        dc.DeltaTable(uri).delete(predicate)
-        expected = sorted(others)
-    else:
-        dc.DeltaTable(uri).update({"s": "'changed'"}, predicate)
-        expected = sorted([*others, "changed"])
+    _change(uri, verb, predicate)
+    expected = sorted(others) if verb == "delete" else sorted([*others, "changed"])
     assert sorted(str(v) for v in dc.DeltaTable(uri).to_arrow()["s"].to_pylist()) == expected
 
 
@@ -418,10 +422,7 @@ def test_a_string_beside_a_literal_deltalake_reads_otherwise_changes_nothing(
     rows = _one_row_per_file(uri)
     before = dc.DeltaTable(uri).version
     with pytest.raises(DeltaCommitError, match="STRING value"):
-        if verb == "delete":
-            dc.DeltaTable(uri).delete(predicate)
-        else:
-            dc.DeltaTable(uri).update({"s": "'changed'"}, predicate)
+        _change(uri, verb, predicate)
     assert dc.DeltaTable(uri).version == before
     assert sorted(dc.DeltaTable(uri).to_arrow()["s"].to_pylist()) == sorted(rows["s"].to_pylist())
 

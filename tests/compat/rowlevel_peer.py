@@ -32,7 +32,8 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("s", pa.string()),
 
 
 def rows_of(ids: list[int], seed: int) -> pa.Table:
-    """The rows of ``ids``: nulls in every column for some ids (the same rule as the test's)."""
+    """The rows of ``ids``: nulls in every column for some ids (the test builds its rows with
+    this too)."""
     return pa.table({
         "id": pa.array(ids, pa.int64()),
         "v": pa.array([None if i % 5 == 0 else i + seed / 10 for i in ids], pa.float64()),

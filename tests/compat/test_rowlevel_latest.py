@@ -26,13 +26,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 import deltacommit as dc
+from tests.compat.rowlevel_peer import SCHEMA, rows_of
 
 PEER = Path(__file__).with_name("rowlevel_peer.py")
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("s", pa.string()),
-                    ("p", pa.string())])
 COLUMNS = tuple(SCHEMA.names)
 DV = {"delta.enableDeletionVectors": "true"}
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -58,15 +55,6 @@ THEIRS: dict[str, tuple[dict[str, str], list[str] | None, int]] = {
     "theirs_dv": (DV, None, 3),
     "theirs_dv_cdf_by_p": ({**DV, **CDF}, ["p"], 4),
 }
-
-
-def rows_of(ids: list[int], seed: int) -> pa.Table:
-    """The rows of ``ids``, nulls in every column for some ids (``rowlevel_peer.rows_of``)."""
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "v": pa.array([None if i % 5 == 0 else i + seed / 10 for i in ids], pa.float64()),
-        "s": pa.array([None if i % 7 == 0 else f"s{(i + seed) % 3}" for i in ids]),
-        "p": pa.array([None if i % 11 == 0 else f"p{i % 2}" for i in ids])}, schema=SCHEMA)
 
 
 def peer(python: Path, **spec: Any) -> dict[str, Any]:
