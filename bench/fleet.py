@@ -233,6 +233,14 @@ def _batch(writer: int, seq: int) -> Any:
                      "payload": pa.array([f"w{writer}-s{seq}"], pa.string())})
 
 
+def _batches(writer: int, start: int, end: int) -> dict[int, Any]:
+    """The appends ``start`` to ``end`` of ``writer``, built before the writer is released:
+    the first Arrow array a process builds from Python values imports pandas (about 0.4 s of
+    processor time), which inside the measured window would cost every contender alike but
+    weigh most on the fastest, on a machine whose processors the writers share."""
+    return {seq: _batch(writer, seq) for seq in range(start, end)}
+
+
 def _ready() -> None:
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -253,9 +261,10 @@ def _worker_deltacommit(args: argparse.Namespace, options: dict[str, str]) -> di
     fleet_trace.install()
     table = dc.DeltaTable(args.uri, storage_options=options)
     attempts = skipped = 0
+    batches = _batches(args.writer, args.start_seq, args.appends)
     _ready()
     for seq in range(args.start_seq, args.appends):
-        data = _batch(args.writer, seq)
+        data = batches[seq]
         idem: dict[str, Any] = {}
         if args.app_ids:
             idem = {"app_id": f"host-{args.writer}", "app_version": seq}
@@ -285,11 +294,12 @@ def _worker_deltalake(args: argparse.Namespace, options: dict[str, str]) -> dict
         done = table.transaction_version(app_id)
         start = max(start, (done + 1) if done is not None else 0)
     failures, kinds, calls = 0, Counter[str](), 0
+    batches = _batches(args.writer, start, args.appends)
     _ready()
     for seq in range(args.start_seq, start):
         _ack(seq, None, skipped=True)  # landed before the kill, its answer lost with it
     for seq in range(start, args.appends):
-        data = _batch(args.writer, seq)
+        data = batches[seq]
         extra: dict[str, Any] = {"storage_options": options} if by_uri else {}
         if args.app_ids:
             extra["commit_properties"] = CommitProperties(
