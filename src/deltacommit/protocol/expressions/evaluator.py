@@ -144,6 +144,12 @@ class TableScope:
         rest = _field(self.table.schema.field(top).type, parts[1:])
         return None if rest is None else [top, *rest]
 
+    def top_level(self, path: tuple[str, ...]) -> str | None:
+        """The top-level column ``path`` names; None where it names a struct field or no
+        column."""
+        found = self._locate(path)
+        return found[0] if found is not None and len(found) == 1 else None
+
     def type_of(self, path: tuple[str, ...]) -> pa.DataType | None:
         found = self._locate(path)
         if found is None:
@@ -196,6 +202,17 @@ class AliasScope:
             names = [f"{a}.{c}" for a, t in self.tables.items() for c in t.column_names]
             raise Unsupported(f"no column {'.'.join(path)!r}; columns are {names}")
         return found[0].resolve(found[1])
+
+
+def names_top_level_columns(expr: Expr, schema: pa.Schema) -> bool:
+    """Whether every column ``expr`` reads is, resolved as its rows resolve it
+    (``TableScope``), the top-level column of ``schema`` that its name (``Column.name``)
+    spells.  Partition values and programs over them are keyed by those names, so only then
+    may they stand for the rows: unquoted ``a.b`` beside a struct ``a`` with a field ``b`` is
+    that field, even where a partition column is named ``a.b``."""
+    scope = TableScope(schema.empty_table())
+    return all(scope.top_level(node.path) == node.name for node in expr.walk()
+               if isinstance(node, Column))
 
 
 def scope_of(data: pa.Table | Scope) -> Scope:
