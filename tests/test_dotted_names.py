@@ -78,3 +78,14 @@ def test_an_unquoted_dotted_name_is_the_field_beside_a_partition_column_so_named
     ids = dc.DeltaTable(uri).to_arrow().column("id").to_pylist()
     assert sorted(ids) == ([0, 1, 2] if verb == "update" else [1, 2])
     assert dc.DeltaTable(uri).to_arrow(filter="`a.b` = 10").column("id").to_pylist() == [1]
+
+
+@pytest.mark.parametrize("text", ["`x.y` = 10", "x.y = 10", "ID = 1", "S.b = 1"])
+def test_a_filter_reads_the_columns_it_names_beside_the_columns_asked_for(
+        tmp_path: Path, text: str) -> None:
+    """A read's filter may name a column the read does not return, spelled in another case
+    or with dots (before, such a filter was refused as naming no column)."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2], "x.y": [10, 20], "s": pa.array([{"B": 1}, {"B": 2}]),
+                            "v": ["a", "b"]}))
+    assert dc.DeltaTable(uri).to_arrow(columns=["v"], filter=text).to_pylist() == [{"v": "a"}]
