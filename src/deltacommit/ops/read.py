@@ -19,6 +19,7 @@ import pyarrow as pa
 from deltacommit.engine.scan import FileScan, prune_files, select_files
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
+from deltacommit.protocol.expressions.evaluator import columns_read
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.predicates import (
     TRUE,
@@ -141,7 +142,7 @@ def to_arrow(table: ReadTable, columns: Sequence[str] | None,
         found = [a for a in found if a.path in kept]
     read_schema = out_schema
     if matching is not None:
-        wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
+        wanted = columns_read(matching.predicate, schema) | set(out_schema.names)
         read_schema = pa.schema([f for f in schema if f.name in wanted])
     if not found:
         return out_schema.empty_table()
