@@ -134,8 +134,9 @@ def to_arrow(table: ReadTable, columns: Sequence[str] | None,
     out_schema = pa.schema([schema.field(c) for c in (columns or names)])
     matching = None
     if filter is not None:
-        predicate = parse_expression(filter) if isinstance(filter, str) else filter
-        matching = row_filter(predicate, schema, f"filter of a read of table {table.uri}")
+        where = f"filter of a read of table {table.uri}"
+        predicate = parse_expression(filter, where) if isinstance(filter, str) else filter
+        matching = row_filter(predicate, schema, where)
     found = table.files(partition_filters)
     if matching is not None:
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}

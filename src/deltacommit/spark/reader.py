@@ -68,8 +68,8 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     read_schema = out_schema
     if filter is not None:
 
-        matching = row_filter(parse_expression(filter), schema,
-                              f"filter of a read of table {table.uri}")
+        where = f"filter of a read of table {table.uri}"
+        matching = row_filter(parse_expression(filter, where), schema, where)
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}
         files = [a for a in files if a.path in kept]
         wanted = columns_read(matching.predicate, schema) | set(out_schema.names)

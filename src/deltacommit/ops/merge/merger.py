@@ -85,7 +85,7 @@ class TableMerger:
         self.source = to_arrow_table(source)
         self.source_alias = source_alias or SOURCE
         self.target_alias = target_alias or TARGET
-        self.on = parse_expression(predicate)
+        self.on = parse_expression(predicate, f"{self.what}: the merge condition")
         self.matched: list[Clause] = []
         self.not_matched: list[Clause] = []
         self.not_matched_by_source: list[Clause] = []
@@ -93,7 +93,8 @@ class TableMerger:
     # ------------------------------------------------------------------ clauses
 
     def _condition(self, predicate: str | None) -> Expr | None:
-        return None if predicate is None else parse_expression(predicate)
+        return None if predicate is None else parse_expression(
+            predicate, f"{self.what}: a clause's condition")
 
     def _sets(self, updates: Mapping[str, str], kind: str) -> tuple[tuple[str, Expr], ...]:
         schema = self.table.schema
