@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.engine.snapshot import state_cache
+from deltacommit.ops.merge import TableMerger
 from deltacommit.protocol.log.names import commit_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
@@ -162,3 +164,40 @@ def test_malformed_schema_string_is_a_corrupt_log(table: str) -> None:
     with pytest.raises(dc.CorruptLogError, match="schemaString") as e:
         dc.DeltaTable(table)
     assert table in str(e.value)
+
+
+
+_SOURCE = pa.table({"id": [1, 9], "day": ["a", "z"]})
+
+
+def _merge(t: dc.DeltaTable, on: str = "t.id = s.id") -> TableMerger:
+    return t.merge(_SOURCE, on, source_alias="s", target_alias="t")
+
+
+#: Each place a row-level verb or a read takes a text, given one that does not parse, and
+#: what its error starts with.
+UNPARSABLE = [
+    ("UPDATE of table", lambda t: t.update({"day": "nope(day)"})),
+    ("UPDATE of table", lambda t: t.update({"day": "'x'"}, predicate="id = = 1")),
+    ("filter of a read of table", lambda t: t.to_arrow(filter="id = = 1")),
+    ("MERGE into table", lambda t: _merge(t, "t.id = = s.id")),
+    ("MERGE into table", lambda t: _merge(t).when_matched_delete("t.day = = 1")),
+    ("MERGE into table", lambda t: _merge(t).when_matched_update({"day": "nope(1)"})),
+    ("MERGE into table", lambda t: _merge(t).when_not_matched_insert(
+        {"id": "s.id", "day": "'a"})),
+]
+
+
+@pytest.mark.parametrize(("where", "call"), UNPARSABLE,
+                         ids=["set", "predicate", "filter", "on", "clause", "merge-set",
+                              "insert"])
+def test_a_text_that_does_not_parse_names_the_table_and_the_operation(
+        table: str, where: str, call: Callable[[dc.DeltaTable], object]) -> None:
+    """As a DELETE's predicate does: the error names the operation and the table, then the
+    text and where it stops parsing (before, only the text was named)."""
+    before = _log_digest(table)
+    with pytest.raises(dc.InvalidArgumentError) as e:
+        call(dc.DeltaTable(table))
+    assert str(e.value).startswith(where) and table in str(e.value).split(": ")[0], \
+        str(e.value)
+    assert _log_digest(table) == before

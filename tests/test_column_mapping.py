@@ -772,3 +772,40 @@ def test_assigned_mappings_pass_and_any_shared_id_fails(shapes: list[str], data:
     fields[second]["metadata"][ID_KEY] = fields[first]["metadata"][ID_KEY]
     with pytest.raises(dc.CorruptLogError, match="same column mapping id"):
         check_unique_mapping(schema_from_json(json.dumps(forged)), "id", "t")
+
+
+def test_a_mapping_mode_the_protocol_does_not_support_is_refused(tmp_path: Path) -> None:
+    """deltalake 1.6.6 creates a table with deletion vectors and ``delta.columnMapping.mode``
+    this way: physical names in the schema, the mode set, but a reader-3 protocol without the
+    ``columnMapping`` feature, and data files named by the logical names.  The Delta kernels
+    ignore the mode there (deltalake reads the rows), Spark's reader maps by physical names;
+    deltacommit read every column as nulls, and a DELETE or UPDATE would have rewritten the
+    rows as nulls.  It is refused, naming the table and the feature, and nothing is
+    committed."""
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), root / "part-0.parquet")
+    field = {"name": "id", "type": "long", "nullable": True,
+             "metadata": {"delta.columnMapping.id": 1,
+                          "delta.columnMapping.physicalName": "col-1"}}
+    actions = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                      "readerFeatures": ["deletionVectors"],
+                      "writerFeatures": ["deletionVectors"]}},
+        {"metaData": {"id": "m", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps({"type": "struct", "fields": [field]}),
+                      "partitionColumns": [], "createdTime": 1,
+                      "configuration": {"delta.columnMapping.mode": "name",
+                                        "delta.columnMapping.maxColumnId": "1",
+                                        "delta.enableDeletionVectors": "true"}}},
+        {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": 1,
+                 "modificationTime": 1, "dataChange": True}},
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text(
+        "\n".join(json.dumps(a) for a in actions) + "\n")
+    pattern = r"columnMapping.*not|not.*columnMapping"
+    with pytest.raises(dc.UnsupportedProtocolError, match=pattern):
+        dc.DeltaTable(str(root)).to_arrow()
+    with pytest.raises(dc.UnsupportedProtocolError, match=pattern):
+        dc.DeltaTable(str(root)).delete("id = 1")
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == [f"{0:020d}.json"]

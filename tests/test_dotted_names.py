@@ -51,3 +51,41 @@ def test_an_unquoted_dotted_name_without_such_a_field_is_the_column(tmp_path: Pa
     t = _table(tmp_path, pa.table({"id": [1, 2], "a.b": [1, 2]}))
     t.delete("a.b = 1")
     assert dc.DeltaTable(t.uri).to_arrow().column("id").to_pylist() == [2]
+
+
+@pytest.mark.parametrize("verb", ["read", "delete", "delete-and", "update", "merge"])
+def test_an_unquoted_dotted_name_is_the_field_beside_a_partition_column_so_named(
+        tmp_path: Path, verb: str) -> None:
+    """With ``a.b`` a partition column, unquoted ``a.b`` still names the struct field: the
+    files are not chosen by the partition column's values (before, a DELETE removed the
+    partition holding the column's match, and the other verbs and a filtered read found no
+    row at all)."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, BOTH, partition_by=["a.b"])
+    t = dc.DeltaTable(uri)
+    if verb == "read":
+        assert t.to_arrow(filter="a.b = 10").column("id").to_pylist() == [3]
+        return
+    if verb == "delete":
+        t.delete("a.b = 10")
+    elif verb == "delete-and":
+        t.delete("a.b = 10 AND id > 0")
+    elif verb == "update":
+        t.update({"id": "0"}, predicate="a.b = 10")
+    else:
+        t.merge(pa.table({"id": [1, 2, 3]}), "t.id = s.id AND t.a.b = 10", source_alias="s",
+                target_alias="t").when_matched_delete().execute()
+    ids = dc.DeltaTable(uri).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == ([0, 1, 2] if verb == "update" else [1, 2])
+    assert dc.DeltaTable(uri).to_arrow(filter="`a.b` = 10").column("id").to_pylist() == [1]
+
+
+@pytest.mark.parametrize("text", ["`x.y` = 10", "x.y = 10", "ID = 1", "S.b = 1"])
+def test_a_filter_reads_the_columns_it_names_beside_the_columns_asked_for(
+        tmp_path: Path, text: str) -> None:
+    """A read's filter may name a column the read does not return, spelled in another case
+    or with dots (before, such a filter was refused as naming no column)."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2], "x.y": [10, 20], "s": pa.array([{"B": 1}, {"B": 2}]),
+                            "v": ["a", "b"]}))
+    assert dc.DeltaTable(uri).to_arrow(columns=["v"], filter=text).to_pylist() == [{"v": "a"}]

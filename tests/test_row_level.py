@@ -625,3 +625,20 @@ def test_a_like_condition_deltacommit_cannot_match_is_refused_and_changes_nothin
         (dc.DeltaTable(uri).merge(pa.table({"id": [1]}), "t.id = s.id", "s", "t")
          .when_matched_delete("t.name LIKE 'a\\b'").execute())
     assert _state(uri) == before
+
+
+def test_a_merge_source_with_view_columns_merges_as_plain_ones(tmp_path: Path) -> None:
+    """deltalake 1.6.6's query engine and Polars hand out string and binary columns as
+    views (``string_view``); as a MERGE's source they join, set and insert as plain strings
+    (before, the MERGE was refused as if a view could not be cast to STRING)."""
+    uri = _table(tmp_path, partitioned=False)
+    source = pa.table({"id": pa.array([2, 9], pa.int64()), "v": [20.0, 90.0],
+                       "p": pa.array(["a", "z"], pa.string_view())})
+    dc.DeltaTable(uri).merge(source, "t.id = s.id AND t.p = s.p", source_alias="s",
+                             target_alias="t") \
+        .when_matched_update({"v": "s.v", "p": "concat(s.p, '!')"}) \
+        .when_not_matched_insert_all().execute()
+    assert sorted(dc.DeltaTable(uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1.0, "p": "a"}, {"id": 2, "v": 20.0, "p": "a!"},
+        {"id": 3, "v": None, "p": "b"}, {"id": 4, "v": 4.0, "p": "b"},
+        {"id": 5, "v": 5.0, "p": "c"}, {"id": 9, "v": 90.0, "p": "z"}]

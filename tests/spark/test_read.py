@@ -112,3 +112,13 @@ def test_a_filter_prunes_files_by_statistics_and_drops_rows_in_tasks(spark: Any,
     df = dcs.read(spark, uri, columns=["name"], filter="id >= 42 AND id < 45")
     assert sorted(r["name"] for r in df.collect()) == ["n42", "n43", "n44"]
     assert dcs.read(spark, uri, filter="id = 1000").count() == 0
+
+
+def test_a_filter_reads_the_columns_it_names_beside_the_columns_asked_for(
+        spark: Any, tmp_path: Path) -> None:
+    """The filter names columns the read does not return, in another case and with dots."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"id": [1, 2], "x.y": [10, 20], "s": pa.array([{"B": 1}, {"B": 2}]),
+                            "v": ["a", "b"]}))
+    df = dcs.read(spark, uri, columns=["v"], filter="ID = 1 AND `x.y` = 10 AND S.b = 1")
+    assert [r["v"] for r in df.collect()] == ["a"]

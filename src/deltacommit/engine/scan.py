@@ -46,6 +46,7 @@ from deltacommit.protocol.add_actions import (
     partition_mask,
     partition_strings,
 )
+from deltacommit.protocol.expressions.evaluator import names_top_level_columns
 from deltacommit.protocol.expressions.predicates import TRUE, Predicate
 from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.log.paths import ResolvedPath, locate_data_file, parse_location
@@ -71,7 +72,8 @@ def decided_by_partition_values(predicate: Predicate, schema: pa.Schema,
     A predicate that is not (``p % 2 = 0``, ``lower(p) = 'a'``, ``p = q``) needs the rows, or
     the evaluator on each file's values (``file_pruning``): a DELETE must not take it for one
     that removes whole files, nor a transaction record it as the partitions it read."""
-    if not predicate.columns() <= set(partition_columns):
+    if not predicate.columns() <= set(partition_columns) \
+            or not names_top_level_columns(predicate, schema):
         return False
     try:
         predicate.compile({c: schema.field(c).type for c in partition_columns})
@@ -124,12 +126,12 @@ def prune_files(snapshot: Snapshot, predicate: Predicate) -> list[Add]:
     if predicate is TRUE:
         return snapshot.files()
     pcols = snapshot.partition_columns
-    if predicate.columns() <= set(pcols):
+    schema = snapshot.schema
+    if predicate.columns() <= set(pcols) and names_top_level_columns(predicate, schema):
         try:
             return select_files(snapshot, predicate)
         except InvalidArgumentError:
             pass  # not decidable from partition values alone (a function): statistics below
-    schema = snapshot.schema
     dvs = "deletionVectors" in (snapshot.protocol.reader_features or ())
 
     def listing(texts: bool) -> pa.Table:

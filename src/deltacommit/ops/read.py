@@ -19,6 +19,7 @@ import pyarrow as pa
 from deltacommit.engine.scan import FileScan, prune_files, select_files
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.add_actions import TextsNeeded, add_actions_table
+from deltacommit.protocol.expressions.evaluator import columns_read
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.predicates import (
     TRUE,
@@ -133,15 +134,16 @@ def to_arrow(table: ReadTable, columns: Sequence[str] | None,
     out_schema = pa.schema([schema.field(c) for c in (columns or names)])
     matching = None
     if filter is not None:
-        predicate = parse_expression(filter) if isinstance(filter, str) else filter
-        matching = row_filter(predicate, schema, f"filter of a read of table {table.uri}")
+        where = f"filter of a read of table {table.uri}"
+        predicate = parse_expression(filter, where) if isinstance(filter, str) else filter
+        matching = row_filter(predicate, schema, where)
     found = table.files(partition_filters)
     if matching is not None:
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}
         found = [a for a in found if a.path in kept]
     read_schema = out_schema
     if matching is not None:
-        wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
+        wanted = columns_read(matching.predicate, schema) | set(out_schema.names)
         read_schema = pa.schema([f for f in schema if f.name in wanted])
     if not found:
         return out_schema.empty_table()

@@ -53,7 +53,11 @@ from deltacommit.protocol.expressions.ast import (
     Not,
     Or,
 )
-from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate_condition
+from deltacommit.protocol.expressions.evaluator import (
+    EvaluationFailed,
+    evaluate_condition,
+    names_top_level_columns,
+)
 from deltacommit.protocol.expressions.like import literal_prefix
 
 pc: Any = arrow_compute  # pyarrow.compute's stubs do not cover every use here
@@ -164,7 +168,8 @@ class FilePruner:
     def _possible(self, node: Expr) -> _Possible:
         if isinstance(node, Literal):
             return self._constant(node)
-        if node.columns() and node.columns() <= self.partition_names:
+        if node.columns() and node.columns() <= self.partition_names \
+                and names_top_level_columns(node, self.schema):
             return self._exact(node)
         if isinstance(node, Not):
             child = self._possible(node.child)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from deltacommit.engine.scan import prune_files
 from deltacommit.errors import InvalidArgumentError
+from deltacommit.protocol.expressions.evaluator import columns_read
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.spark.schema import arrow_to_spark_schema
@@ -67,11 +68,11 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     read_schema = out_schema
     if filter is not None:
 
-        matching = row_filter(parse_expression(filter), schema,
-                              f"filter of a read of table {table.uri}")
+        where = f"filter of a read of table {table.uri}"
+        matching = row_filter(parse_expression(filter, where), schema, where)
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}
         files = [a for a in files if a.path in kept]
-        wanted = {c.split(".")[0] for c in matching.predicate.columns()} | set(out_schema.names)
+        wanted = columns_read(matching.predicate, schema) | set(out_schema.names)
         read_schema = pa.schema([f for f in schema if f.name in wanted])
     if not files:
         return spark.createDataFrame([], spark_schema)

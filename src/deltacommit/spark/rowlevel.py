@@ -243,7 +243,7 @@ def update(table_or_uri: DeltaTable | str, updates: Mapping[str, str],
     what = f"UPDATE of table {uri}"
     sets = parse_assignments(updates, schema, what,
                              identity=[c.name for c in identity_columns(schema, uri)])
-    pred = parse_expression(predicate) if predicate is not None else None
+    pred = parse_expression(predicate, what) if predicate is not None else None
     if pred is not None:
         what = f"UPDATE of table {uri} where {pred.to_sql()}"
         row_filter(pred, schema, what)

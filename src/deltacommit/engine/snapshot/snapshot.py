@@ -37,7 +37,7 @@ from deltacommit.protocol.schema.column_mapping import check_column_mapping
 from deltacommit.protocol.schema.type_widening import check_type_changes
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.features import check_readable
-from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE
+from deltacommit.protocol.table_config.properties import COLUMN_MAPPING_MODE, ColumnMappingMode
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -69,10 +69,22 @@ def check_schema(table: str, protocol: Protocol, metadata: Metadata,
     check_readable(table, protocol, metadata)
     if schema is None:
         schema = table_schema(table, metadata)  # parsing the schema is the check of its types
-    if metadata.configuration.get(COLUMN_MAPPING_MODE) and (
-            protocol.min_reader_version == 2
-            or "columnMapping" in (protocol.reader_features or ())):
-        check_column_mapping(schema, TableConfig.of(metadata, table).column_mapping_mode, table)
+    if metadata.configuration.get(COLUMN_MAPPING_MODE):
+        mode = TableConfig.of(metadata, table).column_mapping_mode
+        if protocol.min_reader_version == 2 or "columnMapping" in (protocol.reader_features
+                                                                     or ()):
+            check_column_mapping(schema, mode, table)
+        elif mode is not ColumnMappingMode.NONE:
+            # The Delta kernels (deltalake) ignore the mode here and read files by logical
+            # names; Spark's reader maps by physical names.  Either reading is another
+            # engine's answer, so neither is taken.
+            raise UnsupportedProtocolError(
+                f"table {table}: {COLUMN_MAPPING_MODE} is {mode.value!r}, but its protocol "
+                f"(reader version {protocol.min_reader_version}, reader features "
+                f"{sorted(protocol.reader_features or ())}) does not support the "
+                "columnMapping feature, so engines disagree on whether data files name "
+                "columns by their physical names; deltacommit refuses to read or write it "
+                "either way")
     if {"typeWidening", "typeWidening-preview"} & set(protocol.reader_features or ()):
         check_type_changes(schema, table)
 

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.scan import without_views
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import conform_rows
 from deltacommit.ops.merge.plan import (
@@ -82,10 +83,12 @@ class TableMerger:
         if source_alias is not None and source_alias == target_alias:
             raise InvalidArgumentError(f"{self.what}: the source and the target need different "
                                        f"aliases, both are {source_alias!r}")
-        self.source = to_arrow_table(source)
+        # Views (deltalake 1.6.6's query engine and Polars hand them out) as the plain types
+        # the evaluator compares and casts, as a write of the same rows takes them.
+        self.source = without_views(to_arrow_table(source))
         self.source_alias = source_alias or SOURCE
         self.target_alias = target_alias or TARGET
-        self.on = parse_expression(predicate)
+        self.on = parse_expression(predicate, f"{self.what}: the merge condition")
         self.matched: list[Clause] = []
         self.not_matched: list[Clause] = []
         self.not_matched_by_source: list[Clause] = []
@@ -93,7 +96,8 @@ class TableMerger:
     # ------------------------------------------------------------------ clauses
 
     def _condition(self, predicate: str | None) -> Expr | None:
-        return None if predicate is None else parse_expression(predicate)
+        return None if predicate is None else parse_expression(
+            predicate, f"{self.what}: a clause's condition")
 
     def _sets(self, updates: Mapping[str, str], kind: str) -> tuple[tuple[str, Expr], ...]:
         schema = self.table.schema

@@ -200,7 +200,7 @@ def parse_assignments(updates: Any, schema: pa.Schema, what: str,
             raise InvalidArgumentError(
                 f"{what}: column {found!r} is an identity column, whose values are generated; "
                 "Spark does not update them either")
-        out[found] = parse_expression(text)
+        out[found] = parse_expression(text, f"{what}: column {found!r}")
     return tuple(out.items())
 
 

@@ -144,6 +144,18 @@ class TableScope:
         rest = _field(self.table.schema.field(top).type, parts[1:])
         return None if rest is None else [top, *rest]
 
+    def holding(self, path: tuple[str, ...]) -> str | None:
+        """The top-level column holding what ``path`` names (itself or a field of it); None
+        where it names no column."""
+        found = self._locate(path)
+        return None if found is None else found[0]
+
+    def top_level(self, path: tuple[str, ...]) -> str | None:
+        """The top-level column ``path`` names; None where it names a struct field or no
+        column."""
+        found = self._locate(path)
+        return found[0] if found is not None and len(found) == 1 else None
+
     def type_of(self, path: tuple[str, ...]) -> pa.DataType | None:
         found = self._locate(path)
         if found is None:
@@ -196,6 +208,27 @@ class AliasScope:
             names = [f"{a}.{c}" for a, t in self.tables.items() for c in t.column_names]
             raise Unsupported(f"no column {'.'.join(path)!r}; columns are {names}")
         return found[0].resolve(found[1])
+
+
+def names_top_level_columns(expr: Expr, schema: pa.Schema) -> bool:
+    """Whether every column ``expr`` reads is, resolved as its rows resolve it
+    (``TableScope``), the top-level column of ``schema`` that its name (``Column.name``)
+    spells.  Partition values and programs over them are keyed by those names, so only then
+    may they stand for the rows: unquoted ``a.b`` beside a struct ``a`` with a field ``b`` is
+    that field, even where a partition column is named ``a.b``."""
+    scope = TableScope(schema.empty_table())
+    return all(scope.top_level(node.path) == node.name for node in expr.walk()
+               if isinstance(node, Column))
+
+
+def columns_read(expr: Expr, schema: pa.Schema) -> frozenset[str]:
+    """The top-level columns of ``schema`` that ``expr`` reads, spelled as the schema spells
+    them: what a scan must read for ``expr`` to be evaluated over its rows (``ID`` reads
+    ``id``, a dotted ``x.y`` reads the column ``x.y`` or the struct ``x``, as ``TableScope``
+    resolves it).  A column that names nothing is left out, for the evaluator to refuse."""
+    scope = TableScope(schema.empty_table())
+    found = (scope.holding(node.path) for node in expr.walk() if isinstance(node, Column))
+    return frozenset(name for name in found if name is not None)
 
 
 def scope_of(data: pa.Table | Scope) -> Scope:

@@ -629,13 +629,21 @@ def _parse_expression(text: str) -> Expr:
     return _parse(text, _EXPRESSION)
 
 
-def parse_expression(text: str) -> Expr:
+def parse_expression(text: str, where: str | None = None) -> Expr:
     """The tree of a SQL expression (a generation expression, a CHECK constraint, a column
-    invariant, a row predicate); InvalidArgumentError pointing at what does not parse.  The
-    trees of the texts parsed last are kept: every write parses its table's expressions."""
-    if not isinstance(text, str):
-        raise InvalidArgumentError(f"expression must be a string, got {type(text).__name__}")
-    return _parse_expression(text)
+    invariant, a row predicate); InvalidArgumentError pointing at what does not parse, after
+    ``where`` (the operation and its table: an operator running many tables needs to know
+    which one refused).  The trees of the texts parsed last are kept: every write parses its
+    table's expressions."""
+    try:
+        if not isinstance(text, str):
+            raise InvalidArgumentError(
+                f"expression must be a string, got {type(text).__name__}")
+        return _parse_expression(text)
+    except InvalidArgumentError as e:
+        if where is None:
+            raise
+        raise InvalidArgumentError(f"{where}: {e}") from None
 
 
 @functools.lru_cache(maxsize=256)
