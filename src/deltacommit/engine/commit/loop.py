@@ -576,7 +576,9 @@ class CommitLoop:
         read from the log and adopted, and the group rebased over it (``_Rebuild`` where it
         did not hold up, or changed what the group commits after all; ``confirmed`` then
         holds the new base), the proof that the table is the one the cached state describes
-        (``TableLog.confirm_identity``), and the data files."""
+        (``TableLog.confirm_identity``), the snapshot's newest commit read back where it was
+        last known a while ago (``TableLog.recheck_if_stale``: a table rolled back meanwhile
+        would get a commit after a gap), and the data files."""
         if speculation is not None:
             committing = [(m, m.staged) for m in group.members]
             if not self.log.confirm(speculation):
@@ -588,6 +590,7 @@ class CommitLoop:
                     or [(m, m.staged) for m in group.members] != committing:
                 raise _Rebuild(landed, refuted=False)
         self.log.confirm_identity()
+        self.log.recheck_if_stale(self.policy.recheck_after)
         self._make_durable(group)
 
     def _make_durable(self, group: Group) -> None:

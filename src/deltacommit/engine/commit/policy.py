@@ -21,6 +21,12 @@ class CommitPolicy:
     #: Seconds a writer waits for a turn that is not handed on (a holder that hangs), and for
     #: the word of the writer it took the turn from, before going on without them.
     turn_patience: float = 2.0
+    #: Seconds after which a snapshot last known to be the newest version has its newest
+    #: commit read back before a commit is built on it (``TableLog.recheck_newest``): a
+    #: table rolled back meanwhile (its newest commit files deleted) is then read afresh
+    #: instead of getting a commit after a gap.  A writer committing more often than this
+    #: pays nothing; a long operation (UPDATE, MERGE, a rewrite) pays one read.
+    recheck_after: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
@@ -31,10 +37,11 @@ class CommitPolicy:
             raise InvalidArgumentError(
                 "CommitPolicy needs 0 <= backoff_base <= backoff_cap, got "
                 f"backoff_base={self.backoff_base!r}, backoff_cap={self.backoff_cap!r}")
-        if not (isinstance(self.turn_patience, (int, float)) and self.turn_patience >= 0):
-            raise InvalidArgumentError(
-                f"CommitPolicy.turn_patience must be a number of seconds >= 0, got "
-                f"{self.turn_patience!r}")
+        for name in ("turn_patience", "recheck_after"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise InvalidArgumentError(
+                    f"CommitPolicy.{name} must be a number of seconds >= 0, got {value!r}")
 
     def backoff(self, losses: int, draw: float) -> float:
         """Full jitter: ``draw`` in [0, 1) scales the capped exponential ceiling, so that many

@@ -19,7 +19,7 @@ from deltacommit.engine.commit.commit_info import previous_commit
 from deltacommit.engine.hooks.checkpoint import after_commit
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
-from deltacommit.errors import DeltaCommitError, TableReplacedError
+from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableReplacedError
 from deltacommit.io.logstore.base import LogStore
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.io.storage import background
@@ -269,6 +269,21 @@ class TableLog:
             self._adopt(speculation.started, (speculation.snapshot, speculation.commits))
         return True
 
+    def _reload(self) -> None:
+        """Take the table as its log now holds it, read from scratch (a snapshot ahead of the
+        log never catches up by reading what follows it), so that this object's next
+        transaction starts from it; best effort: where it cannot be read, the next one
+        fails as it would."""
+        started = self.clock.time()
+        read: list[Commit] = []
+        try:
+            fresh = Snapshot.load(self.log_store, read=read)
+        except (DeltaCommitError, ValueError):
+            return
+        with self._lock:
+            self._recent.clear()
+            self._adopt(started, (fresh, read))
+
     def refresh_after_loss(self, version: int) -> int:
         """Adopt ``version``, which a commit attempt has just found taken, reading only what
         it takes to (``Snapshot.after_loss``): the retry claims the version after it at once
@@ -308,6 +323,54 @@ class TableLog:
         """
         if self._may_predate_cleanup():
             self.refresh()
+
+    def recheck_if_stale(self, recheck_after: float) -> None:
+        """Before a version is claimed after the snapshot's: ``recheck_newest`` where the
+        snapshot was last known to be the newest version more than ``recheck_after``
+        seconds ago (a cached state's proof reads that commit back already)."""
+        if self._proof is None and self.clock.time() - self._confirmed_at > recheck_after:
+            self.recheck_newest()
+
+    def recheck_newest(self) -> None:
+        """Read back the commit at the snapshot's version: TableReplacedError, before
+        anything is committed on the snapshot, if it is no longer the commit this object
+        read there, or if it is gone and the log holds nothing at or after that version.
+
+        An operator who rolls a table back deletes its newest commit files; a writer that
+        read the table before then, and still claims the version after, would put a commit
+        after a gap that fails every reader of the table, on a state the log no longer
+        holds.  (A version listed at or after it, a checkpoint without its commit among
+        them, leaves the claim to find what is there.)"""
+        with self._lock:
+            snap = self._snapshot
+            digest = self._digest_of(snap.version)
+        if snap.version < 0:
+            return
+        started = self.clock.time()
+        try:
+            data: bytes | None = self.log_store.read_commit(snap.version)
+        except ObjectNotFoundError:
+            data = None
+        if data is None:
+            if any(f.version >= snap.version and f.kind in ("commit", "checkpoint")
+                   for f in self.log_store.list_log(snap.version)):
+                return
+            what = "is gone from the log, and nothing at or after it is there"
+        elif digest and hashlib.sha256(data).hexdigest() != digest:
+            what = "is no longer the commit this writer read there"
+        else:
+            with self._lock:
+                if self._snapshot is snap:
+                    self._confirmed_at = max(self._confirmed_at, started)
+            return
+        if self._cache_key is not None:
+            state_cache.forget(self._cache_key)
+        self._reload()
+        raise TableReplacedError(
+            f"table {self.uri}: version {snap.version}, the newest this writer read, {what} "
+            "(its commit file was deleted or written again: the table rolled back, or "
+            "replaced); nothing was committed on the state read before, and the operation "
+            "must start from a fresh read of the table")
 
     def cached_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last`` if this object still holds them all, else none."""

@@ -1,0 +1,148 @@
+"""A table rolled back under a writer: its newest commit files deleted after the writer read it.
+
+A writer that read version N and claims N + 1 after an operator deleted ``N.json`` would put a
+commit after a gap (every reader of the table then fails) on a state the log no longer holds.
+Before a commit is built on a snapshot last known current more than
+``CommitPolicy.recheck_after`` seconds ago, the commit at its version is read back
+(``TableLog.recheck_newest``): a commit gone or written again refuses the operation with
+nothing committed, and the table object reads the table afresh for its next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.engine.commit.policy import CommitPolicy
+from deltacommit.errors import TableReplacedError
+from deltacommit.runtime.clock import ManualClock
+
+NOW = CommitPolicy(recheck_after=0)
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+#: The newest version of ``_table``: 0 creates it, 1 to 3 append.
+NEWEST = 3
+
+
+def _rows(ids: list[int]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()),
+                     "v": pa.array([float(i) for i in ids], pa.float64())})
+
+
+def _commit(path: Path, version: int) -> Path:
+    return path / "_delta_log" / f"{version:020d}.json"
+
+
+def _table(path: Path, **config: str) -> str:
+    """A table whose newest version (``NEWEST``) adds ids 6-8, after versions adding ids 0-2
+    and 3-5."""
+    uri = str(path)
+    dc.DeltaTable.create(uri, SCHEMA, configuration=config or None)
+    for ids in ([0, 1, 2], [3, 4, 5], [6, 7, 8]):
+        dc.write(uri, _rows(ids))
+    assert dc.DeltaTable(uri).version == NEWEST
+    return uri
+
+
+def _data_files(path: Path) -> set[str]:
+    return {n for n in os.listdir(path) if n.endswith(".parquet")}
+
+
+def _ids(uri: str) -> list[int]:
+    return sorted(dc.DeltaTable(uri).to_arrow().column("id").to_pylist())
+
+
+OPERATIONS: dict[str, Callable[[Any], object]] = {
+    "append": lambda t: dc.write(t, _rows([100])),
+    "delete": lambda t: t.delete("id = 1"),
+    "update": lambda t: t.update({"v": "v + 1"}, predicate="id = 1"),
+    "merge": lambda t: t.merge(_rows([1, 100]), "t.id = s.id", source_alias="s",
+                               target_alias="t")
+    .when_matched_update_all().when_not_matched_insert_all().execute(),
+    "overwrite": lambda t: dc.write(t, _rows([50]), mode="overwrite"),
+}
+#: The rows each operation leaves on the version before the newest (ids 0-5).
+AFTER = {"append": [0, 1, 2, 3, 4, 5, 100], "delete": [0, 2, 3, 4, 5],
+         "update": [0, 1, 2, 3, 4, 5], "merge": [0, 1, 2, 3, 4, 5, 100], "overwrite": [50]}
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "dv"])
+@pytest.mark.parametrize("op", sorted(OPERATIONS))
+def test_an_operation_on_a_rolled_back_version_commits_nothing_then_runs_on_the_log(
+        tmp_path: Path, op: str, deletion_vectors: bool) -> None:
+    config = {"delta.enableDeletionVectors": "true"} if deletion_vectors else {}
+    uri = _table(tmp_path, **config)
+    t = dc.DeltaTable(uri, policy=NOW)
+    before = _data_files(tmp_path)
+    _commit(tmp_path, NEWEST).unlink()  # the operator rolls the newest version back
+
+    with pytest.raises(TableReplacedError) as e:
+        OPERATIONS[op](t)
+    assert str(tmp_path) in str(e.value) and f"version {NEWEST}," in str(e.value)
+    assert "nothing was committed" in str(e.value)
+    assert not _commit(tmp_path, NEWEST).exists()
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    # What the operation wrote went with its refusal; the table reads as the version before.
+    assert _data_files(tmp_path) == before
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+    # The same object read the table afresh: the operation runs on the rows the log holds.
+    assert t.version == NEWEST - 1
+    OPERATIONS[op](t)
+    assert _commit(tmp_path, NEWEST).exists() and not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == AFTER[op]
+
+
+def test_a_version_written_again_since_it_was_read_is_refused(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri, policy=NOW)
+    read = _commit(tmp_path, NEWEST).read_bytes()
+    # Rolled back, then another writer committed the version again, with other rows.
+    _commit(tmp_path, NEWEST).unlink()
+    dc.write(uri, _rows([7000]))
+    assert hashlib.sha256(_commit(tmp_path, NEWEST).read_bytes()).digest() != \
+        hashlib.sha256(read).digest()
+
+    with pytest.raises(TableReplacedError, match="no longer the commit this writer read"):
+        t.delete("id = 6")
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5, 7000]
+    t.delete("id = 7000")
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_checkpoint_without_its_commit_file_is_no_rollback(tmp_path: Path) -> None:
+    """The newest version read from its checkpoint, its commit file gone: the log still
+    holds the version, so the commit goes on after it."""
+    uri = _table(tmp_path)
+    dc.DeltaTable(uri).checkpoint()
+    _commit(tmp_path, NEWEST).unlink()
+    t = dc.DeltaTable(uri, policy=NOW)
+    assert t.version == NEWEST
+    t.delete("id = 7")
+    assert _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5, 6, 8]
+
+
+def test_the_default_rechecks_a_snapshot_older_than_a_second(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    clock = ManualClock()
+    t = dc.DeltaTable(uri, clock=clock)
+    assert CommitPolicy().recheck_after == 1.0
+    _commit(tmp_path, NEWEST).unlink()
+    clock.advance(1.5)  # the operation took a second and a half since the table was read
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+
+
+@pytest.mark.parametrize("bad", [-1, True, "1", float("nan")])
+def test_recheck_after_must_be_seconds(bad: object) -> None:
+    with pytest.raises(dc.InvalidArgumentError, match="recheck_after"):
+        CommitPolicy(recheck_after=bad)  # type: ignore[arg-type]
