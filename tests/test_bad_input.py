@@ -201,3 +201,20 @@ def test_a_text_that_does_not_parse_names_the_table_and_the_operation(
     assert str(e.value).startswith(where) and table in str(e.value).split(": ")[0], \
         str(e.value)
     assert _log_digest(table) == before
+
+
+@pytest.mark.parametrize("text", ["CAST(day AS INT) = 1", "id + 9223372036854775807 > 0"])
+def test_a_filter_that_fails_on_a_row_says_the_read_failed_not_a_write(
+        table: str, text: str) -> None:
+    """A read's filter failing on a row as Spark's ANSI mode fails it names the read; only a
+    write's errors say that nothing was written."""
+    with pytest.raises(dc.ExpressionValueError) as read:
+        dc.DeltaTable(table).to_arrow(filter=text)
+    message = str(read.value)
+    assert message.startswith("filter of a read of table ") and table in message, message
+    assert "written" not in message and "write" not in message, message
+    before = _log_digest(table)
+    with pytest.raises(dc.ExpressionValueError, match="Nothing was written") as write:
+        dc.DeltaTable(table).delete(text)
+    assert str(write.value).startswith("DELETE"), str(write.value)
+    assert _log_digest(table) == before

@@ -136,7 +136,7 @@ def to_arrow(table: ReadTable, columns: Sequence[str] | None,
     if filter is not None:
         where = f"filter of a read of table {table.uri}"
         predicate = parse_expression(filter, where) if isinstance(filter, str) else filter
-        matching = row_filter(predicate, schema, where)
+        matching = row_filter(predicate, schema, where, writes=False)
     found = table.files(partition_filters)
     if matching is not None:
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}

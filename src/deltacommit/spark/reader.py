@@ -69,7 +69,7 @@ def read(spark: SparkSession, table_or_uri: DeltaTable | str, version: int | Non
     if filter is not None:
 
         where = f"filter of a read of table {table.uri}"
-        matching = row_filter(parse_expression(filter, where), schema, where)
+        matching = row_filter(parse_expression(filter, where), schema, where, writes=False)
         kept = {a.path for a in prune_files(table.snapshot, matching.predicate)}
         files = [a for a in files if a.path in kept]
         wanted = columns_read(matching.predicate, schema) | set(out_schema.names)

@@ -246,7 +246,8 @@ class ReadTask:
         matching = None
         if self.row_filter is not None:
             matching = row_filter(parse_expression(self.row_filter), scan.out_schema,
-                                  f"filter of a read of table {scan.table_uri}")
+                                  f"filter of a read of table {scan.table_uri}",
+                                  writes=False)
         for batch in batches:
             paths: list[Any] = batch.column(0).to_pylist()
             values: list[Any] = batch.column(1).to_pylist()

@@ -538,19 +538,24 @@ class EvaluationFailed(InvalidArgumentError):
             return "for every row"
         return f"in row {_row(self._scope, row)!r}"
 
-    def error(self, what: str) -> DeltaCommitError:
+    def error(self, what: str, *, writes: bool = True) -> DeltaCommitError:
+        """The error to raise, naming ``what`` failed; ``writes``: whether it failed a write
+        (which then wrote nothing) rather than a read (which returns no rows)."""
         f = self.failure
+        refusing = "refusing to write rather than store a value" if writes else \
+            "refusing to read rather than return rows"
+        after = " Nothing was written" if writes else ""
         if f is None:
             return UnsupportedProtocolError(
-                f"{what} cannot be evaluated by deltacommit ({self.message}); refusing to write "
-                "rather than store a value that may differ from Spark's")
+                f"{what} cannot be evaluated by deltacommit ({self.message}); {refusing} that "
+                "may differ from Spark's")
         if f.refused:
             return UnsupportedProtocolError(
-                f"{what}: {f.message} {self._row_text(f.row)}; refusing to write rather than "
-                "store a value that may differ from Spark's. Nothing was written")
+                f"{what}: {f.message} {self._row_text(f.row)}; {refusing} that may differ from "
+                f"Spark's.{after}")
         return ExpressionValueError(
             f"{what} fails {self._row_text(f.row)}: {f.message}, an error in Spark's ANSI mode "
-            "(Spark 4's default). Nothing was written")
+            f"(Spark 4's default).{after}")
 
 
 def _row(scope: Scope, i: int) -> dict[str, Any]:

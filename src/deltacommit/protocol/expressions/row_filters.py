@@ -30,6 +30,9 @@ class RowFilter:
 
     predicate: Expr
     where: str
+    #: Whether it decides what a write changes (its errors say nothing was written), rather
+    #: than what a read returns.
+    writes: bool = True
 
     def matches(self, data: pa.Table) -> pa.ChunkedArray[Any]:
         """Where the predicate is TRUE for the rows of ``data``; the error Spark's ANSI mode
@@ -37,7 +40,7 @@ class RowFilter:
         try:
             return predicate_mask(self.predicate, data)
         except EvaluationFailed as e:
-            raise e.error(self.where) from None
+            raise e.error(self.where, writes=self.writes) from None
 
     def not_matching(self, data: pa.Table) -> pa.ChunkedArray[Any]:
         """Where the predicate is FALSE or NULL: the rows a DELETE keeps."""
@@ -45,15 +48,16 @@ class RowFilter:
         return kept
 
 
-def row_filter(predicate: Expr, schema: pa.Schema, where: str = "predicate") -> RowFilter:
+def row_filter(predicate: Expr, schema: pa.Schema, where: str = "predicate", *,
+               writes: bool = True) -> RowFilter:
     """``predicate`` over rows of ``schema``; InvalidArgumentError (naming ``where``) for a
     column the schema lacks, a literal its column cannot be compared with, or a predicate
-    that is not a condition deltacommit evaluates."""
+    that is not a condition deltacommit evaluates.  ``writes``: as ``RowFilter.writes``."""
     try:
         predicate_mask(predicate, schema.empty_table())
     except EvaluationFailed as e:
         raise InvalidArgumentError(f"{where}: {e.message}") from None
-    return RowFilter(predicate, where)
+    return RowFilter(predicate, where, writes)
 
 
 __all__ = ["RowFilter", "row_filter"]
