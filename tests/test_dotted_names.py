@@ -89,3 +89,15 @@ def test_a_filter_reads_the_columns_it_names_beside_the_columns_asked_for(
     dc.write(uri, pa.table({"id": [1, 2], "x.y": [10, 20], "s": pa.array([{"B": 1}, {"B": 2}]),
                             "v": ["a", "b"]}))
     assert dc.DeltaTable(uri).to_arrow(columns=["v"], filter=text).to_pylist() == [{"v": "a"}]
+
+
+def test_setting_a_dotted_column_unquoted_says_how_to_quote_it(tmp_path: Path) -> None:
+    """Updates set top-level columns, so ``x.y`` unquoted names nothing settable; the error
+    says the column is set as `x.y`, which then works (deltalake changes nothing instead)."""
+    t = _table(tmp_path, pa.table({"id": [1, 2], "x.y": [10, 20]}))
+    before = t.version
+    with pytest.raises(dc.InvalidArgumentError, match=r"written quoted: `x\.y`"):
+        t.update({"x.y": "0"})
+    assert dc.DeltaTable(t.uri).version == before
+    t.update({"`x.y`": "0"}, predicate="id = 1")
+    assert dc.DeltaTable(t.uri).to_arrow().sort_by("id").column("x.y").to_pylist() == [0, 20]

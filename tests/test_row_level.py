@@ -642,3 +642,40 @@ def test_a_merge_source_with_view_columns_merges_as_plain_ones(tmp_path: Path) -
         {"id": 1, "v": 1.0, "p": "a"}, {"id": 2, "v": 20.0, "p": "a!"},
         {"id": 3, "v": None, "p": "b"}, {"id": 4, "v": 4.0, "p": "b"},
         {"id": 5, "v": 5.0, "p": "c"}, {"id": 9, "v": 90.0, "p": "z"}]
+
+
+def test_a_merge_source_with_dictionary_columns_merges_as_plain_ones(tmp_path: Path) -> None:
+    """A pandas categorical reaches Arrow as a dictionary column; as a MERGE's source key and
+    values it joins, sets and inserts as its values (before, the MERGE was refused: comparing
+    STRING with a dictionary)."""
+    uri = _table(tmp_path, partitioned=False)
+    source = pa.table({"id": pa.array([2, 9], pa.int64()).dictionary_encode(),
+                       "v": [20.0, 90.0], "p": pa.array(["a", "z"]).dictionary_encode()})
+    dc.DeltaTable(uri).merge(source, "t.id = s.id AND t.p = s.p", source_alias="s",
+                             target_alias="t") \
+        .when_matched_update({"v": "s.v", "p": "concat(s.p, '!')"}) \
+        .when_not_matched_insert_all().execute()
+    assert sorted(dc.DeltaTable(uri).to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1.0, "p": "a"}, {"id": 2, "v": 20.0, "p": "a!"},
+        {"id": 3, "v": None, "p": "b"}, {"id": 4, "v": 4.0, "p": "b"},
+        {"id": 5, "v": 5.0, "p": "c"}, {"id": 9, "v": 90.0, "p": "z"}]
+
+
+def test_comparing_whole_structs_is_refused_naming_the_fields_way(tmp_path: Path) -> None:
+    """Spark equates structs field by field with NULL fields equal; Arrow has no kernel for
+    it.  The MERGE is refused before anything is read, saying to compare fields (before,
+    Arrow's "no kernel matching input types" was the message)."""
+    uri = str(tmp_path / "t")
+    dc.write(uri, pa.table({"st": pa.array([{"a": 1}, {"a": 2}]), "v": [5, 6]}))
+    source = pa.table({"st": pa.array([{"a": 1}]), "v": [50]})
+    before = dc.DeltaTable(uri).version
+    with pytest.raises(dc.InvalidArgumentError) as e:
+        dc.DeltaTable(uri).merge(source, "t.st = s.st", source_alias="s", target_alias="t") \
+            .when_matched_update_all().execute()
+    message = str(e.value)
+    assert message.startswith("MERGE into table") and "t.st = s.st" in message, message
+    assert "compare their fields" in message and "kernel" not in message, message
+    dc.DeltaTable(uri).merge(source, "t.st.a = s.st.a", source_alias="s", target_alias="t") \
+        .when_matched_update_all().execute()
+    assert dc.DeltaTable(uri).version == before + 1
+    assert sorted(dc.DeltaTable(uri).to_arrow().column("v").to_pylist()) == [6, 50]

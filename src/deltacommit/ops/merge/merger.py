@@ -24,6 +24,7 @@ from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.scan import without_views
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import conform_rows
+from deltacommit.io.dictionary_columns import plain_table
 from deltacommit.ops.merge.plan import (
     Clause,
     FileMerge,
@@ -83,9 +84,10 @@ class TableMerger:
         if source_alias is not None and source_alias == target_alias:
             raise InvalidArgumentError(f"{self.what}: the source and the target need different "
                                        f"aliases, both are {source_alias!r}")
-        # Views (deltalake 1.6.6's query engine and Polars hand them out) as the plain types
-        # the evaluator compares and casts, as a write of the same rows takes them.
-        self.source = without_views(to_arrow_table(source))
+        # Views (deltalake 1.6.6's query engine and Polars hand them out) and dictionaries
+        # (pandas categoricals) as the plain types the evaluator compares and casts, as a
+        # write of the same rows takes them.
+        self.source = plain_table(without_views(to_arrow_table(source)))
         self.source_alias = source_alias or SOURCE
         self.target_alias = target_alias or TARGET
         self.on = parse_expression(predicate, f"{self.what}: the merge condition")

@@ -191,9 +191,12 @@ def parse_assignments(updates: Any, schema: pa.Schema, what: str,
             found = path[0] if path[0] in names else next(
                 iter([n for n in names if n.lower() == path[0].lower()][:1]), None)
         if found is None:
+            spelled = [n for n in names if n.lower() == key.lower()] if "." in key else []
+            hint = f"; a column whose name holds a dot is written quoted: `{spelled[0]}`" \
+                if spelled else ""
             raise InvalidArgumentError(
                 f"{what}: {key!r} is not a column of the table (columns are {names}); "
-                "updates set top-level columns")
+                f"updates set top-level columns{hint}")
         if found in out:
             raise InvalidArgumentError(f"{what}: column {found!r} is set twice")
         if found in identity:

@@ -221,6 +221,12 @@ def comparable(a: Value, b: Value, nodes: Nodes) -> tuple[Value, Value]:
         return a, b
     if is_string(ta) and is_string(tb):
         return cast_plain(a, pa.string()), cast_plain(b, pa.string())
+    if pa.types.is_nested(ta) or pa.types.is_nested(tb):
+        # Spark orders and equates structs, arrays and maps field by field, NULL fields
+        # equal; Arrow has no kernel for it, and a partial one would differ from Spark.
+        raise Unsupported(f"comparing {sql_type(ta)} with {sql_type(tb)}: deltacommit compares "
+                          "single values, not whole structs, arrays or maps; compare their "
+                          "fields instead (such as t.s.f = s.s.f)")
     if ta == tb:
         return a, b
     if pa.types.is_date(ta) and (pa.types.is_date(tb) or is_string(tb)):
