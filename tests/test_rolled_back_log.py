@@ -146,3 +146,19 @@ def test_the_default_rechecks_a_snapshot_older_than_a_second(tmp_path: Path) -> 
 def test_recheck_after_must_be_seconds(bad: object) -> None:
     with pytest.raises(dc.InvalidArgumentError, match="recheck_after"):
         CommitPolicy(recheck_after=bad)  # type: ignore[arg-type]
+
+
+def test_a_wall_clock_set_back_does_not_spare_the_recheck(tmp_path: Path) -> None:
+    """The recheck measures the time since the snapshot was last known current on the
+    monotonic clock: a wall clock set back an hour (NTP stepping it) after the table was
+    read must not make the snapshot look fresh for the next hour."""
+    uri = _table(tmp_path)
+    clock = ManualClock()
+    t = dc.DeltaTable(uri, clock=clock)
+    clock.skew = -3600.0  # the machine's wall clock is set back an hour
+    clock.advance(5)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
