@@ -20,7 +20,7 @@ from deltacommit.engine.hooks.checkpoint import after_commit
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableReplacedError
-from deltacommit.io.logstore.base import LogStore
+from deltacommit.io.logstore.base import LogStore, Moment
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.io.storage import background
 from deltacommit.protocol.actions import Add, Metadata, Protocol
@@ -54,7 +54,7 @@ class Speculation:
     #: SHA-256 of the newest commit handed on, which the log must hold at ``version``.
     digest: str
     #: When the read of the log began (``TableLog._adopt``).
-    started: float
+    started: Moment
     #: The newest version's commit file, being read from the log.
     reading: Future[bytes]
 
@@ -79,6 +79,9 @@ class TableLog:
         # When this object last knew its snapshot to be the newest version (wall clock): a
         # snapshot much older than the log's retention may predate a cleanup.
         self._confirmed_at = clock.time()
+        # The same moment on the monotonic clock, which ``recheck_if_stale`` measures: a wall
+        # clock set back must not make a snapshot read long ago look just read.
+        self._newest_at = clock.monotonic()
         self._snapshot = snapshot
         self._foreign: tuple[str | None] | None = None
         self._hooks: list[Callable[[Commit, Snapshot], None]] = []
@@ -160,18 +163,21 @@ class TableLog:
     def version(self) -> int:
         return self._snapshot.version
 
+    def _now(self) -> Moment:
+        return self.clock.monotonic(), self.clock.time()
+
     def refresh(self) -> int:
         """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
         with self._lock:
-            started = self.clock.time()
+            started = self._now()
             return self._adopt(started, self._snapshot.updated(self._may_predate_cleanup()))
 
-    def _adopt(self, started: float, read: tuple[Snapshot, list[Commit]]) -> int:
+    def _adopt(self, started: Moment, read: tuple[Snapshot, list[Commit]]) -> int:
         """Take a snapshot and the commits read for it, under the lock; ``started``: when the
         read began, the last moment the snapshot is known to have been current."""
         snap, new = read
         self._snapshot = snap
-        self._confirmed_at = started
+        self._newest_at, self._confirmed_at = started
         for c in new:
             self._remember(c)
         self._publish()
@@ -192,7 +198,7 @@ class TableLog:
             snap = self._snapshot
             if snap.version >= version:
                 return snap.version
-            started = self.clock.time()
+            started = self._now()
             if not handed:
                 pairs = self.log_store.read_range(snap.version + 1, version)
                 return self._adopt(started, snap.advanced_by(pairs))
@@ -245,7 +251,7 @@ class TableLog:
             taken, v, expected = self._vouched(snap, version, newest, handed)
             if v > snap.version or (v < version - 1 and self._digest_of(snap.version) != expected):
                 return None  # the chain does not meet what this object knows
-            started = self.clock.time()
+            started = self._now()
         reading = background.submit(lambda: self.log_store.read_commit(version))
         try:
             advanced, commits = snap.advanced_by(sorted(taken.items()))
@@ -274,7 +280,7 @@ class TableLog:
         log never catches up by reading what follows it), so that this object's next
         transaction starts from it; best effort: where it cannot be read, the next one
         fails as it would."""
-        started = self.clock.time()
+        started = self._now()
         read: list[Commit] = []
         try:
             fresh = Snapshot.load(self.log_store, read=read)
@@ -295,7 +301,7 @@ class TableLog:
                 return snap.version  # another thread of this object read it already
             if snap.version != version - 1:
                 return self.refresh()
-            started = self.clock.time()
+            started = self._now()
             return self._adopt(started, snap.after_loss())
 
     def commits_after(self, version: int) -> list[Commit]:
@@ -328,7 +334,7 @@ class TableLog:
         """Before a version is claimed after the snapshot's: ``recheck_newest`` where the
         snapshot was last known to be the newest version more than ``recheck_after``
         seconds ago (a cached state's proof reads that commit back already)."""
-        if self._proof is None and self.clock.time() - self._confirmed_at > recheck_after:
+        if self._proof is None and self.clock.monotonic() - self._newest_at > recheck_after:
             self.recheck_newest()
 
     def recheck_newest(self) -> None:
@@ -346,7 +352,7 @@ class TableLog:
             digest = self._digest_of(snap.version)
         if snap.version < 0:
             return
-        started = self.clock.time()
+        started = self._now()
         try:
             data: bytes | None = self.log_store.read_commit(snap.version)
         except ObjectNotFoundError:
@@ -361,7 +367,8 @@ class TableLog:
         else:
             with self._lock:
                 if self._snapshot is snap:
-                    self._confirmed_at = max(self._confirmed_at, started)
+                    self._newest_at = max(self._newest_at, started[0])
+                    self._confirmed_at = max(self._confirmed_at, started[1])
             return
         if self._cache_key is not None:
             state_cache.forget(self._cache_key)
@@ -400,7 +407,7 @@ class TableLog:
             snap = self._snapshot
             if commit.version == snap.version + 1:
                 self._snapshot = snap.with_commit(commit)
-                self._confirmed_at = self.clock.time()
+                self._newest_at, self._confirmed_at = self._now()
                 self._publish()
 
     def _publish(self) -> None:
