@@ -162,3 +162,30 @@ def test_a_wall_clock_set_back_does_not_spare_the_recheck(tmp_path: Path) -> Non
         t.delete("id = 1")
     assert not _commit(tmp_path, NEWEST + 1).exists()
     assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("written_again", [False, True], ids=["rolled-back", "written-again"])
+def test_a_transaction_begun_before_its_table_object_read_the_table_afresh_is_refused(
+        tmp_path: Path, written_again: bool) -> None:
+    """One operation of a table object finds the newest version rolled back, and the object
+    reads the table afresh; another transaction of the object, begun on the rolled-back
+    version before, must not commit what it read there on the state read afresh (it would
+    remove a file the log never added, or rewrite rows the log no longer holds)."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri, policy=NOW)
+    txn = t.transaction("DELETE")
+    before = {a.path for a in dc.DeltaTable(uri, version=NEWEST - 1).files()}
+    newest = [a for a in t.files() if a.path not in before]
+    assert len(newest) == 1
+    txn.remove(newest)  # deletes ids 6-8, which only the newest version holds
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        dc.write(t, _rows([100]))
+    if written_again:
+        dc.write(uri, _rows([7000]))  # another writer commits the version again
+    t.refresh()
+
+    with pytest.raises(TableReplacedError, match="read afresh"):
+        txn.commit()
+    assert not _commit(tmp_path, NEWEST + int(written_again)).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5] + ([7000] if written_again else [])
