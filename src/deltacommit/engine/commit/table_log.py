@@ -92,6 +92,10 @@ class TableLog:
         #: That the table at the location is still the one ``snapshot`` describes, while being
         #: read (``state_cache.reuse``); None once known.  No commit goes out before it.
         self._proof = proof
+        #: How many times this object found its newest version rolled back or written again
+        #: (``recheck_newest``): a transaction begun before the last time read a state the
+        #: log no longer holds, whatever this object has read since (``check_read``).
+        self.rollbacks_found = 0
         for c in known:
             self._remember(c)
 
@@ -370,6 +374,8 @@ class TableLog:
                     self._newest_at = max(self._newest_at, started[0])
                     self._confirmed_at = max(self._confirmed_at, started[1])
             return
+        with self._lock:
+            self.rollbacks_found += 1
         if self._cache_key is not None:
             state_cache.forget(self._cache_key)
         self._reload()
@@ -378,6 +384,19 @@ class TableLog:
             "(its commit file was deleted or written again: the table rolled back, or "
             "replaced); nothing was committed on the state read before, and the operation "
             "must start from a fresh read of the table")
+
+    def check_read(self, rollbacks_found: int, read_version: int) -> None:
+        """TableReplacedError for a transaction that read version ``read_version`` when this
+        object had found ``rollbacks_found`` rollbacks (``rollbacks_found``), if it has found
+        one since: what the transaction read may be gone from the log, and the state this
+        object read afresh since, at that version or below, is not what it read (its commit
+        would remove files the log never added, or write back rows rolled back)."""
+        if self.rollbacks_found != rollbacks_found:
+            raise TableReplacedError(
+                f"table {self.uri}: version {read_version}, which this transaction read, may "
+                "no longer be in the log (the table object found its newest version rolled "
+                "back, or written again, after the transaction began); nothing was committed, "
+                "and the transaction must run again on the table as read afresh")
 
     def cached_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last`` if this object still holds them all, else none."""
