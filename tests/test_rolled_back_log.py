@@ -189,3 +189,20 @@ def test_a_transaction_begun_before_its_table_object_read_the_table_afresh_is_re
         txn.commit()
     assert not _commit(tmp_path, NEWEST + int(written_again)).exists()
     assert _ids(uri) == [0, 1, 2, 3, 4, 5] + ([7000] if written_again else [])
+
+
+def test_a_checkpoint_is_not_written_for_a_rolled_back_version(tmp_path: Path) -> None:
+    """A checkpoint at a version stands for it: written by a table object still on the
+    rolled-back version, it would bring that version back for every reader."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.checkpoint()
+    assert not any(".checkpoint." in n for n in os.listdir(tmp_path / "_delta_log"))
+    assert dc.DeltaTable(uri).version == NEWEST - 1
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+    assert t.version == NEWEST - 1  # read afresh: the next checkpoint is of what the log holds
+    t.checkpoint()
+    assert (tmp_path / "_delta_log" / f"{NEWEST - 1:020d}.checkpoint.parquet").exists()
+
