@@ -206,3 +206,21 @@ def test_a_checkpoint_is_not_written_for_a_rolled_back_version(tmp_path: Path) -
     t.checkpoint()
     assert (tmp_path / "_delta_log" / f"{NEWEST - 1:020d}.checkpoint.parquet").exists()
 
+
+
+def test_vacuum_keeps_the_files_a_rolled_back_version_removed(tmp_path: Path) -> None:
+    """A table object still on a rolled-back version that removed files would take those
+    files, which the version rolled back to still names, for unreferenced ones."""
+    uri = _table(tmp_path)
+    dc.DeltaTable(uri).delete("id <= 2")  # version NEWEST + 1 removes the file of ids 0-2
+    t = dc.DeltaTable(uri)
+    _commit(tmp_path, NEWEST + 1).unlink()  # the operator rolls the delete back
+    before = _data_files(tmp_path)
+    with pytest.raises(TableReplacedError):
+        t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                 protect_uncommitted=False)
+    assert _data_files(tmp_path) == before
+    assert _ids(uri) == list(range(9))
+    assert t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                    protect_uncommitted=False) == []  # read afresh: nothing is unreferenced
+    assert _ids(uri) == list(range(9))
