@@ -283,7 +283,9 @@ class TableLog:
         """Take the table as its log now holds it, read from scratch (a snapshot ahead of the
         log never catches up by reading what follows it), so that this object's next
         transaction starts from it; best effort: where it cannot be read, the next one
-        fails as it would."""
+        fails as it would.  A table opened at a version stays there."""
+        if self.pinned:
+            return
         started = self._now()
         read: list[Commit] = []
         try:
