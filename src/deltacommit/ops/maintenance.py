@@ -172,6 +172,10 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     # The clock before the snapshot: a commit landing after this read is in the snapshot or
     # names files younger than the floor (``staged_files``).
     started = now_ms(log.clock)
+    # The object's newest version read back before the refresh, which only reads what follows
+    # it: rolled back, the files it removed would be taken for unreferenced ones though the
+    # version rolled back to names them (``TableLog.recheck_newest`` refuses).
+    log.recheck_newest()
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)
