@@ -224,3 +224,27 @@ def test_vacuum_keeps_the_files_a_rolled_back_version_removed(tmp_path: Path) ->
     assert t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
                     protect_uncommitted=False) == []  # read afresh: nothing is unreferenced
     assert _ids(uri) == list(range(9))
+
+
+def test_a_version_written_again_is_refused_where_its_bytes_were_never_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot loaded from a checkpoint at its version never read the commit file there
+    (without the process's cached states nothing reads it): the commit read back is then
+    judged by its actions, which must be the snapshot's."""
+    monkeypatch.setenv("DELTACOMMIT_TABLE_CACHE", "off")
+    uri = _table(tmp_path)
+    dc.DeltaTable(uri).checkpoint()
+    t = dc.DeltaTable(uri, policy=NOW)
+    # Rolled back with its checkpoint, then another writer committed the version again.
+    for name in (f"{NEWEST:020d}.json", f"{NEWEST:020d}.checkpoint.parquet", "_last_checkpoint"):
+        (tmp_path / "_delta_log" / name).unlink()
+    dc.write(uri, _rows([7000]))
+
+    with pytest.raises(TableReplacedError, match="no longer the commit this writer read"):
+        t.delete("id = 6")  # would rewrite the rolled-back file: ids 7 and 8 back
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5, 7000]
+    # A commit file that still holds what the snapshot read is no rollback.
+    t2 = dc.DeltaTable(uri, policy=NOW)
+    t2.delete("id = 7000")
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
