@@ -23,8 +23,9 @@ from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableRepla
 from deltacommit.io.logstore.base import LogStore, Moment
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.io.storage import background
-from deltacommit.protocol.actions import Add, Metadata, Protocol
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove
 from deltacommit.protocol.files.lazy_files import LazyActionMap, carried_over
+from deltacommit.protocol.log.paths import file_key
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
 from deltacommit.runtime.clock import Clock
@@ -368,7 +369,8 @@ class TableLog:
                    for f in self.log_store.list_log(snap.version)):
                 return
             what = "is gone from the log, and nothing at or after it is there"
-        elif digest and hashlib.sha256(data).hexdigest() != digest:
+        elif (hashlib.sha256(data).hexdigest() != digest if digest
+              else not _holds(self.log_store, snap, data)):
             what = "is no longer the commit this writer read there"
         else:
             with self._lock:
@@ -509,6 +511,24 @@ class TableLog:
         if self._foreign is None:
             self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
         return self._foreign[0]
+
+
+def _holds(log_store: LogStore, snap: Snapshot, data: bytes) -> bool:
+    """Whether ``data``, the commit at ``snap``'s version, may be the one ``snap`` was read
+    with where its bytes were never read (a snapshot loaded from a checkpoint at its version):
+    the files it adds are in ``snap`` and those it removes are not.  Another writer's commit
+    there names data files of its own.  What does not decode is left to the claim."""
+    try:
+        actions = decode_commit(log_store, snap.version, data).actions
+    except (DeltaCommitError, ValueError):
+        return True
+    files = snap.state.files
+    for a in actions:
+        if isinstance(a, Add) and file_key(a.path, a.deletion_vector) not in files:
+            return False
+        if isinstance(a, Remove) and file_key(a.path, a.deletion_vector) in files:
+            return False
+    return True
 
 
 class OnTableLog:
