@@ -146,3 +146,108 @@ def test_the_default_rechecks_a_snapshot_older_than_a_second(tmp_path: Path) -> 
 def test_recheck_after_must_be_seconds(bad: object) -> None:
     with pytest.raises(dc.InvalidArgumentError, match="recheck_after"):
         CommitPolicy(recheck_after=bad)  # type: ignore[arg-type]
+
+
+def test_a_wall_clock_set_back_does_not_spare_the_recheck(tmp_path: Path) -> None:
+    """The recheck measures the time since the snapshot was last known current on the
+    monotonic clock: a wall clock set back an hour (NTP stepping it) after the table was
+    read must not make the snapshot look fresh for the next hour."""
+    uri = _table(tmp_path)
+    clock = ManualClock()
+    t = dc.DeltaTable(uri, clock=clock)
+    clock.skew = -3600.0  # the machine's wall clock is set back an hour
+    clock.advance(5)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("written_again", [False, True], ids=["rolled-back", "written-again"])
+def test_a_transaction_begun_before_its_table_object_read_the_table_afresh_is_refused(
+        tmp_path: Path, written_again: bool) -> None:
+    """One operation of a table object finds the newest version rolled back, and the object
+    reads the table afresh; another transaction of the object, begun on the rolled-back
+    version before, must not commit what it read there on the state read afresh (it would
+    remove a file the log never added, or rewrite rows the log no longer holds)."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri, policy=NOW)
+    txn = t.transaction("DELETE")
+    before = {a.path for a in dc.DeltaTable(uri, version=NEWEST - 1).files()}
+    newest = [a for a in t.files() if a.path not in before]
+    assert len(newest) == 1
+    txn.remove(newest)  # deletes ids 6-8, which only the newest version holds
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        dc.write(t, _rows([100]))
+    if written_again:
+        dc.write(uri, _rows([7000]))  # another writer commits the version again
+    t.refresh()
+
+    with pytest.raises(TableReplacedError, match="read afresh"):
+        txn.commit()
+    assert not _commit(tmp_path, NEWEST + int(written_again)).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5] + ([7000] if written_again else [])
+
+
+def test_a_checkpoint_is_not_written_for_a_rolled_back_version(tmp_path: Path) -> None:
+    """A checkpoint at a version stands for it: written by a table object still on the
+    rolled-back version, it would bring that version back for every reader."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.checkpoint()
+    assert not any(".checkpoint." in n for n in os.listdir(tmp_path / "_delta_log"))
+    assert dc.DeltaTable(uri).version == NEWEST - 1
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+    assert t.version == NEWEST - 1  # read afresh: the next checkpoint is of what the log holds
+    t.checkpoint()
+    assert (tmp_path / "_delta_log" / f"{NEWEST - 1:020d}.checkpoint.parquet").exists()
+
+
+
+def test_vacuum_keeps_the_files_a_rolled_back_version_removed(tmp_path: Path) -> None:
+    """A table object still on a rolled-back version that removed files would take those
+    files, which the version rolled back to still names, for unreferenced ones."""
+    uri = _table(tmp_path)
+    dc.DeltaTable(uri).delete("id <= 2")  # version NEWEST + 1 removes the file of ids 0-2
+    t = dc.DeltaTable(uri)
+    _commit(tmp_path, NEWEST + 1).unlink()  # the operator rolls the delete back
+    before = _data_files(tmp_path)
+    with pytest.raises(TableReplacedError):
+        t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                 protect_uncommitted=False)
+    assert _data_files(tmp_path) == before
+    assert _ids(uri) == list(range(9))
+    assert t.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                    protect_uncommitted=False) == []  # read afresh: nothing is unreferenced
+    assert _ids(uri) == list(range(9))
+
+
+def test_a_version_written_again_is_refused_where_its_bytes_were_never_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot loaded from a checkpoint at its version never read the commit file there
+    (without the process's cached states nothing reads it): the commit read back is then
+    judged by its actions, which must be the snapshot's."""
+    monkeypatch.setenv("DELTACOMMIT_TABLE_CACHE", "off")
+    uri = _table(tmp_path)
+    dc.DeltaTable(uri).checkpoint()
+    t = dc.DeltaTable(uri, policy=NOW)
+    # Rolled back with its checkpoint, then another writer committed the version again.
+    for name in (f"{NEWEST:020d}.json", f"{NEWEST:020d}.checkpoint.parquet", "_last_checkpoint"):
+        (tmp_path / "_delta_log" / name).unlink()
+    dc.write(uri, _rows([7000]))
+
+    with pytest.raises(TableReplacedError, match="no longer the commit this writer read"):
+        t.delete("id = 6")  # would rewrite the rolled-back file: ids 7 and 8 back
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5, 7000]
+    # Loaded from a checkpoint at its version, a commit still holding what it read there is
+    # no rollback.
+    dc.DeltaTable(uri).checkpoint()
+    t2 = dc.DeltaTable(uri, policy=NOW)
+    assert t2.log.cached_commits(NEWEST, NEWEST) == []  # its bytes were never read
+    t2.delete("id = 7000")
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]

@@ -76,7 +76,12 @@ def cleanup_log(log: TableLog, dry_run: bool = False) -> list[str]:
 
 
 def create_checkpoint(log: TableLog) -> CheckpointInfo:
-    """Checkpoint a table at the version of its snapshot (``DeltaTable.checkpoint``)."""
+    """Checkpoint a table at the version of its snapshot (``DeltaTable.checkpoint``), once
+    that version's commit is read back: a checkpoint stands for its version, so one written
+    at a version rolled back since the object read it would bring the version back for
+    every reader (``TableLog.recheck_newest`` refuses, and the object reads the table
+    afresh)."""
+    log.recheck_newest()
     snap = log.snapshot
     check_writable(log.uri, snap.protocol, snap.metadata)
     return write_checkpoint(log.log_store, snap.state, log.clock)
@@ -167,6 +172,10 @@ def vacuum(log: TableLog, retention_hours: float | None = None, dry_run: bool = 
     # The clock before the snapshot: a commit landing after this read is in the snapshot or
     # names files younger than the floor (``staged_files``).
     started = now_ms(log.clock)
+    # The object's newest version read back before the refresh, which only reads what follows
+    # it: rolled back, the files it removed would be taken for unreferenced ones though the
+    # version rolled back to names them (``TableLog.recheck_newest`` refuses).
+    log.recheck_newest()
     log.refresh()
     snap = log.snapshot
     check_writable(uri, snap.protocol, snap.metadata)

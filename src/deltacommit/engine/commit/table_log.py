@@ -20,11 +20,12 @@ from deltacommit.engine.hooks.checkpoint import after_commit
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.engine.snapshot.snapshot import Commit, Snapshot, decode_commit
 from deltacommit.errors import DeltaCommitError, ObjectNotFoundError, TableReplacedError
-from deltacommit.io.logstore.base import LogStore
+from deltacommit.io.logstore.base import LogStore, Moment
 from deltacommit.io.logstore.fleet_sign import dynamodb_fleet_sign
 from deltacommit.io.storage import background
-from deltacommit.protocol.actions import Add, Metadata, Protocol
+from deltacommit.protocol.actions import Add, Metadata, Protocol, Remove
 from deltacommit.protocol.files.lazy_files import LazyActionMap, carried_over
+from deltacommit.protocol.log.paths import file_key
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.intervals import may_predate_cleanup
 from deltacommit.runtime.clock import Clock
@@ -54,7 +55,7 @@ class Speculation:
     #: SHA-256 of the newest commit handed on, which the log must hold at ``version``.
     digest: str
     #: When the read of the log began (``TableLog._adopt``).
-    started: float
+    started: Moment
     #: The newest version's commit file, being read from the log.
     reading: Future[bytes]
 
@@ -79,6 +80,9 @@ class TableLog:
         # When this object last knew its snapshot to be the newest version (wall clock): a
         # snapshot much older than the log's retention may predate a cleanup.
         self._confirmed_at = clock.time()
+        # The same moment on the monotonic clock, which ``recheck_if_stale`` measures: a wall
+        # clock set back must not make a snapshot read long ago look just read.
+        self._newest_at = clock.monotonic()
         self._snapshot = snapshot
         self._foreign: tuple[str | None] | None = None
         self._hooks: list[Callable[[Commit, Snapshot], None]] = []
@@ -89,6 +93,10 @@ class TableLog:
         #: That the table at the location is still the one ``snapshot`` describes, while being
         #: read (``state_cache.reuse``); None once known.  No commit goes out before it.
         self._proof = proof
+        #: How many times this object found its newest version rolled back or written again
+        #: (``recheck_newest``): a transaction begun before the last time read a state the
+        #: log no longer holds, whatever this object has read since (``check_read``).
+        self.rollbacks_found = 0
         for c in known:
             self._remember(c)
 
@@ -160,18 +168,21 @@ class TableLog:
     def version(self) -> int:
         return self._snapshot.version
 
+    def _now(self) -> Moment:
+        return self.clock.monotonic(), self.clock.time()
+
     def refresh(self) -> int:
         """Adopt the newest snapshot (incrementally, or reloaded past a log cleanup)."""
         with self._lock:
-            started = self.clock.time()
+            started = self._now()
             return self._adopt(started, self._snapshot.updated(self._may_predate_cleanup()))
 
-    def _adopt(self, started: float, read: tuple[Snapshot, list[Commit]]) -> int:
+    def _adopt(self, started: Moment, read: tuple[Snapshot, list[Commit]]) -> int:
         """Take a snapshot and the commits read for it, under the lock; ``started``: when the
         read began, the last moment the snapshot is known to have been current."""
         snap, new = read
         self._snapshot = snap
-        self._confirmed_at = started
+        self._newest_at, self._confirmed_at = started
         for c in new:
             self._remember(c)
         self._publish()
@@ -192,7 +203,7 @@ class TableLog:
             snap = self._snapshot
             if snap.version >= version:
                 return snap.version
-            started = self.clock.time()
+            started = self._now()
             if not handed:
                 pairs = self.log_store.read_range(snap.version + 1, version)
                 return self._adopt(started, snap.advanced_by(pairs))
@@ -245,7 +256,7 @@ class TableLog:
             taken, v, expected = self._vouched(snap, version, newest, handed)
             if v > snap.version or (v < version - 1 and self._digest_of(snap.version) != expected):
                 return None  # the chain does not meet what this object knows
-            started = self.clock.time()
+            started = self._now()
         reading = background.submit(lambda: self.log_store.read_commit(version))
         try:
             advanced, commits = snap.advanced_by(sorted(taken.items()))
@@ -273,8 +284,10 @@ class TableLog:
         """Take the table as its log now holds it, read from scratch (a snapshot ahead of the
         log never catches up by reading what follows it), so that this object's next
         transaction starts from it; best effort: where it cannot be read, the next one
-        fails as it would."""
-        started = self.clock.time()
+        fails as it would.  A table opened at a version stays there."""
+        if self.pinned:
+            return
+        started = self._now()
         read: list[Commit] = []
         try:
             fresh = Snapshot.load(self.log_store, read=read)
@@ -295,7 +308,7 @@ class TableLog:
                 return snap.version  # another thread of this object read it already
             if snap.version != version - 1:
                 return self.refresh()
-            started = self.clock.time()
+            started = self._now()
             return self._adopt(started, snap.after_loss())
 
     def commits_after(self, version: int) -> list[Commit]:
@@ -328,7 +341,7 @@ class TableLog:
         """Before a version is claimed after the snapshot's: ``recheck_newest`` where the
         snapshot was last known to be the newest version more than ``recheck_after``
         seconds ago (a cached state's proof reads that commit back already)."""
-        if self._proof is None and self.clock.time() - self._confirmed_at > recheck_after:
+        if self._proof is None and self.clock.monotonic() - self._newest_at > recheck_after:
             self.recheck_newest()
 
     def recheck_newest(self) -> None:
@@ -346,7 +359,7 @@ class TableLog:
             digest = self._digest_of(snap.version)
         if snap.version < 0:
             return
-        started = self.clock.time()
+        started = self._now()
         try:
             data: bytes | None = self.log_store.read_commit(snap.version)
         except ObjectNotFoundError:
@@ -356,13 +369,17 @@ class TableLog:
                    for f in self.log_store.list_log(snap.version)):
                 return
             what = "is gone from the log, and nothing at or after it is there"
-        elif digest and hashlib.sha256(data).hexdigest() != digest:
+        elif (hashlib.sha256(data).hexdigest() != digest if digest
+              else not _holds(self.log_store, snap, data)):
             what = "is no longer the commit this writer read there"
         else:
             with self._lock:
                 if self._snapshot is snap:
-                    self._confirmed_at = max(self._confirmed_at, started)
+                    self._newest_at = max(self._newest_at, started[0])
+                    self._confirmed_at = max(self._confirmed_at, started[1])
             return
+        with self._lock:
+            self.rollbacks_found += 1
         if self._cache_key is not None:
             state_cache.forget(self._cache_key)
         self._reload()
@@ -371,6 +388,19 @@ class TableLog:
             "(its commit file was deleted or written again: the table rolled back, or "
             "replaced); nothing was committed on the state read before, and the operation "
             "must start from a fresh read of the table")
+
+    def check_read(self, rollbacks_found: int, read_version: int) -> None:
+        """TableReplacedError for a transaction that read version ``read_version`` when this
+        object had found ``rollbacks_found`` rollbacks (``rollbacks_found``), if it has found
+        one since: what the transaction read may be gone from the log, and the state this
+        object read afresh since, at that version or below, is not what it read (its commit
+        would remove files the log never added, or write back rows rolled back)."""
+        if self.rollbacks_found != rollbacks_found:
+            raise TableReplacedError(
+                f"table {self.uri}: version {read_version}, which this transaction read, may "
+                "no longer be in the log (the table object found its newest version rolled "
+                "back, or written again, after the transaction began); nothing was committed, "
+                "and the transaction must run again on the table as read afresh")
 
     def cached_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last`` if this object still holds them all, else none."""
@@ -400,7 +430,7 @@ class TableLog:
             snap = self._snapshot
             if commit.version == snap.version + 1:
                 self._snapshot = snap.with_commit(commit)
-                self._confirmed_at = self.clock.time()
+                self._newest_at, self._confirmed_at = self._now()
                 self._publish()
 
     def _publish(self) -> None:
@@ -481,6 +511,24 @@ class TableLog:
         if self._foreign is None:
             self._foreign = (dynamodb_fleet_sign(self.log_store.store, self.log_store.mechanism),)
         return self._foreign[0]
+
+
+def _holds(log_store: LogStore, snap: Snapshot, data: bytes) -> bool:
+    """Whether ``data``, the commit at ``snap``'s version, may be the one ``snap`` was read
+    with where its bytes were never read (a snapshot loaded from a checkpoint at its version):
+    the files it adds are in ``snap`` and those it removes are not.  Another writer's commit
+    there names data files of its own.  What does not decode is left to the claim."""
+    try:
+        actions = decode_commit(log_store, snap.version, data).actions
+    except (DeltaCommitError, ValueError):
+        return True
+    files = snap.state.files
+    for a in actions:
+        if isinstance(a, Add) and file_key(a.path, a.deletion_vector) not in files:
+            return False
+        if isinstance(a, Remove) and file_key(a.path, a.deletion_vector) in files:
+            return False
+    return True
 
 
 class OnTableLog:

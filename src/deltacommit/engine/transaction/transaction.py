@@ -81,6 +81,9 @@ class Transaction:
                  operation_parameters: Mapping[str, Any] | None = None,
                  isolation_level: IsolationLevel | str | None = None) -> None:
         self.table = table
+        # Before the snapshot: a rollback found after this (``TableLog.check_read``) may have
+        # gone with what the transaction reads.
+        self._rollbacks_found = table.log.rollbacks_found
         self.snapshot = table.snapshot
         self.read_version = self.snapshot.version
         self.operation = operation
@@ -446,6 +449,7 @@ class Transaction:
             return self.result
         self.validate()
         table = self.table
+        table.log.check_read(self._rollbacks_found, self.read_version)
         table.log.refresh_if_stale()
         committer = table.group_committer
         fleet = fleet_policy(table.log.snapshot.table_config,
@@ -473,6 +477,7 @@ class Transaction:
         many files that group wrote.  ``rows`` must be in the schema of the read snapshot."""
         self._check_open()
         self.validate()
+        self.table.log.check_read(self._rollbacks_found, self.read_version)
         committer = self.table.group_committer
         if committer is None:
             raise InvalidArgumentError(
