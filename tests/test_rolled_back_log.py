@@ -191,6 +191,30 @@ def test_a_transaction_begun_before_its_table_object_read_the_table_afresh_is_re
     assert _ids(uri) == [0, 1, 2, 3, 4, 5] + ([7000] if written_again else [])
 
 
+def test_a_rollback_found_while_a_transaction_commits_refuses_its_claim(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread of the table object finds the rollback after this transaction's own
+    check and before its claim: the claim would be built on the state read afresh, below
+    what the transaction read.  The claim's wait refuses it (a member read past the log's
+    newest version)."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri, policy=NOW)
+    txn = t.transaction("DELETE")
+    before = {a.path for a in dc.DeltaTable(uri, version=NEWEST - 1).files()}
+    txn.remove([a for a in t.files() if a.path not in before])
+    _commit(tmp_path, NEWEST).unlink()
+
+    def another_thread_finds_it() -> None:
+        with pytest.raises(TableReplacedError):
+            t.log.recheck_newest()  # reads the table afresh, at the version before
+
+    monkeypatch.setattr(t.log, "refresh_if_stale", another_thread_finds_it)
+    with pytest.raises(TableReplacedError, match="past the newest version"):
+        txn.commit()
+    assert not _commit(tmp_path, NEWEST).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_checkpoint_is_not_written_for_a_rolled_back_version(tmp_path: Path) -> None:
     """A checkpoint at a version stands for it: written by a table object still on the
     rolled-back version, it would bring that version back for every reader."""

@@ -591,6 +591,16 @@ class CommitLoop:
                 raise _Rebuild(landed, refuted=False)
         self.log.confirm_identity()
         self.log.recheck_if_stale(self.policy.recheck_after)
+        newest = self.log.version
+        behind = [m for m in group.members if m.staged.read_version > newest]
+        if behind:
+            # The table object read the table afresh below what a member read (a rollback
+            # found by another thread of it): what that member read may be gone.
+            raise TableReplacedError(
+                f"table {self.log.uri}: version {behind[0].staged.read_version}, which a "
+                f"transaction committing read, is past the newest version {newest} the log "
+                "holds now (the table rolled back since); nothing was committed, and the "
+                "transaction must run again on the table as read afresh")
         self._make_durable(group)
 
     def _make_durable(self, group: Group) -> None:
