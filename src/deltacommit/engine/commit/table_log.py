@@ -117,8 +117,9 @@ class TableLog:
                 state_cache.forget(self._cache_key)
             raise TableReplacedError(
                 f"table {self.uri}: the commit at version {self._snapshot.version} is no longer "
-                "the one this process read there (the table was deleted and created again, or "
-                "its log rewritten); the table must be read afresh")
+                "the one this process read there, or is gone (the table was rolled back, or "
+                "deleted and created again, or its log rewritten); the table must be read "
+                "afresh")
         self._proven()
 
     def start_identity_proof(self) -> None:
