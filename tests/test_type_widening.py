@@ -116,8 +116,11 @@ def _widen(uri: str, changes: dict[str, tuple[str, str]], feature: str = "typeWi
     metadata = dataclasses.replace(
         table.metadata, schema_string=json.dumps(schema),
         configuration={**table.metadata.configuration, "delta.enableTypeWidening": "true"})
+    # Table features list every feature the table uses: column mapping, where it is on.
+    features = [feature] + (["columnMapping"] if table.metadata.configuration.get(
+        "delta.columnMapping.mode", "none") != "none" else [])
     with table.transaction("CHANGE COLUMN") as txn:
-        txn.update_protocol(Protocol(3, 7, [feature], [feature]))
+        txn.update_protocol(Protocol(3, 7, features, features))
         txn.update_metadata(metadata)
 
 
