@@ -303,3 +303,31 @@ def test_a_transaction_on_a_version_rolled_back_and_written_again_meanwhile_is_r
         t.delete("id = 6")  # read ids 6-8 in the version rolled back
     assert not _commit(tmp_path, NEWEST + 1).exists()
     assert _ids(uri) == [0, 1, 2, 3, 4, 5, 7000]
+
+
+def test_a_fleet_record_names_the_commit_its_transaction_read(tmp_path: Path) -> None:
+    """A fleet writer's table object finds the rollback, and commits the version again, after
+    a transaction of it read the version rolled back: the transaction's record must name the
+    commit it read there (``readDigest``), which includers on other hosts check against the
+    log, not the commit written again, or another host's round would commit it on a state
+    that is gone (removing a file the log no longer names, writing back rows of it)."""
+    from tests.fleet.helpers import FLEET, publish_only
+
+    uri = _table(tmp_path, **FLEET)
+    read = hashlib.sha256(_commit(tmp_path, NEWEST).read_bytes()).hexdigest()
+    t = dc.DeltaTable(uri, policy=NOW)
+    txn = t.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    before = {a.path for a in dc.DeltaTable(uri, version=NEWEST - 1).files()}
+    txn.read_whole_table()
+    txn.remove([a for a in t.files() if a.path not in before])  # ids 6-8
+    staged = txn.staged()
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.log.recheck_newest()  # another thread of the object finds the rollback
+    dc.write(t, _rows([7000]))  # and commits the version again
+    again = hashlib.sha256(_commit(tmp_path, NEWEST).read_bytes()).hexdigest()
+    assert again != read
+
+    writer = publish_only(t, staged)  # the transaction's record, as its round publishes it
+    assert writer.record is not None
+    assert (writer.record.read_version, writer.record.read_digest) == (NEWEST, read)
