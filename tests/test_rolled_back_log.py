@@ -275,3 +275,59 @@ def test_a_version_written_again_is_refused_where_its_bytes_were_never_read(
     assert t2.log.cached_commits(NEWEST, NEWEST) == []  # its bytes were never read
     t2.delete("id = 7000")
     assert _ids(uri) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_transaction_on_a_version_rolled_back_and_written_again_meanwhile_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread of the table object finds the rollback after this transaction's own
+    check, and commits the version again (its append, run again on the table read afresh)
+    before the claim: the transaction read no more than the object's newest version, but
+    what it read there is gone.  Committed, its DELETE would remove a file the log no longer
+    names and write back the other rows of it."""
+    uri = _table(tmp_path)
+    t = dc.DeltaTable(uri, policy=NOW)
+    found: list[bool] = []
+
+    def another_thread_finds_it_and_another_writer_commits() -> None:
+        if found:
+            return
+        found.append(True)
+        _commit(tmp_path, NEWEST).unlink()
+        with pytest.raises(TableReplacedError):
+            t.log.recheck_newest()  # reads the table afresh, at the version before
+        dc.write(t, _rows([7000]))  # the version rolled back, written again
+
+    monkeypatch.setattr(t.log, "refresh_if_stale",
+                        another_thread_finds_it_and_another_writer_commits)
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 6")  # read ids 6-8 in the version rolled back
+    assert not _commit(tmp_path, NEWEST + 1).exists()
+    assert _ids(uri) == [0, 1, 2, 3, 4, 5, 7000]
+
+
+def test_a_fleet_record_names_the_commit_its_transaction_read(tmp_path: Path) -> None:
+    """A fleet writer's table object finds the rollback, and commits the version again, after
+    a transaction of it read the version rolled back: the transaction's record must name the
+    commit it read there (``readDigest``), which includers on other hosts check against the
+    log, not the commit written again, or another host's round would commit it on a state
+    that is gone (removing a file the log no longer names, writing back rows of it)."""
+    from tests.fleet.helpers import FLEET, publish_only
+
+    uri = _table(tmp_path, **FLEET)
+    read = hashlib.sha256(_commit(tmp_path, NEWEST).read_bytes()).hexdigest()
+    t = dc.DeltaTable(uri, policy=NOW)
+    txn = t.transaction("WRITE", {"mode": "Append", "partitionBy": "[]"})
+    before = {a.path for a in dc.DeltaTable(uri, version=NEWEST - 1).files()}
+    txn.read_whole_table()
+    txn.remove([a for a in t.files() if a.path not in before])  # ids 6-8
+    staged = txn.staged()
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.log.recheck_newest()  # another thread of the object finds the rollback
+    dc.write(t, _rows([7000]))  # and commits the version again
+    again = hashlib.sha256(_commit(tmp_path, NEWEST).read_bytes()).hexdigest()
+    assert again != read
+
+    writer = publish_only(t, staged)  # the transaction's record, as its round publishes it
+    assert writer.record is not None
+    assert (writer.record.read_version, writer.record.read_digest) == (NEWEST, read)

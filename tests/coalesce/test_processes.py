@@ -198,6 +198,29 @@ def test_a_conflict_reaches_the_sender_as_its_own_exception(tmp_path: Path, sock
     table.group_committer.close()  # type: ignore[union-attr]
 
 
+def test_a_sender_that_read_a_version_its_committer_has_not_read_commits(
+        tmp_path: Path, sockets: str) -> None:
+    """Another host's writer commits a version that the sending process reads and the
+    serving process's table object has not: the sender read no rolled-back version, and its
+    transaction commits after it (the committer reads what it had not yet)."""
+    uri = str(tmp_path / "t")
+    dc.DeltaTable.create(uri, SCHEMA, partition_by=["p"])
+    table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+    dc.write(table, rows("b", [2]))  # this process serves from now on
+    assert table.group_committer.serving  # type: ignore[union-attr]
+    # Another host's writer: it takes no turn of this host, so hands the serving process
+    # nothing of version 2.
+    dc.write(dc.DeltaTable(uri, policy=dc.CommitPolicy(host_turns=False)), rows("c", [3]))
+    assert table.version == 1
+    sender = start(_SENDER, uri, sockets, "50", "blind")
+    assert sender.stdout is not None and sender.stdout.readline().strip() == "ready"
+    out, _ = sender.communicate("go\n", timeout=60)
+    answer = json.loads(out.strip().splitlines()[-1])
+    assert answer.get("version") == 3 and answer["serving"] is False, answer
+    assert ids_in(dc.DeltaTable(uri)) == [2, 3, 50]
+    table.group_committer.close()  # type: ignore[union-attr]
+
+
 # A process that writes with dc.write through the host's committer (another process): an
 # overwrite of partition a, one file per row, then prints its result or error as JSON.
 _DC_WRITER = """

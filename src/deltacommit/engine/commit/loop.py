@@ -601,6 +601,19 @@ class CommitLoop:
                 f"transaction committing read, is past the newest version {newest} the log "
                 "holds now (the table rolled back since); nothing was committed, and the "
                 "transaction must run again on the table as read afresh")
+        held: dict[tuple[int, str], bool] = {}
+        for m in group.members:
+            read = (m.staged.read_version, m.staged.read_digest)
+            if read[1] and read[0] >= 0 and read not in held:
+                held[read] = self.log.still_holds(*read)
+            if read in held and not held[read]:
+                # Rolled back and written again since the member read it: what it read
+                # there is gone, though the version is no newer than the log's newest.
+                raise TableReplacedError(
+                    f"table {self.log.uri}: version {read[0]}, which a transaction "
+                    "committing read, is no longer the commit it read there (the table rolled "
+                    "back since, and the version was written again); nothing was committed, "
+                    "and the transaction must run again on the table as read afresh")
         self._make_durable(group)
 
     def _make_durable(self, group: Group) -> None:

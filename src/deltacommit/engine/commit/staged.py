@@ -55,6 +55,10 @@ class StagedCommit:
     unsynced: tuple[str, ...] = ()
     #: Change data files (``cdc`` actions) of a row-level change on a change-data-feed table.
     cdc: tuple[AddCDCFile, ...] = ()
+    #: The SHA-256 of the commit at ``read_version`` as the transaction's table object held
+    #: it when the transaction began ("" where unknown): a version rolled back and written
+    #: again since is no longer what the transaction read (``TableLog.still_holds``).
+    read_digest: str = ""
 
     def with_adds(self, adds: tuple[Add, ...]) -> StagedCommit:
         """The same transaction carrying ``adds`` (files a group leader wrote for its rows)."""

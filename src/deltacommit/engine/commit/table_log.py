@@ -240,6 +240,27 @@ class TableLog:
         anchor = self._recent.get(version)
         return anchor.digest if anchor is not None else ""
 
+    def digest_of(self, snapshot: Snapshot) -> str:
+        """The SHA-256 of this object's commit at ``snapshot``'s version, where ``snapshot``
+        is still this object's and its commit is known; else ""."""
+        with self._lock:
+            return self._digest_of(snapshot.version) if snapshot is self._snapshot else ""
+
+    def still_holds(self, version: int, digest: str) -> bool:
+        """Whether the log still holds, at ``version``, the commit of SHA-256 ``digest``: as
+        this object knows it, else read back (one GET).  A version rolled back and written
+        again since a transaction read it is not what the transaction read, though no newer
+        than the log's newest: a commit built on it would remove files the log never added
+        and write back rows rolled back."""
+        with self._lock:
+            known = self._digest_of(version)
+        if not known:
+            try:
+                known = hashlib.sha256(self.log_store.read_commit(version)).hexdigest()
+            except ObjectNotFoundError:
+                return False
+        return known == digest
+
     def speculate(self, version: int, digest: str, newest: bytes,
                   handed: Mapping[int, bytes]) -> Speculation | None:
         """The table advanced to ``version`` by ``newest``, the commit another writer of this

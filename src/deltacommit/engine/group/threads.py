@@ -510,6 +510,11 @@ class GroupCommitter:
         table = self.table
         loop = self._loop
         base = table.log.version
+        if any(m.staged.read_version > base for m in [*group.appends, *group.others]):
+            # A sending process read versions this object has not (another host's writer
+            # committed them): read them, so that the claim's wait does not take the member
+            # for one that read a version rolled back since.
+            base = table.log.refresh()
         history: dict[int, Seen] = {}
         appends = [m for m in group.appends if loop.catch_up(m, base, history, group)]
         if len(appends) != len(group.appends):

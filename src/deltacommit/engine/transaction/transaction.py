@@ -85,6 +85,9 @@ class Transaction:
         # gone with what the transaction reads.
         self._rollbacks_found = table.log.rollbacks_found
         self.snapshot = table.snapshot
+        # The commit read at the snapshot's version, where the table object still holds
+        # that snapshot: the claim refuses the transaction if the log holds another there.
+        self._read_digest = table.log.digest_of(self.snapshot)
         self.read_version = self.snapshot.version
         self.operation = operation
         self.operation_parameters: dict[str, Any] = dict(operation_parameters or {})
@@ -365,7 +368,7 @@ class Transaction:
             metadata=self._metadata, protocol=self._protocol,
             app_ids=frozenset(self._txns) | summary.read_app_ids,
             domains=tuple(self._domains.values()), unsynced=tuple(self._unsynced),
-            cdc=tuple(self._cdc))
+            cdc=tuple(self._cdc), read_digest=self._read_digest)
 
     def validate(self) -> None:
         """Refuse what no reader could accept, before anything is committed."""

@@ -123,7 +123,11 @@ class _Writer:
 
     def _read_digest(self) -> str:
         """SHA-256 of the commit at the transaction's read version (what binds its record to
-        this table's history)."""
+        this table's history): the one the transaction read, where its table object knew it
+        (``StagedCommit.read_digest``), since the object may have read the version afresh
+        since, rolled back and written again."""
+        if self.staged.read_digest:
+            return self.staged.read_digest
         v = self.staged.read_version
         known = self.log.known_commits(v, v)
         digest = known[0].digest if known else ""
