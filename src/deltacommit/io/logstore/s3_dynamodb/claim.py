@@ -327,7 +327,10 @@ class EntryClaimer(EntryRepairer):
             raise CorruptLogError(
                 f"table {self.table_uri}: previous commit {LOG_DIR}/{commit_name(version)} does not "
                 f"exist in the object store but {where}; version {version + 1} cannot be written "
-                "after a missing version")
+                "after a missing version. Restore that file if it was deleted by mistake; to "
+                f"roll the table back to version {version - 1} on this mechanism, delete its "
+                f"entry too (tablePath {self.table_path!r}, fileName "
+                f"{commit_name(version)!r}), as Spark's S3DynamoDBLogStore reads the same entry")
         self._k.note_good(version)
 
     def _stale_message(self, entry: CommitEntry) -> str:
