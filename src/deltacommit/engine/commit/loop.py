@@ -591,29 +591,8 @@ class CommitLoop:
                 raise _Rebuild(landed, refuted=False)
         self.log.confirm_identity()
         self.log.recheck_if_stale(self.policy.recheck_after)
-        newest = self.log.version
-        behind = [m for m in group.members if m.staged.read_version > newest]
-        if behind:
-            # The table object read the table afresh below what a member read (a rollback
-            # found by another thread of it): what that member read may be gone.
-            raise TableReplacedError(
-                f"table {self.log.uri}: version {behind[0].staged.read_version}, which a "
-                f"transaction committing read, is past the newest version {newest} the log "
-                "holds now (the table rolled back since); nothing was committed, and the "
-                "transaction must run again on the table as read afresh")
-        held: dict[tuple[int, str], bool] = {}
-        for m in group.members:
-            read = (m.staged.read_version, m.staged.read_digest)
-            if read[1] and read[0] >= 0 and read not in held:
-                held[read] = self.log.still_holds(*read)
-            if read in held and not held[read]:
-                # Rolled back and written again since the member read it: what it read
-                # there is gone, though the version is no newer than the log's newest.
-                raise TableReplacedError(
-                    f"table {self.log.uri}: version {read[0]}, which a transaction "
-                    "committing read, is no longer the commit it read there (the table rolled "
-                    "back since, and the version was written again); nothing was committed, "
-                    "and the transaction must run again on the table as read afresh")
+        self.log.check_still_read(dict.fromkeys(
+            (m.staged.read_version, m.staged.read_digest) for m in group.members))
         self._make_durable(group)
 
     def _make_durable(self, group: Group) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -413,16 +413,40 @@ class TableLog:
 
     def check_read(self, rollbacks_found: int, read_version: int) -> None:
         """TableReplacedError for a transaction that read version ``read_version`` when this
-        object had found ``rollbacks_found`` rollbacks (``rollbacks_found``), if it has found
-        one since: what the transaction read may be gone from the log, and the state this
-        object read afresh since, at that version or below, is not what it read (its commit
-        would remove files the log never added, or write back rows rolled back)."""
+        object had found ``rollbacks_found`` rollbacks, if it has found one since: what the
+        transaction read may be gone from the log, and the state this object read afresh
+        since, at that version or below, is not what it read (its commit would remove files
+        the log never added, or write back rows rolled back)."""
         if self.rollbacks_found != rollbacks_found:
             raise TableReplacedError(
                 f"table {self.uri}: version {read_version}, which this transaction read, may "
                 "no longer be in the log (the table object found its newest version rolled "
                 "back, or written again, after the transaction began); nothing was committed, "
                 "and the transaction must run again on the table as read afresh")
+
+    def check_still_read(self, reads: Iterable[tuple[int, str]]) -> None:
+        """TableReplacedError before a claim unless the log still holds what transactions
+        read: each (read version, SHA-256 of the commit read there, "" where unknown).  A
+        version past the newest this object now holds was read before the object read the
+        table afresh below it (a rollback found by another of its threads); a version whose
+        commit is another now was rolled back and written again since (``still_holds``),
+        though no newer than the log's newest."""
+        reads = list(reads)
+        newest = self.version
+        for version, _ in reads:
+            if version > newest:
+                raise TableReplacedError(
+                    f"table {self.uri}: version {version}, which a transaction committing "
+                    f"read, is past the newest version {newest} the log holds now (the table "
+                    "rolled back since); nothing was committed, and the transaction must run "
+                    "again on the table as read afresh")
+        for version, digest in reads:
+            if digest and version >= 0 and not self.still_holds(version, digest):
+                raise TableReplacedError(
+                    f"table {self.uri}: version {version}, which a transaction committing "
+                    "read, is no longer the commit it read there (the table rolled back since, "
+                    "and the version was written again); nothing was committed, and the "
+                    "transaction must run again on the table as read afresh")
 
     def cached_commits(self, first: int, last: int) -> list[Commit]:
         """Versions ``first..last`` if this object still holds them all, else none."""
