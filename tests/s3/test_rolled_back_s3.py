@@ -45,12 +45,17 @@ def _table(uri: str, options: dict[str, str]) -> None:
         dc.write(uri, _rows([i]), storage_options=options)
 
 
+def _kept(uri: str, options: dict[str, str]) -> tuple[dc.DeltaTable, ManualClock]:
+    """``_table``, and a table object kept on it with a clock the test moves."""
+    _table(uri, options)
+    clock = ManualClock()
+    return dc.DeltaTable(uri, storage_options=options, clock=clock), clock
+
+
 def test_a_kept_table_object_pays_one_get_after_a_second_and_refuses_two_versions_rolled_back(
         s3_bucket: S3Bucket, moto_s3_client: Any) -> None:
     uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
-    _table(uri, options)
-    clock = ManualClock()
-    t = dc.DeltaTable(uri, storage_options=options, clock=clock)
+    t, clock = _kept(uri, options)
     store = t.log_store.store
     assert isinstance(store, S3Store)
     store.reset_requests()
@@ -75,9 +80,7 @@ def test_a_kept_table_object_pays_one_get_after_a_second_and_refuses_two_version
 def test_a_version_rolled_back_and_written_again_by_another_writer_is_refused(
         s3_bucket: S3Bucket, moto_s3_client: Any) -> None:
     uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
-    _table(uri, options)
-    clock = ManualClock()
-    t = dc.DeltaTable(uri, storage_options=options, clock=clock)
+    t, clock = _kept(uri, options)
     moto_s3_client.delete_object(Bucket=s3_bucket.name, Key=_key(3))
     state_cache.clear()
     dc.write(uri, _rows([7000]), storage_options=options)  # another writer's version 3
@@ -94,9 +97,7 @@ def test_a_complete_entry_whose_commit_file_was_deleted_is_refused(
     """Spark's protocol takes a complete entry for a committed version: an operator who
     deletes the commit file but not the entry leaves a version no writer may follow."""
     uri, options = dynamo.uri(), dynamo.options
-    _table(uri, options)
-    clock = ManualClock()
-    t = dc.DeltaTable(uri, storage_options=options, clock=clock)
+    t, clock = _kept(uri, options)
     moto_s3_client.delete_object(Bucket=dynamo.bucket.name, Key=_key(3))
     clock.advance(2)
     with pytest.raises(CorruptLogError, match="complete entry for version 3"):
