@@ -331,3 +331,74 @@ def test_a_fleet_record_names_the_commit_its_transaction_read(tmp_path: Path) ->
     writer = publish_only(t, staged)  # the transaction's record, as its round publishes it
     assert writer.record is not None
     assert (writer.record.read_version, writer.record.read_digest) == (NEWEST, read)
+
+
+def _appender_table(path: Path) -> tuple[str, dc.DeltaTable]:
+    """A table whose versions 1 to 3 are an appender's flushes of offsets 1, 2 and 3 (ids 1-3),
+    and a table object kept on it."""
+    uri = str(path)
+    dc.DeltaTable.create(uri, SCHEMA)
+    t = dc.DeltaTable(uri, policy=NOW)
+    with dc.Appender(t, "ingest", flush_interval=None) as app:
+        for offset in (1, 2, 3):
+            assert app.append(_rows([offset]), offset)
+            app.flush()
+        assert app.committed_offset == NEWEST
+    return uri, t
+
+
+def test_an_appender_finds_its_offsets_rolled_back_when_it_flushes(tmp_path: Path) -> None:
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    assert app.committed_offset == 3
+    _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
+    assert app.append(_rows([4]), 4)
+
+    with pytest.raises(TableReplacedError) as e:
+        app.flush()
+    message = str(e.value)
+    assert uri in message and "'ingest'" in message and "offset 2" in message
+    assert "Replay the source from committed_offset + 1 (3)" in message
+    assert "append of offset 4 was dropped" in message
+    assert not _commit(tmp_path, NEWEST).exists()
+    # What the table records is what the appender now knows: the replay of 3 is taken.
+    assert app.committed_offset == 2 and app.pending_rows == 0
+    assert app.append(_rows([3]), 3) and app.append(_rows([4]), 4)
+    app.flush()
+    assert _ids(uri) == [1, 2, 3, 4]
+    assert dc.DeltaTable(uri).app_version("ingest") == 4
+
+
+def test_an_appender_does_not_skip_a_replay_of_offsets_rolled_back(tmp_path: Path) -> None:
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+
+    # The source replays offset 3: not in the table any more, so not skipped as recorded.
+    with pytest.raises(TableReplacedError) as e:
+        app.append(_rows([3]), 3)
+    assert uri in str(e.value) and "offset 2" in str(e.value)
+    assert app.committed_offset == 2 and app.skipped == 0
+    assert app.append(_rows([3]), 3)
+    app.flush()
+    assert _ids(uri) == [1, 2, 3]
+    # A replay of what the table does hold is still skipped, and commits nothing.
+    assert not app.append(_rows([2]), 2) and app.skipped == 1
+    assert app.flush() is None and dc.DeltaTable(uri).version == NEWEST
+
+
+def test_an_appender_whose_table_object_found_the_rollback_first_does_not_commit_on_it(
+        tmp_path: Path) -> None:
+    _, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")  # another operation of the same object finds the rollback
+    assert t.app_version("ingest") == 2
+    assert app.append(_rows([4]), 4)
+
+    # The flush reads offset 2 from the table read afresh, below the 3 it remembers.
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.flush()
+    assert not _commit(tmp_path, NEWEST).exists()
+    assert app.committed_offset == 2 and app.pending_rows == 0

@@ -26,6 +26,13 @@ is ``flush_interval`` seconds old (checked on every append, and by a background 
 Parquet file per partition, then commits it; appends may continue while it runs.  A failed
 flush keeps its rows buffered for the next one; a failure in the background thread is raised by
 the next ``append``, ``flush`` or ``close``.
+
+What the appender remembers of the recorded offset is a hint, and the table is the truth.  An
+operator who rolls the table back takes recorded offsets with the commits that recorded them.
+A flush that finds the table records less than it remembers, and a replay about to be skipped
+on an offset read more than the commit policy's ``recheck_after`` ago that finds the table
+rolled back, raise ``TableReplacedError``: the appender has then dropped its buffer
+unrecorded and taken the table's offset, and the caller replays from ``committed_offset + 1``.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from deltacommit.errors import (
     MetadataChangedException,
     TableExistsError,
     TableNotFoundError,
+    TableReplacedError,
 )
 from deltacommit.io.datafiles import WriteTarget, conform_rows, write_rows
 from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, run
@@ -165,6 +173,10 @@ class Appender:
                 f"2**63-1 (it is recorded as a txn version), got {offset!r}")
         arrow = to_arrow_table(data)
         with self._lock:
+            replay = self._committed is not None and offset <= self._committed
+        if replay:
+            self._check_recorded()
+        with self._lock:
             if self._closed:
                 raise InvalidArgumentError(f"Appender {self.app_id!r} on {self._uri} is closed")
             if self._committed is not None and offset <= self._committed:
@@ -246,15 +258,60 @@ class Appender:
                 return None
             try:
                 return self._commit(batch)
-            except BaseException:
+            except BaseException as e:
                 with self._lock:
                     self._buffer = batch + self._buffer
                     self._rows += rows
                     self._first_at = first_at
+                if isinstance(e, TableReplacedError):
+                    raise self._rolled_back(e) from e
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
         return run(_Flush(self, self._open(batch[0][1]), batch))
+
+    def _check_recorded(self) -> None:
+        """Before a replay is skipped as recorded: the table's newest commit read back where
+        this object last knew it more than ``recheck_after`` ago (``TableLog.recheck_if_stale``),
+        so that an offset rolled back with its commit is not skipped as if the table held it."""
+        table = self._table
+        if table is None:
+            return
+        try:
+            table.log.recheck_if_stale(table.policy.recheck_after)
+        except TableReplacedError as e:
+            raise self._rolled_back(e) from e
+
+    def _rolled_back(self, cause: TableReplacedError) -> TableReplacedError:
+        """What the appender raises when its table object finds the table rolled back or
+        replaced (``cause``): where the table now records an offset lower than the one
+        remembered, the appender takes the table's and drops its buffer unrecorded (its offsets
+        follow ones the caller must replay first), and says so; otherwise ``cause``, the buffer
+        kept for the next flush."""
+        table = self._table
+        if table is None:
+            return cause
+        table.update()
+        recorded = table.app_version(self.app_id)
+        with self._lock:
+            remembered = self._committed
+            if remembered is None or (recorded is not None and recorded >= remembered):
+                return cause
+            dropped = [o for o, _ in self._buffer]
+            self._buffer, self._rows, self._first_at = [], 0, None
+            self._committed = self._last_offset = recorded
+        held = "no offset" if recorded is None else f"offset {recorded}"
+        lost = ("" if not dropped else
+                f"; its buffered append of offset {dropped[0]} was dropped unrecorded"
+                if len(dropped) == 1 else
+                f"; its {len(dropped)} buffered appends, offset {dropped[0]} to offset "
+                f"{dropped[-1]}, were dropped unrecorded")
+        return TableReplacedError(
+            f"Appender {self.app_id!r} on {self._uri}: the table records {held} for it, but "
+            f"this appender had committed up to offset {remembered}: the commits recording "
+            f"the offsets after that were rolled back, or the table replaced ({cause}){lost}. "
+            "Replay the source from committed_offset + 1 "
+            f"({0 if recorded is None else recorded + 1}).")
 
     def _advance(self, offset: int | None) -> None:
         if offset is None:
@@ -338,6 +395,13 @@ class _Flush(TableJob[WriteTable]):
     def write(self, attempt: Attempt) -> Finished[CommitResult | None] | None:
         txn, table = self.txn, self.table
         recorded = txn.app_version(self.appender.app_id)
+        remembered = self.appender.committed_offset
+        if remembered is not None and (recorded is None or recorded < remembered):
+            raise TableReplacedError(
+                f"table {table.uri}: version {txn.read_version} records "
+                f"{'no offset' if recorded is None else f'offset {recorded}'} for app id "
+                f"{self.appender.app_id!r}, below the offset {remembered} this appender "
+                "committed; nothing was committed")
         self.pending = [(o, t) for o, t in self.batch if recorded is None or o > recorded]
         if not self.pending:
             # Another appender with this app id committed all of it (see the module
