@@ -402,3 +402,23 @@ def test_an_appender_whose_table_object_found_the_rollback_first_does_not_commit
         app.flush()
     assert not _commit(tmp_path, NEWEST).exists()
     assert app.committed_offset == 2 and app.pending_rows == 0
+
+
+def test_a_write_is_not_skipped_on_the_record_of_a_rolled_back_commit(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    dc.DeltaTable.create(uri, SCHEMA)
+    clock = ManualClock()  # the default policy, and no time passes: the skip reads back anyway
+    t = dc.DeltaTable(uri, clock=clock)
+    for stage in (1, 2):
+        assert not dc.write(t, _rows([stage]), app_id="stage", app_version=stage).skipped
+    assert dc.write(t, _rows([2]), app_id="stage", app_version=2).skipped  # a real replay
+    _commit(tmp_path, 2).unlink()  # the operator rolls stage 2's commit back
+
+    with pytest.raises(TableReplacedError, match="version 2, the newest this writer read"):
+        dc.write(t, _rows([2]), app_id="stage", app_version=2)
+    assert not _commit(tmp_path, 2).exists()
+    # Its retry on the table read afresh writes the stage, once.
+    result = dc.write(t, _rows([2]), app_id="stage", app_version=2)
+    assert not result.skipped and result.version == 2
+    assert dc.write(t, _rows([2]), app_id="stage", app_version=2).skipped
+    assert _ids(uri) == [1, 2]

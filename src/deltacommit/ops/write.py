@@ -238,8 +238,13 @@ class TableWrite(TableJob[T]):
         return self._txn
 
     def already_written(self) -> Finished[WriteResult] | None:
-        """Finished if the app version is recorded in the transaction's snapshot."""
+        """Finished if the app version is recorded in the transaction's snapshot, and that
+        snapshot's newest commit is still in the log (``Transaction.check_still_in_log``,
+        however recently it was read): a write skipped on the record of a commit an operator has
+        rolled back would never be written, so a rolled-back record is TableReplacedError,
+        nothing written, for one GET per skipped write."""
         if already_written(self.txn, self.app_id, self.app_version):
+            self.txn.check_still_in_log()
             return Finished(WriteResult(self.txn.read_version, 0, skipped=True))
         return None
 

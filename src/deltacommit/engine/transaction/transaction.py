@@ -474,6 +474,16 @@ class Transaction:
         table.log.post_commit(landed)
         return result
 
+    def check_still_in_log(self) -> None:
+        """TableReplacedError unless the log still holds what this transaction read: the
+        table object's newest commit is read back (``TableLog.recheck_newest``, one GET), and a
+        rollback the object found since the transaction began refuses it too.  For an answer
+        taken from the read alone, with no commit to check it (a write skipped as already
+        recorded)."""
+        log = self.table.log
+        log.recheck_newest()
+        log.check_read(self._rollbacks_found, self.read_version)
+
     def commit_rows(self, rows: pa.Table) -> tuple[CommitResult, int]:
         """Commit with ``rows`` that the group committer's leader writes, before the commit,
         into files shared with its group's other appends (``coalesce.py``); also returns how
