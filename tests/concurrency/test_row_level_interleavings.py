@@ -1,7 +1,7 @@
 """Row-level operations against a winner committed between their read and their commit.
 
-The winner commits from inside the loser's run, after the loser planned its changes on the
-older version and before it stages them (``_between``), so the loser meets the winner in the
+The winner commits from inside the loser's run, after the loser read the older version and
+staged its changes, just before it commits (``_between``), so the loser meets the winner in the
 commit loop.  Each case compares the table with the serial result computed on plain Python
 rows: the winner first, then the loser as it would run on the winner's table.  A loser that
 cannot land so must conflict and leave the winner's table as it was.
@@ -9,15 +9,19 @@ cannot land so must conflict and leave the winner's table as it was.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import ConcurrentModificationException
-from deltacommit.ops.rowlevel import job as rowlevel_job
+from deltacommit.protocol.actions import Add
 
 ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 Rows = dict[int, int]
@@ -40,16 +44,17 @@ def _rows(uri: str) -> Rows:
 
 
 def _between(monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object]) -> None:
-    """Run ``winner`` once, inside the next row-level operation, after it planned."""
-    real = rowlevel_job.RowLevelJob.stage
+    """Run ``winner`` once, as the next transaction to commit is about to: after it read
+    and staged everything."""
+    real = Transaction.commit
     pending = [winner]
 
-    def stage(job: rowlevel_job.RowLevelJob, attempt: object) -> None:
+    def commit(txn: Transaction) -> CommitResult:
         if pending:
             pending.pop()()
-        real(job, attempt)  # type: ignore[arg-type]
+        return real(txn)
 
-    monkeypatch.setattr(rowlevel_job.RowLevelJob, "stage", stage)
+    monkeypatch.setattr(Transaction, "commit", commit)
 
 
 def _merge(uri: str, source: Rows, insert: bool) -> None:
@@ -92,3 +97,41 @@ def test_a_merge_over_a_deleted_row_it_matched_but_left_unchanged(
     else:
         _merge(uri, source, insert)
         assert _rows(uri) == _serial_merge(rows, source, insert)
+
+
+def _holding(uri: str, row: int) -> Add:
+    """The live entry of the file holding ``row`` (ids 0..9 are one file, 10..19 the other)."""
+    (add,) = [a for a in dc.DeltaTable(uri).files()
+              if json.loads(a.stats or "{}")["minValues"]["id"] == row // 10 * 10]
+    return add
+
+
+def _restore(uri: str, entry: Add) -> None:
+    """Commit ``entry`` (an earlier entry of a live file) again in place of the live one, as
+    RESTORE does: its deletion vector comes back with it."""
+    now = _holding(uri, 0)
+    with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+        txn.remove([now])
+        txn.add([entry])
+
+
+def test_a_delete_over_a_restore_that_brings_back_as_many_rows_as_it_deletes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A winner commits a file again with a deletion vector as large as the one it replaces
+    but over other rows: row 1 deleted again, row 2 brought back.  Row 2 matches the DELETE,
+    which read it deleted: after the winner it would delete it.  The DELETE must conflict
+    (or delete it), not land with row 2 alive."""
+    uri, rows = _table(tmp_path)
+    dc.DeltaTable(uri).delete("id = 1")
+    deleted_one = _holding(uri, 0)
+    _restore(uri, replace(deleted_one, deletion_vector=None))  # back to no row deleted
+    dc.DeltaTable(uri).delete("id = 2")
+    assert (_holding(uri, 0).deletion_vector or {}).get("cardinality") == 1
+    _between(monkeypatch, lambda: _restore(uri, deleted_one))
+    rows.pop(1)
+    try:
+        dc.DeltaTable(uri).delete("id = 2 OR id = 15")
+    except ConcurrentModificationException:
+        assert _rows(uri) == rows
+    else:
+        assert _rows(uri) == {k: v for k, v in rows.items() if k not in (2, 15)}
