@@ -115,23 +115,34 @@ def _restore(uri: str, entry: Add) -> None:
         txn.add([entry])
 
 
-def test_a_delete_over_a_restore_that_brings_back_as_many_rows_as_it_deletes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A winner commits a file again with a deletion vector as large as the one it replaces
-    but over other rows: row 1 deleted again, row 2 brought back.  Row 2 matches the DELETE,
-    which read it deleted: after the winner it would delete it.  The DELETE must conflict
-    (or delete it), not land with row 2 alive."""
+@pytest.mark.parametrize("winner", ["restore", "delete"])
+def test_a_delete_over_a_file_committed_again_that_it_did_not_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, winner: str) -> None:
+    """The DELETE matches row 2, already deleted when it read the table, and changes only the
+    other file.  A ``restore`` winner commits the first file again with a deletion vector as
+    large as the one it replaces but over other rows: row 1 deleted again, row 2 brought
+    back.  After it the DELETE would delete row 2: it must conflict (or delete it), not land
+    with row 2 alive.  A ``delete`` winner only deletes row 4 of that file: no row comes
+    back, and the DELETE lands."""
     uri, rows = _table(tmp_path)
     dc.DeltaTable(uri).delete("id = 1")
     deleted_one = _holding(uri, 0)
     _restore(uri, replace(deleted_one, deletion_vector=None))  # back to no row deleted
     dc.DeltaTable(uri).delete("id = 2")
-    assert (_holding(uri, 0).deletion_vector or {}).get("cardinality") == 1
-    _between(monkeypatch, lambda: _restore(uri, deleted_one))
-    rows.pop(1)
+    rows.pop(2)
+    if winner == "restore":
+        _between(monkeypatch, lambda: _restore(uri, deleted_one))
+        rows[2] = 2
+        rows.pop(1)
+    else:
+        _between(monkeypatch, lambda: dc.DeltaTable(uri).delete("id = 4"))
+        rows.pop(4)
+    serial = {k: v for k, v in rows.items() if k not in (2, 15)}
     try:
-        dc.DeltaTable(uri).delete("id = 2 OR id = 15")
+        landed = dc.DeltaTable(uri).delete("id = 2 OR id = 15")
     except ConcurrentModificationException:
+        assert winner == "restore"
         assert _rows(uri) == rows
     else:
-        assert _rows(uri) == {k: v for k, v in rows.items() if k not in (2, 15)}
+        assert _rows(uri) == serial
+        assert landed["version"] == dc.DeltaTable(uri).version
