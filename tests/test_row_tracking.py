@@ -213,14 +213,20 @@ def test_compaction_assigns_fresh_ids_when_row_tracking_is_only_supported(
 
 def stable_ids(uri: str) -> dict[int, tuple[int, int]]:
     """Each live row's ``id`` column -> (stable row id, stable row commit version), as a
-    reader reconstructs them: the hidden materialized columns where set, else the defaults."""
+    reader reconstructs them: the hidden materialized columns where set, else the defaults.
+    Rows a deletion vector deletes are left out (an updated row's old copy among them)."""
     import pyarrow.parquet as pq
 
+    from deltacommit.engine.commit.row_rebase import deleted_positions
+    from deltacommit.io.storage.local import LocalStore
     from deltacommit.protocol.partitions import decode_add_path
+    from deltacommit.protocol.schema.column_mapping import physical_name
 
     t = dc.DeltaTable(uri)
     names = (t.configuration[ROW_ID_COLUMN] or "",
              t.configuration[ROW_COMMIT_VERSION_COLUMN] or "")
+    id_column = physical_name(t.schema.field("id"),
+                              t.configuration.get("delta.columnMapping.mode") or "none")
     out: dict[int, tuple[int, int]] = {}
     for a in t.files():
         data = pq.read_table(Path(uri) / decode_add_path(a.path))
@@ -228,11 +234,15 @@ def stable_ids(uri: str) -> dict[int, tuple[int, int]]:
         hidden = [data.column(c) if c in data.column_names else pa.nulls(n, pa.int64())
                   for c in names]
         ids, versions = row_tracking.stable_ids(a, hidden[0], hidden[1], uri)
-        for key, i, v in zip(data.column("id").to_pylist(), ids.to_pylist(),
-                             versions.to_pylist(), strict=True):
-            out[key] = (i, v)
+        gone = set(deleted_positions(LocalStore(uri), uri, a, n).tolist())
+        for p, (key, i, v) in enumerate(zip(data.column(id_column).to_pylist(), ids.to_pylist(),
+                                            versions.to_pylist(), strict=True)):
+            if p not in gone:
+                assert key not in out, f"row {key} is live twice"
+                out[key] = (i, v)
     live = set(t.to_arrow()["id"].to_pylist())
-    return {k: v for k, v in out.items() if k in live}
+    assert set(out) == live
+    return out
 
 
 def test_compaction_keeps_stable_row_ids_in_the_materialized_columns(tmp_path: Path) -> None:
@@ -416,3 +426,32 @@ def test_a_rewrite_keeps_ids_only_in_two_named_columns_apart_from_the_schema() -
     with pytest.raises(InvalidArgumentError, match=r"compaction of t: .*\['v'\] collide"):
         rewrite_columns(TableConfig({**named, ROW_ID_COLUMN: "v"}), protocol, schema,
                         "compaction of t")
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_row_level_operations_and_compaction_keep_ids_on_a_column_mapping_table(
+        tmp_path: Path, mode: str) -> None:
+    """The hidden id columns are named as they are stored: a table with column mapping reads
+    and writes them by that name, not by a physical name the schema does not give them."""
+    uri = str(tmp_path / "cm")
+    dc.DeltaTable.create(uri, SCHEMA, configuration={
+        **ENABLED, "delta.enableDeletionVectors": "true", "delta.columnMapping.mode": mode})
+    for i in range(2):
+        dc.append(uri, rows("a", [i * 10, i * 10 + 1, i * 10 + 2]))
+    before = stable_ids(uri)
+    updated = dc.DeltaTable(uri).update({"p": "'u'"}, "id = 1")["version"]
+    merged = (dc.DeltaTable(uri).merge(rows("m", [2, 99]), "t.id = s.id", "s", "t")
+              .when_matched_update({"p": "s.p"}).when_not_matched_insert_all().execute())
+    dc.DeltaTable(uri).delete("id = 10")
+    after = stable_ids(uri)
+    assert after[1] == (before[1][0], updated)
+    assert after[2] == (before[2][0], merged["version"])
+    assert {k: after[k] for k in (0, 11, 12)} == {k: before[k] for k in (0, 11, 12)}
+    dc.DeltaTable(uri).optimize.compact()
+    assert len(dc.DeltaTable(uri).files()) == 1
+    assert stable_ids(uri) == after
+    got = sorted((r["p"], r["id"]) for r in dc.DeltaTable(uri).to_arrow().to_pylist())
+    assert got == [("a", 0), ("a", 11), ("a", 12), ("m", 2), ("m", 99), ("u", 1)]
+    peer = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+                    .execute("select p, id from t").read_all())
+    assert sorted((r["p"], r["id"]) for r in peer.to_pylist()) == got

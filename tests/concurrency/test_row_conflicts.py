@@ -302,3 +302,23 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
             live_here = {q for f, q in where.values() if f == key}
             assert set(c.deleted_before.tolist()) == set(range(physical[key])) - live_here
         assert marked == mine
+
+
+def test_a_file_committed_again_with_another_deletion_vector_of_no_fewer_rows() -> None:
+    """A deletion vector no smaller than the one it replaces may still bring rows back (it
+    deletes other rows): the file holds new rows unless the engine read that it kept every
+    row deleted before."""
+    summary = _summary(_changed(10, rows([]), rows([3])), "id >= 0 AND id < 10")
+    old = _add("other.parquet", 10, list(range(5, 15)), deleted=2)
+    other_dv = {**DV, "offset": 99, "cardinality": 2}
+    for kept, conflict in ((None, True), (False, True), (True, False)):
+        winner = WinningCommit(5, "RESTORE")
+        winner.removed.append(old.to_remove(1))
+        winner.added.append(dataclasses.replace(old, deletion_vector=other_dv))
+        if kept is not None:
+            winner.rows.kept_deletes["other.parquet"] = kept
+        if conflict:
+            with pytest.raises(ConcurrentAppendException):
+                _check(summary, winner)
+        else:
+            assert _check(summary, winner) is None

@@ -113,8 +113,15 @@ def write_data_file(store: ObjectStore, values: Mapping[str, str | None],
         if change_data:
             change_type = data.column(CHANGE_TYPE_COLUMN)
             data = data.drop_columns([CHANGE_TYPE_COLUMN])
+        # Columns the table's schema lacks (the hidden materialized row-tracking columns a
+        # rewrite keeps ids in) are stored under their own names.
+        extra = [c for c in data.column_names if table_schema.get_field_index(c) < 0]
+        kept = data.select(extra)
+        data = data.drop_columns(extra)
         data = to_physical(data, pa.schema([table_schema.field(c) for c in data.column_names]),
                            column_mapping)
+        for c in extra:
+            data = data.append_column(kept.schema.field(c).remove_metadata(), kept.column(c))
         if change_type is not None:
             data = data.append_column(CHANGE_TYPE_COLUMN, change_type)
         partition_columns = [names[c] for c in partition_columns]

@@ -466,7 +466,7 @@ class TableOptimizer:
             # files keep in the table's hidden materialized columns (fresh ids change).
             names = hidden
             id_scan = replace(table.file_scan(pa.schema(
-                list(snap.schema) + [pa.field(n, pa.int64()) for n in names])),
+                list(snap.schema) + row_tracking.hidden_fields(names, snap.table_config))),
                 physical_rows=True)
 
             def read(a: Add) -> pa.Table:

@@ -75,10 +75,15 @@ class MovedRows:
 @dataclass(eq=False)
 class WinnerRows:
     """What the engine read of a winner for a row-level check: deleted positions of the files
-    it committed with a deletion vector, and the live rows of the files it added."""
+    it committed with a deletion vector, the live rows of the files it added, and whether the
+    files it committed again only lost rows."""
 
     deletion_vectors: dict[str, Rows] = field(default_factory=dict)
     moved: dict[str, MovedRows] = field(default_factory=dict)
+    #: Files it committed again with another deletion vector, where the predicate may match
+    #: their rows: whether the new one was read to delete every row the one it replaced did
+    #: (a file whose entry is absent is taken to hold rows brought back).
+    kept_deletes: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)

@@ -80,7 +80,10 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     the winner's adds that count as new rows at this isolation level."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
-    grown = _deletes_only(removed, readded)
+    # A file of this operation committed again is checked row by row below (``_same_file``:
+    # rows brought back there conflict); the winner's other files count as new rows unless
+    # they only lost rows.
+    grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
     fresh = [a for a in new_row_candidates
              if a.data_change and file_key(a.path) not in grown]
     hit = new_rows_matching(reads, fresh)
@@ -120,10 +123,18 @@ def _cardinality(dv: Mapping[str, Any] | None) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _deletes_only(removed: Sequence[Remove], readded: Mapping[str, Add]) -> set[str]:
+def _same_dv(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two deletion vector descriptors name the same stored bitmap."""
+    return all(a.get(k) == b.get(k) for k in ("storageType", "pathOrInlineDv", "offset"))
+
+
+def _deletes_only(removed: Sequence[Remove], readded: Mapping[str, Add],
+                  loaded: WinnerRows) -> set[str]:
     """Files committed again that only lost rows (a deletion vector that grew): no new rows.
     A file committed again with fewer deleted rows (rows restored), or whose remove does not
-    say which deletion vector it had, may hold rows that were not live before."""
+    say which deletion vector it had, may hold rows that were not live before; so may one
+    whose new deletion vector is as large or larger but over other rows, unless it was read
+    to keep every row deleted before (``loaded.kept_deletes``)."""
     out: set[str] = set()
     for r in removed:
         key = file_key(r.path)
@@ -131,8 +142,13 @@ def _deletes_only(removed: Sequence[Remove], readded: Mapping[str, Add]) -> set[
         if again is None:
             continue
         known = r.deletion_vector is not None or r.extended_file_metadata is True
-        if known and _cardinality(again.deletion_vector) >= _cardinality(r.deletion_vector):
-            out.add(key)
+        if not known or _cardinality(again.deletion_vector) < _cardinality(r.deletion_vector):
+            continue
+        if r.deletion_vector and not (again.deletion_vector
+                                      and _same_dv(r.deletion_vector, again.deletion_vector)) \
+                and not loaded.kept_deletes.get(key, False):
+            continue
+        out.add(key)
     return out
 
 

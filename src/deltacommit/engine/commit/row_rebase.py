@@ -8,7 +8,10 @@ pure check needs of the winner, and nothing more:
 - the deleted rows of each file the winner committed again with a deletion vector, where the
   transaction changed rows of that file;
 - the stable row ids and row commit versions of the live rows of the winner's new files, where
-  the winner removed a file the transaction changed (a compaction moved its rows, or not).
+  the winner removed a file the transaction changed (a compaction moved its rows, or not);
+- of each other file the winner committed again with another deletion vector, where the
+  predicate may match its rows, whether the new one still deletes every row the old one did
+  (else rows came back: new rows to the predicate).
 
 A read that fails leaves the winner's file unread, which the check takes as a conflict.
 
@@ -94,6 +97,7 @@ def load_winner_rows(store: ObjectStore, uri: str, version: int, reads: RowLevel
     """Read into ``winner.rows`` what the row-level check of ``reads`` needs (see the module
     docstring); a file that cannot be read is left out, which the check takes as a conflict."""
     removed = {file_key(r.path) for r in winner.removed}
+    _load_kept_deletes(store, uri, reads, winner)
     touched = [c for k, c in reads.files.items() if k in removed]
     if not touched:
         return
@@ -123,6 +127,35 @@ def load_winner_rows(store: ObjectStore, uri: str, version: int, reads: RowLevel
         winner.rows.moved[key] = MovedRows(ids[live], versions[live], live)
         if a.deletion_vector:
             winner.rows.deletion_vectors[key] = gone
+
+
+def _load_kept_deletes(store: ObjectStore, uri: str, reads: RowLevelReads,
+                       winner: WinningCommit) -> None:
+    """Read into ``winner.rows.kept_deletes``, for each file the winner committed again with
+    another deletion vector (not one of the transaction's files, which the check follows row
+    by row) where the predicate may match its rows, whether the new deletion vector deletes
+    every row the replaced one did.  One that does not brought rows back: new rows to the
+    predicate, as a file added."""
+    from deltacommit.protocol.row_conflicts import new_rows_matching
+
+    replaced = {file_key(r.path): r for r in winner.removed}
+    for a in winner.added:
+        key = file_key(a.path)
+        r = replaced.get(key)
+        if r is None or key in reads.files or key in winner.rows.kept_deletes \
+                or not r.deletion_vector or not a.deletion_vector \
+                or r.deletion_vector == a.deletion_vector:
+            continue
+        n = a.num_records()
+        if n is None or new_rows_matching(reads, [a]) is None:
+            continue
+        try:
+            before = rows(deleted_rows(store, parse_location(uri), uri, r.deletion_vector,
+                                       data_file=r.path, num_rows=n))
+            now = deleted_positions(store, uri, a, n)
+        except (DeltaCommitError, OSError, ValueError):
+            continue
+        winner.rows.kept_deletes[key] = not len(np.setdiff1d(before, now))
 
 
 def wide_stats(stats: str | None) -> str | None:

@@ -242,7 +242,16 @@ class TableMerger:
             # The target rows the MERGE may act on: every row matching a source row, every
             # key it inserts (a row added there concurrently would have matched), all rows
             # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).
-            reads = and_(*target_only, *(bound_condition(b) for b in bounds))
+            reads: Expr | None = and_(*target_only, *(bound_condition(b) for b in bounds))
+            if merge.not_matched and any(
+                    len(np.setdiff1d(m.matched_target, np.union1d(m.deleted, m.updated)))
+                    for _, m in results):
+                # A target row matched but left as it was still decides the MERGE: it keeps
+                # its source row from being inserted.  A concurrent delete of it changes no
+                # row this MERGE changes, so the row-level check would let the MERGE land
+                # after it without the insert it would then make; Spark's file-level rules
+                # (the files it read) catch that delete.
+                reads = None
             return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 

@@ -154,6 +154,8 @@ class FileMerge:
     new_rows: pa.Table
     #: Source rows this file's rows match (by the merge condition alone), ascending.
     matched_source: Positions
+    #: This file's rows some source row matches (by the merge condition alone), ascending.
+    matched_target: Positions
     matched_updated: int = 0
     matched_deleted: int = 0
     not_matched_by_source_updated: int = 0
@@ -613,7 +615,7 @@ def merge_file(plan: MergePlan, target: pa.Table, source: pa.Table,
     ti, si = match_pairs(plan, target, source, index)
     deleted: list[Positions] = []
     updates: list[tuple[Positions, pa.Table]] = []
-    out = FileMerge(_empty(), _empty(), plan.schema.empty_table(), np.unique(si))
+    out = FileMerge(_empty(), _empty(), plan.schema.empty_table(), np.unique(si), np.unique(ti))
     if plan.matched and len(ti):
         what = f"{plan.what}: WHEN MATCHED"
         chosen = _first_clause(plan.matched,

@@ -234,7 +234,7 @@ class RowRewrite:
                 "it with Spark")
         fields = list(self.schema)
         if self.hidden is not None:
-            fields += [pa.field(n, pa.int64()) for n in self.hidden]
+            fields += row_tracking.hidden_fields(self.hidden, snap.table_config)
         self.wide_schema = pa.schema(fields)
         # The dictionaries of low-cardinality string columns are carried from the files read
         # to the files written (``dictionary_columns``); the verbs judge decoded rows.

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from deltacommit.errors import CorruptLogError, InvalidArgumentError
 from deltacommit.protocol.actions import Add, DomainMetadata, Protocol
 from deltacommit.protocol.json_values import loads
+from deltacommit.protocol.schema.column_mapping import PHYSICAL_NAME_KEY
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.properties import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
 
@@ -120,6 +121,16 @@ def rewrite_columns(config: TableConfig, protocol: Protocol, schema: pa.Schema, 
             f"{what}: materialized row tracking column(s) {clash} collide with columns of the "
             "table's schema")
     return rid, ver
+
+
+def hidden_fields(names: Sequence[str], config: TableConfig) -> list[pa.Field[Any]]:
+    """The materialized columns ``names`` as fields a rewrite reads and writes beside the
+    table's schema.  They are stored under these very names; on a table with column mapping,
+    where files are read and written by physical name, they carry them as their physical
+    names (Spark's materialized columns are not in the schema and have no other)."""
+    mapped = config.column_mapping_mode.value != "none"
+    return [pa.field(n, pa.int64(), metadata={PHYSICAL_NAME_KEY: n} if mapped else None)
+            for n in names]
 
 
 def stable_ids(add: Add, materialized_ids: pa.Array[Any] | pa.ChunkedArray[Any],
