@@ -24,6 +24,7 @@ import pytest
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.protocol.actions import Protocol
+from deltacommit.protocol.schema.column_mapping import physical_names
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.features import check_writable
 
@@ -241,3 +242,60 @@ def test_checkpoint_of_a_cdf_table_holds_no_cdc_actions(tmp_path: Path) -> None:
     assert info is not None
     assert _rows(dc.DeltaTable(path).to_arrow()) == rows
     assert _rows(_peer(path)) == rows
+
+
+def _changes(path: str, version: int) -> list[tuple[Any, ...]]:
+    """The change rows of ``version`` of a column-mapping table, read from its ``cdc`` files
+    by the physical names its schema gives (no reader of the peers reads change data of such
+    tables): sorted (change type, id, v)."""
+    t = dc.DeltaTable(path)
+    mode = t.configuration["delta.columnMapping.mode"]
+    assert mode is not None
+    logical = {p: n for n, p in physical_names(t.schema, mode).items()}
+    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    out = []
+    for c in (json.loads(line)["cdc"] for line in lines if '"cdc"' in line):
+        changes = pq.read_table(Path(path) / c["path"])
+        assert set(changes.column_names) == set(logical) | {"_change_type"}, changes.schema
+        named = changes.rename_columns([logical.get(n, n) for n in changes.column_names])
+        out += [(r["_change_type"], r["id"], r["v"]) for r in named.to_pylist()]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "dv"])
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_row_level_operations_on_a_cdf_table_with_column_mapping_and_row_tracking(
+        tmp_path: Path, mode: str, deletion_vectors: bool) -> None:
+    """Change data as on the same table without row tracking: the hidden row-id columns stay
+    out of it, and the data columns are stored by physical name."""
+    rows = pa.table({"id": pa.array(range(10), pa.int64()),
+                     "v": pa.array([float(i) for i in range(10)])})
+    source = pa.table({"id": pa.array([1, 20], pa.int64()), "v": [-1.0, -2.0]})
+    paths = {}
+    for tracked in (True, False):
+        path = str(tmp_path / f"tracked-{tracked}")
+        dc.write(path, rows, configuration={
+            "delta.columnMapping.mode": mode, "delta.enableChangeDataFeed": "true",
+            "delta.enableRowTracking": str(tracked).lower(),
+            "delta.enableDeletionVectors": str(deletion_vectors).lower()})
+        t = dc.DeltaTable(path)
+        first = t.version + 1
+        assert t.update({"v": "v + 100"}, predicate="id < 3")["version"] == first
+        assert t.delete("id = 9")["version"] == first + 1
+        assert t.merge(source, "t.id = s.id", source_alias="s", target_alias="t") \
+            .when_matched_update_all().when_not_matched_insert_all().execute()["version"] \
+            == first + 2
+        paths[tracked] = path
+    versions = range(first, first + 3)
+    for version in versions:
+        assert _changes(paths[True], version) == _changes(paths[False], version), version
+    assert _changes(paths[True], versions[0])[0] == ("update_postimage", 0, 100.0)
+    assert _changes(paths[True], versions[1]) == [("delete", 9, 9.0)]
+    assert _changes(paths[True], versions[2]) == [("insert", 20, -2.0), ("update_postimage", 1, -1.0),
+                                        ("update_preimage", 1, 101.0)]
+    expected = sorted([(i, float(i) + (100 if i < 3 else 0)) for i in range(9)]
+                      + [(20, -2.0)])
+    expected[1] = (1, -1.0)
+    for path in paths.values():
+        got = dc.DeltaTable(path).to_arrow()
+        assert sorted(zip(got["id"].to_pylist(), got["v"].to_pylist(), strict=True)) == expected

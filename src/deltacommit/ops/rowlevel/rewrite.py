@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltacommit.engine.rewrite_check import check_rewritten
-from deltacommit.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltacommit.errors import InvalidArgumentError
 from deltacommit.io.datafiles import (
     CHANGE_TYPE_COLUMN,
     PARQUET_OPTIONS,
@@ -227,11 +227,6 @@ class RowRewrite:
                                                    snap.schema, what)
         self.deletion_vectors = snap.table_config.deletion_vectors_enabled(snap.protocol)
         self.change_data = snap.table_config.change_data_feed_enabled(snap.protocol)
-        if self.change_data and self.target.column_mapping != "none" and self.hidden:
-            raise UnsupportedProtocolError(
-                f"{what}: the table has change data feed, column mapping and row tracking "
-                "enabled together, which deltacommit's row-level operations do not write; run "
-                "it with Spark")
         fields = list(self.schema)
         if self.hidden is not None:
             fields += row_tracking.hidden_fields(self.hidden, snap.table_config)
