@@ -24,9 +24,9 @@ import pytest
 import deltacommit as dc
 from deltacommit.errors import UnsupportedProtocolError
 from deltacommit.protocol.actions import Protocol
-from deltacommit.protocol.schema.column_mapping import physical_names
 from deltacommit.protocol.table_config.config import TableConfig
 from deltacommit.protocol.table_config.features import check_writable
+from tests.delta_tables import mapped_change_data
 
 DATA = Path(__file__).parent / "data"
 CDF_TABLES = ["cdf-table", "cdf-table-non-partitioned", "cdf-table-partitioned",
@@ -245,21 +245,10 @@ def test_checkpoint_of_a_cdf_table_holds_no_cdc_actions(tmp_path: Path) -> None:
 
 
 def _changes(path: str, version: int) -> list[tuple[Any, ...]]:
-    """The change rows of ``version`` of a column-mapping table, read from its ``cdc`` files
-    by the physical names its schema gives (no reader of the peers reads change data of such
-    tables): sorted (change type, id, v)."""
-    t = dc.DeltaTable(path)
-    mode = t.configuration["delta.columnMapping.mode"]
-    assert mode is not None
-    logical = {p: n for n, p in physical_names(t.schema, mode).items()}
-    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
-    out = []
-    for c in (json.loads(line)["cdc"] for line in lines if '"cdc"' in line):
-        changes = pq.read_table(Path(path) / c["path"])
-        assert set(changes.column_names) == set(logical) | {"_change_type"}, changes.schema
-        named = changes.rename_columns([logical.get(n, n) for n in changes.column_names])
-        out += [(r["_change_type"], r["id"], r["v"]) for r in named.to_pylist()]
-    return sorted(out)
+    """The change rows of ``version`` of a column-mapping table (``mapped_change_data``):
+    sorted (change type, id, v)."""
+    rows = mapped_change_data(path, version, version).to_pylist()
+    return sorted((r["_change_type"], r["id"], r["v"]) for r in rows)
 
 
 @pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "dv"])

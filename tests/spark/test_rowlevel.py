@@ -22,7 +22,7 @@ from deltacommit.errors import (
     MergeCardinalityError,
 )
 from tests.arrow_strategies import canonical_rows
-from tests.delta_tables import peer_read
+from tests.delta_tables import mapped_change_data, peer_read
 
 from .conftest import parquet_files
 
@@ -182,18 +182,26 @@ def test_a_merge_losing_to_a_concurrent_delete_fails_and_deletes_the_files_of_it
 
 
 def _feed(uri: str, start: int) -> list[str]:
-    feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=start))
+    if dc.DeltaTable(uri).configuration.get("delta.columnMapping.mode", "none") != "none":
+        feed = mapped_change_data(uri, start)
+    else:
+        feed = pa.table(deltalake.DeltaTable(uri).load_cdf(starting_version=start))
     return canonical_rows(feed.select([*SCHEMA.names, "_change_type"]))
 
 
-@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+@pytest.mark.parametrize(("dvs", "mapping"), [(False, "none"), (True, "none"), (True, "name")],
+                         ids=["copy-on-write", "deletion-vectors", "column-mapping"])
 def test_merge_keeps_row_ids_and_writes_change_data_as_deltacommits_own(
-        spark: Any, tmp_path: Path, dvs: bool) -> None:
+        spark: Any, tmp_path: Path, dvs: bool, mapping: str) -> None:
     # Row tracking and change data are the shared rewrite's: the tasks' MERGE must leave what
-    # DeltaTable.merge leaves on an identical copy (rows, stable row ids, change data).
+    # DeltaTable.merge leaves on an identical copy (rows, stable row ids, change data).  With
+    # column mapping the tasks read and write the hidden row-id columns by their own names,
+    # and the change data files are read by physical names (``mapped_change_data``).
     config = {"delta.enableRowTracking": "true", "delta.enableChangeDataFeed": "true"}
     if dvs:
         config["delta.enableDeletionVectors"] = "true"
+    if mapping != "none":
+        config["delta.columnMapping.mode"] = mapping
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
     dc.DeltaTable.create(ours, SCHEMA, partition_by=["p"], configuration=config)
     for k in range(3):

@@ -466,7 +466,8 @@ class TableOptimizer:
             # files keep in the table's hidden materialized columns (fresh ids change).
             names = hidden
             id_scan = replace(table.file_scan(pa.schema(
-                list(snap.schema) + row_tracking.hidden_fields(names, snap.table_config))),
+                list(snap.schema) + row_tracking.hidden_fields(
+                    names, snap.table_config.column_mapping_mode.value))),
                 physical_rows=True)
 
             def read(a: Add) -> pa.Table:

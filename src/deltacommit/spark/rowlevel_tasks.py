@@ -42,6 +42,7 @@ from deltacommit.ops.rowlevel import FileChange, ReadFile, Rewritten, RowRewrite
 from deltacommit.ops.update import update_rows
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.row_filters import row_filter
+from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
 from deltacommit.spark.tasks import RESULT_SCHEMA
@@ -126,7 +127,7 @@ class TaskRewrite(RowRewrite):
         self.change_data = spec.change_data
         wide = list(target.schema)
         if spec.hidden is not None:
-            wide += [pa.field(n, pa.int64()) for n in spec.hidden]
+            wide += row_tracking.hidden_fields(spec.hidden, target.column_mapping)
         self.wide_schema = pa.schema(wide)
         scan = FileScan(spec.uri, spec.version, self.wide_schema,
                         list(target.partition_columns), storage_options=spec.storage_options,

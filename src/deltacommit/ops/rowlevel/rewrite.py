@@ -229,7 +229,7 @@ class RowRewrite:
         self.change_data = snap.table_config.change_data_feed_enabled(snap.protocol)
         fields = list(self.schema)
         if self.hidden is not None:
-            fields += row_tracking.hidden_fields(self.hidden, snap.table_config)
+            fields += row_tracking.hidden_fields(self.hidden, self.target.column_mapping)
         self.wide_schema = pa.schema(fields)
         # The dictionaries of low-cardinality string columns are carried from the files read
         # to the files written (``dictionary_columns``); the verbs judge decoded rows.

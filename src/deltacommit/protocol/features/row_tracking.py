@@ -123,12 +123,13 @@ def rewrite_columns(config: TableConfig, protocol: Protocol, schema: pa.Schema, 
     return rid, ver
 
 
-def hidden_fields(names: Sequence[str], config: TableConfig) -> list[pa.Field[Any]]:
+def hidden_fields(names: Sequence[str], column_mapping: str) -> list[pa.Field[Any]]:
     """The materialized columns ``names`` as fields a rewrite reads and writes beside the
-    table's schema.  They are stored under these very names; on a table with column mapping,
-    where files are read and written by physical name, they carry them as their physical
-    names (Spark's materialized columns are not in the schema and have no other)."""
-    mapped = config.column_mapping_mode.value != "none"
+    table's schema.  They are stored under these very names; on a table with column mapping
+    (``column_mapping`` ``name`` or ``id``), where files are read and written by physical name,
+    they carry them as their physical names (Spark's materialized columns are not in the schema
+    and have no other)."""
+    mapped = column_mapping != "none"
     return [pa.field(n, pa.int64(), metadata={PHYSICAL_NAME_KEY: n} if mapped else None)
             for n in names]
 
