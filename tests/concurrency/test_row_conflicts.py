@@ -322,3 +322,25 @@ def test_a_file_committed_again_with_another_deletion_vector_of_no_fewer_rows() 
                 _check(summary, winner)
         else:
             assert _check(summary, winner) is None
+
+
+def test_a_new_file_read_to_hold_no_matching_row_is_no_conflict() -> None:
+    """Statistics admit a match in the winner's new file (ids 5..15 against ``id >= 0 AND
+    id < 10``); the engine read its live rows: where none matches, it holds no new row to the
+    predicate; where one does, or the file was not read, or was read for another predicate,
+    it conflicts."""
+    summary = _summary(_changed(10, rows([]), rows([3])), "id >= 0 AND id < 10")
+    assert summary.row_level is not None
+    predicate = summary.row_level.predicate.to_sql()
+    for found, conflict in ((False, False), (True, True), (None, True), ("other", True)):
+        winner = WinningCommit(5, "WRITE")
+        winner.added.append(_add("new.parquet", 2, [5, 15]))
+        if found == "other":
+            winner.rows.matching[("id >= 0", "new.parquet")] = False
+        elif found is not None:
+            winner.rows.matching[(predicate, "new.parquet")] = bool(found)
+        if conflict:
+            with pytest.raises(ConcurrentAppendException):
+                _check(summary, winner)
+        else:
+            assert _check(summary, winner) is None

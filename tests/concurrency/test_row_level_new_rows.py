@@ -1,0 +1,291 @@
+"""A row-level operation against a winner that added rows: it conflicts only if a row the
+winner added matches its predicate, judged by the row's values as the winner committed them.
+
+Statistics only bound a file's values: a winner's file holding ids 4 and 14 has bounds
+[4, 14] although neither matches ``id IN (3, 13)``.  So where the statistics of a winner's new
+file admit a match, its live rows are read (deletion vector applied, partition values and
+column mapping as any read) and the predicate evaluated on them with the operation's own
+semantics: NULL is no match.  The winner commits from inside the loser's run, after the loser
+read the table and staged its changes (``_between``); each case compares the final table with
+the serial result computed on plain Python rows (the winner, then the loser on its table), or,
+where the loser must conflict, with the winner's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import deltacommit as dc
+from deltacommit.engine.commit.policy import CommitResult
+from deltacommit.engine.transaction.transaction import Transaction
+from deltacommit.errors import ConcurrentAppendException
+from deltacommit.protocol.actions import Add
+
+ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+#: A row: (id, v, w, p) with None for NULL or an absent column.
+Row = tuple[Any, ...]
+COLUMNS = ("id", "v", "w", "p")
+
+
+def _arrow(rows: Sequence[Row], columns: Sequence[str]) -> pa.Table:
+    return pa.table({c: pa.array([r[COLUMNS.index(c)] for r in rows], pa.int64())
+                     for c in columns})
+
+
+def _table(tmp_path: Path, rows: Sequence[Row], columns: Sequence[str] = ("id", "v"),
+           mode: str = "none", partition_by: Sequence[str] | None = None) -> str:
+    """A table of ``rows`` in files of ten rows."""
+    uri = str(tmp_path / "t")
+    config = dict(ROW_LEVEL)
+    if mode != "none":
+        config["delta.columnMapping.mode"] = mode
+    dc.write(uri, _arrow(rows, columns), configuration=config, target_file_rows=10,
+             partition_by=partition_by)
+    return uri
+
+
+def _append(uri: str, rows: Sequence[Row], columns: Sequence[str] = ("id", "v")) -> None:
+    dc.write(uri, _arrow(rows, columns), mode="append")
+
+
+def _rows(uri: str) -> list[Row]:
+    """The table's rows, sorted (a duplicated id shows twice)."""
+    data = dc.DeltaTable(uri).to_arrow().to_pylist()
+    return sorted((tuple(r.get(c) for c in COLUMNS) for r in data),
+                  key=lambda r: tuple((x is None, x or 0) for x in r))
+
+
+def _sorted(rows: Sequence[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: tuple((x is None, x or 0) for x in r))
+
+
+def _between(monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object]) -> None:
+    """Run ``winner`` once, as the next transaction to commit is about to: after it read
+    and staged everything."""
+    real = Transaction.commit
+    pending = [winner]
+
+    def commit(txn: Transaction) -> CommitResult:
+        if pending:
+            pending.pop()()
+        return real(txn)
+
+    monkeypatch.setattr(Transaction, "commit", commit)
+
+
+def _plain(n: int = 20) -> list[Row]:
+    """Ids 0..n-1 with ``v`` = id."""
+    return [(i, i, None, None) for i in range(n)]
+
+
+def _updated(rows: Sequence[Row], where: Callable[[Row], bool | None], add: int) -> list[Row]:
+    """``UPDATE SET v = v + add WHERE ...`` on plain rows: only where the condition is TRUE
+    (None, SQL's NULL, updates nothing)."""
+    return [(r[0], r[1] + add, *r[2:]) if where(r) is True else r for r in rows]
+
+
+def _loser_lands(uri: str, monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object],
+                 loser: Callable[[], object], conflict: bool) -> list[Row]:
+    """Run ``loser`` with ``winner`` committing in between: it must conflict (``conflict``),
+    leaving the winner's table, or land; the table afterwards."""
+    _between(monkeypatch, winner)
+    if conflict:
+        with pytest.raises(ConcurrentAppendException):
+            loser()
+    else:
+        loser()
+    return _rows(uri)
+
+
+@pytest.mark.parametrize("mode", ["none", "name", "id"])
+def test_updates_of_interleaved_ids_both_land(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              mode: str) -> None:
+    """The winner's new file holds ids 4 and 14 (bounds [4, 14]); neither matches the
+    loser's ``id IN (3, 13)``, so the loser lands after it (column mapping or not)."""
+    uri = _table(tmp_path, _plain(), mode=mode)
+    got = _loser_lands(
+        uri, monkeypatch,
+        lambda: dc.DeltaTable(uri).update({"v": "v + 100"}, "id IN (4, 14)"),
+        lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "id IN (3, 13)"), False)
+    serial = _updated(_updated(_plain(), lambda r: r[0] in (4, 14), 100),
+                      lambda r: r[0] in (3, 13), 1000)
+    assert got == _sorted(serial)
+
+
+@pytest.mark.parametrize("mode", ["none", "name", "id"])
+@pytest.mark.parametrize(("appended", "conflict"), [((13, 50), True), ((4, 50), False)])
+def test_an_update_conflicts_with_an_added_row_by_its_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str,
+        appended: tuple[int, int], conflict: bool) -> None:
+    """The winner appends rows with ``v`` in ``appended``: bounds that admit ``v IN (3, 13)``
+    either way.  A row with ``v`` 13 matches: the loser, which did not update it, must
+    conflict; rows with ``v`` 4 and 50 match nothing and the loser lands."""
+    uri = _table(tmp_path, _plain(), mode=mode)
+    new = [(20 + i, v, None, None) for i, v in enumerate(appended)]
+    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new),
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       conflict)
+    after_winner = _plain() + new
+    assert got == _sorted(after_winner if conflict else
+                          _updated(after_winner, lambda r: r[1] in (3, 13), 1000))
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_a_matching_row_the_winners_deletion_vector_hides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hidden: bool) -> None:
+    """The winner commits a file again (as RESTORE does) whose rows are (20, v 13) and
+    (21, v 50): with the deletion vector that deletes row 20, no live row of it matches
+    ``v IN (3, 13)`` and the loser lands; without it, row 20 is back and matches."""
+    uri = _table(tmp_path, _plain())
+    _append(uri, [(20, 13, None, None), (21, 50, None, None)])
+    dc.DeltaTable(uri).delete("id = 20")
+    (entry,) = [a for a in dc.DeltaTable(uri).files() if a.deletion_vector
+                and a.num_records() == 2]
+    dc.DeltaTable(uri).delete("id = 21")
+    assert _rows(uri) == _sorted(_plain())
+    again: Add = entry if hidden else replace(entry, deletion_vector=None)
+
+    def restore() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.add([again])
+
+    got = _loser_lands(uri, monkeypatch, restore,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       not hidden)
+    after_winner = _plain() + ([(21, 50, None, None)] if hidden
+                               else [(20, 13, None, None), (21, 50, None, None)])
+    assert got == _sorted(_updated(after_winner, lambda r: r[1] in (3, 13), 1000)
+                          if hidden else after_winner)
+
+
+@pytest.mark.parametrize(("appended_w", "conflict"), [((None, 21), False), ((None, 22), True)])
+def test_a_row_where_the_predicate_is_null_is_no_match(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended_w: tuple[int | None, ...],
+        conflict: bool) -> None:
+    """``w <> v`` (which statistics cannot judge) is NULL where ``w`` is NULL: the winner's
+    row (20, v 20, w NULL) matches it no more than (21, v 21, w 21) does, and the loser
+    lands; a row (21, v 21, w 22) matches."""
+    start = [(i, i, -1 if i in (3, 13) else i, None) for i in range(20)]
+    columns = ("id", "v", "w")
+    uri = _table(tmp_path, start, columns)
+    new = [(20 + i, 20 + i, w, None) for i, w in enumerate(appended_w)]
+
+    def where(r: Row) -> bool | None:
+        return None if r[2] is None or r[1] is None else r[2] != r[1]
+
+    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new, columns),
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "w <> v"),
+                       conflict)
+    after_winner = start + new
+    assert got == _sorted(after_winner if conflict else _updated(after_winner, where, 1000))
+
+
+@pytest.mark.parametrize("mode", ["none", "name"])
+@pytest.mark.parametrize(("appended_v", "conflict"), [(4, False), (3, True)])
+def test_partition_values_are_the_rows_values(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended_v: int,
+        conflict: bool, mode: str) -> None:
+    """``v + p = 4`` over the partition column ``p``: the winner's row (20, v, p 1) matches
+    only with its partition value, 1 (v 3), and not with v 4 (column mapping or not)."""
+    start = [(i, i, None, i % 2) for i in range(20)]
+    columns = ("id", "v", "p")
+    uri = _table(tmp_path, start, columns, mode=mode, partition_by=["p"])
+    new = [(20, appended_v, None, 1)]
+    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new, columns),
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v + p = 4"),
+                       conflict)
+    after_winner = start + new
+    assert got == _sorted(after_winner if conflict else
+                          _updated(after_winner, lambda r: r[1] + r[3] == 4, 1000))
+
+
+def _merge(uri: str, source: dict[int, int], insert: bool) -> None:
+    """Upsert: matched rows take the source's ``v`` where it is larger; unmatched source rows
+    are inserted (``insert``)."""
+    merger = dc.DeltaTable(uri).merge(
+        pa.table({"id": pa.array(list(source), pa.int64()),
+                  "v": pa.array(list(source.values()), pa.int64())}),
+        "t.id = s.id", "s", "t").when_matched_update_all("s.v > t.v")
+    if insert:
+        merger = merger.when_not_matched_insert_all()
+    merger.execute()
+
+
+def _serial_merge(rows: Sequence[Row], source: dict[int, int], insert: bool) -> list[Row]:
+    out = [(r[0], max(r[1], source[r[0]]), *r[2:]) if r[0] in source else r for r in rows]
+    present = {r[0] for r in rows}
+    if insert:
+        out += [(k, v, None, None) for k, v in source.items() if k not in present]
+    return out
+
+
+@pytest.mark.parametrize("insert", [True, False])
+def test_upserts_of_interleaved_keys_both_land(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               insert: bool) -> None:
+    """Two upserts of interleaved keys (3, 13, 23, 33 and 4, 14, 24, 34): the winner's new
+    rows fall within the loser's key range but none has a key of the loser's."""
+    uri = _table(tmp_path, _plain())
+    theirs = {4: 40, 14: 140, 24: 24, 34: 34}
+    mine = {3: 30, 13: 130, 23: 23, 33: 33}
+    got = _loser_lands(uri, monkeypatch, lambda: _merge(uri, theirs, insert),
+                       lambda: _merge(uri, mine, insert), False)
+    assert got == _sorted(_serial_merge(_serial_merge(_plain(), theirs, insert), mine, insert))
+
+
+@pytest.mark.parametrize("how", ["insert", "append"])
+def test_an_upsert_conflicts_with_a_row_added_under_one_of_its_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The winner adds a row under a key the loser's upsert inserts (23, by its own upsert) or
+    matches (13, appended beside the row there): after the winner the upsert would match it,
+    so landing as read would duplicate key 23 or leave the new row 13 as it was."""
+    uri = _table(tmp_path, _plain())
+    mine = {3: 30, 13: 130, 23: 23}
+    if how == "insert":
+        theirs: dict[int, int] = {4: 40, 23: 99}
+
+        def winner() -> None:
+            _merge(uri, theirs, True)
+
+        after_winner = _serial_merge(_plain(), theirs, True)
+    else:
+        def winner() -> None:
+            _append(uri, [(13, 5, None, None), (40, 40, None, None)])
+
+        after_winner = [*_plain(), (13, 5, None, None), (40, 40, None, None)]
+    got = _loser_lands(uri, monkeypatch, winner, lambda: _merge(uri, mine, True), True)
+    assert got == _sorted(after_winner)
+
+
+@pytest.mark.parametrize("unread", ["over the budget", "unreadable"])
+def test_a_new_file_not_read_is_judged_by_its_statistics(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unread: str) -> None:
+    """The winner's file of rows (20, v 4) and (21, v 50) holds no match, but when it is not
+    read (beyond the byte budget, or missing from storage when the check reads it) its
+    statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
+    from deltacommit.engine.commit import row_rebase
+
+    uri = _table(tmp_path, _plain())
+    new = [(20, 4, None, None), (21, 50, None, None)]
+    away: list[tuple[Path, Path]] = []
+
+    def winner() -> None:
+        _append(uri, new)
+        if unread == "unreadable":
+            (add,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+            path = Path(uri) / add.path
+            away.append((path, path.rename(path.with_suffix(".away"))))
+
+    if unread == "over the budget":
+        monkeypatch.setattr(row_rebase, "MATCH_READ_BYTES", 0)
+    _between(monkeypatch, winner)
+    with pytest.raises(ConcurrentAppendException, match="may hold rows matching"):
+        dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)")
+    for path, moved in away:
+        moved.rename(path)
+    assert _rows(uri) == _sorted(_plain() + new)
