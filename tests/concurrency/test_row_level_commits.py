@@ -92,7 +92,7 @@ def test_appends_matching_nothing_pass_and_matching_ones_conflict(tmp_path: Path
     loser = dc.DeltaTable(uri)
     dc.write(uri, pa.table({"id": pa.array([6], pa.int64()), "v": ["again"]}))
     # The new row 6 matches: in series after the append, the DELETE would delete it too.
-    with pytest.raises(ConcurrentAppendException, match="may hold rows matching"):
+    with pytest.raises(ConcurrentAppendException, match="holds rows matching id = 6"):
         loser.delete("id = 6")
     assert 6 in _ids(uri)
 

@@ -52,7 +52,8 @@ if TYPE_CHECKING:
 
     from deltacommit.protocol.expressions.predicates import Predicate
 
-__all__ = ["IsolationLevel", "TransactionSummary", "WinningCommit", "check_conflicts"]
+__all__ = ["IsolationLevel", "TransactionSummary", "WinningCommit", "check_conflicts",
+           "new_row_candidates"]
 
 
 # Operations that rewrite files without changing what the table contains (Spark's
@@ -228,7 +229,7 @@ def check_conflicts(current: TransactionSummary, winner: WinningCommit, table: s
     return None
 
 
-def _new_row_candidates(current: TransactionSummary, winner: WinningCommit) -> list[Add]:
+def new_row_candidates(current: TransactionSummary, winner: WinningCommit) -> list[Add]:
     """The winner's adds that count as new rows at the transaction's isolation level (Spark's
     rule: under WriteSerializable a blind append does not)."""
     level = current.effective_isolation
@@ -251,7 +252,7 @@ def _check_rows(current: TransactionSummary, reads: RowLevelReads, winner: Winni
 
     try:
         return check_rows(reads, winner.added, winner.removed, winner.rows,
-                          _new_row_candidates(current, winner))
+                          new_row_candidates(current, winner))
     except RowConflict as e:
         cls: type[ConcurrentModificationException] = {
             "append": ConcurrentAppendException, "delete": ConcurrentDeleteDeleteException,

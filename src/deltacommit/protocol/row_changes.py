@@ -75,8 +75,8 @@ class MovedRows:
 @dataclass(eq=False)
 class WinnerRows:
     """What the engine read of a winner for a row-level check: deleted positions of the files
-    it committed with a deletion vector, the live rows of the files it added, and whether the
-    files it committed again only lost rows."""
+    it committed with a deletion vector, the live rows of the files it added, whether the
+    files it committed again only lost rows, and whether its new rows match the predicate."""
 
     deletion_vectors: dict[str, Rows] = field(default_factory=dict)
     moved: dict[str, MovedRows] = field(default_factory=dict)
@@ -84,6 +84,17 @@ class WinnerRows:
     #: their rows: whether the new one was read to delete every row the one it replaced did
     #: (a file whose entry is absent is taken to hold rows brought back).
     kept_deletes: dict[str, bool] = field(default_factory=dict)
+    #: Files it added whose statistics admit a row a predicate matches, read row by row:
+    #: whether a live row (its deletion vector applied) of the file is one where the
+    #: predicate is TRUE, by ``match_key``.  The predicate is part of the key because one
+    #: winner is checked against every transaction of a commit group, each with its own.
+    #: A file whose entry is absent was not read: statistics decide (it may hold one).
+    matching: dict[tuple[str, str], bool] = field(default_factory=dict)
+
+
+def match_key(predicate: Expr, path: str) -> tuple[str, str]:
+    """``WinnerRows.matching``'s key for the rows of the file at ``path`` under ``predicate``."""
+    return predicate.to_sql(), file_key(path)
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,4 +146,4 @@ def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
     return replace(reads, files=files)
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads", "RowRebase",
-           "Rows", "WinnerRows", "rebased_reads", "rows"]
+           "Rows", "WinnerRows", "match_key", "rebased_reads", "rows"]

@@ -10,10 +10,12 @@ outcome depends on (``RowLevelReads``): the rows it deleted or rewrote, by posit
 stable id, and the predicate that chose them.  A concurrent winner then conflicts with it
 only if
 
-1. the winner added rows the predicate may match: files with new rows (not a file it
+1. the winner added rows the predicate matches: files with new rows (not a file it
    committed again with a deletion vector deleting more rows, not files a compaction wrote
    with ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
-   prove hold no such row (``ConcurrentAppendException``); or
+   prove hold no such row, unless the engine read the file's live rows and found none where
+   the predicate is TRUE (``WinnerRows.matching``: bounds [4, 14] admit ``id IN (3, 13)``,
+   rows 4 and 14 do not) (``ConcurrentAppendException``); or
 2. the winner changed one of its rows:
 
    - the winner committed one of its files again with a new deletion vector: the rows it
@@ -56,20 +58,44 @@ from deltacommit.protocol.row_changes import (
     RowRebase,
     Rows,
     WinnerRows,
+    match_key,
     rows,
 )
 
 
-def new_rows_matching(reads: RowLevelReads, added: Sequence[Add]) -> Add | None:
-    """The first of ``added`` that may hold a row where the predicate is TRUE."""
+def stats_matching(reads: RowLevelReads, added: Sequence[Add]) -> list[Add]:
+    """Those of ``added`` whose partition values and statistics admit a row where the
+    predicate is TRUE."""
     if not added:
-        return None
+        return []
     listing = add_actions_table([adds_to_arrow(list(added))], reads.schema,
                                 list(reads.partition_columns), reads.configuration,
                                 deletion_vectors=True, tight_bounds=True)
     keep = may_match(reads.predicate, listing, reads.schema)
-    hits = np.flatnonzero(keep)
-    return added[int(hits[0])] if len(hits) else None
+    return [added[int(i)] for i in np.flatnonzero(keep)]
+
+
+def new_rows_matching(reads: RowLevelReads, added: Sequence[Add],
+                      loaded: WinnerRows | None = None) -> Add | None:
+    """The first of ``added`` that may hold a row where the predicate is TRUE: statistics
+    admit one and, where ``loaded`` says what its live rows hold, one of them is such a row."""
+    matching = loaded.matching if loaded is not None else {}
+    for a in stats_matching(reads, added):
+        if matching.get(match_key(reads.predicate, a.path), True):
+            return a
+    return None
+
+
+def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Remove],
+               loaded: WinnerRows, new_row_candidates: Sequence[Add]) -> list[Add]:
+    """The winner's files (its ``added`` and ``removed``) that hold new rows to ``reads``:
+    of ``new_row_candidates`` (its adds that count as new rows at the isolation level), those
+    that change data and are not a file of the operation committed again (checked row by row,
+    ``_same_file``) nor a file committed again that only lost rows."""
+    removed_keys = {file_key(r.path) for r in removed}
+    readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
+    grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
+    return [a for a in new_row_candidates if a.data_change and file_key(a.path) not in grown]
 
 
 def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Remove],
@@ -83,12 +109,12 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     # A file of this operation committed again is checked row by row below (``_same_file``:
     # rows brought back there conflict); the winner's other files count as new rows unless
     # they only lost rows.
-    grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
-    fresh = [a for a in new_row_candidates
-             if a.data_change and file_key(a.path) not in grown]
-    hit = new_rows_matching(reads, fresh)
+    fresh = fresh_rows(reads, added, removed, loaded, new_row_candidates)
+    hit = new_rows_matching(reads, fresh, loaded)
     if hit is not None:
-        raise RowConflict("append", f"added file {hit.path}, which may hold rows matching "
+        read = match_key(reads.predicate, hit.path) in loaded.matching
+        raise RowConflict("append", f"added file {hit.path}, which "
+                                    f"{'holds' if read else 'may hold'} rows matching "
                                     f"{reads.predicate.to_sql()}")
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
@@ -232,4 +258,4 @@ def _moved(c: ChangedFile, index: tuple[Rows, Rows, list[tuple[str, int]]],
     return out
 
 
-__all__ = ["check_rows", "new_rows_matching"]
+__all__ = ["check_rows", "fresh_rows", "new_rows_matching", "stats_matching"]

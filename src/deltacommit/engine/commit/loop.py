@@ -52,7 +52,7 @@ from deltacommit.protocol.actions import (
     Txn,
     serialize_commit,
 )
-from deltacommit.protocol.conflicts import WinningCommit, check_conflicts
+from deltacommit.protocol.conflicts import WinningCommit, check_conflicts, new_row_candidates
 from deltacommit.protocol.features.identity import is_mark_update
 from deltacommit.protocol.partitions import decode_add_path
 from deltacommit.runtime.clock import Clock, RandomSource
@@ -372,7 +372,8 @@ class CommitLoop:
                 # loads with the first (a blind append never loads it).
                 from deltacommit.engine.commit.row_rebase import load_winner_rows
 
-                load_winner_rows(store, self.log.uri, winner.version, summary.row_level, winner)
+                load_winner_rows(store, self.log.uri, winner.version, summary.row_level, winner,
+                                 new_row_candidates(summary, winner))
             plan = check_conflicts(summary, winner, self.log.uri)
             if plan is not None:
                 from deltacommit.engine.commit.row_rebase import rebase

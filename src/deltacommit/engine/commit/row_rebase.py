@@ -11,7 +11,15 @@ pure check needs of the winner, and nothing more:
   the winner removed a file the transaction changed (a compaction moved its rows, or not);
 - of each other file the winner committed again with another deletion vector, where the
   predicate may match its rows, whether the new one still deletes every row the old one did
-  (else rows came back: new rows to the predicate).
+  (else rows came back: new rows to the predicate);
+- of each file holding new rows whose statistics admit a row the predicate matches, whether
+  one of its live rows does (``holds_match``): statistics only bound a file's values, so a
+  winner's file of ids 4 and 14 would otherwise abort an operation on ids 3 and 13.  The rows
+  are read from the file as committed (its deletion vector applied, partition values and
+  column mapping as any read) and judged with the evaluator the row-level verbs judge their
+  own rows with, where NULL is no match.  At most ``MATCH_READ_BYTES`` of files per winner
+  are read, and reading stops at the first file that holds a match (the check conflicts
+  there whatever the rest hold).
 
 A read that fails leaves the winner's file unread, which the check takes as a conflict.
 
@@ -30,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +54,8 @@ from deltacommit.protocol.deletion_vectors import (
     encode_file,
     relative_dv_path_or_inline,
 )
+from deltacommit.protocol.expressions.ast import Column
+from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
 from deltacommit.protocol.replay import file_key
@@ -52,6 +63,7 @@ from deltacommit.protocol.row_changes import (
     MovedRows,
     RowLevelReads,
     RowRebase,
+    match_key,
     rebased_reads,
     rows,
 )
@@ -93,11 +105,16 @@ def stable_rows(store: ObjectStore, uri: str, version: int, add: Add,
 
 
 def load_winner_rows(store: ObjectStore, uri: str, version: int, reads: RowLevelReads,
-                     winner: WinningCommit) -> None:
+                     winner: WinningCommit,
+                     new_row_candidates: Sequence[Add] | None = None) -> None:
     """Read into ``winner.rows`` what the row-level check of ``reads`` needs (see the module
-    docstring); a file that cannot be read is left out, which the check takes as a conflict."""
+    docstring); a file that cannot be read is left out, which the check takes as a conflict.
+    ``new_row_candidates``: the winner's adds that count as new rows at the transaction's
+    isolation level (``conflicts.new_row_candidates``; every add when not given)."""
     removed = {file_key(r.path) for r in winner.removed}
     _load_kept_deletes(store, uri, reads, winner)
+    _load_matching(store, uri, version, reads, winner,
+                   winner.added if new_row_candidates is None else new_row_candidates)
     touched = [c for k, c in reads.files.items() if k in removed]
     if not touched:
         return
@@ -156,6 +173,65 @@ def _load_kept_deletes(store: ObjectStore, uri: str, reads: RowLevelReads,
         except (DeltaCommitError, OSError, ValueError):
             continue
         winner.rows.kept_deletes[key] = not len(np.setdiff1d(before, now))
+
+
+#: Bytes of a winner's new files (their sizes) read to judge their rows by value against a
+#: row-level transaction's predicate; the files beyond are judged by their statistics.
+MATCH_READ_BYTES = 64 * 1024 * 1024
+
+
+def _load_matching(store: ObjectStore, uri: str, version: int, reads: RowLevelReads,
+                   winner: WinningCommit, candidates: Sequence[Add]) -> None:
+    """Read into ``winner.rows.matching``, for the winner's files holding new rows whose
+    statistics admit a match, whether a live row of each matches ``reads.predicate``, while
+    ``MATCH_READ_BYTES`` lasts; stop at the first that cannot be read or holds a match: the
+    check conflicts there."""
+    from deltacommit.protocol.row_conflicts import fresh_rows, stats_matching
+
+    fresh = fresh_rows(reads, winner.added, winner.removed, winner.rows, candidates)
+    if not fresh or not _predicate_fields(reads):
+        return
+    budget = MATCH_READ_BYTES
+    for a in stats_matching(reads, fresh):
+        key = match_key(reads.predicate, a.path)
+        found = winner.rows.matching.get(key)
+        if found is None:
+            if a.size > budget:
+                return
+            budget -= a.size
+            try:
+                found = holds_match(store, uri, version, reads, a)
+            except (DeltaCommitError, OSError, ValueError, pa.ArrowException):
+                return
+            winner.rows.matching[key] = found
+        if found:
+            return
+
+
+def _predicate_fields(reads: RowLevelReads) -> list[pa.Field[Any]]:
+    """The table's top-level columns ``reads.predicate`` references (names as the evaluator
+    finds them, regardless of case)."""
+    wanted = {c.path[0].lower() for c in reads.predicate.walk() if isinstance(c, Column)}
+    return [f for f in reads.schema if f.name.lower() in wanted]
+
+
+def holds_match(store: ObjectStore, uri: str, version: int, reads: RowLevelReads,
+                add: Add) -> bool:
+    """Whether a live row of ``add`` (its deletion vector applied; partition values and
+    column mapping as the table's readers take them) is one where ``reads.predicate`` is
+    TRUE, judged as a row-level verb judges its own rows (``RowFilter``): NULL is no match.
+    Reads the columns the predicate references alone."""
+    config = TableConfig(reads.configuration)
+    schema = pa.schema(_predicate_fields(reads))
+    scan = FileScan(uri, version, schema, list(reads.partition_columns),
+                    column_mapping=config.column_mapping_mode.value, file_threads=False,
+                    given_store=store)
+    data = scan.read(add)
+    if not data.num_rows:
+        return False
+    found = row_filter(reads.predicate, schema, f"new rows of {add.path} in table {uri}",
+                       writes=False).matches(data)
+    return bool(np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.bool_).any())
 
 
 def wide_stats(stats: str | None) -> str | None:
@@ -223,5 +299,5 @@ def rebase(store: ObjectStore, uri: str, staged: StagedCommit, plan: RowRebase,
     return replace(staged, removes=tuple(removes), adds=tuple(adds), summary=summary)
 
 
-__all__ = ["deleted_positions", "hidden_columns", "load_winner_rows", "rebase", "stable_rows",
-           "wide_stats"]
+__all__ = ["MATCH_READ_BYTES", "deleted_positions", "hidden_columns", "holds_match",
+           "load_winner_rows", "rebase", "stable_rows", "wide_stats"]
