@@ -289,3 +289,28 @@ def test_a_new_file_not_read_is_judged_by_its_statistics(
     for path, moved in away:
         moved.rename(path)
     assert _rows(uri) == _sorted(_plain() + new)
+
+
+@pytest.mark.parametrize("struct", [False, True], ids=["column-a.b", "struct-a-beside-a.b"])
+def test_new_rows_are_judged_by_the_column_a_dotted_name_resolves_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, struct: bool) -> None:
+    """Unquoted ``a.b`` is the struct ``a``'s field ``b`` where there is one, else the column
+    named ``a.b``: the winner's rows are read by the column the name resolves to, so updates
+    of interleaved keys land either way (beside the struct, the column ``a.b`` of the
+    winner's rows holds values the loser's predicate names: judging it would conflict)."""
+    uri = str(tmp_path / "t")
+    ids = pa.array(range(20), pa.int64())
+    # Beside the struct, the column ``a.b`` of the rows with b 4 and 14 holds 13 and 3.
+    columns: dict[str, Any] = {"a.b": pa.array([(i + 9) % 20 for i in range(20)], pa.int64())
+                               if struct else ids, "v": pa.array([0] * 20, pa.int64())}
+    if struct:
+        columns["a"] = pa.StructArray.from_arrays([ids], ["b"])
+    dc.write(uri, pa.table(columns), configuration=ROW_LEVEL, target_file_rows=10)
+    _between(monkeypatch,
+             lambda: dc.DeltaTable(uri).update({"v": "v + 1"}, "a.b IN (4, 14)"))
+    assert dc.DeltaTable(uri).update({"v": "v + 10"}, "a.b IN (3, 13)")["num_updated_rows"] == 2
+    got = dc.DeltaTable(uri).to_arrow()
+    keys = got.column("a").combine_chunks().field("b") if struct else got.column("a.b")
+    changed = {k: v for k, v in zip(keys.to_pylist(), got.column("v").to_pylist(), strict=True)
+               if v}
+    assert changed == {3: 10, 13: 10, 4: 1, 14: 1}

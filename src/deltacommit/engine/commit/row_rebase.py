@@ -54,7 +54,7 @@ from deltacommit.protocol.deletion_vectors import (
     encode_file,
     relative_dv_path_or_inline,
 )
-from deltacommit.protocol.expressions.ast import Column
+from deltacommit.protocol.expressions.evaluator import columns_read
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.log.paths import parse_location
@@ -209,10 +209,11 @@ def _load_matching(store: ObjectStore, uri: str, version: int, reads: RowLevelRe
 
 
 def _predicate_fields(reads: RowLevelReads) -> list[pa.Field[Any]]:
-    """The table's top-level columns ``reads.predicate`` references (names as the evaluator
-    finds them, regardless of case)."""
-    wanted = {c.path[0].lower() for c in reads.predicate.walk() if isinstance(c, Column)}
-    return [f for f in reads.schema if f.name.lower() in wanted]
+    """The table's top-level columns ``reads.predicate`` reads, as the evaluator resolves its
+    names (``columns_read``: regardless of case; a dotted ``a.b`` is the struct ``a``'s field,
+    or the column named ``a.b`` where there is no such field)."""
+    wanted = columns_read(reads.predicate, reads.schema)
+    return [f for f in reads.schema if f.name in wanted]
 
 
 def holds_match(store: ObjectStore, uri: str, version: int, reads: RowLevelReads,
