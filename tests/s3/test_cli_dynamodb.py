@@ -131,3 +131,40 @@ def test_an_entry_naming_a_committed_file_as_its_temp_is_reported_never_acted_on
         assert main([*command, *flags]) != 0
         assert "not a temp file name" in capsys.readouterr().err
     assert {m.path: store.get(m.path) for m in store.list("")} == before
+
+
+def test_repair_finds_the_entries_under_the_fleets_tablepath(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Spark's writers key their entries ``s3a://bucket/t``; an operator repairs the table by
+    the ``s3://`` URI the writers' errors name.  The repair looks where the fleet's entries
+    are, as the writers do, instead of reporting "no incomplete entries" under the URI as given
+    while every writer stays stopped on the unrecoverable one (or the stale ones)."""
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
+
+    from .test_dynamodb_log_store import Stop, stop_at
+
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    dc.write(table, batch(0, 0))
+    stopped = DynamoDBLogStore.open(uri, spark, hook=stop_at("after_put_entry"))
+    with pytest.raises(Stop):
+        dc.write(dc.DeltaTable(uri, storage_options=spark, log_store=stopped), batch(1, 0))
+    entry = dynamo.entries(s3a)[-1]
+    assert (entry.version, entry.complete) == (2, False)
+    stopped.store.delete(entry.temp_key)
+
+    flags = [uri, *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", *flags]) == 1
+    assert "version 2: unrecoverable" in capsys.readouterr().out
+    assert main(["dynamodb", "repair", "--drop-unrecoverable", *flags]) == 0
+    assert "version 2: dropped" in capsys.readouterr().out
+    assert [e.version for e in dynamo.entries(s3a)] == [0, 1]
+
+    store = table.log_store.store
+    for meta in list(store.list("")):
+        store.delete(meta.path)
+    assert main(["dynamodb", "repair", "--drop-stale-entries", *flags]) == 0
+    assert f"deleted 2 stale entries of {s3a}" in capsys.readouterr().out
+    assert dynamo.entries(s3a) == []

@@ -286,7 +286,12 @@ class EntryRepairer(FleetMember):
         step 1) are completed the same way, since copies never replace a file.  An entry whose
         commit is unrecoverable is reported, or with ``drop_unrecoverable`` deleted (only if it
         is still incomplete and unchanged).
+
+        The entries are looked for under the fleet's ``tablePath`` (``join_fleet``), as a
+        writer's are: an operator repairs by the URI a writer's error names, which may be
+        ``s3://`` while Spark's writers key theirs ``s3a://``.
         """
+        self.join_fleet(check_mechanism=False)
         out: list[RepairReport] = []
         for entry in self.entries(incomplete_only=True):
             existed = self.store.exists(commit_path(entry.version))
@@ -319,7 +324,9 @@ class EntryRepairer(FleetMember):
 
         For a table deleted and re-created at the same location before TTL removed the old
         entries (which would otherwise make version 0 fail).  Refused while any commit exists.
+        The entries are those under the fleet's ``tablePath``, as for ``repair``.
         """
+        self.join_fleet(check_mechanism=False)
         listed = [f for f in super().list_log(0) if f.kind == "commit"]
         if listed:
             raise LogStoreError(
