@@ -168,3 +168,59 @@ def test_repair_finds_the_entries_under_the_fleets_tablepath(
     assert main(["dynamodb", "repair", "--drop-stale-entries", *flags]) == 0
     assert f"deleted 2 stale entries of {s3a}" in capsys.readouterr().out
     assert dynamo.entries(s3a) == []
+
+
+def test_a_log_table_recreated_empty_is_rejoined_by_restoring_the_newest_entry(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """The DynamoDB table deleted and created again empty while the log goes on: the newest
+    commits have no entry, so a writer that did not see them made refuses every commit for
+    half the entries' TTL (12 h), taking them for another mechanism's.  Its error names the
+    way out, and ``repair --restore-entry`` (the operator vouching that every writer commits
+    through this table) writes the newest commit's entry, complete, after which writers go on
+    from the version after it."""
+    from deltacommit.engine.snapshot import state_cache
+    from deltacommit.errors import CoordinationMismatchError
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
+
+    from .test_dynamodb_log_store import rows
+
+    uri = dynamo.uri()
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    client = dynamodb_client(dynamo.endpoint)
+    client.delete_table(TableName=dynamo.table)
+    client.get_waiter("table_not_exists").wait(TableName=dynamo.table,
+                                               WaiterConfig={"Delay": 0.05, "MaxAttempts": 200})
+    create_log_table(client, dynamo.table)
+    state_cache.clear()  # a process that never saw the entries
+    with pytest.raises(CoordinationMismatchError,
+                       match=rf"dynamodb repair {uri} --restore-entry"):
+        dc.write(uri, batch(1, 0), storage_options=dynamo.options)
+
+    flags = [uri, *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", "--restore-entry", *flags]) == 0
+    assert "restored the complete entry of version 1" in capsys.readouterr().out
+    [entry] = dynamo.entries(uri)
+    assert (entry.version, entry.complete) == (1, True) and entry.expire_time is not None
+    assert main(["dynamodb", "repair", "--restore-entry", "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["restored"] is False
+
+    state_cache.clear()
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 2
+    assert [e.version for e in dynamo.entries(uri)] == [1, 2]
+    assert rows(dc.DeltaTable(uri, storage_options=dynamo.options)) == [(0, 0), (1, 0)]
+
+
+def test_restore_entry_refuses_options_other_than_the_recorded_ones(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """The entry goes under the tablePath the table records, or nowhere: one under another
+    spelling would split the fleet instead of rejoining it."""
+    uri = dynamo.uri()
+    create(dynamo)
+    for item in dynamo.items(uri):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    s3a = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(s3a)]) == 1
+    assert "records deltacommit.coordination.tablePath" in capsys.readouterr().err
+    assert dynamo.items(uri) == [] and dynamo.items("s3a://" + uri.split("://", 1)[1]) == []

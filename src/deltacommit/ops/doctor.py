@@ -530,7 +530,10 @@ def describe_writer(info: CommitInfo | None) -> WriterDescription:
         return WriterDescription(
             f"deltacommit {m.group(1)}",
             "which was configured for another commit mechanism or DynamoDB table",
-            "configure its writers like the table's pin (`deltacommit coordination show`)")
+            "configure its writers like the table's pin (`deltacommit coordination show`); if "
+            "they did commit through this DynamoDB table and its entries were lost (the table "
+            "re-created or emptied), restore the newest with `deltacommit dynamodb repair <uri> "
+            "--restore-entry`")
     who = engine or client
     label = json.dumps(who) if who else "a writer that records no engineInfo"
     return WriterDescription(label, "which did not commit through this DynamoDB table",

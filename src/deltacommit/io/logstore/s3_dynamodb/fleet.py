@@ -150,7 +150,7 @@ class FleetMember(EntryClient):
                 f"tablePath spelling ({', '.join(table_path_spellings(self.table_path))}): its "
                 "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
                 "commit mechanism (S3 conditional writes?), neither of which excludes this "
-                f"writer. Nothing was committed; {pin}")
+                f"writer. Nothing was committed; {pin}. {self._restore_hint()}")
 
     def _check_explained(self, version: int, meta: ObjectMeta) -> None:
         """Refuse when ``version``'s commit file has no entry of this protocol but is younger
@@ -166,7 +166,14 @@ class FleetMember(EntryClient):
             f"{self.table_path}: another mechanism is writing this table (S3 conditional "
             "writes, another DynamoDB table or tablePath), and it does not exclude this writer. "
             "This commit was not made; move every writer to one mechanism (`deltacommit "
-            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}")
+            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}. "
+            + self._restore_hint())
+
+    def _restore_hint(self) -> str:
+        return (f"If every writer does commit through DynamoDB table {self.table_name} and its "
+                "entries were lost (the DynamoDB table re-created or emptied, items deleted by "
+                "hand), restore the newest one with `deltacommit dynamodb repair "
+                f"{self.table_uri} --restore-entry`")
 
     def _switched_here(self, version: int) -> bool:
         """Whether ``version`` is the metaData commit that moved the table to this protocol

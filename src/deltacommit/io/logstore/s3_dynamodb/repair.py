@@ -42,12 +42,13 @@ from deltacommit.io.logstore.s3_dynamodb.client import ConditionFailed
 from deltacommit.io.logstore.s3_dynamodb.entry import (
     ATTR_COMPLETE,
     ATTR_EXPIRE_TIME,
+    ATTR_FILE_NAME,
     ATTR_TEMP_PATH,
     CommitEntry,
     entry_key,
 )
 from deltacommit.io.logstore.s3_dynamodb.fleet import FleetMember
-from deltacommit.protocol.log.names import LOG_DIR, commit_path
+from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
 
 __all__ = ["TEMP_SWEEP_AGE_S", "TEMP_SWEEP_BATCH", "EntryRepairer", "RepairReport"]
 
@@ -318,6 +319,38 @@ class EntryRepairer(FleetMember):
         except ConditionFailed:
             raise LogStoreError(f"entry {entry.file_name} of {self.table_path} changed while being "
                                 "dropped; run the repair again") from None
+
+    def restore_newest_entry(self) -> tuple[int, bool]:
+        """Write a complete entry for the newest commit if it has none; (version, written).
+
+        For a DynamoDB table re-created empty, or entries deleted by hand, while the log went
+        on: a commit younger than half the entries' TTL without an entry looks like another
+        mechanism's, so every writer that has not itself seen the entries refuses to commit
+        until it is that old (``_check_no_other_mechanism``, ``_check_explained``).  The
+        operator running this vouches that the table's writers all commit through this
+        DynamoDB table.  One entry is enough: writers check only the entry before the version
+        they write, and join the spelling that has entries.  The put never replaces an entry,
+        and a complete entry names a temp file no one reads (Spark and delta-rs leave complete
+        entries alone).
+        """
+        self.join_fleet(check_mechanism=False)
+        listed = [f.version for f in super().list_log(self._listing_start()) if f.kind == "commit"]
+        if not listed:
+            raise LogStoreError(f"table {self.table_uri} has no commit files: there is no entry "
+                                "to restore")
+        version = max(listed)
+        if self._get_entry(version) is not None:
+            return version, False
+        name = commit_name(version)
+        entry = CommitEntry(self.table_path, name, f".tmp/{name}.{self._random.uuid()}",
+                            complete=True, expire_time=int(self._clock.time()) + self.ttl_seconds)
+        try:
+            self._call("PutItem", Item=entry.to_item(),
+                       ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})")
+        except ConditionFailed:
+            return version, False  # written meanwhile, by a writer or a repair
+        self._k.note_good(version)
+        return version, True
 
     def drop_stale_entries(self) -> int:
         """Delete every entry of this ``tablePath`` when the table has no commit files left.
