@@ -199,6 +199,30 @@ def test_a_bucket_root_fleet_on_spark_s_key_is_joined(dynamo: DynamoSetup) -> No
     assert ls.requests.get("Query") == 6
 
 
+def test_deltalake_s_percent_encoded_table_path_is_joined(dynamo: DynamoSetup) -> None:
+    """deltalake 1.6.0 keys a table at ``s3://bkt/café t`` by the URL it parsed,
+    ``s3://bkt/caf%C3%A9%20t``, while its objects are at ``café t/``, where deltacommit's are:
+    a deltacommit writer given the same URI joins that spelling instead of refusing every
+    commit as another mechanism's, and both writers exclude each other."""
+    import deltalake
+
+    uri = f"{dynamo.bucket.uri}/café t"
+    encoded = f"{dynamo.bucket.uri}/caf%C3%A9%20t"
+    assert encoded in table_path_spellings(uri)
+    deltalake.write_deltalake(uri, batch(0, 0), storage_options=dynamo.options)
+    assert [e.version for e in dynamo.entries(encoded)] == [0]
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
+    assert [e.version for e in dynamo.entries(encoded)] == [0, 1]
+    assert dynamo.entries(uri) == []
+    deltalake.write_deltalake(uri, batch(0, 1), storage_options=dynamo.options, mode="append")
+    assert dc.write(uri, batch(1, 1), storage_options=dynamo.options).version == 3
+    assert [(e.version, e.complete) for e in dynamo.entries(encoded)] == [
+        (v, True) for v in range(4)]
+    data = deltalake.DeltaTable(uri, storage_options=dynamo.options).to_pyarrow_table()
+    assert sorted(zip(*(data.column(c).to_pylist() for c in ("writer", "batch")), strict=True)) \
+        == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
 def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: DynamoSetup) -> None:
     """A version written by another mechanism (here a plain conditional PUT, as an S3
     conditional-write writer makes it) beside entries of this protocol: younger than half the

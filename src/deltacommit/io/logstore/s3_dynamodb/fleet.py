@@ -13,6 +13,7 @@ through DynamoDB.
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError
 from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
@@ -38,19 +39,29 @@ _MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore 
                b"using S3 conditional writes do not exclude its writers.\n")
 
 
+#: What the Rust ``url`` crate leaves as it is in a URL's path: printable ASCII outside its
+#: path percent-encode set (a ``%`` given stays as given).
+_URL_PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"#<>?`{}')
+
+
 def table_path_spellings(table_path: str) -> list[str]:
     """Every ``tablePath`` a Spark, Hadoop or delta-rs writer may use for this location:
-    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root."""
+    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root;
+    for a path with spaces or non-ASCII characters, also percent-encoded as delta-rs keys it
+    (the URL it parsed: ``s3://bkt/caf%C3%A9``, while its objects are at ``café/``, as ours
+    and Spark's are)."""
     scheme, sep, rest = table_path.partition("://")
     if not sep or scheme.lower() not in ("s3", "s3a", "s3n"):
         return [table_path]
     rest = rest.rstrip("/")
     bucket_root = "/" not in rest
+    forms = list(dict.fromkeys((rest, quote(rest, safe=_URL_PATH_SAFE))))
     out = []
     for s in ("s3", "s3a", "s3n"):
-        out.append(f"{s}://{rest}")
-        if bucket_root:
-            out.append(f"{s}://{rest}/")
+        for form in forms:
+            out.append(f"{s}://{form}")
+            if bucket_root:
+                out.append(f"{s}://{form}/")
     if table_path in out:
         out.remove(table_path)
     return [table_path, *out]
