@@ -820,3 +820,32 @@ def test_failures_after_the_entry_leave_the_commit_made(
     reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     assert reader.version == 1 and rows(reader) == [(5, 0)]
     assert dynamo_complete(dynamo) == [(0, True), (1, True)]
+
+
+def test_a_claim_deleted_by_hand_and_retaken_is_a_lost_race(dynamo: DynamoSetup) -> None:
+    """A writer stopped between its entry and its copy (a pause, a suspended VM) whose
+    incomplete entry an operator deletes by hand, after which another writer takes the
+    version: the stopped writer, resuming, finds N.json holding the other's commit and the
+    entry naming the other's temp file.  Its claim was void, so it lost a race: it commits at
+    the next version (its temp file deleted) instead of failing as if another mechanism wrote
+    the table."""
+    create(dynamo)
+    policy = dc.CommitPolicy(host_turns=False)
+    uri = dynamo.uri()
+    theirs: list[int] = []
+
+    def delete_and_retake(name: str, version: int) -> None:
+        if name != "after_put_entry" or theirs:
+            return
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": {"S": uri}, "fileName": {"S": commit_name(version)}})
+        other = dc.DeltaTable(uri, storage_options=dynamo.options, policy=policy)
+        theirs.append(dc.write(other, batch(1, 0)).version)
+
+    ls = DynamoDBLogStore.open(uri, dynamo.options, hook=delete_and_retake)
+    mine = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=ls, policy=policy)
+    r = dc.write(mine, batch(0, 0))
+    assert theirs == [1] and (r.version, r.attempts) == (2, 2)
+    assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(0, True), (1, True), (2, True)]
+    assert not [m.path for m in ls.store.list(f"{LOG_DIR}/.tmp/0")]  # no temp file left
+    assert rows(dc.DeltaTable(uri, storage_options=dynamo.options)) == [(0, 0), (1, 0)]
