@@ -631,6 +631,25 @@ def test_stale_entries_are_only_dropped_from_a_table_without_commits(dynamo: Dyn
     assert len(dynamo.entries(dynamo.uri())) == 1
 
 
+def test_dropping_stale_entries_leaves_a_creation_in_flight(dynamo: DynamoSetup) -> None:
+    """Stale entries are complete; an incomplete entry of version 0 without commit files is a
+    creator between its claim and its copy (the table being re-created, perhaps after the
+    stale entries were dropped once already).  Dropping it would let a second creator take
+    version 0 beside the first, leaving a version 0 without its entry."""
+    ls = stopped_writer(dynamo, "after_put_entry")
+    with pytest.raises(Stop):
+        dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options, log_store=ls)
+    [entry] = dynamo.entries(dynamo.uri())
+    assert (entry.version, entry.complete) == (0, False)
+    cli = open_log_store(dynamo.uri(), dynamo.options)
+    assert isinstance(cli, DynamoDBLogStore)
+    assert cli.drop_stale_entries() == 0
+    assert dynamo.entries(dynamo.uri()) == [entry]
+    with pytest.raises(dc.TableExistsError):
+        create(dynamo)
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 0
+
+
 # --------------------------------------------------------------------------- coordination
 
 

@@ -358,6 +358,11 @@ class EntryRepairer(FleetMember):
         For a table deleted and re-created at the same location before TTL removed the old
         entries (which would otherwise make version 0 fail).  Refused while any commit exists.
         The entries are those under the fleet's ``tablePath``, as for ``repair``.
+
+        Only complete entries are stale: an incomplete one is a creator between its claim and
+        its copy (the table being re-created), which must keep version 0, or an unrecoverable
+        one (``repair``'s ``drop_unrecoverable``).  The delete is conditional on ``complete``,
+        so an entry a creator claims after the old one was read is not deleted either.
         """
         self.join_fleet(check_mechanism=False)
         listed = [f for f in super().list_log(0) if f.kind == "commit"]
@@ -367,10 +372,15 @@ class EntryRepairer(FleetMember):
                 f"{max(f.version for f in listed)}); its DynamoDB entries are not stale and are kept")
         count = 0
         for entry in self.entries():
-            try:
-                self._call("DeleteItem", Key=entry_key(entry.table_path, entry.file_name))
-            except ConditionFailed:  # pragma: no cover - unconditional
+            if not entry.complete:
                 continue
+            try:
+                self._call("DeleteItem", Key=entry_key(entry.table_path, entry.file_name),
+                           ConditionExpression="#c = :t",
+                           ExpressionAttributeNames={"#c": ATTR_COMPLETE},
+                           ExpressionAttributeValues={":t": {"S": "true"}})
+            except ConditionFailed:
+                continue  # claimed again meanwhile (a creator), or already gone
             count += 1
         return count
 
