@@ -224,3 +224,31 @@ def test_restore_entry_refuses_options_other_than_the_recorded_ones(
     assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(s3a)]) == 1
     assert "records deltacommit.coordination.tablePath" in capsys.readouterr().err
     assert dynamo.items(uri) == [] and dynamo.items("s3a://" + uri.split("://", 1)[1]) == []
+
+
+def test_repair_of_a_split_fleet_completes_the_configured_spelling_s_entries(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Entries under two spellings (a split fleet, which writers refuse): the repair still
+    completes the incomplete entries under the configured one, which block its writers."""
+    import uuid
+
+    from deltacommit.engine.snapshot import state_cache
+    from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
+
+    uri = dynamo.uri()
+    table = create(dynamo)
+    commit = b'{"commitInfo":{"operation":"WRITE"}}\n'
+    temp = f".tmp/{commit_name(1)}.{uuid.uuid4()}"
+    table.log_store.store.put(f"{LOG_DIR}/{temp}", commit)
+    client = dynamodb_client(dynamo.endpoint)
+    client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": uri}, "fileName": {"S": commit_name(1)},
+        "tempPath": {"S": temp}, "complete": {"S": "false"}})
+    client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": "s3a://" + uri.split("://", 1)[1]}, "fileName": {"S": commit_name(0)},
+        "tempPath": {"S": f".tmp/{commit_name(0)}.{uuid.uuid4()}"}, "complete": {"S": "true"}})
+    state_cache.clear()  # the command runs in a process of its own
+    assert main(["dynamodb", "repair", uri, *_flags(dynamo.options)]) == 0
+    assert "version 1: copied and completed" in capsys.readouterr().out
+    assert table.log_store.store.get(commit_path(1)) == commit
+    assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(0, True), (1, True)]

@@ -288,11 +288,11 @@ class EntryRepairer(FleetMember):
         commit is unrecoverable is reported, or with ``drop_unrecoverable`` deleted (only if it
         is still incomplete and unchanged).
 
-        The entries are looked for under the fleet's ``tablePath`` (``join_fleet``), as a
-        writer's are: an operator repairs by the URI a writer's error names, which may be
-        ``s3://`` while Spark's writers key theirs ``s3a://``.
+        The entries are looked for where the fleet's are (``_find_entries``): an operator
+        repairs by the URI a writer's error names, which may be ``s3://`` while Spark's
+        writers key theirs ``s3a://``.
         """
-        self.join_fleet(check_mechanism=False)
+        self._find_entries()
         out: list[RepairReport] = []
         for entry in self.entries(incomplete_only=True):
             existed = self.store.exists(commit_path(entry.version))
@@ -319,6 +319,14 @@ class EntryRepairer(FleetMember):
         except ConditionFailed:
             raise LogStoreError(f"entry {entry.file_name} of {self.table_path} changed while being "
                                 "dropped; run the repair again") from None
+
+    def _find_entries(self) -> None:
+        """Act on the entries under the one ``tablePath`` spelling that has any, as a writer
+        joins it; where several have entries (a split fleet, which writers refuse), on the
+        configured one, whose incomplete entries still block its writers."""
+        found = self.fleet_keys()
+        if len(found) == 1:
+            self.table_path = next(iter(found))
 
     def restore_newest_entry(self) -> tuple[int, bool]:
         """Write a complete entry for the newest commit if it has none; (version, written).
@@ -364,7 +372,7 @@ class EntryRepairer(FleetMember):
         one (``repair``'s ``drop_unrecoverable``).  The delete is conditional on ``complete``,
         so an entry a creator claims after the old one was read is not deleted either.
         """
-        self.join_fleet(check_mechanism=False)
+        self._find_entries()
         listed = [f for f in super().list_log(0) if f.kind == "commit"]
         if listed:
             raise LogStoreError(
