@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.logstore.s3_dynamodb.fleet import table_path_spellings
 from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
@@ -197,6 +198,35 @@ def test_a_bucket_root_fleet_on_spark_s_key_is_joined(dynamo: DynamoSetup) -> No
     ls.join_fleet()
     assert ls.table_path == f"s3a://{bucket}/"
     assert ls.requests.get("Query") == 6
+
+
+def test_a_reader_by_s3_uri_repairs_the_latest_entry_of_a_fleet_on_s3a(dynamo: DynamoSetup) -> None:
+    """A writer keying its entries ``s3a://`` (Spark) that stopped after its entry has made its
+    commit (Spark reports it made).  A reader given the ``s3://`` URI finds that entry as a
+    writer would, repairs it and reads the commit, as Spark's and deltalake's readers on
+    ``s3a://`` do, instead of showing the table without it until the next write."""
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    ls = DynamoDBLogStore.open(uri, spark, hook=_stop_at("after_put_entry"))
+    with pytest.raises(Stop):
+        dc.write(dc.DeltaTable(uri, storage_options=spark, log_store=ls), batch(1, 0))
+    assert [(e.version, e.complete) for e in dynamo.entries(s3a)] == [(0, True), (1, False)]
+    assert not table.log_store.store.exists(commit_path(1))
+    state_cache.clear()  # a reader in a process of its own
+    reader = dc.DeltaTable(uri, storage_options=dynamo.options)
+    assert reader.version == 1
+    assert reader.to_arrow().column("writer").to_pylist() == [1]
+    assert [(e.version, e.complete) for e in dynamo.entries(s3a)] == [(0, True), (1, True)]
+    assert dynamo.entries(uri) == []
+
+
+def _stop_at(step: str) -> Any:
+    def hook(name: str, version: int) -> None:
+        if name == step:
+            raise Stop(f"{name} {version}")
+    return hook
 
 
 def test_deltalake_s_percent_encoded_table_path_is_joined(dynamo: DynamoSetup) -> None:

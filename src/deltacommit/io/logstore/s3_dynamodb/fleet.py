@@ -139,6 +139,31 @@ class FleetMember(EntryClient):
             self._k.mechanism_checked = True
         self._k.fleet_keys = found
 
+    def follow_fleet(self) -> bool:
+        """For a reader finding commits but no entry under its own spelling: join the one
+        spelling that has entries, once per process and table; whether it joined.
+
+        A Spark writer that stopped after its entry has made its commit, and readers repair
+        it (Spark's ``listFrom``); a reader given ``s3://`` while Spark keys ``s3a://`` would
+        otherwise show the table without it until the next write.  Never refuses: where
+        writers would (a split fleet, a pin against the fleet's spelling), the reader reads
+        as configured, and the writers' refusals say why.
+        """
+        with self._lock:
+            if self._k.fleet_keys is not None or self._k.fleet_looked:
+                return False
+            self._k.fleet_looked = True
+        found = self.fleet_keys()
+        if len(found) != 1 or self.config.dynamo_table_path_scheme != "uri":
+            return False
+        (key, _), = found.items()
+        log.info("table %s: reading the entries under the tablePath %s its writers use "
+                 "(configured %s)", self.table_uri, key, self.table_path)
+        self.table_path = key
+        self._k.joined_path = key
+        self._k.fleet_keys = found
+        return True
+
     def _pin_hint(self) -> str:
         return (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
                 "every writer, or move the table to one mechanism with `deltacommit coordination "
