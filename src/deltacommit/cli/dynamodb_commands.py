@@ -181,7 +181,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
             emit_json({"tablePath": ls.table_path, "version": version, "restored": written})
         elif written:
             print(f"restored the complete entry of version {version} of {ls.table_path} in "
-                  f"DynamoDB table {ls.table_name}")
+                  f"DynamoDB table {ls.table_name} at {ls.endpoint}")
         else:
             print(f"version {version} of {ls.table_path} already has an entry in DynamoDB table "
                   f"{ls.table_name}; nothing written")

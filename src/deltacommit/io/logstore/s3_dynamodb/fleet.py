@@ -184,7 +184,8 @@ class FleetMember(EntryClient):
                 f"table {self.table_uri}: version {newest.version} was committed {age_s:.0f} s ago "
                 f"but DynamoDB table {self.table_name} has no entry for this table under any "
                 f"tablePath spelling ({', '.join(table_path_spellings(self.table_path))}): its "
-                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
+                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME, and the "
+                f"region and endpoint: this writer's is {self.endpoint}) or another "
                 "commit mechanism (S3 conditional writes?), neither of which excludes this "
                 f"writer. Nothing was committed; {pin}. {self._restore_hint()}")
 
@@ -206,7 +207,8 @@ class FleetMember(EntryClient):
             + self._restore_hint())
 
     def _restore_hint(self) -> str:
-        return (f"If every writer does commit through DynamoDB table {self.table_name} and its "
+        return (f"If every writer does commit through DynamoDB table {self.table_name} at "
+                f"{self.endpoint} (that same table, not one of that name elsewhere) and its "
                 "entries were lost (the DynamoDB table re-created or emptied, items deleted by "
                 "hand), restore the newest one with `deltacommit dynamodb repair "
                 f"{self.table_uri} --restore-entry`")
