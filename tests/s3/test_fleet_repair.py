@@ -10,6 +10,7 @@ modelled here item for item (temp file, incomplete entry); the grace is measured
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -274,3 +275,26 @@ def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: Dynamo
     after = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
     assert after == before
     assert [e.version for e in dynamo.entries(uri)] == [0, 1]
+
+
+def test_after_the_entries_expired_a_writer_keys_its_entry_as_the_table_records(
+        dynamo: DynamoSetup) -> None:
+    """A table recording the fleet's spelling (``s3a://``), idle until TTL removed every
+    entry: a writer configured with the URI's own spelling (the default) finds no entry to
+    join, and follows the record instead of refusing every commit as configured otherwise
+    (or keying its entries apart from the fleet's)."""
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    dc.write(table, batch(0, 0))
+    assert table.configuration["deltacommit.coordination.tablePath"] == s3a
+    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
+    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert dc.write(writer, batch(1, 0)).version == 2
+    assert [e.version for e in dynamo.entries(s3a)] == [2]
+    assert dynamo.entries(uri) == []

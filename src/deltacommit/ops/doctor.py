@@ -344,6 +344,9 @@ def _check_dynamodb(report: DoctorReport, ls: LogStore, dyn: DynamoDBLogStore,
                        "refuse to commit, since they would not exclude the fleet's", fleet=False)
         else:
             key = found
+    elif not spellings and own:
+        dyn.follow_recorded(report.recorded)  # as the writers do, with no entry to join
+        key = dyn.table_path
     entries_by_path: dict[str, list[CommitEntry]] = {}
     for spelling in spellings:
         dyn.table_path = spelling

@@ -13,6 +13,7 @@ through DynamoDB.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from urllib.parse import quote
 
 from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError
@@ -71,10 +72,33 @@ class FleetMember(EntryClient):
     """The ``tablePath`` this log store shares with the table's other writers, and the refusal
     of writers that share none (another mechanism, another DynamoDB table or spelling)."""
 
-    def coordination_config(self) -> dict[str, str]:
+    def coordination_config(self, recorded: Mapping[str, str | None] | None = None
+                            ) -> dict[str, str]:
         self.join_fleet(check_mechanism=False)
+        if recorded:
+            self.follow_recorded(recorded)
         return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
                 TABLE_PATH_KEY: self.table_path}
+
+    def follow_recorded(self, recorded: Mapping[str, str | None]) -> None:
+        """Use the ``tablePath`` the table records where no spelling has entries to join.
+
+        Entries expire a day after their commit, so after a quiet day a writer configured
+        with the URI's own spelling (``uri``, the default) finds none, and would key its
+        entries apart from the fleet's and be refused by the table's record; the record names
+        the fleet's spelling.  Followed only when it spells this location in this DynamoDB
+        table and the scheme is not pinned (a pin is compared, and refused, as configured).
+        """
+        path = recorded.get(TABLE_PATH_KEY)
+        if (self._k.fleet_keys or not path or path == self.table_path
+                or self.config.dynamo_table_path_scheme != "uri"
+                or recorded.get(TABLE_NAME_KEY) != self.table_name
+                or path not in table_path_spellings(self.table_path)):
+            return
+        log.info("table %s: using the tablePath %s the table records (configured %s)",
+                 self.table_uri, path, self.table_path)
+        self.table_path = path
+        self._k.joined_path = path
 
     def _mark_fleet(self) -> None:
         """Write ``DYNAMODB_MARKER``, once per log store (before its first temp file)."""
