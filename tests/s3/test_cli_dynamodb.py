@@ -252,3 +252,21 @@ def test_repair_of_a_split_fleet_completes_the_configured_spelling_s_entries(
     assert "version 1: copied and completed" in capsys.readouterr().out
     assert table.log_store.store.get(commit_path(1)) == commit
     assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(0, True), (1, True)]
+
+
+def test_restore_entry_keys_the_entry_as_the_table_records(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run with the URI's own spelling on a table recording ``s3a://``: the entry goes
+    under the recorded spelling, which the writers follow."""
+    from deltacommit.engine.snapshot import state_cache
+
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    create(dynamo, DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME="s3a")
+    for item in dynamo.items(s3a):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(dynamo.options)]) == 0
+    assert f"restored the complete entry of version 0 of {s3a}" in capsys.readouterr().out
+    assert [e.version for e in dynamo.entries(s3a)] == [0] and dynamo.entries(uri) == []

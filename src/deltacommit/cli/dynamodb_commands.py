@@ -202,14 +202,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 def _check_recorded(ls: Any) -> None:
     """Refuse to restore an entry where the table records another DynamoDB table or
-    ``tablePath`` than these options give: the entry would split the fleet, not rejoin it."""
+    ``tablePath`` than these options give (a writer with them follows the recorded spelling
+    where it can, and so does the restore): the entry would split the fleet, not rejoin it."""
     from deltacommit.engine.snapshot.snapshot import Snapshot
     from deltacommit.errors import CoordinationMismatchError
     from deltacommit.io.logstore import ConditionalPutLogStore
     from deltacommit.ops.coordination import recorded_coordination
 
     recorded = recorded_coordination(Snapshot.load(ConditionalPutLogStore(ls.store)).configuration)
-    for key, mine in ls.coordination_config().items():
+    for key, mine in ls.coordination_config(recorded).items():
         if key in recorded and recorded[key] != mine:
             raise CoordinationMismatchError(
                 f"table {ls.table_uri} records {key}={recorded[key]!r} but these options give "
