@@ -298,3 +298,30 @@ def test_after_the_entries_expired_a_writer_keys_its_entry_as_the_table_records(
     assert dc.write(writer, batch(1, 0)).version == 2
     assert [e.version for e in dynamo.entries(s3a)] == [2]
     assert dynamo.entries(uri) == []
+
+
+def test_after_the_entries_expired_a_writer_keys_its_entry_as_its_fleet_last_did(
+        dynamo: DynamoSetup) -> None:
+    """A table that records no tablePath (deltalake created it, given ``s3a://``), written
+    by deltacommit on ``s3://`` (joining ``s3a://``), then idle until TTL removed every
+    entry: a writer with the default spelling follows the one deltacommit's writers last
+    used (the marker names it) instead of keying its entries ``s3://``, which deltalake's
+    writers on ``s3a://`` would not see."""
+    import deltalake
+
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    deltalake.write_deltalake(s3a, batch(0, 0), storage_options=dynamo.options)
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
+    assert [e.version for e in dynamo.entries(s3a)] == [0, 1]
+    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
+    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert dc.write(writer, batch(1, 1)).version == 2
+    assert [e.version for e in dynamo.entries(s3a)] == [2]
+    assert dynamo.entries(uri) == []
+    deltalake.write_deltalake(s3a, batch(0, 1), storage_options=dynamo.options, mode="append")
+    assert [e.version for e in dynamo.entries(s3a)] == [2, 3]

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError
+from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError, StorageError
 from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
 from deltacommit.io.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER
 from deltacommit.io.logstore.s3_dynamodb.client import EntryClient
@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
 TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
+
+#: The marker's lines naming the DynamoDB table and the tablePath its writer used.
+_MARKER_TABLE = "dynamodbTable"
+_MARKER_PATH = "tablePath"
 
 _MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore protocol; writers "
                b"using S3 conditional writes do not exclude its writers.\n")
@@ -106,8 +110,40 @@ class FleetMember(EntryClient):
             # Temp files are deleted once their commit is in place, so they no longer show a
             # writer on S3 conditional writes that this table is coordinated through DynamoDB;
             # this marker does (``logstore.fleet_sign.dynamodb_fleet_sign``), once per log store.
-            self.store.put(DYNAMODB_MARKER, _MARKER_TEXT)
+            # It also names the tablePath this writer keys its entries by, for a writer that
+            # finds no entry to join once they have expired (``_follow_marker``).
+            self.store.put(DYNAMODB_MARKER, _MARKER_TEXT + (
+                f"{_MARKER_TABLE} {self.table_name}\n{_MARKER_PATH} {self.table_path}\n"
+            ).encode())
             self._k.marked = True
+
+    def _follow_marker(self) -> None:
+        """Use the ``tablePath`` ``DYNAMODB_MARKER`` names where no spelling has entries.
+
+        Entries expire a day after their commit.  After a quiet day a writer configured with
+        the URI's own spelling (the default) finds none to join; keying its entries by
+        ``s3://`` while Spark's writers key theirs ``s3a://``, the two would not exclude each
+        other, and Spark's copy (a check, then a plain PUT) can replace a commit this writer
+        has made.  The marker names the spelling deltacommit's writers last keyed entries by
+        in this DynamoDB table; followed where it spells this location and the scheme is not
+        pinned.  One GET, only when no spelling has entries.
+        """
+        if self.config.dynamo_table_path_scheme != "uri":
+            return
+        try:
+            text = self.store.get(DYNAMODB_MARKER).decode("utf-8", "replace")
+        except StorageError:
+            return  # no marker (no deltacommit writer yet), or unreadable: as configured
+        fields = dict(line.split(" ", 1) for line in text.splitlines()
+                      if line.startswith((f"{_MARKER_TABLE} ", f"{_MARKER_PATH} ")))
+        path = fields.get(_MARKER_PATH)
+        if (fields.get(_MARKER_TABLE) != self.table_name or not path or path == self.table_path
+                or path not in table_path_spellings(self.table_path)):
+            return
+        log.info("table %s: using the tablePath %s its writers last used (configured %s)",
+                 self.table_uri, path, self.table_path)
+        self.table_path = path
+        self._k.joined_path = path
 
     def fleet_keys(self) -> dict[str, int]:
         """Every spelling of this table's location that has entries, with its newest version
@@ -158,9 +194,11 @@ class FleetMember(EntryClient):
                          "%s)", self.table_uri, key, self.table_path)
                 self.table_path = key
                 self._k.joined_path = key
-        elif check_mechanism:
-            self._check_no_other_mechanism(pin)
-            self._k.mechanism_checked = True
+        else:
+            self._follow_marker()
+            if check_mechanism:
+                self._check_no_other_mechanism(pin)
+                self._k.mechanism_checked = True
         self._k.fleet_keys = found
 
     def follow_fleet(self) -> bool:
