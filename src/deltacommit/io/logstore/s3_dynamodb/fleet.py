@@ -219,11 +219,13 @@ class FleetMember(EntryClient):
         if len(found) != 1 or self.config.dynamo_table_path_scheme != "uri":
             return False
         (key, _), = found.items()
+        self._k.fleet_keys = found
+        if key == self.table_path:
+            return False  # its own entries (expired ones, say): nothing else to read
         log.info("table %s: reading the entries under the tablePath %s its writers use "
                  "(configured %s)", self.table_uri, key, self.table_path)
         self.table_path = key
         self._k.joined_path = key
-        self._k.fleet_keys = found
         return True
 
     def _pin_hint(self) -> str:
