@@ -849,6 +849,8 @@ def test_a_claim_deleted_by_hand_and_retaken_is_a_lost_race(dynamo: DynamoSetup)
     the next version (its temp file deleted) instead of failing as if another mechanism wrote
     the table."""
     create(dynamo)
+    # The other writer commits inside the first one's commit (its hook): taking turns with
+    # it on this host would wait for the first to hand the turn on.
     policy = dc.CommitPolicy(host_turns=False)
     uri = dynamo.uri()
     theirs: list[int] = []
