@@ -131,3 +131,142 @@ def test_an_entry_naming_a_committed_file_as_its_temp_is_reported_never_acted_on
         assert main([*command, *flags]) != 0
         assert "not a temp file name" in capsys.readouterr().err
     assert {m.path: store.get(m.path) for m in store.list("")} == before
+
+
+def test_repair_finds_the_entries_under_the_fleets_tablepath(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Spark's writers key their entries ``s3a://bucket/t``; an operator repairs the table by
+    the ``s3://`` URI the writers' errors name.  The repair looks where the fleet's entries
+    are, as the writers do, instead of reporting "no incomplete entries" under the URI as given
+    while every writer stays stopped on the unrecoverable one (or the stale ones)."""
+    from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
+
+    from .test_dynamodb_log_store import Stop, stop_at
+
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    dc.write(table, batch(0, 0))
+    stopped = DynamoDBLogStore.open(uri, spark, hook=stop_at("after_put_entry"))
+    with pytest.raises(Stop):
+        dc.write(dc.DeltaTable(uri, storage_options=spark, log_store=stopped), batch(1, 0))
+    entry = dynamo.entries(s3a)[-1]
+    assert (entry.version, entry.complete) == (2, False)
+    stopped.store.delete(entry.temp_key)
+
+    flags = [uri, *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", *flags]) == 1
+    assert "version 2: unrecoverable" in capsys.readouterr().out
+    assert main(["dynamodb", "repair", "--drop-unrecoverable", *flags]) == 0
+    assert "version 2: dropped" in capsys.readouterr().out
+    assert [e.version for e in dynamo.entries(s3a)] == [0, 1]
+
+    store = table.log_store.store
+    for meta in list(store.list("")):
+        store.delete(meta.path)
+    assert main(["dynamodb", "repair", "--drop-stale-entries", *flags]) == 0
+    assert f"deleted 2 stale entries of {s3a}" in capsys.readouterr().out
+    assert dynamo.entries(s3a) == []
+
+
+def test_a_log_table_recreated_empty_is_rejoined_by_restoring_the_newest_entry(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """The DynamoDB table deleted and created again empty while the log goes on: the newest
+    commits have no entry, so a writer that did not see them made refuses every commit for
+    half the entries' TTL (12 h), taking them for another mechanism's.  Its error names the
+    way out, and ``repair --restore-entry`` (the operator vouching that every writer commits
+    through this table) writes the newest commit's entry, complete, after which writers go on
+    from the version after it."""
+    from deltacommit.engine.snapshot import state_cache
+    from deltacommit.errors import CoordinationMismatchError
+    from deltacommit.io.logstore.s3_dynamodb.admin import create_log_table
+
+    from .test_dynamodb_log_store import rows
+
+    uri = dynamo.uri()
+    table = create(dynamo)
+    dc.write(table, batch(0, 0))
+    client = dynamodb_client(dynamo.endpoint)
+    client.delete_table(TableName=dynamo.table)
+    client.get_waiter("table_not_exists").wait(TableName=dynamo.table,
+                                               WaiterConfig={"Delay": 0.05, "MaxAttempts": 200})
+    create_log_table(client, dynamo.table)
+    state_cache.clear()  # a process that never saw the entries
+    with pytest.raises(CoordinationMismatchError,
+                       match=rf"dynamodb repair {uri} --restore-entry"):
+        dc.write(uri, batch(1, 0), storage_options=dynamo.options)
+
+    flags = [uri, *_flags(dynamo.options)]
+    assert main(["dynamodb", "repair", "--restore-entry", *flags]) == 0
+    assert "restored the complete entry of version 1" in capsys.readouterr().out
+    [entry] = dynamo.entries(uri)
+    assert (entry.version, entry.complete) == (1, True) and entry.expire_time is not None
+    assert main(["dynamodb", "repair", "--restore-entry", "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["restored"] is False
+
+    state_cache.clear()
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 2
+    assert [e.version for e in dynamo.entries(uri)] == [1, 2]
+    assert rows(dc.DeltaTable(uri, storage_options=dynamo.options)) == [(0, 0), (1, 0)]
+
+
+def test_restore_entry_refuses_options_other_than_the_recorded_ones(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """The entry goes under the tablePath the table records, or nowhere: one under another
+    spelling would split the fleet instead of rejoining it."""
+    uri = dynamo.uri()
+    create(dynamo)
+    for item in dynamo.items(uri):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    s3a = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(s3a)]) == 1
+    assert "records deltacommit.coordination.tablePath" in capsys.readouterr().err
+    assert dynamo.items(uri) == [] and dynamo.items("s3a://" + uri.split("://", 1)[1]) == []
+
+
+def test_repair_of_a_split_fleet_completes_the_configured_spelling_s_entries(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Entries under two spellings (a split fleet, which writers refuse): the repair still
+    completes the incomplete entries under the configured one, which block its writers."""
+    import uuid
+
+    from deltacommit.engine.snapshot import state_cache
+    from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
+
+    uri = dynamo.uri()
+    table = create(dynamo)
+    commit = b'{"commitInfo":{"operation":"WRITE"}}\n'
+    temp = f".tmp/{commit_name(1)}.{uuid.uuid4()}"
+    table.log_store.store.put(f"{LOG_DIR}/{temp}", commit)
+    client = dynamodb_client(dynamo.endpoint)
+    client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": uri}, "fileName": {"S": commit_name(1)},
+        "tempPath": {"S": temp}, "complete": {"S": "false"}})
+    client.put_item(TableName=dynamo.table, Item={
+        "tablePath": {"S": "s3a://" + uri.split("://", 1)[1]}, "fileName": {"S": commit_name(0)},
+        "tempPath": {"S": f".tmp/{commit_name(0)}.{uuid.uuid4()}"}, "complete": {"S": "true"}})
+    state_cache.clear()  # the command runs in a process of its own
+    assert main(["dynamodb", "repair", uri, *_flags(dynamo.options)]) == 0
+    assert "version 1: copied and completed" in capsys.readouterr().out
+    assert table.log_store.store.get(commit_path(1)) == commit
+    assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(0, True), (1, True)]
+
+
+def test_restore_entry_keys_the_entry_as_the_table_records(
+        dynamo: DynamoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run with the URI's own spelling on a table recording ``s3a://``: the entry goes
+    under the recorded spelling, which the writers follow."""
+    from deltacommit.engine.snapshot import state_cache
+
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    create(dynamo, DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME="s3a")
+    for item in dynamo.items(s3a):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(dynamo.options)]) == 0
+    assert f"restored the complete entry of version 0 of {s3a}" in capsys.readouterr().out
+    assert [e.version for e in dynamo.entries(s3a)] == [0] and dynamo.entries(uri) == []

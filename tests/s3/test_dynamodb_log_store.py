@@ -631,6 +631,25 @@ def test_stale_entries_are_only_dropped_from_a_table_without_commits(dynamo: Dyn
     assert len(dynamo.entries(dynamo.uri())) == 1
 
 
+def test_dropping_stale_entries_leaves_a_creation_in_flight(dynamo: DynamoSetup) -> None:
+    """Stale entries are complete; an incomplete entry of version 0 without commit files is a
+    creator between its claim and its copy (the table being re-created, perhaps after the
+    stale entries were dropped once already).  Dropping it would let a second creator take
+    version 0 beside the first, leaving a version 0 without its entry."""
+    ls = stopped_writer(dynamo, "after_put_entry")
+    with pytest.raises(Stop):
+        dc.DeltaTable.create(dynamo.uri(), SCHEMA, storage_options=dynamo.options, log_store=ls)
+    [entry] = dynamo.entries(dynamo.uri())
+    assert (entry.version, entry.complete) == (0, False)
+    cli = open_log_store(dynamo.uri(), dynamo.options)
+    assert isinstance(cli, DynamoDBLogStore)
+    assert cli.drop_stale_entries() == 0
+    assert dynamo.entries(dynamo.uri()) == [entry]
+    with pytest.raises(dc.TableExistsError):
+        create(dynamo)
+    assert dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options).version == 0
+
+
 # --------------------------------------------------------------------------- coordination
 
 
@@ -820,3 +839,34 @@ def test_failures_after_the_entry_leave_the_commit_made(
     reader = dc.DeltaTable(dynamo.uri(), storage_options=dynamo.options)
     assert reader.version == 1 and rows(reader) == [(5, 0)]
     assert dynamo_complete(dynamo) == [(0, True), (1, True)]
+
+
+def test_a_claim_deleted_by_hand_and_retaken_is_a_lost_race(dynamo: DynamoSetup) -> None:
+    """A writer stopped between its entry and its copy (a pause, a suspended VM) whose
+    incomplete entry an operator deletes by hand, after which another writer takes the
+    version: the stopped writer, resuming, finds N.json holding the other's commit and the
+    entry naming the other's temp file.  Its claim was void, so it lost a race: it commits at
+    the next version (its temp file deleted) instead of failing as if another mechanism wrote
+    the table."""
+    create(dynamo)
+    # The other writer commits inside the first one's commit (its hook): taking turns with
+    # it on this host would wait for the first to hand the turn on.
+    policy = dc.CommitPolicy(host_turns=False)
+    uri = dynamo.uri()
+    theirs: list[int] = []
+
+    def delete_and_retake(name: str, version: int) -> None:
+        if name != "after_put_entry" or theirs:
+            return
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": {"S": uri}, "fileName": {"S": commit_name(version)}})
+        other = dc.DeltaTable(uri, storage_options=dynamo.options, policy=policy)
+        theirs.append(dc.write(other, batch(1, 0)).version)
+
+    ls = DynamoDBLogStore.open(uri, dynamo.options, hook=delete_and_retake)
+    mine = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=ls, policy=policy)
+    r = dc.write(mine, batch(0, 0))
+    assert theirs == [1] and (r.version, r.attempts) == (2, 2)
+    assert [(e.version, e.complete) for e in dynamo.entries(uri)] == [(0, True), (1, True), (2, True)]
+    assert not [m.path for m in ls.store.list(f"{LOG_DIR}/.tmp/0")]  # no temp file left
+    assert rows(dc.DeltaTable(uri, storage_options=dynamo.options)) == [(0, 0), (1, 0)]

@@ -10,12 +10,14 @@ modelled here item for item (temp file, incomplete entry); the grace is measured
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.snapshot import state_cache
 from deltacommit.io.aws.resolve import resolve_aws_config
 from deltacommit.io.logstore.s3_dynamodb.fleet import table_path_spellings
 from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
@@ -199,6 +201,59 @@ def test_a_bucket_root_fleet_on_spark_s_key_is_joined(dynamo: DynamoSetup) -> No
     assert ls.requests.get("Query") == 6
 
 
+def test_a_reader_by_s3_uri_repairs_the_latest_entry_of_a_fleet_on_s3a(dynamo: DynamoSetup) -> None:
+    """A writer keying its entries ``s3a://`` (Spark) that stopped after its entry has made its
+    commit (Spark reports it made).  A reader given the ``s3://`` URI finds that entry as a
+    writer would, repairs it and reads the commit, as Spark's and deltalake's readers on
+    ``s3a://`` do, instead of showing the table without it until the next write."""
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    ls = DynamoDBLogStore.open(uri, spark, hook=_stop_at("after_put_entry"))
+    with pytest.raises(Stop):
+        dc.write(dc.DeltaTable(uri, storage_options=spark, log_store=ls), batch(1, 0))
+    assert [(e.version, e.complete) for e in dynamo.entries(s3a)] == [(0, True), (1, False)]
+    assert not table.log_store.store.exists(commit_path(1))
+    state_cache.clear()  # a reader in a process of its own
+    reader = dc.DeltaTable(uri, storage_options=dynamo.options)
+    assert reader.version == 1
+    assert reader.to_arrow().column("writer").to_pylist() == [1]
+    assert [(e.version, e.complete) for e in dynamo.entries(s3a)] == [(0, True), (1, True)]
+    assert dynamo.entries(uri) == []
+
+
+def _stop_at(step: str) -> Any:
+    def hook(name: str, version: int) -> None:
+        if name == step:
+            raise Stop(f"{name} {version}")
+    return hook
+
+
+def test_deltalake_s_percent_encoded_table_path_is_joined(dynamo: DynamoSetup) -> None:
+    """deltalake 1.6.0 keys a table at ``s3://bkt/café t`` by the URL it parsed,
+    ``s3://bkt/caf%C3%A9%20t``, while its objects are at ``café t/``, where deltacommit's are:
+    a deltacommit writer given the same URI joins that spelling instead of refusing every
+    commit as another mechanism's, and both writers exclude each other."""
+    import deltalake
+
+    uri = f"{dynamo.bucket.uri}/café t"
+    encoded = f"{dynamo.bucket.uri}/caf%C3%A9%20t"
+    assert encoded in table_path_spellings(uri)
+    deltalake.write_deltalake(uri, batch(0, 0), storage_options=dynamo.options)
+    assert [e.version for e in dynamo.entries(encoded)] == [0]
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
+    assert [e.version for e in dynamo.entries(encoded)] == [0, 1]
+    assert dynamo.entries(uri) == []
+    deltalake.write_deltalake(uri, batch(0, 1), storage_options=dynamo.options, mode="append")
+    assert dc.write(uri, batch(1, 1), storage_options=dynamo.options).version == 3
+    assert [(e.version, e.complete) for e in dynamo.entries(encoded)] == [
+        (v, True) for v in range(4)]
+    data = deltalake.DeltaTable(uri, storage_options=dynamo.options).to_pyarrow_table()
+    assert sorted(zip(*(data.column(c).to_pylist() for c in ("writer", "batch")), strict=True)) \
+        == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
 def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: DynamoSetup) -> None:
     """A version written by another mechanism (here a plain conditional PUT, as an S3
     conditional-write writer makes it) beside entries of this protocol: younger than half the
@@ -220,3 +275,53 @@ def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: Dynamo
     after = {m.path: store.get(m.path) for m in store.list(LOG_DIR)}
     assert after == before
     assert [e.version for e in dynamo.entries(uri)] == [0, 1]
+
+
+def test_after_the_entries_expired_a_writer_keys_its_entry_as_the_table_records(
+        dynamo: DynamoSetup) -> None:
+    """A table recording the fleet's spelling (``s3a://``), idle until TTL removed every
+    entry: a writer configured with the URI's own spelling (the default) finds no entry to
+    join, and follows the record instead of refusing every commit as configured otherwise
+    (or keying its entries apart from the fleet's)."""
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    spark = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
+    table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
+    dc.write(table, batch(0, 0))
+    assert table.configuration["deltacommit.coordination.tablePath"] == s3a
+    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
+    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert dc.write(writer, batch(1, 0)).version == 2
+    assert [e.version for e in dynamo.entries(s3a)] == [2]
+    assert dynamo.entries(uri) == []
+
+
+def test_after_the_entries_expired_a_writer_keys_its_entry_as_its_fleet_last_did(
+        dynamo: DynamoSetup) -> None:
+    """A table that records no tablePath (deltalake created it, given ``s3a://``), written
+    by deltacommit on ``s3://`` (joining ``s3a://``), then idle until TTL removed every
+    entry: a writer with the default spelling follows the one deltacommit's writers last
+    used (the marker names it) instead of keying its entries ``s3://``, which deltalake's
+    writers on ``s3a://`` would not see."""
+    import deltalake
+
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    deltalake.write_deltalake(s3a, batch(0, 0), storage_options=dynamo.options)
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
+    assert [e.version for e in dynamo.entries(s3a)] == [0, 1]
+    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
+    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert dc.write(writer, batch(1, 1)).version == 2
+    assert [e.version for e in dynamo.entries(s3a)] == [2]
+    assert dynamo.entries(uri) == []
+    deltalake.write_deltalake(s3a, batch(0, 1), storage_options=dynamo.options, mode="append")
+    assert [e.version for e in dynamo.entries(s3a)] == [2, 3]

@@ -51,6 +51,10 @@ def register(sub: Subcommands) -> None:
     r.add_argument("--drop-stale-entries", action="store_true",
                    help="delete all entries of a table that no longer has commit files (deleted "
                         "and about to be re-created at the same location)")
+    r.add_argument("--restore-entry", action="store_true",
+                   help="write a complete entry for the newest commit if it has none (the "
+                        "DynamoDB table was re-created or emptied while every writer committed "
+                        "through it; writers otherwise refuse for half the entries' TTL)")
     r.add_argument("--json", action="store_true", help="machine-readable output")
     add_storage_options(r)
     r.set_defaults(func=cmd_repair)
@@ -170,6 +174,18 @@ def cmd_repair(args: argparse.Namespace) -> int:
             print(f"deleted {count} stale entr{'y' if count == 1 else 'ies'} of {ls.table_path} "
                   f"from DynamoDB table {ls.table_name}")
         return 0
+    if args.restore_entry:
+        _check_recorded(ls)
+        version, written = ls.restore_newest_entry()
+        if args.json:
+            emit_json({"tablePath": ls.table_path, "version": version, "restored": written})
+        elif written:
+            print(f"restored the complete entry of version {version} of {ls.table_path} in "
+                  f"DynamoDB table {ls.table_name} at {ls.endpoint}")
+        else:
+            print(f"version {version} of {ls.table_path} already has an entry in DynamoDB table "
+                  f"{ls.table_name}; nothing written")
+        return 0
     reports = ls.repair(drop_unrecoverable=args.drop_unrecoverable)
     failed = [r for r in reports if r.action == "unrecoverable"]
     if args.json:
@@ -182,3 +198,21 @@ def cmd_repair(args: argparse.Namespace) -> int:
     for r in reports:
         print(f"version {r.version}: {r.action}" + (f": {r.detail}" if r.detail else ""))
     return 1 if failed else 0
+
+
+def _check_recorded(ls: Any) -> None:
+    """Refuse to restore an entry where the table records another DynamoDB table or
+    ``tablePath`` than these options give (a writer with them follows the recorded spelling
+    where it can, and so does the restore): the entry would split the fleet, not rejoin it."""
+    from deltacommit.engine.snapshot.snapshot import Snapshot
+    from deltacommit.errors import CoordinationMismatchError
+    from deltacommit.io.logstore import ConditionalPutLogStore
+    from deltacommit.ops.coordination import recorded_coordination
+
+    recorded = recorded_coordination(Snapshot.load(ConditionalPutLogStore(ls.store)).configuration)
+    for key, mine in ls.coordination_config(recorded).items():
+        if key in recorded and recorded[key] != mine:
+            raise CoordinationMismatchError(
+                f"table {ls.table_uri} records {key}={recorded[key]!r} but these options give "
+                f"{mine!r}; nothing was restored. Run it with the options of the table's "
+                "writers (`deltacommit coordination show`)")

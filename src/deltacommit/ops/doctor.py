@@ -344,6 +344,9 @@ def _check_dynamodb(report: DoctorReport, ls: LogStore, dyn: DynamoDBLogStore,
                        "refuse to commit, since they would not exclude the fleet's", fleet=False)
         else:
             key = found
+    elif not spellings and own:
+        dyn.follow_recorded(report.recorded)  # as the writers do, with no entry to join
+        key = dyn.table_path
     entries_by_path: dict[str, list[CommitEntry]] = {}
     for spelling in spellings:
         dyn.table_path = spelling
@@ -530,7 +533,10 @@ def describe_writer(info: CommitInfo | None) -> WriterDescription:
         return WriterDescription(
             f"deltacommit {m.group(1)}",
             "which was configured for another commit mechanism or DynamoDB table",
-            "configure its writers like the table's pin (`deltacommit coordination show`)")
+            "configure its writers like the table's pin (`deltacommit coordination show`); if "
+            "they did commit through this DynamoDB table and its entries were lost (the table "
+            "re-created or emptied), restore the newest with `deltacommit dynamodb repair <uri> "
+            "--restore-entry`")
     who = engine or client
     label = json.dumps(who) if who else "a writer that records no engineInfo"
     return WriterDescription(label, "which did not commit through this DynamoDB table",

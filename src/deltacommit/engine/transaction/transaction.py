@@ -426,7 +426,7 @@ class Transaction:
                     "refuses to commit. Configure the DynamoDB mechanism the table's writers use "
                     "(AWS_S3_LOCKING_PROVIDER=dynamodb), or, if none is left, pin the table to "
                     "this one with `deltacommit coordination set`.")
-        expected = self.table.log.log_store.coordination_config()
+        expected = self.table.log.log_store.coordination_config(configuration)
         for key, mine in expected.items():
             recorded = configuration.get(key)
             if recorded is not None and recorded != mine:

@@ -10,7 +10,7 @@ for exactly one writer per version, and a version anyone has been told exists ca
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from deltacommit.errors import (
@@ -72,8 +72,12 @@ class LogStore(ABC):
     def table_uri(self) -> str:
         return self.store.uri
 
-    def coordination_config(self) -> dict[str, str]:
-        """Configuration keys recorded in a new table to pin its coordination mechanism."""
+    def coordination_config(self, recorded: Mapping[str, str | None] | None = None
+                            ) -> dict[str, str]:
+        """Configuration keys recorded in a new table to pin its coordination mechanism.
+
+        ``recorded``: what the table records, which a log store may follow where its own
+        key is ambiguous (the DynamoDB log store's ``tablePath`` when no entry shows it)."""
         return {COORDINATION_KEY: self.mechanism}
 
     @abstractmethod

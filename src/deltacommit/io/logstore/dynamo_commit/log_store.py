@@ -13,7 +13,7 @@ lease table in its configuration, and writers configured otherwise refuse to com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from deltacommit.errors import ObjectExistsError, StorageConfigError, VersionExistsError
@@ -77,7 +77,8 @@ class DynamoCommitLogStore(LogStore):
     def lease_table(self) -> str:
         return self.store.table_name
 
-    def coordination_config(self) -> dict[str, str]:
+    def coordination_config(self, recorded: Mapping[str, str | None] | None = None
+                            ) -> dict[str, str]:
         return {COORDINATION_KEY: self.mechanism, LEASE_TABLE_KEY: self.store.table_name}
 
     def write_commit(self, version: int, data: bytes) -> None:

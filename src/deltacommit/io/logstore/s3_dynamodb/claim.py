@@ -251,8 +251,10 @@ class EntryClaimer(EntryRepairer):
         """Step 3 with the bytes in memory; whether N.json now holds them.
 
         An existing N.json is never replaced.  It normally holds our bytes (a reader repaired
-        our entry first); anything else means the version existed while its entry had expired,
-        so our entry is completed (N.json is in place) and the version is reported taken.
+        our entry first).  Otherwise, with the entry now naming another temp file, ours was
+        removed and the version claimed again: a lost race.  Anything else means the version
+        existed while its entry had expired, so our entry is completed (N.json is in place)
+        and the version is reported taken.
         """
         target = commit_path(entry.version)
         try:
@@ -273,6 +275,16 @@ class EntryClaimer(EntryRepairer):
             return False
         if existing == data:
             return True
+        current = self._get_entry(entry.version)
+        if current is not None and current.temp_path != entry.temp_path:
+            # Our entry was removed (by hand, or a repair's drop) and another writer claimed
+            # the version since: our claim is void and nothing names our temp file, so this
+            # is a lost race, not a version another mechanism wrote.
+            log.warning("entry %s of %s was removed while its writer copied it, and the version "
+                        "claimed again by another writer; this commit is retried at a later "
+                        "version", entry.file_name, self.table_path)
+            self._delete_temp(entry)
+            raise VersionExistsError(self.table_uri, entry.version)
         try:
             self._check_explained(entry.version, self.store.head(target))
         except CoordinationMismatchError:

@@ -35,6 +35,8 @@ class EntryFacts:
     #: The spelling joined, where it differs from the configured one.
     joined_path: str | None = None
     mechanism_checked: bool = False
+    #: A reader whose spelling had no entries looked under the others (``follow_fleet``).
+    fleet_looked: bool = False
     #: ``DYNAMODB_MARKER`` is written.
     marked: bool = False
     #: Temp files of claims lost to another writer (no entry names them), deleted together

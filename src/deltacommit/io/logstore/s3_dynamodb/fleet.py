@@ -13,8 +13,10 @@ through DynamoDB.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from urllib.parse import quote
 
-from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError
+from deltacommit.errors import CoordinationMismatchError, ObjectNotFoundError, StorageError
 from deltacommit.io.aws.options import DYNAMO_TABLE_PATH_SCHEME as DYNAMO_TABLE_PATH_SCHEME_OPTION
 from deltacommit.io.logstore.base import COORDINATION_KEY, DYNAMODB_MARKER
 from deltacommit.io.logstore.s3_dynamodb.client import EntryClient
@@ -34,23 +36,37 @@ TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
 TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
 
+#: The marker's lines naming the DynamoDB table and the tablePath its writer used.
+_MARKER_TABLE = "dynamodbTable"
+_MARKER_PATH = "tablePath"
+
 _MARKER_TEXT = (b"This table is committed to through Spark's S3DynamoDBLogStore protocol; writers "
                b"using S3 conditional writes do not exclude its writers.\n")
 
 
+#: What the Rust ``url`` crate leaves as it is in a URL's path: printable ASCII outside its
+#: path percent-encode set (a ``%`` given stays as given).
+_URL_PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"#<>?`{}')
+
+
 def table_path_spellings(table_path: str) -> list[str]:
     """Every ``tablePath`` a Spark, Hadoop or delta-rs writer may use for this location:
-    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root."""
+    the ``s3``, ``s3a`` and ``s3n`` schemes, and with a trailing slash for a bucket root;
+    for a path with spaces or non-ASCII characters, also percent-encoded as delta-rs keys it
+    (the URL it parsed: ``s3://bkt/caf%C3%A9``, while its objects are at ``café/``, as ours
+    and Spark's are)."""
     scheme, sep, rest = table_path.partition("://")
     if not sep or scheme.lower() not in ("s3", "s3a", "s3n"):
         return [table_path]
     rest = rest.rstrip("/")
     bucket_root = "/" not in rest
+    forms = list(dict.fromkeys((rest, quote(rest, safe=_URL_PATH_SAFE))))
     out = []
     for s in ("s3", "s3a", "s3n"):
-        out.append(f"{s}://{rest}")
-        if bucket_root:
-            out.append(f"{s}://{rest}/")
+        for form in forms:
+            out.append(f"{s}://{form}")
+            if bucket_root:
+                out.append(f"{s}://{form}/")
     if table_path in out:
         out.remove(table_path)
     return [table_path, *out]
@@ -60,10 +76,33 @@ class FleetMember(EntryClient):
     """The ``tablePath`` this log store shares with the table's other writers, and the refusal
     of writers that share none (another mechanism, another DynamoDB table or spelling)."""
 
-    def coordination_config(self) -> dict[str, str]:
+    def coordination_config(self, recorded: Mapping[str, str | None] | None = None
+                            ) -> dict[str, str]:
         self.join_fleet(check_mechanism=False)
+        if recorded:
+            self.follow_recorded(recorded)
         return {COORDINATION_KEY: self.mechanism, TABLE_NAME_KEY: self.table_name,
                 TABLE_PATH_KEY: self.table_path}
+
+    def follow_recorded(self, recorded: Mapping[str, str | None]) -> None:
+        """Use the ``tablePath`` the table records where no spelling has entries to join.
+
+        Entries expire a day after their commit, so after a quiet day a writer configured
+        with the URI's own spelling (``uri``, the default) finds none, and would key its
+        entries apart from the fleet's and be refused by the table's record; the record names
+        the fleet's spelling.  Followed only when it spells this location in this DynamoDB
+        table and the scheme is not pinned (a pin is compared, and refused, as configured).
+        """
+        path = recorded.get(TABLE_PATH_KEY)
+        if (self._k.fleet_keys or not path or path == self.table_path
+                or self.config.dynamo_table_path_scheme != "uri"
+                or recorded.get(TABLE_NAME_KEY) != self.table_name
+                or path not in table_path_spellings(self.table_path)):
+            return
+        log.info("table %s: using the tablePath %s the table records (configured %s)",
+                 self.table_uri, path, self.table_path)
+        self.table_path = path
+        self._k.joined_path = path
 
     def _mark_fleet(self) -> None:
         """Write ``DYNAMODB_MARKER``, once per log store (before its first temp file)."""
@@ -71,8 +110,40 @@ class FleetMember(EntryClient):
             # Temp files are deleted once their commit is in place, so they no longer show a
             # writer on S3 conditional writes that this table is coordinated through DynamoDB;
             # this marker does (``logstore.fleet_sign.dynamodb_fleet_sign``), once per log store.
-            self.store.put(DYNAMODB_MARKER, _MARKER_TEXT)
+            # It also names the tablePath this writer keys its entries by, for a writer that
+            # finds no entry to join once they have expired (``_follow_marker``).
+            self.store.put(DYNAMODB_MARKER, _MARKER_TEXT + (
+                f"{_MARKER_TABLE} {self.table_name}\n{_MARKER_PATH} {self.table_path}\n"
+            ).encode())
             self._k.marked = True
+
+    def _follow_marker(self) -> None:
+        """Use the ``tablePath`` ``DYNAMODB_MARKER`` names where no spelling has entries.
+
+        Entries expire a day after their commit.  After a quiet day a writer configured with
+        the URI's own spelling (the default) finds none to join; keying its entries by
+        ``s3://`` while Spark's writers key theirs ``s3a://``, the two would not exclude each
+        other, and Spark's copy (a check, then a plain PUT) can replace a commit this writer
+        has made.  The marker names the spelling deltacommit's writers last keyed entries by
+        in this DynamoDB table; followed where it spells this location and the scheme is not
+        pinned.  One GET, only when no spelling has entries.
+        """
+        if self.config.dynamo_table_path_scheme != "uri":
+            return
+        try:
+            text = self.store.get(DYNAMODB_MARKER).decode("utf-8", "replace")
+        except StorageError:
+            return  # no marker (no deltacommit writer yet), or unreadable: as configured
+        fields = dict(line.split(" ", 1) for line in text.splitlines()
+                      if line.startswith((f"{_MARKER_TABLE} ", f"{_MARKER_PATH} ")))
+        path = fields.get(_MARKER_PATH)
+        if (fields.get(_MARKER_TABLE) != self.table_name or not path or path == self.table_path
+                or path not in table_path_spellings(self.table_path)):
+            return
+        log.info("table %s: using the tablePath %s its writers last used (configured %s)",
+                 self.table_uri, path, self.table_path)
+        self.table_path = path
+        self._k.joined_path = path
 
     def fleet_keys(self) -> dict[str, int]:
         """Every spelling of this table's location that has entries, with its newest version
@@ -123,10 +194,39 @@ class FleetMember(EntryClient):
                          "%s)", self.table_uri, key, self.table_path)
                 self.table_path = key
                 self._k.joined_path = key
-        elif check_mechanism:
-            self._check_no_other_mechanism(pin)
-            self._k.mechanism_checked = True
+        else:
+            self._follow_marker()
+            if check_mechanism:
+                self._check_no_other_mechanism(pin)
+                self._k.mechanism_checked = True
         self._k.fleet_keys = found
+
+    def follow_fleet(self) -> bool:
+        """For a reader finding commits but no entry under its own spelling: join the one
+        spelling that has entries, once per process and table; whether it joined.
+
+        A Spark writer that stopped after its entry has made its commit, and readers repair
+        it (Spark's ``listFrom``); a reader given ``s3://`` while Spark keys ``s3a://`` would
+        otherwise show the table without it until the next write.  Never refuses: where
+        writers would (a split fleet, a pin against the fleet's spelling), the reader reads
+        as configured, and the writers' refusals say why.
+        """
+        with self._lock:
+            if self._k.fleet_keys is not None or self._k.fleet_looked:
+                return False
+            self._k.fleet_looked = True
+        found = self.fleet_keys()
+        if len(found) != 1 or self.config.dynamo_table_path_scheme != "uri":
+            return False
+        (key, _), = found.items()
+        self._k.fleet_keys = found
+        if key == self.table_path:
+            return False  # its own entries (expired ones, say): nothing else to read
+        log.info("table %s: reading the entries under the tablePath %s its writers use "
+                 "(configured %s)", self.table_uri, key, self.table_path)
+        self.table_path = key
+        self._k.joined_path = key
+        return True
 
     def _pin_hint(self) -> str:
         return (f"pin one with the {DYNAMO_TABLE_PATH_SCHEME_OPTION} option (s3a, s3 or uri) on "
@@ -148,9 +248,10 @@ class FleetMember(EntryClient):
                 f"table {self.table_uri}: version {newest.version} was committed {age_s:.0f} s ago "
                 f"but DynamoDB table {self.table_name} has no entry for this table under any "
                 f"tablePath spelling ({', '.join(table_path_spellings(self.table_path))}): its "
-                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME) or another "
+                "writers use another DynamoDB table (check DELTA_DYNAMO_TABLE_NAME, and the "
+                f"region and endpoint: this writer's is {self.endpoint}) or another "
                 "commit mechanism (S3 conditional writes?), neither of which excludes this "
-                f"writer. Nothing was committed; {pin}")
+                f"writer. Nothing was committed; {pin}. {self._restore_hint()}")
 
     def _check_explained(self, version: int, meta: ObjectMeta) -> None:
         """Refuse when ``version``'s commit file has no entry of this protocol but is younger
@@ -166,7 +267,15 @@ class FleetMember(EntryClient):
             f"{self.table_path}: another mechanism is writing this table (S3 conditional "
             "writes, another DynamoDB table or tablePath), and it does not exclude this writer. "
             "This commit was not made; move every writer to one mechanism (`deltacommit "
-            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}")
+            f"coordination set`) or pin the tablePath with {DYNAMO_TABLE_PATH_SCHEME_OPTION}. "
+            + self._restore_hint())
+
+    def _restore_hint(self) -> str:
+        return (f"If every writer does commit through DynamoDB table {self.table_name} at "
+                f"{self.endpoint} (that same table, not one of that name elsewhere) and its "
+                "entries were lost (the DynamoDB table re-created or emptied, items deleted by "
+                "hand), restore the newest one with `deltacommit dynamodb repair "
+                f"{self.table_uri} --restore-entry`")
 
     def _switched_here(self, version: int) -> bool:
         """Whether ``version`` is the metaData commit that moved the table to this protocol

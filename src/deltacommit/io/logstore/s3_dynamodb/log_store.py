@@ -84,10 +84,17 @@ class DynamoDBLogStore(EntryClaimer):
         return data
 
     def list_log(self, from_version: int = 0) -> list[LogFile]:
-        """Repair the latest entry (as Spark's ``listFrom`` does), then list."""
+        """Repair the latest entry (as Spark's ``listFrom`` does), then list.
+
+        Commits listed without any entry under this log store's spelling: the entries may
+        be under another (``follow_fleet``), whose latest is then repaired and the log listed
+        again.  A table with no commits yet costs no look."""
         since = self._now()
         latest, _ = self._refresh()
         files = super().list_log(from_version)
+        if latest is None and any(f.kind == "commit" for f in files) and self.follow_fleet():
+            latest, _ = self._refresh()
+            files = super().list_log(from_version)
         commits = [f.version for f in files if f.kind == "commit"]
         if not files and from_version <= 0:
             self._k.note_latest(-1, since)  # no version exists yet: version 0 needs no HEAD

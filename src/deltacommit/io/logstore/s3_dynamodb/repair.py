@@ -42,12 +42,13 @@ from deltacommit.io.logstore.s3_dynamodb.client import ConditionFailed
 from deltacommit.io.logstore.s3_dynamodb.entry import (
     ATTR_COMPLETE,
     ATTR_EXPIRE_TIME,
+    ATTR_FILE_NAME,
     ATTR_TEMP_PATH,
     CommitEntry,
     entry_key,
 )
 from deltacommit.io.logstore.s3_dynamodb.fleet import FleetMember
-from deltacommit.protocol.log.names import LOG_DIR, commit_path
+from deltacommit.protocol.log.names import LOG_DIR, commit_name, commit_path
 
 __all__ = ["TEMP_SWEEP_AGE_S", "TEMP_SWEEP_BATCH", "EntryRepairer", "RepairReport"]
 
@@ -286,7 +287,12 @@ class EntryRepairer(FleetMember):
         step 1) are completed the same way, since copies never replace a file.  An entry whose
         commit is unrecoverable is reported, or with ``drop_unrecoverable`` deleted (only if it
         is still incomplete and unchanged).
+
+        The entries are looked for where the fleet's are (``_find_entries``): an operator
+        repairs by the URI a writer's error names, which may be ``s3://`` while Spark's
+        writers key theirs ``s3a://``.
         """
+        self._find_entries()
         out: list[RepairReport] = []
         for entry in self.entries(incomplete_only=True):
             existed = self.store.exists(commit_path(entry.version))
@@ -314,12 +320,59 @@ class EntryRepairer(FleetMember):
             raise LogStoreError(f"entry {entry.file_name} of {self.table_path} changed while being "
                                 "dropped; run the repair again") from None
 
+    def _find_entries(self) -> None:
+        """Act on the entries under the one ``tablePath`` spelling that has any, as a writer
+        joins it; where several have entries (a split fleet, which writers refuse), on the
+        configured one, whose incomplete entries still block its writers."""
+        found = self.fleet_keys()
+        if len(found) == 1:
+            self.table_path = next(iter(found))
+
+    def restore_newest_entry(self) -> tuple[int, bool]:
+        """Write a complete entry for the newest commit if it has none; (version, written).
+
+        For a DynamoDB table re-created empty, or entries deleted by hand, while the log went
+        on: a commit younger than half the entries' TTL without an entry looks like another
+        mechanism's, so every writer that has not itself seen the entries refuses to commit
+        until it is that old (``_check_no_other_mechanism``, ``_check_explained``).  The
+        operator running this vouches that the table's writers all commit through this
+        DynamoDB table.  One entry is enough: writers check only the entry before the version
+        they write, and join the spelling that has entries.  The put never replaces an entry,
+        and a complete entry names a temp file no one reads (Spark and delta-rs leave complete
+        entries alone).
+        """
+        self.join_fleet(check_mechanism=False)
+        listed = [f.version for f in super().list_log(self._listing_start()) if f.kind == "commit"]
+        if not listed:
+            raise LogStoreError(f"table {self.table_uri} has no commit files: there is no entry "
+                                "to restore")
+        version = max(listed)
+        if self._get_entry(version) is not None:
+            return version, False
+        name = commit_name(version)
+        entry = CommitEntry(self.table_path, name, f".tmp/{name}.{self._random.uuid()}",
+                            complete=True, expire_time=int(self._clock.time()) + self.ttl_seconds)
+        try:
+            self._call("PutItem", Item=entry.to_item(),
+                       ConditionExpression=f"attribute_not_exists({ATTR_FILE_NAME})")
+        except ConditionFailed:
+            return version, False  # written meanwhile, by a writer or a repair
+        self._k.note_good(version)
+        return version, True
+
     def drop_stale_entries(self) -> int:
         """Delete every entry of this ``tablePath`` when the table has no commit files left.
 
         For a table deleted and re-created at the same location before TTL removed the old
         entries (which would otherwise make version 0 fail).  Refused while any commit exists.
+        The entries are those under the fleet's ``tablePath``, as for ``repair``.
+
+        Only complete entries are stale: an incomplete one is a creator between its claim and
+        its copy (the table being re-created), which must keep version 0, or an unrecoverable
+        one (``repair``'s ``drop_unrecoverable``).  The delete is conditional on ``complete``,
+        so an entry a creator claims after the old one was read is not deleted either.
         """
+        self._find_entries()
         listed = [f for f in super().list_log(0) if f.kind == "commit"]
         if listed:
             raise LogStoreError(
@@ -327,10 +380,15 @@ class EntryRepairer(FleetMember):
                 f"{max(f.version for f in listed)}); its DynamoDB entries are not stale and are kept")
         count = 0
         for entry in self.entries():
-            try:
-                self._call("DeleteItem", Key=entry_key(entry.table_path, entry.file_name))
-            except ConditionFailed:  # pragma: no cover - unconditional
+            if not entry.complete:
                 continue
+            try:
+                self._call("DeleteItem", Key=entry_key(entry.table_path, entry.file_name),
+                           ConditionExpression="#c = :t",
+                           ExpressionAttributeNames={"#c": ATTR_COMPLETE},
+                           ExpressionAttributeValues={":t": {"S": "true"}})
+            except ConditionFailed:
+                continue  # claimed again meanwhile (a creator), or already gone
             count += 1
         return count
 
