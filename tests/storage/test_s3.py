@@ -394,3 +394,15 @@ def test_delete_many_falls_back_where_delete_objects_is_not_implemented(
     store.delete_many(["c", "d"])
     assert store.requests == {"DeleteObjects": 1, "DeleteObject": 4}
     assert [m.path for m in store.list("")] == []
+
+
+@pytest.mark.parametrize(("uri", "spelled"), [("s3://b/a//t", "s3://b/a/t"),
+                                              ("s3a://b/a///t/", "s3a://b/a/t")])
+def test_an_s3_location_with_an_empty_path_segment_is_refused(uri: str, spelled: str) -> None:
+    """Spark's Hadoop paths read ``a//t`` as ``a/t``, deltalake refuses it, and S3 keys it as
+    written: a deltacommit writer and a Spark writer given one URI would write two tables."""
+    with pytest.raises(StorageConfigError, match="empty path segment") as e:
+        parse_s3_uri(uri)
+    assert uri in str(e.value) and f"Spell it {spelled!r}" in str(e.value)
+    # Leading and trailing slashes of the path are no segment: the key prefix is the same.
+    assert parse_s3_uri("s3://b//t/") == ("s3", "b", "t")

@@ -20,4 +20,11 @@ def parse_s3_uri(uri: str) -> tuple[str, str, str]:
     if "?" in rest or "#" in rest:
         raise StorageConfigError(f"S3 location {uri!r} has a query or fragment; expected "
                                  "s3://bucket/path")
-    return scheme.lower(), bucket, prefix.strip("/")
+    prefix = prefix.strip("/")
+    if "//" in prefix:
+        spelled = f"{scheme}://{bucket}/{'/'.join(p for p in prefix.split('/') if p)}"
+        raise StorageConfigError(
+            f"S3 location {uri!r} has an empty path segment ('//'). Spark's Hadoop paths read "
+            f"it as {spelled!r} and deltalake refuses it, while S3 keys it as written: writers "
+            f"of one table would not agree on where it is. Spell it {spelled!r}")
+    return scheme.lower(), bucket, prefix
