@@ -19,7 +19,7 @@ import pytest
 import deltacommit as dc
 from deltacommit.engine.snapshot import state_cache
 from deltacommit.io.aws.resolve import resolve_aws_config
-from deltacommit.io.logstore.s3_dynamodb.fleet import table_path_spellings
+from deltacommit.io.logstore.s3_dynamodb.fleet import LOOK_KEPT_S, table_path_spellings
 from deltacommit.io.logstore.s3_dynamodb.log_store import DynamoDBLogStore
 from deltacommit.io.storage import open_store as open_store_at
 from deltacommit.io.storage.faults import FaultPlan, FaultyStore
@@ -325,3 +325,49 @@ def test_after_the_entries_expired_a_writer_keys_its_entry_as_its_fleet_last_did
     assert dynamo.entries(uri) == []
     deltalake.write_deltalake(s3a, batch(0, 1), storage_options=dynamo.options, mode="append")
     assert [e.version for e in dynamo.entries(s3a)] == [2, 3]
+
+
+def test_a_write_after_every_entry_expired_looks_under_each_spelling_once(
+        dynamo: DynamoSetup) -> None:
+    """A writer of a quiet table (TTL removed every entry) finds commits but no latest entry:
+    its listing looks under every spelling for the fleet's (``follow_fleet``), and its claim
+    decides the spelling to key by from that same look, not from a second one."""
+    uri = dynamo.uri()
+    newest = dc.write(uri, batch(0, 0), storage_options=dynamo.options).version
+    for item in dynamo.items(uri):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
+    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert dc.write(writer, batch(1, 1)).version == newest + 1
+    assert [e.version for e in dynamo.entries(uri)] == [newest + 1]
+    spellings = len(table_path_spellings(uri))
+    # The latest entry under its own spelling (none), then each spelling once.
+    assert a_day_on.requests.get("Query") == 1 + spellings, a_day_on.requests
+
+
+def test_a_write_long_after_a_read_joins_the_spelling_deltalake_wrote_meanwhile(
+        dynamo: DynamoSetup) -> None:
+    """A process that read a quiet table deltalake writes on ``s3a://`` (TTL removed its
+    entries: the read's look under every spelling found none), then writes after deltalake
+    wrote again, joins ``s3a://``: the read's look stands for the claim's only within
+    ``LOOK_KEPT_S``, and the entry is never keyed by the spelling an old look found free."""
+    import deltalake
+
+    uri = dynamo.uri()
+    s3a = "s3a://" + uri.split("://", 1)[1]
+    deltalake.write_deltalake(s3a, batch(1, 0), storage_options=dynamo.options)
+    for item in dynamo.items(s3a):
+        dynamo.client.delete_item(TableName=dynamo.table, Key={
+            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    state_cache.clear()
+    clock = ManualClock(time.time() + 86_400)
+    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=clock)
+    reader = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    assert reader.version == 0
+    deltalake.write_deltalake(s3a, batch(1, 1), storage_options=dynamo.options, mode="append")
+    clock.advance(LOOK_KEPT_S + 1)
+    assert dc.write(reader, batch(0, 0)).version == 2
+    assert [e.version for e in dynamo.entries(s3a)] == [1, 2]
+    assert dynamo.entries(uri) == []

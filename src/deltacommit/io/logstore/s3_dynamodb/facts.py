@@ -37,6 +37,10 @@ class EntryFacts:
     mechanism_checked: bool = False
     #: A reader whose spelling had no entries looked under the others (``follow_fleet``).
     fleet_looked: bool = False
+    #: What that look found where it joined nothing, and when (monotonic): a ``join_fleet``
+    #: within ``LOOK_KEPT_S`` decides on it instead of looking again, as the look it would
+    #: make moments later; an older one is never used.
+    looked: tuple[dict[str, int], float] | None = None
     #: ``DYNAMODB_MARKER`` is written.
     marked: bool = False
     #: Temp files of claims lost to another writer (no entry names them), deleted together

@@ -36,6 +36,11 @@ TABLE_NAME_KEY = f"{COORDINATION_KEY}.dynamodbTable"
 TABLE_PATH_KEY = f"{COORDINATION_KEY}.tablePath"
 
 
+#: How long a reader's look under every spelling (``follow_fleet``) stands for the look the
+#: first claim makes (``join_fleet``): the listing before a write and its claim, not a read
+#: and a write an hour apart.
+LOOK_KEPT_S = 1.0
+
 #: The marker's lines naming the DynamoDB table and the tablePath its writer used.
 _MARKER_TABLE = "dynamodbTable"
 _MARKER_PATH = "tablePath"
@@ -174,7 +179,12 @@ class FleetMember(EntryClient):
                 self._check_no_other_mechanism(self._pin_hint())
                 self._k.mechanism_checked = True
             return
-        found = self.fleet_keys()
+        with self._k.lock:
+            looked, self._k.looked = self._k.looked, None
+        if looked is not None and self._clock.monotonic() - looked[1] <= LOOK_KEPT_S:
+            found = looked[0]
+        else:
+            found = self.fleet_keys()
         pin = self._pin_hint()
         if len(found) > 1:
             keys = ", ".join(f"{k} (newest version {v})" for k, v in sorted(found.items()))
@@ -215,8 +225,11 @@ class FleetMember(EntryClient):
             if self._k.fleet_keys is not None or self._k.fleet_looked:
                 return False
             self._k.fleet_looked = True
+        at = self._clock.monotonic()
         found = self.fleet_keys()
         if len(found) != 1 or self.config.dynamo_table_path_scheme != "uri":
+            with self._k.lock:
+                self._k.looked = (found, at)
             return False
         (key, _), = found.items()
         self._k.fleet_keys = found
