@@ -181,7 +181,7 @@ class FleetMember(EntryClient):
             return
         with self._k.lock:
             looked, self._k.looked = self._k.looked, None
-        if looked is not None and self._clock.monotonic() - looked[1] <= LOOK_KEPT_S:
+        if looked is not None and 0 <= self._clock.monotonic() - looked[1] <= LOOK_KEPT_S:
             found = looked[0]
         else:
             found = self.fleet_keys()
