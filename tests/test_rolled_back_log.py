@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -402,6 +403,52 @@ def test_an_appender_whose_table_object_found_the_rollback_first_does_not_commit
         app.flush()
     assert not _commit(tmp_path, NEWEST).exists()
     assert app.committed_offset == 2 and app.pending_rows == 0
+
+
+def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append begun before the background flush found the rollback, and buffered after
+    it dropped the buffer, would follow offsets the table no longer records; the timer's next
+    flush would record it, and the offsets rolled back would be skipped as replays forever."""
+    from deltacommit.ops import appender as appender_module
+    from deltacommit.ops.write import to_arrow_table
+
+    uri, t = _appender_table(tmp_path)
+    converting, dropped = threading.Event(), threading.Event()
+    commit, rolled_back = dc.Appender._commit, dc.Appender._rolled_back
+
+    def slow_to_arrow(data: Any) -> pa.Table:
+        if data.column("id").to_pylist() == [5]:  # offset 5: past the first check, then wait
+            converting.set()
+            assert dropped.wait(30)
+        return to_arrow_table(data)
+
+    def timer_commit(self: dc.Appender, batch: Any) -> Any:
+        assert converting.wait(30)  # the flush runs once offset 5's append has begun
+        return commit(self, batch)
+
+    def report_drop(self: dc.Appender, *args: Any) -> TableReplacedError:
+        try:
+            return rolled_back(self, *args)
+        finally:
+            dropped.set()
+
+    monkeypatch.setattr(appender_module, "to_arrow_table", slow_to_arrow)
+    monkeypatch.setattr(dc.Appender, "_commit", timer_commit)
+    monkeypatch.setattr(dc.Appender, "_rolled_back", report_drop)
+    app = dc.Appender(t, "ingest", flush_interval=0.01)
+    _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
+    assert app.append(_rows([4]), 4)  # the timer flushes it, and finds the rollback
+
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.append(_rows([5]), 5)
+    assert app.committed_offset == 2 and app.pending_rows == 0
+    monkeypatch.setattr(dc.Appender, "_commit", commit)
+    for offset in (3, 4, 5):  # the replay the error asks for is taken, once
+        assert app.append(_rows([offset]), offset)
+    app.close()
+    assert _ids(uri) == [1, 2, 3, 4, 5]
+    assert dc.DeltaTable(uri).app_version("ingest") == 5
 
 
 def test_a_write_is_not_skipped_on_the_record_of_a_rolled_back_commit(tmp_path: Path) -> None:
