@@ -405,6 +405,26 @@ def test_an_appender_whose_table_object_found_the_rollback_first_does_not_commit
     assert app.committed_offset == 2 and app.pending_rows == 0
 
 
+def test_an_appender_whose_table_object_found_the_rollback_first_does_not_skip_a_replay(
+        tmp_path: Path) -> None:
+    """The table object read the table afresh on another operation, so no read-back finds
+    the rollback any more: the replay of offset 3 is judged by what the table now records (2),
+    not by the 3 the appender remembers, else the source's last offset is lost for good."""
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")  # another operation of the same object finds the rollback
+
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.append(_rows([3]), 3)
+    assert app.committed_offset == 2 and app.skipped == 0
+    assert app.append(_rows([3]), 3)
+    app.close()
+    assert _ids(uri) == [1, 2, 3]
+    assert dc.DeltaTable(uri).app_version("ingest") == 3
+
+
 def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An append begun before the background flush found the rollback, and buffered after
