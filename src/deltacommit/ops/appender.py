@@ -30,8 +30,9 @@ the next ``append``, ``flush`` or ``close``.
 What the appender remembers of the recorded offset is a hint, and the table is the truth.  An
 operator who rolls the table back takes recorded offsets with the commits that recorded them.
 A flush that finds the table records less than it remembers, and a replay about to be skipped
-on an offset read more than the commit policy's ``recheck_after`` ago that finds the table
-rolled back, raise ``TableReplacedError``: the appender has then dropped its buffer
+that finds the table rolled back (its newest commit read back where it was read more than the
+commit policy's ``recheck_after`` ago, and the offset its table object holds), raise
+``TableReplacedError``: the appender has then dropped its buffer
 unrecorded and taken the table's offset, and the caller replays from ``committed_offset + 1``.
 """
 
@@ -280,7 +281,10 @@ class Appender:
     def _check_recorded(self) -> None:
         """Before a replay is skipped as recorded: the table's newest commit read back where
         this object last knew it more than ``recheck_after`` ago (``TableLog.recheck_if_stale``),
-        so that an offset rolled back with its commit is not skipped as if the table held it."""
+        so that an offset rolled back with its commit is not skipped as if the table held it;
+        and the offset the table object now holds compared with the one remembered, since the
+        object may have found the rollback itself on another operation, and read afresh, so
+        that no read-back finds it again."""
         table = self._table
         if table is None:
             return
@@ -288,6 +292,17 @@ class Appender:
             table.log.recheck_if_stale(table.policy.recheck_after)
         except TableReplacedError as e:
             raise self._rolled_back(e) from e
+        recorded = table.app_version(self.app_id)
+        with self._lock:
+            remembered = self._committed
+        if remembered is not None and (recorded is None or recorded < remembered):
+            below = TableReplacedError(
+                f"table {table.uri}: version {table.version} records "
+                f"{'no offset' if recorded is None else f'offset {recorded}'} for app id "
+                f"{self.app_id!r}, below the offset {remembered} this appender committed")
+            error = self._rolled_back(below)
+            if error is not below:  # else the table, read afresh, holds the offset after all
+                raise error from below
 
     def _rolled_back(self, cause: TableReplacedError,
                      background: bool = False) -> TableReplacedError:
