@@ -425,6 +425,27 @@ def test_an_appender_whose_table_object_found_the_rollback_first_does_not_skip_a
     assert dc.DeltaTable(uri).app_version("ingest") == 3
 
 
+def test_an_appender_skips_a_replay_another_appender_recorded_again_after_the_rollback(
+        tmp_path: Path) -> None:
+    """Offset 3's commit rolled back, then offset 3 committed again by another appender of
+    the app id (a restarted process): the table records what this appender remembers, so
+    its replay of 3 is skipped, with no error, though the commit it read at version 3 was
+    replaced."""
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+    with dc.Appender(uri, "ingest", flush_interval=None, background=False) as other:
+        assert other.committed_offset == 2
+        assert other.append(_rows([3]), 3)
+    assert _commit(tmp_path, NEWEST).exists()
+
+    assert not app.append(_rows([3]), 3) and app.skipped == 1
+    assert app.committed_offset == 3
+    assert app.append(_rows([4]), 4)
+    app.close()
+    assert _ids(uri) == [1, 2, 3, 4]
+
+
 def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An append begun before the background flush found the rollback, and buffered after
