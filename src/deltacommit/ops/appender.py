@@ -291,7 +291,11 @@ class Appender:
         try:
             table.log.recheck_if_stale(table.policy.recheck_after)
         except TableReplacedError as e:
-            raise self._rolled_back(e) from e
+            error = self._rolled_back(e)
+            if error is not e:
+                raise error from e
+            # The table, read afresh, records the offset remembered (another appender of the
+            # app id committed it again): the replay is one, and skipped.
         recorded = table.app_version(self.app_id)
         with self._lock:
             remembered = self._committed
