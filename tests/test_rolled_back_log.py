@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -402,6 +403,93 @@ def test_an_appender_whose_table_object_found_the_rollback_first_does_not_commit
         app.flush()
     assert not _commit(tmp_path, NEWEST).exists()
     assert app.committed_offset == 2 and app.pending_rows == 0
+
+
+def test_an_appender_whose_table_object_found_the_rollback_first_does_not_skip_a_replay(
+        tmp_path: Path) -> None:
+    """The table object read the table afresh on another operation, so no read-back finds
+    the rollback any more: the replay of offset 3 is judged by what the table now records (2),
+    not by the 3 the appender remembers, else the source's last offset is lost for good."""
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+    with pytest.raises(TableReplacedError):
+        t.delete("id = 1")  # another operation of the same object finds the rollback
+
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.append(_rows([3]), 3)
+    assert app.committed_offset == 2 and app.skipped == 0
+    assert app.append(_rows([3]), 3)
+    app.close()
+    assert _ids(uri) == [1, 2, 3]
+    assert dc.DeltaTable(uri).app_version("ingest") == 3
+
+
+def test_an_appender_skips_a_replay_another_appender_recorded_again_after_the_rollback(
+        tmp_path: Path) -> None:
+    """Offset 3's commit rolled back, then offset 3 committed again by another appender of
+    the app id (a restarted process): the table records what this appender remembers, so
+    its replay of 3 is skipped, with no error, though the commit it read at version 3 was
+    replaced."""
+    uri, t = _appender_table(tmp_path)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()
+    with dc.Appender(uri, "ingest", flush_interval=None, background=False) as other:
+        assert other.committed_offset == 2
+        assert other.append(_rows([3]), 3)
+    assert _commit(tmp_path, NEWEST).exists()
+
+    assert not app.append(_rows([3]), 3) and app.skipped == 1
+    assert app.committed_offset == 3
+    assert app.append(_rows([4]), 4)
+    app.close()
+    assert _ids(uri) == [1, 2, 3, 4]
+
+
+def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append begun before the background flush found the rollback, and buffered after
+    it dropped the buffer, would follow offsets the table no longer records; the timer's next
+    flush would record it, and the offsets rolled back would be skipped as replays forever."""
+    from deltacommit.ops import appender as appender_module
+    from deltacommit.ops.write import to_arrow_table
+
+    uri, t = _appender_table(tmp_path)
+    converting, dropped = threading.Event(), threading.Event()
+    commit, rolled_back = dc.Appender._commit, dc.Appender._rolled_back
+
+    def slow_to_arrow(data: Any) -> pa.Table:
+        if data.column("id").to_pylist() == [5]:  # offset 5: past the first check, then wait
+            converting.set()
+            assert dropped.wait(30)
+        return to_arrow_table(data)
+
+    def timer_commit(self: dc.Appender, batch: Any) -> Any:
+        assert converting.wait(30)  # the flush runs once offset 5's append has begun
+        return commit(self, batch)
+
+    def report_drop(self: dc.Appender, *args: Any) -> TableReplacedError:
+        try:
+            return rolled_back(self, *args)
+        finally:
+            dropped.set()
+
+    monkeypatch.setattr(appender_module, "to_arrow_table", slow_to_arrow)
+    monkeypatch.setattr(dc.Appender, "_commit", timer_commit)
+    monkeypatch.setattr(dc.Appender, "_rolled_back", report_drop)
+    app = dc.Appender(t, "ingest", flush_interval=0.01)
+    _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
+    assert app.append(_rows([4]), 4)  # the timer flushes it, and finds the rollback
+
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.append(_rows([5]), 5)
+    assert app.committed_offset == 2 and app.pending_rows == 0
+    monkeypatch.setattr(dc.Appender, "_commit", commit)
+    for offset in (3, 4, 5):  # the replay the error asks for is taken, once
+        assert app.append(_rows([offset]), offset)
+    app.close()
+    assert _ids(uri) == [1, 2, 3, 4, 5]
+    assert dc.DeltaTable(uri).app_version("ingest") == 5
 
 
 def test_a_write_is_not_skipped_on_the_record_of_a_rolled_back_commit(tmp_path: Path) -> None:

@@ -254,6 +254,29 @@ def test_deltalake_s_percent_encoded_table_path_is_joined(dynamo: DynamoSetup) -
         == [(0, 0), (0, 1), (1, 0), (1, 1)]
 
 
+def test_entries_of_the_location_a_percent_encoded_spelling_names_are_not_joined(
+        dynamo: DynamoSetup) -> None:
+    """``s3://bkt/a%20b`` is how delta-rs keys the table at ``a b/``, and also how deltacommit
+    keys the table whose objects are at ``a%20b/``.  A writer of ``a b`` finding entries
+    there whose newest commit is that other table's (in its log, not in this one) does not
+    join them: it would claim the other table's versions, be refused as re-creating over
+    stale entries, and ``--drop-stale-entries`` would delete the other table's entries."""
+    other, uri = dynamo.uri("a%20b"), dynamo.uri("a b")
+    for n in (0, 1):
+        dc.write(other, batch(0, n), storage_options=dynamo.options)
+    assert [e.version for e in dynamo.entries(other)] == [0, 1, 2]
+    assert DynamoDBLogStore.open(uri, dynamo.options).drop_stale_entries() == 0
+    assert [e.version for e in dynamo.entries(other)] == [0, 1, 2]
+
+    assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
+    assert dc.write(uri, batch(1, 1), storage_options=dynamo.options).version == 2
+    assert [e.version for e in dynamo.entries(uri)] == [0, 1, 2]
+    assert dc.write(other, batch(0, 2), storage_options=dynamo.options).version == 3
+    assert [e.version for e in dynamo.entries(other)] == [0, 1, 2, 3]
+    assert dc.DeltaTable(uri, storage_options=dynamo.options).to_arrow().num_rows == 2
+    assert dc.DeltaTable(other, storage_options=dynamo.options).to_arrow().num_rows == 3
+
+
 def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: DynamoSetup) -> None:
     """A version written by another mechanism (here a plain conditional PUT, as an S3
     conditional-write writer makes it) beside entries of this protocol: younger than half the

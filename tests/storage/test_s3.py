@@ -406,3 +406,17 @@ def test_an_s3_location_with_an_empty_path_segment_is_refused(uri: str, spelled:
     assert uri in str(e.value) and f"Spell it {spelled!r}" in str(e.value)
     # Leading and trailing slashes of the path are no segment: the key prefix is the same.
     assert parse_s3_uri("s3://b//t/") == ("s3", "b", "t")
+
+
+@pytest.mark.parametrize(("uri", "spelled"), [("s3://b/a/./t", "s3://b/a/t"),
+                                              ("s3a://b/a/x/../t", "s3a://b/a/t"),
+                                              ("s3://b/../t/.", "s3://b/t")])
+def test_an_s3_location_with_a_dot_segment_is_refused(uri: str, spelled: str) -> None:
+    """Spark's Hadoop paths and deltalake's URLs both read ``a/./t`` and ``a/x/../t`` as
+    ``a/t``, and S3 keys them as written: a deltacommit writer given one of these URIs and a
+    Spark or deltalake writer given the same one would write two tables."""
+    with pytest.raises(StorageConfigError, match=r"'\.' or '\.\.' path segment") as e:
+        parse_s3_uri(uri)
+    assert uri in str(e.value) and f"Spell it {spelled!r}" in str(e.value)
+    # Dots within a segment are part of its name.
+    assert parse_s3_uri("s3://b/a.b/..t/.x") == ("s3", "b", "a.b/..t/.x")

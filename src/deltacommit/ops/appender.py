@@ -30,8 +30,9 @@ the next ``append``, ``flush`` or ``close``.
 What the appender remembers of the recorded offset is a hint, and the table is the truth.  An
 operator who rolls the table back takes recorded offsets with the commits that recorded them.
 A flush that finds the table records less than it remembers, and a replay about to be skipped
-on an offset read more than the commit policy's ``recheck_after`` ago that finds the table
-rolled back, raise ``TableReplacedError``: the appender has then dropped its buffer
+that finds the table rolled back (its newest commit read back where it was read more than the
+commit policy's ``recheck_after`` ago, and the offset its table object holds), raise
+``TableReplacedError``: the appender has then dropped its buffer
 unrecorded and taken the table's offset, and the caller replays from ``committed_offset + 1``.
 """
 
@@ -128,6 +129,8 @@ class Appender:
         self._last_offset: int | None = self._committed
         self._closed = False
         self._error: BaseException | None = None
+        #: The rollback the timer reported itself, when it dropped the buffer (``_rolled_back``).
+        self._reported: BaseException | None = None
         #: Commits made and replayed appends skipped, for monitoring.
         self.commits = 0
         self.skipped = 0
@@ -179,6 +182,11 @@ class Appender:
         with self._lock:
             if self._closed:
                 raise InvalidArgumentError(f"Appender {self.app_id!r} on {self._uri} is closed")
+            if self._error is not None:
+                # The timer failed since this append began: it may have dropped the buffer on
+                # a rollback, so this offset would follow ones the table no longer records.
+                error, self._error = self._error, None
+                raise error
             if self._committed is not None and offset <= self._committed:
                 self.skipped += 1
                 return False
@@ -248,7 +256,7 @@ class Appender:
         return (self.flush_interval is not None and self._first_at is not None
                 and self._now() - self._first_at >= self.flush_interval)
 
-    def _flush(self) -> CommitResult | None:
+    def _flush(self, background: bool = False) -> CommitResult | None:
         with self._flush_lock:
             with self._lock:
                 batch, self._buffer = self._buffer, []
@@ -264,7 +272,7 @@ class Appender:
                     self._rows += rows
                     self._first_at = first_at
                 if isinstance(e, TableReplacedError):
-                    raise self._rolled_back(e) from e
+                    raise self._rolled_back(e, background) from e
                 raise
 
     def _commit(self, batch: list[tuple[int, pa.Table]]) -> CommitResult | None:
@@ -273,21 +281,42 @@ class Appender:
     def _check_recorded(self) -> None:
         """Before a replay is skipped as recorded: the table's newest commit read back where
         this object last knew it more than ``recheck_after`` ago (``TableLog.recheck_if_stale``),
-        so that an offset rolled back with its commit is not skipped as if the table held it."""
+        so that an offset rolled back with its commit is not skipped as if the table held it;
+        and the offset the table object now holds compared with the one remembered, since the
+        object may have found the rollback itself on another operation, and read afresh, so
+        that no read-back finds it again."""
         table = self._table
         if table is None:
             return
         try:
             table.log.recheck_if_stale(table.policy.recheck_after)
         except TableReplacedError as e:
-            raise self._rolled_back(e) from e
+            error = self._rolled_back(e)
+            if error is not e:
+                raise error from e
+            # The table, read afresh, records the offset remembered (another appender of the
+            # app id committed it again): the replay is one, and skipped.
+        recorded = table.app_version(self.app_id)
+        with self._lock:
+            remembered = self._committed
+        if remembered is not None and (recorded is None or recorded < remembered):
+            below = TableReplacedError(
+                f"table {table.uri}: version {table.version} records "
+                f"{'no offset' if recorded is None else f'offset {recorded}'} for app id "
+                f"{self.app_id!r}, below the offset {remembered} this appender committed")
+            error = self._rolled_back(below)
+            if error is not below:  # else the table, read afresh, holds the offset after all
+                raise error from below
 
-    def _rolled_back(self, cause: TableReplacedError) -> TableReplacedError:
+    def _rolled_back(self, cause: TableReplacedError,
+                     background: bool = False) -> TableReplacedError:
         """What the appender raises when its table object finds the table rolled back or
         replaced (``cause``): where the table now records an offset lower than the one
         remembered, the appender takes the table's and drops its buffer unrecorded (its offsets
         follow ones the caller must replay first), and says so; otherwise ``cause``, the buffer
-        kept for the next flush."""
+        kept for the next flush.  The timer (``background``) leaves the error for the next call
+        in the same step as it drops the buffer, so that no append racing it is buffered
+        after the drop unreported."""
         table = self._table
         if table is None:
             return cause
@@ -300,18 +329,21 @@ class Appender:
             dropped = [o for o, _ in self._buffer]
             self._buffer, self._rows, self._first_at = [], 0, None
             self._committed = self._last_offset = recorded
-        held = "no offset" if recorded is None else f"offset {recorded}"
-        lost = ("" if not dropped else
-                f"; its buffered append of offset {dropped[0]} was dropped unrecorded"
-                if len(dropped) == 1 else
-                f"; its {len(dropped)} buffered appends, offset {dropped[0]} to offset "
-                f"{dropped[-1]}, were dropped unrecorded")
-        return TableReplacedError(
-            f"Appender {self.app_id!r} on {self._uri}: the table records {held} for it, but "
-            f"this appender had committed up to offset {remembered}: the commits recording "
-            f"the offsets after that were rolled back, or the table replaced ({cause}){lost}. "
-            "Replay the source from committed_offset + 1 "
-            f"({0 if recorded is None else recorded + 1}).")
+            held = "no offset" if recorded is None else f"offset {recorded}"
+            lost = ("" if not dropped else
+                    f"; its buffered append of offset {dropped[0]} was dropped unrecorded"
+                    if len(dropped) == 1 else
+                    f"; its {len(dropped)} buffered appends, offset {dropped[0]} to offset "
+                    f"{dropped[-1]}, were dropped unrecorded")
+            error = TableReplacedError(
+                f"Appender {self.app_id!r} on {self._uri}: the table records {held} for it, "
+                f"but this appender had committed up to offset {remembered}: the commits "
+                f"recording the offsets after that were rolled back, or the table replaced "
+                f"({cause}){lost}. Replay the source from committed_offset + 1 "
+                f"({0 if recorded is None else recorded + 1}).")
+            if background:
+                self._error = self._reported = error
+            return error
 
     def _advance(self, offset: int | None) -> None:
         if offset is None:
@@ -355,10 +387,12 @@ class Appender:
                     self._wake.wait(left)
                     continue
             try:
-                self._flush()
+                self._flush(background=True)
             except BaseException as e:
                 with self._lock:
-                    self._error = e
+                    if e is not self._reported:  # a drop's error is left by _rolled_back
+                        self._error = e
+                    self._reported = None
                     # Wait for the next append before trying again.
                     self._first_at = None
 

@@ -27,4 +27,18 @@ def parse_s3_uri(uri: str) -> tuple[str, str, str]:
             f"S3 location {uri!r} has an empty path segment ('//'). Spark's Hadoop paths read "
             f"it as {spelled!r} and deltalake refuses it, while S3 keys it as written: writers "
             f"of one table would not agree on where it is. Spell it {spelled!r}")
+    segments = prefix.split("/")
+    if "." in segments or ".." in segments:
+        kept: list[str] = []
+        for part in segments:
+            if part == "..":
+                if kept:
+                    kept.pop()
+            elif part != ".":
+                kept.append(part)
+        spelled = f"{scheme}://{bucket}" + (f"/{'/'.join(kept)}" if kept else "")
+        raise StorageConfigError(
+            f"S3 location {uri!r} has a '.' or '..' path segment. Spark's Hadoop paths and "
+            f"deltalake's URLs read it as {spelled!r}, while S3 keys it as written: writers of "
+            f"one table would not agree on where it is. Spell it {spelled!r}")
     return scheme.lower(), bucket, prefix

@@ -161,8 +161,55 @@ class FleetMember(EntryClient):
                                   ConsistentRead=True, ScanIndexForward=False, Limit=1)
             items = response.get("Items", [])
             if items:
-                found[spelling] = self._parse(items[0]).version
+                version = self._parse(items[0]).version
+                if self._another_locations(spelling, version):
+                    continue
+                found[spelling] = version
         return found
+
+    def _another_locations(self, spelling: str, version: int) -> bool:
+        """Whether the entries under ``spelling``, newest ``version``, are the table's at the
+        location ``spelling`` names read as it is written, not this one's.
+
+        A percent-encoded spelling is delta-rs's key for this location (``s3://bkt/a%20b``
+        for the objects at ``a b/``), and also deltacommit's and Spark's for the objects at
+        ``a%20b/``.  Where that other location's log holds the newest entry's commit (or the
+        one before it, the newest being in flight) and this one holds none or another one there,
+        the entries are that table's: joining them would claim its versions, and a repair
+        would complete or drop its entries.  Two GETs, only for an encoded spelling that has
+        entries; where the other location cannot be read, the entries count as before."""
+        theirs = spelling.partition("://")[2].strip("/")
+        if theirs == self.store.uri.partition("://")[2].strip("/"):
+            return False
+        from deltacommit.io.storage.s3 import S3Store
+        from deltacommit.io.storage.s3_location import parse_s3_uri
+
+        try:
+            scheme, bucket, _ = parse_s3_uri(self.store.uri)
+            _, other_bucket, prefix = parse_s3_uri(spelling)
+        except StorageError:
+            return False
+        if other_bucket != bucket or not prefix:
+            return False
+        other = S3Store(bucket, prefix, config=self.config, scheme=scheme)
+        for v in (version, version - 1) if version > 0 else (version,):
+            try:
+                held = other.get(commit_path(v))
+            except StorageError:
+                continue
+            try:
+                mine = self.store.get(commit_path(v))
+            except ObjectNotFoundError:
+                mine = None
+            except StorageError:
+                return False
+            if mine == held:
+                return False
+            log.info("table %s: the entries under tablePath %s are the table's at %s (its log "
+                     "holds version %d, this one does not); not joined", self.table_uri, spelling,
+                     other.uri, v)
+            return True
+        return False
 
     def join_fleet(self, *, check_mechanism: bool = True) -> None:
         """Use the ``tablePath`` the table's other writers use; refuse when that is ambiguous.
