@@ -510,3 +510,55 @@ def test_a_write_is_not_skipped_on_the_record_of_a_rolled_back_commit(tmp_path: 
     assert not result.skipped and result.version == 2
     assert dc.write(t, _rows([2]), app_id="stage", app_version=2).skipped
     assert _ids(uri) == [1, 2]
+
+
+def test_an_append_racing_a_flush_of_another_thread_that_finds_the_rollback_is_not_buffered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As with the timer: another thread's ``flush()`` finds the rollback and drops the buffer
+    while an append is under way; the append is refused with the drop's error, not buffered
+    after offsets the table no longer records."""
+    from deltacommit.ops import appender as appender_module
+    from deltacommit.ops.write import to_arrow_table
+
+    uri, t = _appender_table(tmp_path)
+    converting, dropped = threading.Event(), threading.Event()
+    rolled_back = dc.Appender._rolled_back
+
+    def slow_to_arrow(data: Any) -> pa.Table:
+        if data.column("id").to_pylist() == [5]:  # offset 5: past the first check, then wait
+            converting.set()
+            assert dropped.wait(30)
+        return to_arrow_table(data)
+
+    def report_drop(self: dc.Appender, *args: Any) -> TableReplacedError:
+        try:
+            return rolled_back(self, *args)
+        finally:
+            dropped.set()
+
+    monkeypatch.setattr(appender_module, "to_arrow_table", slow_to_arrow)
+    monkeypatch.setattr(dc.Appender, "_rolled_back", report_drop)
+    app = dc.Appender(t, "ingest", flush_interval=None, background=False)
+    _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
+    assert app.append(_rows([4]), 4)
+    outcome: list[BaseException | bool] = []
+
+    def append_five() -> None:
+        try:
+            outcome.append(app.append(_rows([5]), 5))
+        except BaseException as e:  # what the thread's caller would see
+            outcome.append(e)
+
+    racer = threading.Thread(target=append_five)
+    racer.start()
+    assert converting.wait(30)
+    with pytest.raises(TableReplacedError, match="records offset 2 for it"):
+        app.flush()  # this thread's flush finds the rollback and drops offset 4
+    racer.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], TableReplacedError), outcome
+    assert "records offset 2 for it" in str(outcome[0])
+    assert app.committed_offset == 2 and app.pending_rows == 0
+    for offset in (3, 4, 5):
+        assert app.append(_rows([offset]), offset)
+    app.close()
+    assert _ids(uri) == [1, 2, 3, 4, 5]

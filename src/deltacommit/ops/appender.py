@@ -131,6 +131,10 @@ class Appender:
         self._error: BaseException | None = None
         #: The rollback the timer reported itself, when it dropped the buffer (``_rolled_back``).
         self._reported: BaseException | None = None
+        #: Buffers dropped on a rollback, and the error of the last drop: an append under way
+        #: across a drop (by any thread's flush) raises it instead of buffering.
+        self._drops = 0
+        self._drop_error: TableReplacedError | None = None
         #: Commits made and replayed appends skipped, for monitoring.
         self.commits = 0
         self.skipped = 0
@@ -174,6 +178,8 @@ class Appender:
             raise InvalidArgumentError(
                 f"Appender {self.app_id!r} on {self._uri}: offset must be an integer from 0 to "
                 f"2**63-1 (it is recorded as a txn version), got {offset!r}")
+        with self._lock:
+            drops = self._drops
         arrow = to_arrow_table(data)
         with self._lock:
             replay = self._committed is not None and offset <= self._committed
@@ -187,6 +193,10 @@ class Appender:
                 # a rollback, so this offset would follow ones the table no longer records.
                 error, self._error = self._error, None
                 raise error
+            if self._drops != drops and self._drop_error is not None:
+                # Another thread's flush dropped the buffer on a rollback since this append
+                # began: buffered now, this offset would follow ones the table no longer records.
+                raise self._drop_error
             if self._committed is not None and offset <= self._committed:
                 self.skipped += 1
                 return False
@@ -341,6 +351,8 @@ class Appender:
                 f"recording the offsets after that were rolled back, or the table replaced "
                 f"({cause}){lost}. Replay the source from committed_offset + 1 "
                 f"({0 if recorded is None else recorded + 1}).")
+            self._drops += 1
+            self._drop_error = error
             if background:
                 self._error = self._reported = error
             return error
