@@ -73,6 +73,13 @@ class DynamoSetup:
     def entries(self, table_path: str) -> list[CommitEntry]:
         return [CommitEntry.from_item(i, self.table) for i in self.items(table_path)]
 
+    def delete_entries(self, table_path: str) -> None:
+        """Delete every entry of ``table_path``: TTL removing them a day after their commits,
+        or an operator emptying the table by hand."""
+        for item in self.items(table_path):
+            self.client.delete_item(TableName=self.table, Key={
+                "tablePath": item["tablePath"], "fileName": item["fileName"]})
+
 
 def dynamo_options(bucket: S3Bucket, endpoint: str, table: str, **extra: str) -> dict[str, str]:
     """Options as a deltalake 1.6.0 user writes them for its DynamoDB log store."""

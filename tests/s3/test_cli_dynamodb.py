@@ -217,9 +217,7 @@ def test_restore_entry_refuses_options_other_than_the_recorded_ones(
     spelling would split the fleet instead of rejoining it."""
     uri = dynamo.uri()
     create(dynamo)
-    for item in dynamo.items(uri):
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    dynamo.delete_entries(uri)
     s3a = {**dynamo.options, "DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME": "s3a"}
     assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(s3a)]) == 1
     assert "records deltacommit.coordination.tablePath" in capsys.readouterr().err
@@ -263,9 +261,7 @@ def test_restore_entry_keys_the_entry_as_the_table_records(
     uri = dynamo.uri()
     s3a = "s3a://" + uri.split("://", 1)[1]
     create(dynamo, DELTACOMMIT_DYNAMO_TABLE_PATH_SCHEME="s3a")
-    for item in dynamo.items(s3a):
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
+    dynamo.delete_entries(s3a)
     state_cache.clear()
     assert main(["dynamodb", "repair", "--restore-entry", uri, *_flags(dynamo.options)]) == 0
     assert f"restored the complete entry of version 0 of {s3a}" in capsys.readouterr().out

@@ -300,6 +300,17 @@ def test_a_recent_commit_no_entry_explains_stops_dynamodb_writers(dynamo: Dynamo
     assert [e.version for e in dynamo.entries(uri)] == [0, 1]
 
 
+def _a_day_on(dynamo: DynamoSetup, uri: str
+              ) -> tuple[DynamoDBLogStore, ManualClock, dc.DeltaTable]:
+    """A fresh process a day after the table's last commit: its log store (on a clock of its
+    own, to advance), and a table object on it."""
+    state_cache.clear()
+    clock = ManualClock(time.time() + 86_400)
+    log_store = DynamoDBLogStore.open(uri, dynamo.options, clock=clock)
+    return log_store, clock, dc.DeltaTable(uri, storage_options=dynamo.options,
+                                           log_store=log_store)
+
+
 def test_after_the_entries_expired_a_writer_keys_its_entry_as_the_table_records(
         dynamo: DynamoSetup) -> None:
     """A table recording the fleet's spelling (``s3a://``), idle until TTL removed every
@@ -312,12 +323,8 @@ def test_after_the_entries_expired_a_writer_keys_its_entry_as_the_table_records(
     table = dc.DeltaTable.create(uri, SCHEMA, storage_options=spark)
     dc.write(table, batch(0, 0))
     assert table.configuration["deltacommit.coordination.tablePath"] == s3a
-    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
-    state_cache.clear()
-    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
-    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    dynamo.delete_entries(s3a)  # expired a day after their commits, and removed by TTL
+    *_, writer = _a_day_on(dynamo, uri)
     assert dc.write(writer, batch(1, 0)).version == 2
     assert [e.version for e in dynamo.entries(s3a)] == [2]
     assert dynamo.entries(uri) == []
@@ -337,12 +344,8 @@ def test_after_the_entries_expired_a_writer_keys_its_entry_as_its_fleet_last_did
     deltalake.write_deltalake(s3a, batch(0, 0), storage_options=dynamo.options)
     assert dc.write(uri, batch(1, 0), storage_options=dynamo.options).version == 1
     assert [e.version for e in dynamo.entries(s3a)] == [0, 1]
-    for item in dynamo.items(s3a):  # expired a day after their commits, and removed by TTL
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
-    state_cache.clear()
-    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
-    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    dynamo.delete_entries(s3a)  # expired a day after their commits, and removed by TTL
+    *_, writer = _a_day_on(dynamo, uri)
     assert dc.write(writer, batch(1, 1)).version == 2
     assert [e.version for e in dynamo.entries(s3a)] == [2]
     assert dynamo.entries(uri) == []
@@ -357,12 +360,8 @@ def test_a_write_after_every_entry_expired_looks_under_each_spelling_once(
     decides the spelling to key by from that same look, not from a second one."""
     uri = dynamo.uri()
     newest = dc.write(uri, batch(0, 0), storage_options=dynamo.options).version
-    for item in dynamo.items(uri):
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
-    state_cache.clear()
-    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=ManualClock(time.time() + 86_400))
-    writer = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    dynamo.delete_entries(uri)
+    a_day_on, _, writer = _a_day_on(dynamo, uri)
     assert dc.write(writer, batch(1, 1)).version == newest + 1
     assert [e.version for e in dynamo.entries(uri)] == [newest + 1]
     spellings = len(table_path_spellings(uri))
@@ -381,13 +380,8 @@ def test_a_write_long_after_a_read_joins_the_spelling_deltalake_wrote_meanwhile(
     uri = dynamo.uri()
     s3a = "s3a://" + uri.split("://", 1)[1]
     deltalake.write_deltalake(s3a, batch(1, 0), storage_options=dynamo.options)
-    for item in dynamo.items(s3a):
-        dynamo.client.delete_item(TableName=dynamo.table, Key={
-            "tablePath": item["tablePath"], "fileName": item["fileName"]})
-    state_cache.clear()
-    clock = ManualClock(time.time() + 86_400)
-    a_day_on = DynamoDBLogStore.open(uri, dynamo.options, clock=clock)
-    reader = dc.DeltaTable(uri, storage_options=dynamo.options, log_store=a_day_on)
+    dynamo.delete_entries(s3a)
+    _, clock, reader = _a_day_on(dynamo, uri)
     assert reader.version == 0
     deltalake.write_deltalake(s3a, batch(1, 1), storage_options=dynamo.options, mode="append")
     clock.advance(LOOK_KEPT_S + 1)
