@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
+from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.io.logstore.conditional import ConditionalPutLogStore
 from deltacommit.io.storage.base import ObjectMeta, ObjectStore
+
+if TYPE_CHECKING:
+    import pytest
+
+    from deltacommit.engine.commit.policy import CommitResult
 
 
 class HookedLogStore(ConditionalPutLogStore):
@@ -84,3 +90,17 @@ class CountingStore(ObjectStore):
 
     def local_path(self, path: str) -> str | None:
         return self.inner.local_path(path)
+
+
+def commit_between(monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object]) -> None:
+    """Run ``winner`` once, as the next transaction to commit is about to: after it read
+    and staged everything, so that it meets the winner in its commit loop."""
+    real = Transaction.commit
+    pending = [winner]
+
+    def commit(txn: Transaction) -> CommitResult:
+        if pending:
+            pending.pop()()
+        return real(txn)
+
+    monkeypatch.setattr(Transaction, "commit", commit)

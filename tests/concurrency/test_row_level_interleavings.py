@@ -1,7 +1,7 @@
 """Row-level operations against a winner committed between their read and their commit.
 
 The winner commits from inside the loser's run, after the loser read the older version and
-staged its changes, just before it commits (``_between``), so the loser meets the winner in the
+staged its changes, just before it commits (``commit_between``), so the loser meets the winner in the
 commit loop.  Each case compares the table with the serial result computed on plain Python
 rows: the winner first, then the loser as it would run on the winner's table.  A loser that
 cannot land so must conflict and leave the winner's table as it was.
@@ -10,7 +10,6 @@ cannot land so must conflict and leave the winner's table as it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +17,10 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.commit.policy import CommitResult
-from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import ConcurrentModificationException
 from deltacommit.protocol.actions import Add
+
+from .hooks import commit_between
 
 ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 Rows = dict[int, int]
@@ -41,20 +40,6 @@ def _rows(uri: str) -> Rows:
     out = {int(r["id"]): int(r["v"]) for r in table.to_pylist()}
     assert len(out) == table.num_rows, "a row is duplicated"
     return out
-
-
-def _between(monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object]) -> None:
-    """Run ``winner`` once, as the next transaction to commit is about to: after it read
-    and staged everything."""
-    real = Transaction.commit
-    pending = [winner]
-
-    def commit(txn: Transaction) -> CommitResult:
-        if pending:
-            pending.pop()()
-        return real(txn)
-
-    monkeypatch.setattr(Transaction, "commit", commit)
 
 
 def _merge(uri: str, source: Rows, insert: bool) -> None:
@@ -87,7 +72,7 @@ def test_a_merge_over_a_deleted_row_it_matched_but_left_unchanged(
     on top of the winner without the insert, the row would be lost: the MERGE must conflict.
     Without a WHEN NOT MATCHED clause the deleted row decides nothing and the MERGE lands."""
     uri, rows = _table(tmp_path)
-    _between(monkeypatch, lambda: dc.DeltaTable(uri).delete("id = 3"))
+    commit_between(monkeypatch, lambda: dc.DeltaTable(uri).delete("id = 3"))
     source = {3: -1, 5: 50}
     rows.pop(3)
     if insert:
@@ -131,11 +116,11 @@ def test_a_delete_over_a_file_committed_again_that_it_did_not_change(
     dc.DeltaTable(uri).delete("id = 2")
     rows.pop(2)
     if winner == "restore":
-        _between(monkeypatch, lambda: _restore(uri, deleted_one))
+        commit_between(monkeypatch, lambda: _restore(uri, deleted_one))
         rows[2] = 2
         rows.pop(1)
     else:
-        _between(monkeypatch, lambda: dc.DeltaTable(uri).delete("id = 4"))
+        commit_between(monkeypatch, lambda: dc.DeltaTable(uri).delete("id = 4"))
         rows.pop(4)
     serial = {k: v for k, v in rows.items() if k not in (2, 15)}
     try:

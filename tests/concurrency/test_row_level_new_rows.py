@@ -6,7 +6,7 @@ Statistics only bound a file's values: a winner's file holding ids 4 and 14 has 
 file admit a match, its live rows are read (deletion vector applied, partition values and
 column mapping as any read) and the predicate evaluated on them with the operation's own
 semantics: NULL is no match.  The winner commits from inside the loser's run, after the loser
-read the table and staged its changes (``_between``); each case compares the final table with
+read the table and staged its changes (``commit_between``); each case compares the final table with
 the serial result computed on plain Python rows (the winner, then the loser on its table), or,
 where the loser must conflict, with the winner's table.
 """
@@ -22,10 +22,10 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.engine.commit.policy import CommitResult
-from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import ConcurrentAppendException
 from deltacommit.protocol.actions import Add
+
+from .hooks import commit_between
 
 ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 #: A row: (id, v, w, p) with None for NULL or an absent column.
@@ -65,20 +65,6 @@ def _sorted(rows: Sequence[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: tuple((x is None, x or 0) for x in r))
 
 
-def _between(monkeypatch: pytest.MonkeyPatch, winner: Callable[[], object]) -> None:
-    """Run ``winner`` once, as the next transaction to commit is about to: after it read
-    and staged everything."""
-    real = Transaction.commit
-    pending = [winner]
-
-    def commit(txn: Transaction) -> CommitResult:
-        if pending:
-            pending.pop()()
-        return real(txn)
-
-    monkeypatch.setattr(Transaction, "commit", commit)
-
-
 def _plain(n: int = 20) -> list[Row]:
     """Ids 0..n-1 with ``v`` = id."""
     return [(i, i, None, None) for i in range(n)]
@@ -94,7 +80,7 @@ def _loser_lands(uri: str, monkeypatch: pytest.MonkeyPatch, winner: Callable[[],
                  loser: Callable[[], object], conflict: bool) -> list[Row]:
     """Run ``loser`` with ``winner`` committing in between: it must conflict (``conflict``),
     leaving the winner's table, or land; the table afterwards."""
-    _between(monkeypatch, winner)
+    commit_between(monkeypatch, winner)
     if conflict:
         with pytest.raises(ConcurrentAppendException):
             loser()
@@ -283,7 +269,7 @@ def test_a_new_file_not_read_is_judged_by_its_statistics(
 
     if unread == "over the budget":
         monkeypatch.setattr(row_rebase, "MATCH_READ_BYTES", 0)
-    _between(monkeypatch, winner)
+    commit_between(monkeypatch, winner)
     with pytest.raises(ConcurrentAppendException, match="may hold rows matching"):
         dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)")
     for path, moved in away:
@@ -306,7 +292,7 @@ def test_new_rows_are_judged_by_the_column_a_dotted_name_resolves_to(
     if struct:
         columns["a"] = pa.StructArray.from_arrays([ids], ["b"])
     dc.write(uri, pa.table(columns), configuration=ROW_LEVEL, target_file_rows=10)
-    _between(monkeypatch,
+    commit_between(monkeypatch,
              lambda: dc.DeltaTable(uri).update({"v": "v + 1"}, "a.b IN (4, 14)"))
     assert dc.DeltaTable(uri).update({"v": "v + 10"}, "a.b IN (3, 13)")["num_updated_rows"] == 2
     got = dc.DeltaTable(uri).to_arrow()
