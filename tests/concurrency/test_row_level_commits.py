@@ -24,7 +24,8 @@ from deltacommit.errors import (
 from deltacommit.protocol.expressions.parser import parse_predicate
 from deltacommit.protocol.partitions import decode_add_path
 
-ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+from .row_level import ROW_LEVEL
+
 FILE_LEVEL = {"delta.enableDeletionVectors": "true"}
 
 

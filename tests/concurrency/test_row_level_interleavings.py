@@ -21,8 +21,8 @@ from deltacommit.errors import ConcurrentModificationException
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
+from .row_level import ROW_LEVEL, merge_larger
 
-ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 Rows = dict[int, int]
 
 
@@ -40,18 +40,6 @@ def _rows(uri: str) -> Rows:
     out = {int(r["id"]): int(r["v"]) for r in table.to_pylist()}
     assert len(out) == table.num_rows, "a row is duplicated"
     return out
-
-
-def _merge(uri: str, source: Rows, insert: bool) -> None:
-    """Upsert: matched rows take the source's ``v`` where it is larger; unmatched source rows
-    are inserted (``insert``)."""
-    merger = dc.DeltaTable(uri).merge(
-        pa.table({"id": pa.array(list(source), pa.int64()),
-                  "v": pa.array(list(source.values()), pa.int64())}),
-        "t.id = s.id", "s", "t").when_matched_update_all("s.v > t.v")
-    if insert:
-        merger = merger.when_not_matched_insert_all()
-    merger.execute()
 
 
 def _serial_merge(rows: Rows, source: Rows, insert: bool) -> Rows:
@@ -77,10 +65,10 @@ def test_a_merge_over_a_deleted_row_it_matched_but_left_unchanged(
     rows.pop(3)
     if insert:
         with pytest.raises(ConcurrentModificationException):
-            _merge(uri, source, insert)
+            merge_larger(uri, source, insert)
         assert _rows(uri) == rows
     else:
-        _merge(uri, source, insert)
+        merge_larger(uri, source, insert)
         assert _rows(uri) == _serial_merge(rows, source, insert)
 
 

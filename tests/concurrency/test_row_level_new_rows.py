@@ -26,8 +26,8 @@ from deltacommit.errors import ConcurrentAppendException
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
+from .row_level import ROW_LEVEL, merge_larger
 
-ROW_LEVEL = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
 #: A row: (id, v, w, p) with None for NULL or an absent column.
 Row = tuple[Any, ...]
 COLUMNS = ("id", "v", "w", "p")
@@ -191,18 +191,6 @@ def test_partition_values_are_the_rows_values(
                           _updated(after_winner, lambda r: r[1] + r[3] == 4, 1000))
 
 
-def _merge(uri: str, source: dict[int, int], insert: bool) -> None:
-    """Upsert: matched rows take the source's ``v`` where it is larger; unmatched source rows
-    are inserted (``insert``)."""
-    merger = dc.DeltaTable(uri).merge(
-        pa.table({"id": pa.array(list(source), pa.int64()),
-                  "v": pa.array(list(source.values()), pa.int64())}),
-        "t.id = s.id", "s", "t").when_matched_update_all("s.v > t.v")
-    if insert:
-        merger = merger.when_not_matched_insert_all()
-    merger.execute()
-
-
 def _serial_merge(rows: Sequence[Row], source: dict[int, int], insert: bool) -> list[Row]:
     out = [(r[0], max(r[1], source[r[0]]), *r[2:]) if r[0] in source else r for r in rows]
     present = {r[0] for r in rows}
@@ -219,8 +207,8 @@ def test_upserts_of_interleaved_keys_both_land(tmp_path: Path, monkeypatch: pyte
     uri = _table(tmp_path, _plain())
     theirs = {4: 40, 14: 140, 24: 24, 34: 34}
     mine = {3: 30, 13: 130, 23: 23, 33: 33}
-    got = _loser_lands(uri, monkeypatch, lambda: _merge(uri, theirs, insert),
-                       lambda: _merge(uri, mine, insert), False)
+    got = _loser_lands(uri, monkeypatch, lambda: merge_larger(uri, theirs, insert),
+                       lambda: merge_larger(uri, mine, insert), False)
     assert got == _sorted(_serial_merge(_serial_merge(_plain(), theirs, insert), mine, insert))
 
 
@@ -236,7 +224,7 @@ def test_an_upsert_conflicts_with_a_row_added_under_one_of_its_keys(
         theirs: dict[int, int] = {4: 40, 23: 99}
 
         def winner() -> None:
-            _merge(uri, theirs, True)
+            merge_larger(uri, theirs, True)
 
         after_winner = _serial_merge(_plain(), theirs, True)
     else:
@@ -244,7 +232,7 @@ def test_an_upsert_conflicts_with_a_row_added_under_one_of_its_keys(
             _append(uri, [(13, 5, None, None), (40, 40, None, None)])
 
         after_winner = [*_plain(), (13, 5, None, None), (40, 40, None, None)]
-    got = _loser_lands(uri, monkeypatch, winner, lambda: _merge(uri, mine, True), True)
+    got = _loser_lands(uri, monkeypatch, winner, lambda: merge_larger(uri, mine, True), True)
     assert got == _sorted(after_winner)
 
 
