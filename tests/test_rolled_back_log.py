@@ -446,27 +446,22 @@ def test_an_appender_skips_a_replay_another_appender_recorded_again_after_the_ro
     assert _ids(uri) == [1, 2, 3, 4]
 
 
-def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An append begun before the background flush found the rollback, and buffered after
-    it dropped the buffer, would follow offsets the table no longer records; the timer's next
-    flush would record it, and the offsets rolled back would be skipped as replays forever."""
+def _append_of_five_waits_for_a_drop(monkeypatch: pytest.MonkeyPatch
+                                     ) -> tuple[threading.Event, threading.Event]:
+    """Make an append of offset 5 stop once past its first check until the Appender drops its
+    buffer on a rollback: (set when that append is converting its rows, set when a drop was
+    made)."""
     from deltacommit.ops import appender as appender_module
     from deltacommit.ops.write import to_arrow_table
 
-    uri, t = _appender_table(tmp_path)
     converting, dropped = threading.Event(), threading.Event()
-    commit, rolled_back = dc.Appender._commit, dc.Appender._rolled_back
+    rolled_back = dc.Appender._rolled_back
 
     def slow_to_arrow(data: Any) -> pa.Table:
         if data.column("id").to_pylist() == [5]:  # offset 5: past the first check, then wait
             converting.set()
             assert dropped.wait(30)
         return to_arrow_table(data)
-
-    def timer_commit(self: dc.Appender, batch: Any) -> Any:
-        assert converting.wait(30)  # the flush runs once offset 5's append has begun
-        return commit(self, batch)
 
     def report_drop(self: dc.Appender, *args: Any) -> TableReplacedError:
         try:
@@ -475,8 +470,24 @@ def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
             dropped.set()
 
     monkeypatch.setattr(appender_module, "to_arrow_table", slow_to_arrow)
-    monkeypatch.setattr(dc.Appender, "_commit", timer_commit)
     monkeypatch.setattr(dc.Appender, "_rolled_back", report_drop)
+    return converting, dropped
+
+
+def test_an_append_racing_the_timer_that_finds_the_rollback_is_not_buffered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append begun before the background flush found the rollback, and buffered after
+    it dropped the buffer, would follow offsets the table no longer records; the timer's next
+    flush would record it, and the offsets rolled back would be skipped as replays forever."""
+    uri, t = _appender_table(tmp_path)
+    converting, _ = _append_of_five_waits_for_a_drop(monkeypatch)
+    commit = dc.Appender._commit
+
+    def timer_commit(self: dc.Appender, batch: Any) -> Any:
+        assert converting.wait(30)  # the flush runs once offset 5's append has begun
+        return commit(self, batch)
+
+    monkeypatch.setattr(dc.Appender, "_commit", timer_commit)
     app = dc.Appender(t, "ingest", flush_interval=0.01)
     _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
     assert app.append(_rows([4]), 4)  # the timer flushes it, and finds the rollback
@@ -517,27 +528,8 @@ def test_an_append_racing_a_flush_of_another_thread_that_finds_the_rollback_is_n
     """As with the timer: another thread's ``flush()`` finds the rollback and drops the buffer
     while an append is under way; the append is refused with the drop's error, not buffered
     after offsets the table no longer records."""
-    from deltacommit.ops import appender as appender_module
-    from deltacommit.ops.write import to_arrow_table
-
     uri, t = _appender_table(tmp_path)
-    converting, dropped = threading.Event(), threading.Event()
-    rolled_back = dc.Appender._rolled_back
-
-    def slow_to_arrow(data: Any) -> pa.Table:
-        if data.column("id").to_pylist() == [5]:  # offset 5: past the first check, then wait
-            converting.set()
-            assert dropped.wait(30)
-        return to_arrow_table(data)
-
-    def report_drop(self: dc.Appender, *args: Any) -> TableReplacedError:
-        try:
-            return rolled_back(self, *args)
-        finally:
-            dropped.set()
-
-    monkeypatch.setattr(appender_module, "to_arrow_table", slow_to_arrow)
-    monkeypatch.setattr(dc.Appender, "_rolled_back", report_drop)
+    converting, _ = _append_of_five_waits_for_a_drop(monkeypatch)
     app = dc.Appender(t, "ingest", flush_interval=None, background=False)
     _commit(tmp_path, NEWEST).unlink()  # the operator rolls back offset 3's commit
     assert app.append(_rows([4]), 4)
