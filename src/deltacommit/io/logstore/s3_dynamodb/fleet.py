@@ -98,14 +98,20 @@ class FleetMember(EntryClient):
         the fleet's spelling.  Followed only when it spells this location in this DynamoDB
         table and the scheme is not pinned (a pin is compared, and refused, as configured).
         """
-        path = recorded.get(TABLE_PATH_KEY)
-        if (self._k.fleet_keys or not path or path == self.table_path
+        if not self._k.fleet_keys:
+            self._take_spelling(recorded.get(TABLE_PATH_KEY), recorded.get(TABLE_NAME_KEY),
+                                "the table records")
+
+    def _take_spelling(self, path: str | None, table_name: str | None, named_by: str) -> None:
+        """Key this log store's entries by ``path``, the tablePath that ``named_by`` names
+        for DynamoDB table ``table_name``, where it spells this location, in this DynamoDB
+        table, and the scheme is not pinned; else keep the one in use."""
+        if (not path or path == self.table_path or table_name != self.table_name
                 or self.config.dynamo_table_path_scheme != "uri"
-                or recorded.get(TABLE_NAME_KEY) != self.table_name
                 or path not in table_path_spellings(self.table_path)):
             return
-        log.info("table %s: using the tablePath %s the table records (configured %s)",
-                 self.table_uri, path, self.table_path)
+        log.info("table %s: using the tablePath %s %s (configured %s)",
+                 self.table_uri, path, named_by, self.table_path)
         self.table_path = path
         self._k.joined_path = path
 
@@ -141,14 +147,8 @@ class FleetMember(EntryClient):
             return  # no marker (no deltacommit writer yet), or unreadable: as configured
         fields = dict(line.split(" ", 1) for line in text.splitlines()
                       if line.startswith((f"{_MARKER_TABLE} ", f"{_MARKER_PATH} ")))
-        path = fields.get(_MARKER_PATH)
-        if (fields.get(_MARKER_TABLE) != self.table_name or not path or path == self.table_path
-                or path not in table_path_spellings(self.table_path)):
-            return
-        log.info("table %s: using the tablePath %s its writers last used (configured %s)",
-                 self.table_uri, path, self.table_path)
-        self.table_path = path
-        self._k.joined_path = path
+        self._take_spelling(fields.get(_MARKER_PATH), fields.get(_MARKER_TABLE),
+                            "its writers last used")
 
     def fleet_keys(self) -> dict[str, int]:
         """Every spelling of this table's location that has entries, with its newest version
