@@ -91,7 +91,8 @@ def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     """The winner's files (its ``added`` and ``removed``) that hold new rows to ``reads``:
     of ``new_row_candidates`` (its adds that count as new rows at the isolation level), those
     that change data and are not a file of the operation committed again (checked row by row,
-    ``_same_file``) nor a file committed again that only lost rows."""
+    ``_same_file``, where rows brought back conflict) nor a file committed again that only
+    lost rows."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
     grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
@@ -106,9 +107,6 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     the winner's adds that count as new rows at this isolation level."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
-    # A file of this operation committed again is checked row by row below (``_same_file``:
-    # rows brought back there conflict); the winner's other files count as new rows unless
-    # they only lost rows.
     fresh = fresh_rows(reads, added, removed, loaded, new_row_candidates)
     hit = new_rows_matching(reads, fresh, loaded)
     if hit is not None:
