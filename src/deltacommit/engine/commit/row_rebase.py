@@ -1,14 +1,15 @@
 """Row-level transactions in the commit loop: what a winner changed, and the retry's rebase.
 
 A row-level transaction (DELETE with deletion vectors, UPDATE, MERGE on a table with deletion
-vectors and row tracking) records the rows it changed (``protocol.row_conflicts``).  When a
+vectors and row tracking) records the rows it changed and the rows it read that decide its
+outcome (``protocol.row_conflicts``).  When a
 concurrent commit wins a version first, the commit loop asks this module to read what the
 pure check needs of the winner, and nothing more:
 
 - the deleted rows of each file the winner committed again with a deletion vector, where the
-  transaction changed rows of that file;
+  transaction changed rows of that file or read rows its outcome depends on;
 - the stable row ids and row commit versions of the live rows of the winner's new files, where
-  the winner removed a file the transaction changed (a compaction moved its rows, or not);
+  the winner removed such a file (a compaction moved its rows, or not);
 - of each other file the winner committed again with another deletion vector, where the
   predicate may match its rows, whether the new one still deletes every row the old one did
   (else rows came back: new rows to the predicate);
