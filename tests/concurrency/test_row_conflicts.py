@@ -83,6 +83,106 @@ def _check(summary: TransactionSummary, winner: WinningCommit) -> RowRebase | No
     return check_conflicts(summary, winner, "t")
 
 
+@st.composite
+def reads_and_kept(draw: st.DrawFn) -> tuple[int, Any, Any, Any]:
+    """A file of n rows: the rows deleted when read, the live rows the transaction changes
+    (perhaps none: a file it only read) and the live rows it read and left as they were (at
+    least one: a MERGE's matched rows that keep their source rows from being inserted)."""
+    n = draw(st.integers(2, 40))
+    before = draw(st.sets(st.integers(0, n - 1), max_size=n - 1))
+    live = sorted(set(range(n)) - before)
+    kept = draw(st.sets(st.sampled_from(live), min_size=1))
+    others = [r for r in live if r not in kept]
+    changed = draw(st.sets(st.sampled_from(others))) if others else set()
+    return n, rows(sorted(before)), rows(sorted(changed)), rows(sorted(kept))
+
+
+def _changed_and_read(n: int, before: Any, changed: Any, kept: Any) -> ChangedFile:
+    return dataclasses.replace(_changed(n, before, changed), read=kept, read_ids=kept + BASE,
+                               read_versions=np.full(len(kept), VERSION, dtype=np.int64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads_and_kept(), st.data())
+def test_a_winner_deleting_rows_of_a_file_whose_rows_were_read(
+        read: tuple[int, Any, Any, Any], data: st.DataObject) -> None:
+    """A winner deleting rows by a new deletion vector over a file where the transaction
+    changed some rows and read others: a row read deleted conflicts as a row changed does;
+    otherwise the rows read are carried onto the winner's entry, and the retry deletes its
+    changed rows alone (a file only read is not written again)."""
+    n, before, changed, kept = read
+    live = sorted(set(range(n)) - set(before.tolist()))
+    theirs = rows(sorted(data.draw(st.sets(st.sampled_from(live), min_size=1))))
+    now = np.union1d(before, theirs)
+    winner = WinningCommit(5, "DELETE")
+    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1))
+    again = _add("f.parquet", n, deleted=len(now))
+    winner.added.append(again)
+    winner.rows.deletion_vectors["f.parquet"] = now
+    summary = _summary(_changed_and_read(n, before, changed, kept))
+    if len(np.intersect1d(theirs, changed)):
+        with pytest.raises(ConcurrentDeleteDeleteException):
+            _check(summary, winner)
+        return
+    if len(np.intersect1d(theirs, kept)):
+        with pytest.raises(ConcurrentDeleteReadException, match="read"):
+            _check(summary, winner)
+        return
+    plan = _check(summary, winner)
+    assert plan is not None
+    (f,) = plan.files
+    assert f.target is again
+    assert f.changed.tolist() == changed.tolist()
+    assert f.read.tolist() == kept.tolist() and f.read_ids.tolist() == (kept + BASE).tolist()
+    assert f.writes == bool(len(changed))
+    assert f.deleted_before.tolist() == now.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads_and_kept(), st.data())
+def test_a_winner_compacting_a_file_whose_rows_were_read(
+        read: tuple[int, Any, Any, Any], data: st.DataObject) -> None:
+    """A compaction of the file into new files, perhaps dropping or updating rows: a row read
+    dropped or updated (a new row commit version) conflicts as a row changed does; a row
+    read moved under its id and commit version is followed to where it lives now."""
+    n, before, changed, kept = read
+    live = sorted(set(range(n)) - set(before.tolist()))
+    dropped = data.draw(st.sets(st.sampled_from(live)))
+    updated = data.draw(st.sets(st.sampled_from(live)))
+    stay = [r for r in data.draw(st.permutations(live)) if r not in dropped]
+    split = data.draw(st.integers(0, len(stay)))
+    winner = WinningCommit(5, "OPTIMIZE")
+    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1, False))
+    for name, part in (("g1.parquet", stay[:split]), ("g2.parquet", stay[split:])):
+        if not part:
+            continue
+        ids = [BASE + r for r in part]
+        winner.added.append(_add(name, len(part), ids, data_change=False))
+        versions = [7 if r in updated else VERSION for r in part]
+        winner.rows.moved[name] = MovedRows(np.asarray(ids, np.int64),
+                                            np.asarray(versions, np.int64),
+                                            np.arange(len(part), dtype=np.int64))
+    summary = _summary(_changed_and_read(n, before, changed, kept))
+    gone = set(dropped) | set(updated)
+    if gone & (set(changed.tolist()) | set(kept.tolist())):
+        with pytest.raises(ConcurrentDeleteReadException):
+            _check(summary, winner)
+        return
+    plan = _check(summary, winner)
+    assert plan is not None
+    landed: dict[int, str] = {}
+    carried: dict[int, str] = {}
+    for f in plan.files:
+        ids = winner.rows.moved[f.target.path].ids
+        landed.update({int(ids[p]) - BASE: f.target.path for p in f.changed})
+        carried.update({int(ids[p]) - BASE: f.target.path for p in f.read})
+        assert f.read_ids.tolist() == [int(ids[p]) for p in f.read]
+        assert f.read_versions.tolist() == [VERSION] * len(f.read)
+        assert f.writes == bool(len(f.changed))
+    assert sorted(landed) == changed.tolist()
+    assert sorted(carried) == kept.tolist()
+
+
 @settings(max_examples=300, deadline=None)
 @given(reads(), st.data())
 def test_a_winner_deleting_rows_of_the_same_file(read: tuple[int, Any, Any],
@@ -232,17 +332,22 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
                                                  data: st.DataObject) -> None:
     """Winners one after another, each deleting rows of the file where the transaction's
     rows now live or compacting it into new files (ids and commit versions kept, perhaps
-    dropping or updating rows).  The transaction conflicts exactly when a winner changed one
-    of its rows; otherwise, after each rebase, the rows deleted where its rows live are the
-    winners' deletes and its own, by row id: nothing restored, nothing lost."""
+    dropping or updating rows).  The transaction changed some rows and read others (perhaps
+    none) whose existence decides its outcome.  It conflicts exactly when a winner changed
+    one of either; otherwise, after each rebase, the rows deleted where its rows live are the
+    winners' deletes and its own, by row id: nothing restored, nothing lost; and every row
+    read is recorded where it lives now, so the next winner is checked against it there."""
     from deltacommit.protocol.row_changes import rebased_reads
 
     n, before, changed = read
-    summary = _summary(_changed(n, before, changed))
+    others = [p for p in range(n) if p not in set(before.tolist()) | set(changed.tolist())]
+    kept = rows(sorted(data.draw(st.sets(st.sampled_from(others))))) if others else rows([])
+    summary = _summary(_changed_and_read(n, before, changed, kept))
     # The table as the winners leave it: each live id's file and position.
     where = {BASE + p: ("f.parquet", p) for p in range(n) if p not in set(before.tolist())}
     physical = {"f.parquet": n}
     mine = {BASE + int(p) for p in changed}
+    depends = mine | {BASE + int(p) for p in kept}
     for step in range(data.draw(st.integers(1, 3))):
         target = data.draw(st.sampled_from(sorted({f for f, _ in where.values()})))
         live_ids = sorted(i for i, (f, _) in where.items() if f == target)
@@ -257,7 +362,7 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
                           | positions)
             winner.added.append(_add(target, physical[target], deleted=len(dead)))
             winner.rows.deletion_vectors[target] = rows(dead)
-            lost = theirs & mine
+            lost = theirs & depends
             for i in theirs:
                 del where[i]
         else:  # compaction into a new file, perhaps dropping or updating rows
@@ -273,7 +378,7 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
                     np.asarray([7 if i in updated else VERSION for i in kept], np.int64),
                     np.arange(len(kept), dtype=np.int64))
                 physical[name] = len(kept)
-            lost = (dropped | updated) & mine
+            lost = (dropped | updated) & depends
             for i in live_ids:
                 del where[i]
             for p, i in enumerate(kept):
@@ -291,17 +396,21 @@ def test_a_chain_of_winners_never_loses_a_delete(read: tuple[int, Any, Any],
         assert reads_now is not None
         # Every row of the transaction is marked where it lives now, and nothing else.
         marked = set()
+        marked_read = set()
         for c in reads_now.files.values():
             key = c.key
-            for p in c.changed.tolist():
-                ids = [i for i, (f, q) in where.items() if f == key and q == p]
-                assert len(ids) == 1, (key, p)
-                marked.add(ids[0])
+            for positions, ids_kept, into in ((c.changed, c.changed_ids, marked),
+                                              (c.read, c.read_ids, marked_read)):
+                for p, i in zip(positions.tolist(), ids_kept.tolist(), strict=True):
+                    held = [j for j, (f, q) in where.items() if f == key and q == p]
+                    assert held == [i], (key, p)
+                    into.add(i)
             # The rows the retry's deletion vector starts from are exactly those the
             # winners left deleted: none restored, none forgotten.
             live_here = {q for f, q in where.values() if f == key}
             assert set(c.deleted_before.tolist()) == set(range(physical[key])) - live_here
         assert marked == mine
+        assert marked_read == depends - mine
 
 
 def test_a_file_committed_again_with_another_deletion_vector_of_no_fewer_rows() -> None:

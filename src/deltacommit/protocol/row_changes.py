@@ -28,9 +28,14 @@ def rows(values: Any) -> Rows:
     return out
 
 
+def _none() -> Rows:
+    return rows([])
+
+
 @dataclass(frozen=True, eq=False)
 class ChangedFile:
-    """A file some of whose rows a row-level operation deleted or rewrote."""
+    """A file some of whose rows a row-level operation deleted or rewrote, or read and left as
+    they were while its outcome depends on them."""
 
     #: The add as read: its path, deletion vector, ``baseRowId``.
     add: Add
@@ -43,6 +48,14 @@ class ChangedFile:
     #: Stable row ids and row commit versions of ``changed``, in the same order.
     changed_ids: Rows
     changed_versions: Rows
+    #: Positions it read and left as they were but whose existence and values decide its
+    #: outcome (a MERGE's target rows matched but not changed, each keeping its source row
+    #: from being inserted), disjoint from ``changed``, with their stable ids and row commit
+    #: versions in the same order.  A winner that deletes or changes one conflicts as for
+    #: ``changed``; the retry deletes none of them.
+    read: Rows = field(default_factory=_none)
+    read_ids: Rows = field(default_factory=_none)
+    read_versions: Rows = field(default_factory=_none)
 
     @property
     def key(self) -> str:
@@ -59,7 +72,7 @@ class RowLevelReads:
     schema: pa.Schema
     partition_columns: tuple[str, ...]
     configuration: Mapping[str, str | None]
-    #: Files it changed rows of, by ``file_key``.
+    #: Files it changed rows of, or read rows of that decide its outcome, by ``file_key``.
     files: Mapping[str, ChangedFile]
 
 
@@ -111,8 +124,19 @@ class FileRebase:
     changed: Rows
     changed_ids: Rows
     changed_versions: Rows
-    #: ``file_key`` of the operation's files whose changes land here.
+    #: ``file_key`` of the operation's files whose changed or read rows are here now.
     replaces: tuple[str, ...]
+    #: Positions of rows the operation read (``ChangedFile.read``) that are here now, with
+    #: their stable ids and commit versions: the retry leaves them as they are, and a later
+    #: winner is checked against them here.
+    read: Rows = field(default_factory=_none)
+    read_ids: Rows = field(default_factory=_none)
+    read_versions: Rows = field(default_factory=_none)
+
+    @property
+    def writes(self) -> bool:
+        """Whether the retry deletes rows of this file (else it only reads rows here)."""
+        return bool(len(self.changed))
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +149,7 @@ class RowRebase:
 class RowConflict(Exception):
     """The winner changed a row this operation depends on: ``kind`` is ``append`` (new rows
     the predicate may match), ``delete`` (a row both changed) or ``read`` (a row it changed
-    is gone or changed)."""
+    was moved away changed or not at all, or a row it read is gone or changed)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -136,13 +160,14 @@ class RowConflict(Exception):
 def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
     """``reads`` after the retry moved its changes as ``plan`` says: the files the winner
     replaced give way to the winner's entries, as a later winner will see them (with the
-    winner's deletes as the rows deleted when read)."""
+    winner's deletes as the rows deleted when read), carrying the rows changed and the rows
+    read that are there now."""
     replaced = {k for f in plan.files for k in f.replaces}
     files = {k: c for k, c in reads.files.items() if k not in replaced}
     for f in plan.files:
         files[file_key(f.target.path)] = ChangedFile(
             f.target, f.num_rows, f.deleted_before, f.changed, f.changed_ids,
-            f.changed_versions)
+            f.changed_versions, f.read, f.read_ids, f.read_versions)
     return replace(reads, files=files)
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads", "RowRebase",

@@ -7,8 +7,10 @@ tracking, every row has a stable id (``baseRowId`` plus its position, or the id 
 materialized in the hidden column) and a row commit version, and a change to some rows of a
 file is a new deletion vector over the same file.  So a row-level operation records what its
 outcome depends on (``RowLevelReads``): the rows it deleted or rewrote, by position and by
-stable id, and the predicate that chose them.  A concurrent winner then conflicts with it
-only if
+stable id, the rows it read and left as they were but whose existence decides its outcome
+(a MERGE's target rows that matched a source row and stayed unchanged: each keeps its
+source row from being inserted), and the predicate that chose them.  A concurrent winner
+then conflicts with it only if
 
 1. the winner added rows the predicate matches: files with new rows (not a file it
    committed again with a deletion vector deleting more rows, not files a compaction wrote
@@ -16,26 +18,32 @@ only if
    prove hold no such row, unless the engine read the file's live rows and found none where
    the predicate is TRUE (``WinnerRows.matching``: bounds [4, 14] admit ``id IN (3, 13)``,
    rows 4 and 14 do not) (``ConcurrentAppendException``); or
-2. the winner changed one of its rows:
+2. the winner changed one of its rows, changed or read alike:
 
    - the winner committed one of its files again with a new deletion vector: the rows it
      deleted since this operation read the file (its DV less the DV read) must not meet the
-     rows this operation changed (``ConcurrentDeleteDeleteException``), and must include every
-     row deleted when it was read (a DV that lost rows is a change this check cannot
-     follow); otherwise the retry merges the two: its DV is the union of both on the
-     winner's entry of the file;
+     rows this operation changed (``ConcurrentDeleteDeleteException``) nor those it read
+     (``ConcurrentDeleteReadException``: a serial run after the winner would not find them,
+     and would insert what they kept out), and must include every row deleted when it was
+     read (a DV that lost rows is a change this check cannot follow); otherwise the retry
+     merges the two: its DV is the union of both on the winner's entry of the file;
    - the winner removed one of its files without committing it again: every row this
-     operation changed must be in a file the winner added, under the same stable id and with
-     the row commit version it had (a row moved by compaction keeps both; a row a winner
-     updated gets its commit version); otherwise ``ConcurrentDeleteReadException``.  The
-     retry deletes those rows from the files that now hold them.
+     operation changed or read must be in a file the winner added, under the same stable id
+     and with the row commit version it had (a row moved by compaction keeps both; a row a
+     winner updated gets its commit version); otherwise ``ConcurrentDeleteReadException``.
+     The retry deletes its changed rows from the files that now hold them.
+
+The rows read are checked as the rows changed but never written: the retry deletes none of
+them, and a file holding only rows read is not committed again.  Its record follows them to
+the winner's files (``rebased_reads``), so a later winner is checked against them where they
+live now.
 
 The records (``RowLevelReads``, ``WinnerRows``, ``RowRebase``) are in ``row_changes``.
 What the winner's deletion vectors and new files hold is read by the engine
 (``engine.commit.row_rebase``) and handed in as ``WinnerRows``; what was not read is
 taken as a conflict.  The answer is a ``RowRebase``: for every file of the operation that
 the winner replaced, the entry it replaced it with and the positions the retry deletes
-there.
+there (and the positions of the rows read there).
 """
 
 from __future__ import annotations
@@ -126,20 +134,33 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
             continue
         if moved_index is None:
             moved_index = _index_moved(added, loaded)
-        for target_key, target, positions, which in _moved(c, moved_index, added):
-            prior = out.get(target_key)
-            deleted_now = loaded.deletion_vectors.get(target_key, rows([]))
+        for target_key, target, changed_here, read_here in _moved(c, moved_index, added):
             n = target.num_records() or 0
-            if prior is None:
-                prior = FileRebase(target, n, deleted_now, rows([]), rows([]), rows([]), ())
-            order = np.argsort(positions)
-            out[target_key] = FileRebase(
-                target, n, deleted_now,
-                np.concatenate([prior.changed, positions[order]]),
-                np.concatenate([prior.changed_ids, c.changed_ids[which][order]]),
-                np.concatenate([prior.changed_versions, c.changed_versions[which][order]]),
-                (*prior.replaces, c.key))
+            prior = out.get(target_key) or FileRebase(
+                target, n, loaded.deletion_vectors.get(target_key, rows([])), rows([]),
+                rows([]), rows([]), ())
+            out[target_key] = _landed(prior, c, changed_here, read_here)
     return RowRebase(tuple(out.values()))
+
+
+def _landed(prior: FileRebase, c: ChangedFile, changed: tuple[Rows, Rows],
+            read: tuple[Rows, Rows]) -> FileRebase:
+    """``prior`` with the rows of ``c`` that a winner moved there: for its changed rows and
+    for its read rows, their positions there and which of ``c``'s they are."""
+    def joined(positions: Rows, ids: Rows, versions: Rows, more: tuple[Rows, Rows],
+               more_ids: Rows, more_versions: Rows) -> tuple[Rows, Rows, Rows]:
+        at, which = more
+        all_at = np.concatenate([positions, at])
+        order = np.argsort(all_at, kind="stable")
+        return (all_at[order], np.concatenate([ids, more_ids[which]])[order],
+                np.concatenate([versions, more_versions[which]])[order])
+
+    ch, ch_ids, ch_versions = joined(prior.changed, prior.changed_ids, prior.changed_versions,
+                                     changed, c.changed_ids, c.changed_versions)
+    rd, rd_ids, rd_versions = joined(prior.read, prior.read_ids, prior.read_versions, read,
+                                     c.read_ids, c.read_versions)
+    return FileRebase(prior.target, prior.num_rows, prior.deleted_before, ch, ch_ids,
+                      ch_versions, (*prior.replaces, c.key), rd, rd_ids, rd_versions)
 
 
 def _cardinality(dv: Mapping[str, Any] | None) -> int:
@@ -196,8 +217,13 @@ def _same_file(c: ChangedFile, again: Add, loaded: WinnerRows) -> FileRebase:
         raise RowConflict("delete", f"deleted or rewrote row(s) with id(s) "
                                     f"{ids[:5].tolist()} of file {again.path}, which this "
                                     "transaction changes too")
+    lost = np.isin(c.read, winner_deleted)
+    if lost.any():
+        raise RowConflict("read", f"deleted or rewrote row(s) with id(s) "
+                                  f"{c.read_ids[lost][:5].tolist()} of file {again.path}, "
+                                  "which this transaction read and its outcome depends on")
     return FileRebase(again, c.num_rows, now, c.changed, c.changed_ids, c.changed_versions,
-                      (c.key,))
+                      (c.key,), c.read, c.read_ids, c.read_versions)
 
 
 def _index_moved(added: Sequence[Add], loaded: WinnerRows
@@ -223,36 +249,57 @@ def _index_moved(added: Sequence[Add], loaded: WinnerRows
 
 
 def _moved(c: ChangedFile, index: tuple[Rows, Rows, list[tuple[str, int]]],
-           added: Sequence[Add]) -> list[tuple[str, Add, Rows, Rows]]:
-    """Where the winner's new files hold ``c``'s changed rows, unchanged: per target file, its
-    positions there and which of ``c.changed`` they are."""
-    ids, versions, where = index
-    at = np.searchsorted(ids, c.changed_ids)
-    found = (at < len(ids)) & (ids[np.minimum(at, max(len(ids) - 1, 0))] == c.changed_ids) \
-        if len(ids) else np.zeros(len(c.changed_ids), dtype=bool)
-    if not found.all():
-        missing = c.changed_ids[~found][:5].tolist()
-        raise RowConflict("read", f"removed file {c.add.path} and its rows with id(s) {missing}, "
-                                  "which this transaction changes, are in none of the files it "
-                                  "added")
-    if len(np.unique(c.changed_ids)) != len(c.changed_ids) or \
-            (len(ids) > 1 and (np.diff(ids) == 0).any()):
+           added: Sequence[Add]
+           ) -> list[tuple[str, Add, tuple[Rows, Rows], tuple[Rows, Rows]]]:
+    """Where the winner's new files hold ``c``'s changed rows and read rows, unchanged: per
+    target file, for each kind its positions there and which of ``c``'s rows they are."""
+    ids, _, where = index
+    if len(np.unique(np.concatenate([c.changed_ids, c.read_ids]))) != \
+            len(c.changed_ids) + len(c.read_ids) or (len(ids) > 1 and (np.diff(ids) == 0).any()):
         raise RowConflict("read", f"removed file {c.add.path}: row ids are not unique among its "
                                   "rows and the files added")
-    changed_versions = versions[at]
-    if (changed_versions != c.changed_versions).any():
-        moved = c.changed_ids[changed_versions != c.changed_versions][:5].tolist()
-        raise RowConflict("read", f"changed row(s) with id(s) {moved} of file {c.add.path}, "
-                                  "which this transaction changes too")
+    found = (_found(c, c.changed_ids, c.changed_versions, index, "changes"),
+             _found(c, c.read_ids, c.read_versions, index, "read and its outcome depends on"))
     by_key = {file_key(a.path): a for a in added}
-    targets: dict[str, list[int]] = {}
-    for i, j in enumerate(at):
-        targets.setdefault(where[int(j)][0], []).append(i)
+    targets: dict[str, tuple[list[int], list[int]]] = {}
+    for kind, at in enumerate(found):
+        for i, j in enumerate(at):
+            targets.setdefault(where[int(j)][0], ([], []))[kind].append(i)
     out = []
-    for key, which in targets.items():
-        idx = np.asarray(which, dtype=np.int64)
-        positions = np.asarray([where[int(at[i])][1] for i in which], dtype=np.int64)
-        out.append((key, by_key[key], positions, idx))
+    for key, picked in targets.items():
+        parts = []
+        for kind, which in enumerate(picked):
+            idx = np.asarray(which, dtype=np.int64)
+            positions = np.asarray([where[int(found[kind][i])][1] for i in which],
+                                   dtype=np.int64)
+            parts.append((positions, idx))
+        out.append((key, by_key[key], parts[0], parts[1]))
+    return out
+
+
+def _found(c: ChangedFile, wanted: Rows, versions_wanted: Rows,
+           index: tuple[Rows, Rows, list[tuple[str, int]]], role: str) -> Rows:
+    """Where in ``index`` (``_index_moved``) each of the stable ids ``wanted`` of ``c``'s rows
+    is; RowConflict if one is in none of the winner's new files, or there with another row
+    commit version (the winner changed it).  ``role`` says what this transaction does with
+    those rows."""
+    ids, versions, _ = index
+    if not len(wanted):
+        return rows([])
+    at = np.searchsorted(ids, wanted)
+    found = (at < len(ids)) & (ids[np.minimum(at, max(len(ids) - 1, 0))] == wanted) \
+        if len(ids) else np.zeros(len(wanted), dtype=bool)
+    if not found.all():
+        missing = wanted[~found][:5].tolist()
+        raise RowConflict("read", f"removed file {c.add.path} and its rows with id(s) {missing}, "
+                                  f"which this transaction {role}, are in none of the files it "
+                                  "added")
+    other = versions[at] != versions_wanted
+    if other.any():
+        raise RowConflict("read", f"changed row(s) with id(s) {wanted[other][:5].tolist()} of "
+                                  f"file {c.add.path}, which this transaction {role}"
+                                  f"{' too' if role == 'changes' else ''}")
+    out: Rows = at.astype(np.int64)
     return out
 
 

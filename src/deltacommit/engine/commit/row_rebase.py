@@ -1,14 +1,15 @@
 """Row-level transactions in the commit loop: what a winner changed, and the retry's rebase.
 
 A row-level transaction (DELETE with deletion vectors, UPDATE, MERGE on a table with deletion
-vectors and row tracking) records the rows it changed (``protocol.row_conflicts``).  When a
+vectors and row tracking) records the rows it changed and the rows it read that decide its
+outcome (``protocol.row_conflicts``).  When a
 concurrent commit wins a version first, the commit loop asks this module to read what the
 pure check needs of the winner, and nothing more:
 
 - the deleted rows of each file the winner committed again with a deletion vector, where the
-  transaction changed rows of that file;
+  transaction changed rows of that file or read rows its outcome depends on;
 - the stable row ids and row commit versions of the live rows of the winner's new files, where
-  the winner removed a file the transaction changed (a compaction moved its rows, or not);
+  the winner removed such a file (a compaction moved its rows, or not);
 - of each other file the winner committed again with another deletion vector, where the
   predicate may match its rows, whether the new one still deletes every row the old one did
   (else rows came back: new rows to the predicate);
@@ -29,7 +30,9 @@ it back with its own deletion vector would drop the winner's deletes (or bring b
 compaction removed).  ``rebase`` moves its deletes onto the winner's entries: one new
 deletion-vector file holding, for each such entry, the union of the winner's deleted rows
 and the transaction's; the entry removed and added again with it (or removed outright when no
-row is left).  The new deletion vectors are read back and compared with the union before the
+row is left).  An entry where the transaction only read rows (``ChangedFile.read``) is left
+as the winner committed it; the record of the rows read moves onto it, so that a later winner
+is checked against them there.  The new deletion vectors are read back and compared with the union before the
 rebased transaction may commit; otherwise the file is deleted and ``RewriteCheckError`` says so.
 """
 
@@ -257,8 +260,11 @@ def rebase(store: ObjectStore, uri: str, staged: StagedCommit, plan: RowRebase,
     reads = staged.summary.row_level
     assert reads is not None
     replaced = {k for f in plan.files for k in f.replaces}
-    unions = [np.union1d(f.deleted_before, f.changed) for f in plan.files]
-    kept = [(f, u) for f, u in zip(plan.files, unions, strict=True) if len(u) < f.num_rows]
+    # A file where the transaction only read rows is not committed again: its rows read are
+    # carried in the rebased record alone (``rebased_reads``).
+    writes = [f for f in plan.files if f.writes]
+    unions = [np.union1d(f.deleted_before, f.changed) for f in writes]
+    kept = [(f, u) for f, u in zip(writes, unions, strict=True) if len(u) < f.num_rows]
     new_adds: dict[str, Add] = {}
     dv_file: str | None = None
     if kept:
@@ -293,7 +299,7 @@ def rebase(store: ObjectStore, uri: str, staged: StagedCommit, plan: RowRebase,
                     "was committed")
             new_adds[file_key(f.target.path)] = add
     removes: list[Remove] = [r for r in staged.removes if file_key(r.path) not in replaced]
-    removes += [f.target.to_remove(now_ms) for f in plan.files]
+    removes += [f.target.to_remove(now_ms) for f in writes]
     adds = [a for a in staged.adds if file_key(a.path) not in replaced] + list(new_adds.values())
     summary = replace(staged.summary, row_level=rebased_reads(reads, plan),
                       removed_files=frozenset(file_key(r.path) for r in removes))

@@ -167,20 +167,26 @@ class Transaction:
                     and config.row_id_column and config.row_commit_version_column)
 
     def record_row_changes(self, predicate: Predicate,
-                           changes: Iterable[tuple[Add, int, Any, Any]]) -> bool:
+                           changes: Iterable[tuple[Add, int, Any, Any]],
+                           read: Iterable[tuple[Add, int, Any, Any]] = ()) -> bool:
         """Declare this transaction a row-level one: it acts on the rows where ``predicate``
         is TRUE, and of each file ``(add as read, physical rows, positions its deletion vector
         deleted when read, positions this transaction deletes or rewrites)`` it changed those
-        rows.  Concurrent commits are then checked against these rows and the predicate
+        rows.  ``read`` names, the same way, rows it read and left as they were but whose
+        existence and values decide its outcome (a MERGE's target rows matched and left
+        unchanged, each keeping its source row from being inserted): a concurrent commit that
+        deletes or changes one conflicts as for a row changed, and a retry leaves them as they
+        are.  Concurrent commits are then checked against these rows and the predicate
         instead of Spark's file-level rules (``protocol/row_conflicts.py``), and a retry moves
         its deletes onto files a winner replaced (``row_rebase.py``).  Returns False, and
         changes nothing, where the table lacks deletion vectors or row tracking
         (``tracks_rows``): the file-level rules stay.  Reads each file's stable row ids."""
         self._check_open()
         changes = list(changes)
+        read = list(read)
         if not self.tracks_rows or any(
                 a.base_row_id is None or a.default_row_commit_version is None
-                for a, _, _, _ in changes):
+                for a, _, _, _ in changes + read):
             # A file committed before row tracking was enabled (and not backfilled) has no
             # stable ids to check rows by: the whole transaction keeps the file-level rules.
             self._row_level = None
@@ -189,6 +195,8 @@ class Transaction:
         if self._row_level_off:
             return False
         # Loaded by the first row-level change (as ``row_conflicts`` by the first check).
+        import numpy as np
+
         from deltacommit.engine.commit.row_rebase import hidden_columns, stable_rows
         from deltacommit.protocol.expressions.ast import or_
 
@@ -196,15 +204,26 @@ class Transaction:
         store = self.table.log.log_store.store
         hidden = hidden_columns(snap.configuration)
         files = dict(self._row_level.files) if self._row_level is not None else {}
+        # Per file: the add as read, its rows, the rows deleted then, changed, read.
+        given: dict[str, tuple[Add, int, Any, Any, Any]] = {}
         for add, num_rows, before, changed in changes:
-            changed_rows = rows(changed)
+            given[file_key(add.path)] = (add, num_rows, before, rows(changed), rows([]))
+        for add, num_rows, before, kept in read:
+            prior = given.get(file_key(add.path))
+            changed_rows = prior[3] if prior is not None else rows([])
+            given[file_key(add.path)] = (add, num_rows, before, changed_rows,
+                                         np.setdiff1d(rows(kept), changed_rows))
+        for add, num_rows, before, changed_rows, read_rows in given.values():
             ids, versions, n = stable_rows(store, self.table.uri, snap.version, add, hidden)
-            if n != num_rows or (len(changed_rows) and changed_rows[-1] >= n):
+            last = max(changed_rows[-1] if len(changed_rows) else -1,
+                       read_rows[-1] if len(read_rows) else -1)
+            if n != num_rows or last >= n:
                 raise InvalidArgumentError(
                     f"row changes of {add.path} in table {self.table.uri}: the file has {n} "
                     f"rows, not {num_rows}, or positions beyond them were given")
             change = ChangedFile(add, n, rows(before), changed_rows, ids[changed_rows],
-                                 versions[changed_rows])
+                                 versions[changed_rows], read_rows, ids[read_rows],
+                                 versions[read_rows])
             files[change.key] = change
         pcols = tuple(snap.partition_columns)
         previous = self._row_level.predicate if self._row_level is not None else None

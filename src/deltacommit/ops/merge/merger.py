@@ -223,9 +223,10 @@ class TableMerger:
                 m = merge_file(merge, b.rows, source, index)
                 deleted = b.split(m.deleted)
                 updated = b.split(m.updated)
-                return [FileChange(f, gone, rows, m.new_rows.slice(start, stop - start))
-                        for (f, gone, _, _), (_, rows, start, stop)
-                        in zip(deleted, updated, strict=True)], m
+                read = b.split(m.read)
+                return [FileChange(f, gone, rows, m.new_rows.slice(start, stop - start), kept)
+                        for (f, gone, _, _), (_, rows, start, stop), (_, kept, _, _)
+                        in zip(deleted, updated, read, strict=True)], m
 
             results = rewrite.each_batch(files, batch)
             matched = np.zeros(ns, np.bool_)
@@ -241,17 +242,9 @@ class TableMerger:
                 counts["nmbs_deleted"] += m.not_matched_by_source_deleted
             # The target rows the MERGE may act on: every row matching a source row, every
             # key it inserts (a row added there concurrently would have matched), all rows
-            # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).
-            reads: Expr | None = and_(*target_only, *(bound_condition(b) for b in bounds))
-            if merge.not_matched and any(
-                    len(np.setdiff1d(m.matched_target, np.union1d(m.deleted, m.updated)))
-                    for _, m in results):
-                # A target row matched but left as it was still decides the MERGE: it keeps
-                # its source row from being inserted.  A concurrent delete of it changes no
-                # row this MERGE changes, so the row-level check would let the MERGE land
-                # after it without the insert it would then make; Spark's file-level rules
-                # (the files it read) catch that delete.
-                reads = None
+            # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).  The rows it matched and left
+            # as they were, where it inserts, are recorded as rows read (``FileChange.read``).
+            reads = and_(*target_only, *(bound_condition(b) for b in bounds))
             return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 

@@ -156,6 +156,12 @@ class FileMerge:
     matched_source: Positions
     #: This file's rows some source row matches (by the merge condition alone), ascending.
     matched_target: Positions
+    #: Of ``matched_target``, those left as they were where the MERGE inserts: each keeps the
+    #: source rows it matches from being inserted, so its outcome depends on them as on the
+    #: rows it changes (a concurrent delete of one would have the MERGE insert its source
+    #: row).  Without a ``WHEN NOT MATCHED`` clause a matched row that is left decides
+    #: nothing else: none.
+    read: Positions = field(default_factory=lambda: _empty())
     matched_updated: int = 0
     matched_deleted: int = 0
     not_matched_by_source_updated: int = 0
@@ -677,6 +683,8 @@ def merge_file(plan: MergePlan, target: pa.Table, source: pa.Table,
         order = np.argsort(positions, kind="stable")
         out.updated = positions[order]
         out.new_rows = new_rows.take(order)
+    if plan.not_matched:
+        out.read = np.setdiff1d(out.matched_target, np.union1d(out.deleted, out.updated))
     return out
 
 

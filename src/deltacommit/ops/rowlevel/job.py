@@ -35,8 +35,9 @@ class Planned:
     #: The condition of the target rows the verb acts on (UPDATE, DELETE: its predicate, TRUE
     #: without one; MERGE: its target rows' condition, covering every key it may insert).
     #: Given, a table with deletion vectors and row tracking checks concurrent commits row by
-    #: row against it and the rows changed (``Transaction.record_row_changes``); None keeps
-    #: Spark's file-level rules.
+    #: row against it, the rows changed and the rows read that decide its outcome
+    #: (``FileChange.read``, ``Transaction.record_row_changes``); None keeps Spark's
+    #: file-level rules.
     reads: Expr | None = None
 
 
@@ -114,11 +115,16 @@ class RowLevelJob(TableJob[RowLevelTable]):
         assert self._rewrite is not None
         planned = self._planned
         if planned.reads is not None and self._rewrite.deletion_vectors:
-            self.txn.record_row_changes(planned.reads, [
-                (c.file.add, c.file.physical.num_rows,
-                 np.setdiff1d(np.arange(c.file.physical.num_rows, dtype=np.int64), c.file.live),
-                 np.union1d(c.deleted, c.updated))
-                for c in planned.changes if c.touched])
+            def deleted_before(c: FileChange) -> Any:
+                n = c.file.physical.num_rows
+                return np.setdiff1d(np.arange(n, dtype=np.int64), c.file.live)
+
+            self.txn.record_row_changes(
+                planned.reads,
+                [(c.file.add, c.file.physical.num_rows, deleted_before(c),
+                  np.union1d(c.deleted, c.updated)) for c in planned.changes if c.touched],
+                [(c.file.add, c.file.physical.num_rows, deleted_before(c), c.read)
+                 for c in planned.changes if len(c.read)])
         self._rewrite.stage(self.txn, self._written)
         self.txn.operation_metrics.update(self.spark_metrics(self._planned, self._written))
 

@@ -175,15 +175,23 @@ class ReadBatch:
         return out
 
 
+def _no_positions() -> Positions:
+    return np.zeros(0, np.int64)
+
+
 @dataclass(slots=True)
 class FileChange:
     """What a verb does to one file: physical rows deleted and updated (ascending), and the
-    updated rows' new values (the table's schema, conformed, in ``updated``'s order)."""
+    updated rows' new values (the table's schema, conformed, in ``updated``'s order); and the
+    physical rows it left as they were but whose existence decides its outcome (ascending, a
+    MERGE's matched rows that keep their source rows from being inserted), which a concurrent
+    commit must not delete or change (``Transaction.record_row_changes``)."""
 
     file: ReadFile
     deleted: Positions
     updated: Positions
     new_rows: pa.Table
+    read: Positions = field(default_factory=_no_positions)
 
     @property
     def touched(self) -> bool:
