@@ -49,7 +49,7 @@ from deltacommit.protocol.expressions.evaluator import (
     predicate_mask,
 )
 from deltacommit.protocol.expressions.parser import parse_expression, parse_predicate
-from deltacommit.protocol.file_pruning import may_match
+from deltacommit.protocol.file_pruning import LITERALS_JUDGED_ONE_BY_ONE, may_match
 from deltacommit.protocol.stats.compute import compute_stats
 
 UTC = dt.UTC
@@ -202,6 +202,11 @@ def cases(draw: st.DrawFn) -> tuple[tuple[pa.Table, list[pa.Table], list[Any]], 
 @given(cases())
 def test_pruning_never_drops_a_file_with_a_matching_row(
         case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
+    _keeps_every_file_with_a_match(case)
+
+
+def _keeps_every_file_with_a_match(
+        case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
     (table, datas, masks), predicate = case
     try:
         truth = [evaluate_condition(predicate, d.filter(pa.array(m))).to_pylist()
@@ -214,6 +219,75 @@ def test_pruning_never_drops_a_file_with_a_matching_row(
             assert kept[k], (f"file {k} holds a row where {predicate.to_sql()} is TRUE but was "
                              f"pruned; rows {datas[k].filter(pa.array(masks[k])).to_pylist()}, "
                              f"listing {table.slice(k, 1).to_pylist()}")
+
+
+#: Filler items that make an IN list long, per column: values no file holds (``POOLS``) but
+#: between and beyond them, so that a list's range is wide and its keys sparse.
+FILLERS: dict[str, Any] = {
+    "i": lambda k: 3 + 1000 * k, "d": lambda k: Decimal(k) + Decimal("0.37"),
+    "s": lambda k: f"k{k:05d}", "p": lambda k: 100 + k}
+
+
+@st.composite
+def long_lists(draw: st.DrawFn) -> tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]:
+    """An IN list of over ``LITERALS_JUDGED_ONE_BY_ONE`` items (a MERGE's recorded source
+    keys) mixing values files hold with fillers, maybe NULL, maybe negated, maybe under AND."""
+    name = draw(st.sampled_from(sorted(FILLERS)))
+    held = draw(st.lists(st.sampled_from(POOLS[name] + [None]), max_size=4))
+    count = draw(st.sampled_from([LITERALS_JUDGED_ONE_BY_ONE + 1, 1500]))
+    items = [FILLERS[name](k) for k in range(count)] + held
+    column = Column((name,))
+    node: Expr = InList(column, tuple(lit(v) for v in draw(st.permutations(items))),
+                        draw(st.booleans()))
+    if draw(st.booleans()):
+        node = And((node, Comparison(column, ">=", lit(_literal_for(draw, name)))))
+    return draw(files()), node
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_lists())
+def test_pruning_by_a_long_in_list_never_drops_a_file_with_a_matching_row(
+        case: tuple[tuple[pa.Table, list[pa.Table], list[Any]], Expr]) -> None:
+    """A long key list is judged at once (exactly for integers, by its range otherwise): still
+    never a file holding a row it matches."""
+    _keeps_every_file_with_a_match(case)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(files(), st.lists(st.one_of(st.none(), st.sampled_from(INTS + [-(2**63), 2**63 - 1]),
+                                   st.integers(-(2**70), 2**70)), min_size=1, max_size=40),
+       st.booleans())
+def test_an_integer_in_list_is_judged_as_its_items_one_by_one(
+        case: tuple[pa.Table, list[pa.Table], list[Any]], items: list[int | None],
+        negated: bool) -> None:
+    """``i IN (...)`` judged at once decides each file as ``i = a OR i = b ...`` does, TRUE and
+    FALSE alike (``NOT`` asks the FALSE side), keys beyond the column's range included."""
+    table, _, _ = case
+    column = Column(("i",))
+    listed: Expr = InList(column, tuple(lit(v) for v in items))
+    one_by_one: Expr = Or(tuple(Comparison(column, "=", lit(v)) for v in items)) \
+        if len(items) > 1 else Comparison(column, "=", lit(items[0]))
+    if negated:
+        listed, one_by_one = Not(listed), Not(one_by_one)
+    assert may_match(listed, table, SCHEMA).tolist() == \
+        may_match(one_by_one, table, SCHEMA).tolist(), (listed.to_sql(), table.to_pylist())
+
+
+def test_a_long_key_list_prunes_the_files_between_its_keys() -> None:
+    """A file whose bounds fall between two of 5,000 integer keys holds none of them; beyond
+    ``LITERALS_JUDGED_ONE_BY_ONE`` string keys, the list's range decides."""
+    table = _listing(
+        '{"numRecords":2,"minValues":{"i":1,"s":"k0"},"maxValues":{"i":9,"s":"k1"},'
+        '"nullCount":{"i":0,"s":0}}',
+        '{"numRecords":2,"minValues":{"i":10,"s":"x"},"maxValues":{"i":10,"s":"y"},'
+        '"nullCount":{"i":0,"s":0}}',
+        '{"numRecords":2,"minValues":{"i":11,"s":"a"},"maxValues":{"i":20,"s":"b"},'
+        '"nullCount":{"i":0,"s":0}}')
+    keys = ", ".join(str(10 * k) for k in range(5000))
+    assert _keeps(f"i IN ({keys})", table) == [False, True, True]
+    assert _keeps(f"NOT (i IN ({keys}))", table) == [True, False, True]
+    words = ", ".join(f"'k{k:05d}'" for k in range(LITERALS_JUDGED_ONE_BY_ONE + 1))
+    assert _keeps(f"s IN ({words})", table) == [True, False, False]
 
 
 def _listing(*stats: str | None, dv: list[int | None] | None = None) -> pa.Table:

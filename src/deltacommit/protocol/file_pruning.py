@@ -34,9 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as arrow_compute
 
@@ -59,9 +61,13 @@ from deltacommit.protocol.expressions.evaluator import (
     names_top_level_columns,
 )
 from deltacommit.protocol.expressions.like import literal_prefix
+from deltacommit.protocol.expressions.sql_semantics import INTEGER_RANGES
 
 pc: Any = arrow_compute  # pyarrow.compute's stubs do not cover every use here
 
+#: An IN list of more items than this, beside a column whose statistics cannot decide each
+#: exactly at once (integers can), is judged by the range of its items (``_member_of_many``).
+LITERALS_JUDGED_ONE_BY_ONE = 1_000
 #: Strings of at least this many characters may be a truncated bound (Spark's default
 #: ``spark.databricks.io.skipping.stringPrefixLength``).
 STRING_PREFIX_LENGTH = 32
@@ -189,8 +195,10 @@ class FilePruner:
             return _Possible(is_null.false, is_null.true, self.false) if node.negated else is_null
         if isinstance(node, InList) and isinstance(node.value, Column) and all(
                 isinstance(x, Literal) for x in node.items):
-            equal = [self._comparison(node.value, "=", x) for x in node.literals]
-            found = self._junction(equal, disjunction=True)
+            found = self._member_of_many(node.value, node.literals)
+            if found is None:
+                equal = [self._comparison(node.value, "=", x) for x in node.literals]
+                found = self._junction(equal, disjunction=True)
             has_null = any(x.kind == "null" for x in node.literals)
             # IN is NULL where no item equals and one is NULL (or the value is NULL).
             member = _Possible(found.true, self.false if has_null else found.false, self.true)
@@ -377,6 +385,66 @@ class FilePruner:
             # Some string starting with p is above ``value`` unless p sorts below it and is
             # not a prefix of it.
             out[i] = p is None or value.startswith(p) or p.encode() > value.encode()
+        return out
+
+    def _member_of_many(self, column: Column, literals: Sequence[Literal]) -> _Possible | None:
+        """``column IN (literals)`` (not negated) judged at once, or None where the items are
+        judged one by one (``column = item`` each): a MERGE's recorded reads hold every source
+        key, and one comparison per key per file list would cost seconds for 100,000 keys.
+
+        Integers beside a signed integer column are decided exactly as those comparisons
+        decide them: a file may hold a row equal to one where some key lies between its
+        bounds (an unknown bound: unbounded), and holds none equal to any only where its
+        bounds hold one value that is not a key.  Beyond ``LITERALS_JUDGED_ONE_BY_ONE``
+        items, numbers beside a number column and strings beside a string column are judged
+        by their range: TRUE is possible where ``column >= least`` and ``column <= greatest``
+        both may be, FALSE is taken as always possible (a looser answer, never an unsound
+        one)."""
+        values = [x for x in literals if x.kind != "null"]
+        if not values:
+            return None
+        leaf = self._leaf(column)
+        if leaf is None:
+            return self._unknown()
+        t = leaf.type
+        some = ~leaf.all_null
+        null = ~leaf.no_nulls
+        if pa.types.is_signed_integer(t) and all(x.kind == "int" for x in values):
+            least, greatest = INTEGER_RANGES[t]
+            keys = np.unique(np.array([x.value for x in values if least <= x.value <= greatest],
+                                      dtype=np.int64))
+            low = self._ints(leaf.low, least)
+            high = self._ints(leaf.high, greatest)
+            true = np.searchsorted(keys, low, "left") < np.searchsorted(keys, high, "right")
+            one_value = (self._known(leaf.low) & self._known(leaf.high) & (low == high)
+                         & np.isin(low, keys))
+            return _Possible(true & some, ~one_value & some, null)
+        if len(values) <= LITERALS_JUDGED_ONE_BY_ONE:
+            return None
+        kind = _kind(t)
+        if kind == "number" and all(x.kind in ("int", "decimal") for x in values):
+            ordered = sorted(values, key=lambda x: Decimal(x.value))
+        elif kind == "string" and all(x.kind == "string" for x in values):
+            ordered = sorted(values, key=lambda x: str(x.value))
+        else:
+            return None
+        above = self._comparison(column, ">=", ordered[0])
+        below = self._comparison(column, "<=", ordered[-1])
+        return _Possible(above.true & below.true, self.true, null)
+
+    def _known(self, bounds: Any) -> Mask:
+        """Where ``bounds`` (None: none known) holds a bound."""
+        if bounds is None:
+            return self.false
+        return _np(pc.is_valid(bounds))
+
+    def _ints(self, bounds: Any, unknown: int) -> npt.NDArray[np.int64]:
+        """Integer ``bounds`` as int64, ``unknown`` where a file has none."""
+        if bounds is None:
+            return np.full(self.n, unknown, dtype=np.int64)
+        filled = pc.fill_null(bounds.cast(pa.int64()), pa.scalar(unknown, pa.int64()))
+        out: npt.NDArray[np.int64] = np.asarray(filled.to_numpy(zero_copy_only=False),
+                                                dtype=np.int64)
         return out
 
     def _comparison(self, column: Column, op: str, literal: Literal) -> _Possible:

@@ -112,9 +112,28 @@ class Expr:
     def _memo_of(self) -> _Memo:
         memo: _Memo | None = getattr(self, "_memo", None)
         if memo is None:
-            memo = _Memo(frozenset(n.name for n in self.walk() if isinstance(n, Column)))
+            memo = _Memo(self._columns_below())
             object.__setattr__(self, "_memo", memo)
         return memo
+
+    def _columns_below(self) -> frozenset[str]:
+        """The columns of the tree, walked without recursion, but for the subtrees that know
+        theirs already and the IN lists (remembered on their own: a MERGE's recorded reads
+        hold one of 100,000 source keys, judged under several trees built around it)."""
+        found: set[str] = set()
+        stack: list[Expr] = [self]
+        while stack:
+            node = stack.pop()
+            known: _Memo | None = getattr(node, "_memo", None) if node is not self else None
+            if known is None and isinstance(node, InList) and node is not self:
+                known = node._memo_of()
+            if known is not None:
+                found |= known.columns
+            elif isinstance(node, Column):
+                found.add(node.name)
+            else:
+                stack.extend(node.operands())
+        return frozenset(found)
 
     def columns(self) -> frozenset[str]:
         """The names of the columns the tree references (``a.b`` for a path)."""

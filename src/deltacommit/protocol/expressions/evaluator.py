@@ -256,12 +256,21 @@ def literal_value(node: Literal) -> pa.Scalar[Any]:
 # --------------------------------------------------------------------------- evaluation order
 
 
-def _order(node: Expr, count: int) -> tuple[int, ...]:
-    """The order Spark evaluates the ``count`` operands of ``node`` in: a division's divisor
-    first (``DivModLike``), else as written."""
+def _evaluated(node: Expr) -> tuple[Expr, ...]:
+    """The operands of ``node`` evaluated one by one: all of them, but the items of a column
+    IN a list of literals, which no row's value can make fail and ``operators.member`` takes
+    as one set (a MERGE's recorded reads hold every source key)."""
+    if isinstance(node, InList) and all(isinstance(x, Literal) for x in node.items):
+        return (node.value,)
+    return node.operands()
+
+
+def _order(node: Expr) -> tuple[int, ...] | None:
+    """The order Spark evaluates the operands of ``node`` in where it is not as written
+    (None): a division's divisor first (``DivModLike``)."""
     if isinstance(node, Arithmetic) and node.op in ("/", "%"):
         return (1, 0)
-    return tuple(range(count))
+    return None
 
 
 def _types_mix_text_and_time(types: Sequence[pa.DataType | None]) -> bool:
@@ -436,7 +445,7 @@ def _apply(node: Expr, values: Sequence[Value]) -> Value:
     if isinstance(node, IsNull):
         return pcx.is_valid(values[0]) if node.negated else pcx.is_null(values[0])
     if isinstance(node, InList | Between):
-        found = (operators.member(values, nodes) if isinstance(node, InList)
+        found = (operators.member(values, nodes, literal_value) if isinstance(node, InList)
                  else operators.between(values, nodes))
         return pcx.invert(found) if node.negated else found
     if isinstance(node, Negate):
@@ -477,12 +486,15 @@ def _evaluate(root: Expr, scope: Scope) -> Value:
     operand in Spark's order, each for the rows Spark evaluates it for (``_gate``)."""
     columns: dict[tuple[str, ...], Value] = {}
     risky: dict[int, bool] = {}
-    # A frame: the node, the values of its operands so far (in evaluation order), and the rows
-    # it is evaluated for (None: all of them).
-    stack: list[tuple[Expr, list[Value], Value | None]] = [(root, [], None)]
+    # A frame: the node, its operands and the order they are evaluated in (None: as written;
+    # both taken once per node, so an IN list of n items costs n steps, not n squared), the
+    # values of its operands so far (in evaluation order), and the rows it is evaluated for
+    # (None: all of them).
+    Frame = tuple[Expr, tuple[Expr, ...], tuple[int, ...] | None, list[Value], Value | None]
+    stack: list[Frame] = [(root, _evaluated(root), _order(root), [], None)]
     result: Value = None
     while stack:
-        node, done, active = stack[-1]
+        node, kids, order, done, active = stack[-1]
         if isinstance(node, Column):
             stack.pop()
             result = columns.get(node.path)
@@ -492,24 +504,22 @@ def _evaluate(root: Expr, scope: Scope) -> Value:
             stack.pop()
             result = literal_value(node)
         else:
-            kids = node.operands()
-            order = _order(node, len(kids))
             if len(done) < len(kids):
-                child = kids[order[len(done)]]
+                child = kids[len(done) if order is None else order[len(done)]]
                 child_active = active
                 if done and _may_fail(child, scope, risky):
                     gate = _gate(node, done)
                     if gate is not None:
                         child_active = gate if active is None else pcx.and_(active, gate)
-                stack.append((child, [], child_active))
+                stack.append((child, _evaluated(child), _order(child), [], child_active))
                 continue
             stack.pop()
-            values = [done[order.index(k)] for k in range(len(kids))]
+            values = done if order is None else [done[order.index(k)] for k in range(len(kids))]
             if active is not None and _operation_may_fail(node, values):
                 values = [null_where_not(active, v) for v in values]
             result = _apply(node, values)
         if stack:
-            stack[-1][1].append(result)
+            stack[-1][3].append(result)
     return result
 
 

@@ -33,9 +33,9 @@ Conditions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,7 @@ from deltacommit.protocol.expressions.spark_types import (
     sql_type,
 )
 from deltacommit.protocol.expressions.sql_semantics import (
+    INTEGER_RANGES,
     MAX_DECIMAL_PRECISION,
     compare,
     exact_comparison,
@@ -358,11 +359,17 @@ def _value_set(t: pa.DataType, items: Sequence[Expr | None]) -> tuple[pa.Array[A
     present: list[Any] = []
     has_null = False
     bounds = exact_range(t)
+    integers = INTEGER_RANGES.get(t)
     for item in items:
         if not isinstance(item, Literal):
             return None
         if item.kind == "null":
             has_null = True
+        elif integers is not None and item.kind == "int":
+            # An integer literal equals a value of an integer column exactly where it lies in
+            # the column's range (``exact_comparison``'s answer, without its decimals).
+            if integers[0] <= item.value <= integers[1]:
+                present.append(item.value)
         elif bounds is not None and item.kind in ("int", "decimal"):
             plan = exact_comparison("=", Decimal(item.value), *bounds)
             if plan.value is not None:
@@ -379,9 +386,11 @@ def _value_set(t: pa.DataType, items: Sequence[Expr | None]) -> tuple[pa.Array[A
     return pa.array(present, t), has_null
 
 
-def member(values: Sequence[Value], nodes: Nodes) -> Value:
+def member(values: Sequence[Value], nodes: Nodes,
+           literal: Callable[[Literal], Value] | None = None) -> Value:
     """``x IN (items)``: TRUE where an item equals x; NULL where x is NULL, or where none does
-    and an item is NULL; FALSE otherwise."""
+    and an item is NULL; FALSE otherwise.  ``values`` may hold x alone where every item is a
+    literal: ``literal`` then gives an item's value, where the items are compared one by one."""
     x = values[0]
     if is_string(type_of(x)):
         for node in nodes[1:]:
@@ -395,8 +404,12 @@ def member(values: Sequence[Value], nodes: Nodes) -> Value:
         found = pcx.if_else(pcx.is_in(x, value_set=value_set), pa.scalar(True),
                             _NULL_BOOL if has_null else pa.scalar(False))
         return pcx.if_else(pcx.is_valid(x), found, _NULL_BOOL)
+    items = values[1:]
+    if len(values) == 1 and len(nodes) > 1:
+        assert literal is not None, "an IN list's items need values or a literal evaluator"
+        items = [literal(cast(Literal, node)) for node in nodes[1:]]
     out: Value = pa.scalar(False)
-    for item, node in zip(values[1:], nodes[1:], strict=True):
+    for item, node in zip(items, nodes[1:], strict=True):
         out = pcx.or_kleene(out, compare_values("=", x, item, (nodes[0], node)))
     return out
 
