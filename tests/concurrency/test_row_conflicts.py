@@ -453,3 +453,25 @@ def test_a_new_file_read_to_hold_no_matching_row_is_no_conflict() -> None:
                 _check(summary, winner)
         else:
             assert _check(summary, winner) is None
+
+
+def test_a_predicate_given_as_its_builder_is_built_once_and_carried_built() -> None:
+    """A MERGE of many keys gives its predicate as the function that builds it: built at the
+    first check that needs it, once, and carried built by the rebase (``rebased_reads``), so a
+    chain of winners does not build it again."""
+    from deltacommit.protocol.row_changes import rebased_reads
+
+    built: list[int] = []
+
+    def predicate() -> Any:
+        built.append(1)
+        return parse_predicate("id IN (3, 13)")
+
+    changed = ChangedFile(_add("a.parquet", 20), 20, rows([]), rows([3]), rows([BASE + 3]),
+                          rows([VERSION]))
+    reads = RowLevelReads(predicate, SCHEMA, (), {}, {changed.key: changed})
+    assert not built
+    assert reads.predicate.to_sql() == "id IN (3, 13)"
+    assert reads.predicate is reads.predicate and len(built) == 1
+    again = rebased_reads(reads, RowRebase(()))
+    assert again.predicate is reads.predicate and len(built) == 1

@@ -23,6 +23,7 @@ import pytest
 
 import deltacommit as dc
 from deltacommit.errors import ConcurrentAppendException
+from deltacommit.ops.rowlevel import KEYS_PRUNED_BY
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
@@ -234,6 +235,24 @@ def test_an_upsert_conflicts_with_a_row_added_under_one_of_its_keys(
         after_winner = [*_plain(), (13, 5, None, None), (40, 40, None, None)]
     got = _loser_lands(uri, monkeypatch, winner, lambda: merge_larger(uri, mine, True), True)
     assert got == _sorted(after_winner)
+
+
+@pytest.mark.parametrize("keys", [1500, KEYS_PRUNED_BY + 1])
+@pytest.mark.parametrize(("appended", "conflict"), [((101, 1001, 2999), False), ((1000,), True)])
+def test_an_upsert_of_many_keys_is_checked_against_every_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keys: int, appended: tuple[int, ...],
+        conflict: bool) -> None:
+    """An upsert of many even keys (0, 2, 4, ...) records every key it read, not their range,
+    whether its files were pruned by the keys or (beyond ``KEYS_PRUNED_BY``) by their range: a
+    winner's rows under odd keys between them match none and the upsert lands; a row under
+    key 1,000, which the upsert inserts, would be matched after the winner: a conflict."""
+    uri = _table(tmp_path, _plain(40))
+    mine = {k: k + 1 for k in range(0, 2 * keys, 2)}
+    new = [(k, 7, None, None) for k in appended]
+    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new),
+                       lambda: merge_larger(uri, mine, True), conflict)
+    after_winner = [*_plain(40), *new]
+    assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 
 
 @pytest.mark.parametrize("unread", ["over the budget", "unreadable"])

@@ -6,7 +6,8 @@ expression evaluator.  Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,14 +67,25 @@ class ChangedFile:
 class RowLevelReads:
     """What a row-level operation's outcome depends on (see the module docstring)."""
 
-    #: The operation acts on rows where this is TRUE (a MERGE: its target rows' condition).
-    predicate: Expr
+    #: The operation acts on rows where ``predicate`` is TRUE (a MERGE: its target rows'
+    #: condition), given as the tree or as the function that builds it: a MERGE of 100,000
+    #: source keys builds their IN list only where a concurrent commit is checked against it.
+    predicate_of: Expr | Callable[[], Expr]
     #: The table's schema, partition columns and configuration, to read file statistics.
     schema: pa.Schema
     partition_columns: tuple[str, ...]
     configuration: Mapping[str, str | None]
     #: Files it changed rows of, or read rows of that decide its outcome, by ``file_key``.
     files: Mapping[str, ChangedFile]
+    _built: list[Expr] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def predicate(self) -> Expr:
+        """The predicate, built once (two threads may both build it: the same tree)."""
+        if not self._built:
+            given = self.predicate_of
+            self._built.append(given() if callable(given) else given)
+        return self._built[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +119,28 @@ class WinnerRows:
 
 def match_key(predicate: Expr, path: str) -> tuple[str, str]:
     """``WinnerRows.matching``'s key for the rows of the file at ``path`` under ``predicate``."""
-    return predicate.to_sql(), file_key(path)
+    return _sql_of(predicate), file_key(path)
+
+
+#: The SQL text of the predicates keyed lately, by the predicate object (held, so its id is
+#: not reused while its entry lasts): a MERGE's predicate holds every source key, and its text
+#: is wanted once per file of every winner.  A memo of a pure function, never stale.
+_SQL_OF: dict[int, tuple[Expr, str]] = {}
+_SQL_KEPT = 32
+_SQL_LOCK = threading.Lock()
+
+
+def _sql_of(predicate: Expr) -> str:
+    with _SQL_LOCK:
+        known = _SQL_OF.get(id(predicate))
+    if known is not None and known[0] is predicate:
+        return known[1]
+    text = predicate.to_sql()
+    with _SQL_LOCK:
+        while len(_SQL_OF) >= _SQL_KEPT:
+            del _SQL_OF[next(iter(_SQL_OF))]
+        _SQL_OF[id(predicate)] = (predicate, text)
+    return text
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,7 +201,7 @@ def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
         files[file_key(f.target.path)] = ChangedFile(
             f.target, f.num_rows, f.deleted_before, f.changed, f.changed_ids,
             f.changed_versions, f.read, f.read_ids, f.read_versions)
-    return replace(reads, files=files)
+    return replace(reads, predicate_of=reads.predicate, files=files)
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads", "RowRebase",
            "Rows", "WinnerRows", "match_key", "rebased_reads", "rows"]

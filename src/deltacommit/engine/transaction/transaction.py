@@ -9,7 +9,7 @@ described there and in ``engine/commit/commit_info.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
@@ -166,11 +166,12 @@ class Transaction:
                     and config.row_tracking_enabled(snap.protocol)
                     and config.row_id_column and config.row_commit_version_column)
 
-    def record_row_changes(self, predicate: Predicate,
+    def record_row_changes(self, predicate: Predicate | Callable[[], Predicate],
                            changes: Iterable[tuple[Add, int, Any, Any]],
                            read: Iterable[tuple[Add, int, Any, Any]] = ()) -> bool:
         """Declare this transaction a row-level one: it acts on the rows where ``predicate``
-        is TRUE, and of each file ``(add as read, physical rows, positions its deletion vector
+        is TRUE (or the predicate it builds, called where a concurrent commit is checked
+        against it), and of each file ``(add as read, physical rows, positions its deletion vector
         deleted when read, positions this transaction deletes or rewrites)`` it changed those
         rows.  ``read`` names, the same way, rows it read and left as they were but whose
         existence and values decide its outcome (a MERGE's target rows matched and left
@@ -226,10 +227,14 @@ class Transaction:
                                  versions[read_rows])
             files[change.key] = change
         pcols = tuple(snap.partition_columns)
-        previous = self._row_level.predicate if self._row_level is not None else None
-        self._row_level = RowLevelReads(
-            predicate if previous is None else or_(previous, predicate), snap.schema, pcols,
-            dict(snap.configuration), files)
+        previous = self._row_level
+        acts_on = predicate
+        if previous is not None:
+            def acts_on() -> Predicate:
+                return or_(previous.predicate,
+                           predicate() if callable(predicate) else predicate)
+        self._row_level = RowLevelReads(acts_on, snap.schema, pcols, dict(snap.configuration),
+                                        files)
         return True
 
     def app_version(self, app_id: str) -> int | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from deltacommit.ops.merge.plan import (
 )
 from deltacommit.ops.pruning import Bound, key_bound, predicate_bounds
 from deltacommit.ops.rowlevel import (
+    KEYS_PRUNED_BY,
     Done,
     FileChange,
     Planned,
@@ -214,7 +215,8 @@ class TableMerger:
             merge = self.plan_for(rewrite)
             merge.check(source.schema)
             target_only, bounds = self._pruning(merge, source)
-            files, skipped = candidate_files(rewrite, txn, target_only, bounds)
+            keys = [bound_condition(b) for b in bounds]
+            files, skipped = candidate_files(rewrite, txn, target_only, bounds, keys)
             index = index_source(merge, source)
             scanned = len(files)
             files = self._holding_keys(merge, index, rewrite, files)
@@ -244,7 +246,11 @@ class TableMerger:
             # key it inserts (a row added there concurrently would have matched), all rows
             # with a WHEN NOT MATCHED BY SOURCE clause (TRUE).  The rows it matched and left
             # as they were, where it inserts, are recorded as rows read (``FileChange.read``).
-            reads = and_(*target_only, *(bound_condition(b) for b in bounds))
+            reads: Expr | Callable[[], Expr] = and_(*target_only, *keys)
+            if any(b.values is not None and len(b.values) > KEYS_PRUNED_BY for b in bounds):
+                def reads() -> Expr:
+                    return and_(*target_only, *(bound_condition(b, every_key=True)
+                                                for b in bounds))
             return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 

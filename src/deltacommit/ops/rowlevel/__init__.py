@@ -4,6 +4,7 @@ how the write driver runs it (``job``).  The verbs themselves are ``ops.update``
 ``ops.delete`` and ``ops.merge``."""
 
 from deltacommit.ops.rowlevel.candidates import (
+    KEYS_PRUNED_BY,
     bound_condition,
     candidate_files,
     read_partitions,
@@ -27,6 +28,7 @@ from deltacommit.ops.rowlevel.rewrite import (
 )
 
 __all__ = [
+    "KEYS_PRUNED_BY",
     "Done",
     "FileChange",
     "Planned",

@@ -25,19 +25,23 @@ if TYPE_CHECKING:
     from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.ops.rowlevel.rewrite import RowRewrite
 
-#: A MERGE's source keys are judged one by one against file statistics up to this many;
-#: beyond it, by their range alone (a looser bound, never an unsound one).
-KEYS_JUDGED_ONE_BY_ONE = 1_000
+#: A MERGE's source keys prune files as a list up to this many (``file_pruning`` judges the
+#: list at once); beyond, by their range alone: a tree of 100,000 literals costs more to
+#: build than the files it could skip, when keys spread over the table.
+KEYS_PRUNED_BY = 10_000
 
 
-def bound_condition(bound: Bound) -> Expr:
-    """``bound`` as a condition over its column: what ``file_pruning`` judges files by."""
+def bound_condition(bound: Bound, every_key: bool = False) -> Expr:
+    """``bound`` as a condition over its column: what ``file_pruning`` judges files by (the
+    keys' range alone beyond ``KEYS_PRUNED_BY`` keys), and, ``every_key``, what a MERGE
+    records it read: every source key, so that the row-level check finds a concurrent
+    writer's new row between two keys no match."""
     column = Column((bound.column,))
     parts: list[Expr] = []
     if bound.values is not None:
         if not bound.values:
             return FALSE
-        if len(bound.values) <= KEYS_JUDGED_ONE_BY_ONE:
+        if every_key or len(bound.values) <= KEYS_PRUNED_BY:
             parts.append(InList(column, tuple(lit(v) for v in bound.values)))
     if bound.low is not None:
         parts.append(Comparison(column, ">=" if bound.low_inclusive else ">", lit(bound.low)))
@@ -60,16 +64,21 @@ def read_partitions(txn: Transaction, target_only: Sequence[Expr]) -> list[Add]:
 
 
 def candidate_files(rewrite: RowRewrite, txn: Transaction, target_only: Sequence[Expr],
-                    bounds: Sequence[Bound]) -> tuple[list[Add], int]:
+                    bounds: Sequence[Bound], conditions: Sequence[Expr] | None = None
+                    ) -> tuple[list[Add], int]:
     """The files a row-level operation opens, and how many it skipped: those of the partitions
     that ``target_only`` (conjuncts over the table's columns) admits, recorded as read by the
     transaction as Spark's conflict rules read them, less those whose partition values and
     statistics admit no row where every conjunct and every bound (a MERGE's source keys)
     holds (``engine.scan.prune_files``, ``file_pruning``: truncated strings, millisecond
-    timestamps, NaN, bounds of files with deletion vectors)."""
+    timestamps, NaN, bounds of files with deletion vectors).  ``conditions``: the bounds as
+    ``bound_condition`` gives them, where the caller built them already (a MERGE of 100,000
+    keys records them as its reads too)."""
     snap = txn.snapshot
     files = read_partitions(txn, target_only)
-    condition = and_(*target_only, *(bound_condition(b) for b in bounds))
+    if conditions is None:
+        conditions = [bound_condition(b) for b in bounds]
+    condition = and_(*target_only, *conditions)
     if condition is TRUE:
         return files, 0
     admits = {a.path for a in prune_files(snap, condition)}

@@ -37,8 +37,9 @@ class Planned:
     #: Given, a table with deletion vectors and row tracking checks concurrent commits row by
     #: row against it, the rows changed and the rows read that decide its outcome
     #: (``FileChange.read``, ``Transaction.record_row_changes``); None keeps Spark's
-    #: file-level rules.
-    reads: Expr | None = None
+    #: file-level rules.  A function builds it where a concurrent commit is checked (a
+    #: MERGE's list of 100,000 source keys).
+    reads: Expr | Callable[[], Expr] | None = None
 
 
 def rewrite_spark_metrics(planned: Planned, written: Rewritten, rows_metric: str,
