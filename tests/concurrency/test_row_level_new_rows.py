@@ -13,6 +13,7 @@ where the loser must conflict, with the winner's table.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.errors import ConcurrentAppendException
+from deltacommit.errors import ConcurrentAppendException, ConcurrentModificationException
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
@@ -288,3 +289,74 @@ def test_new_rows_are_judged_by_the_column_a_dotted_name_resolves_to(
     changed = {k: v for k, v in zip(keys.to_pylist(), got.column("v").to_pylist(), strict=True)
                if v}
     assert changed == {3: 10, 13: 10, 4: 1, 14: 1}
+
+
+def _entries_of_one_file(uri: str) -> tuple[Add, Add]:
+    """A table of ``_plain()`` beside a file of rows (20, v 13) and (21, v 50) whose entry
+    deletes row 20 (live: row 21): that entry, and the file's entry without a deletion
+    vector (which the winner may commit beside it: two files of the table's set)."""
+    _append(uri, [(20, 13, None, None), (21, 50, None, None)])
+    (whole,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+    dc.DeltaTable(uri).delete("id = 20")
+    (hiding,) = [a for a in dc.DeltaTable(uri).files() if a.deletion_vector
+                 and a.num_records() == 2]
+    assert whole.deletion_vector is None and hiding.path == whole.path
+    return hiding, whole
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["kept", "removed"])
+@pytest.mark.parametrize("hiding_first", [True, False], ids=["hiding-first", "hiding-last"])
+def test_each_entry_of_a_file_the_winner_commits_twice_is_judged_by_its_own_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, removed: bool,
+        hiding_first: bool) -> None:
+    """The table's set of files is keyed by path and deletion vector: the winner may commit
+    one data file twice, once with the deletion vector hiding row (20, v 13) and once
+    without one (the live entry removed first or not), and readers then see the row.  It
+    matches ``v IN (3, 13)``: the loser must conflict, not take the entry that hides it
+    (read first, or committed again with the deletion vector it had) to speak for the
+    other."""
+    uri = _table(tmp_path, _plain())
+    hiding, whole = _entries_of_one_file(uri)
+    before = _rows(uri)
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            if removed:
+                txn.remove([hiding])
+            txn.add([hiding, whole] if hiding_first else [whole, hiding])
+
+    got = _loser_lands(uri, monkeypatch, winner,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       True)
+    after_winner = _sorted([*before, (20, 13, None, None), (21, 50, None, None)])
+    assert got == after_winner
+
+
+@pytest.mark.parametrize("data_change", [True, False], ids=["data-change", "no-data-change"])
+@pytest.mark.parametrize("order", ["without first", "without last"])
+def test_a_changed_file_the_winner_commits_twice_conflicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str, data_change: bool) -> None:
+    """The loser deletes id 3 of a file whose entry deletes id 5; the winner removes that
+    entry and commits the file twice (with that deletion vector and without one): ids 0..9
+    but 5 twice, and 5 once.  In series the DELETE removes both rows of id 3; moving its
+    delete onto one of the entries would leave the other's.  The row-level check follows a
+    file by its path, so a file committed twice is a conflict, also where the winner says
+    its entries change no data (as a compaction does: they are no new rows to judge)."""
+    uri = _table(tmp_path, _plain())
+    (whole,) = [a for a in dc.DeltaTable(uri).files()
+                if json.loads(a.stats or "{}")["minValues"]["id"] == 0]
+    dc.DeltaTable(uri).delete("id = 5")
+    (hiding,) = [a for a in dc.DeltaTable(uri).files() if a.path == whole.path]
+    assert hiding.deletion_vector is not None
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([hiding])
+            entries = [whole, hiding] if order == "without first" else [hiding, whole]
+            txn.add([replace(a, data_change=data_change) for a in entries])
+
+    commit_between(monkeypatch, winner)
+    with pytest.raises(ConcurrentModificationException):
+        dc.DeltaTable(uri).delete("id = 3")
+    after_winner = [r for r in _plain() if r[0] != 5] + [r for r in _plain() if r[0] < 10]
+    assert _rows(uri) == _sorted(after_winner)

@@ -17,8 +17,12 @@ then conflicts with it only if
    with ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
    prove hold no such row, unless the engine read the file's live rows and found none where
    the predicate is TRUE (``WinnerRows.matching``: bounds [4, 14] admit ``id IN (3, 13)``,
-   rows 4 and 14 do not) (``ConcurrentAppendException``); or
-2. the winner changed one of its rows, changed or read alike:
+   rows 4 and 14 do not) (``ConcurrentAppendException``).  A data file the winner
+   commits more than once (two deletion vectors: two files of the table's set, each with
+   its own live rows) holds new rows entry by entry, whatever it held before; or
+2. the winner changed one of its rows, changed or read alike (where the winner commits a
+   data file more than once and removed a file of this operation, that is a conflict: the
+   checks below follow a file by its path):
 
    - the winner committed one of its files again with a new deletion vector: the rows it
      deleted since this operation read the file (its DV less the DV read) must not meet the
@@ -89,7 +93,7 @@ def new_rows_matching(reads: RowLevelReads, added: Sequence[Add],
     admit one and, where ``loaded`` says what its live rows hold, one of them is such a row."""
     matching = loaded.matching if loaded is not None else {}
     for a in stats_matching(reads, added):
-        if matching.get(match_key(reads.predicate, a.path), True):
+        if matching.get(match_key(reads.predicate, a), True):
             return a
     return None
 
@@ -104,7 +108,21 @@ def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
     grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
+    grown -= added_twice(added)
     return [a for a in new_row_candidates if a.data_change and file_key(a.path) not in grown]
+
+
+def added_twice(added: Sequence[Add]) -> set[str]:
+    """The data files (``file_key`` of their paths) ``added`` commits more than once: with
+    different deletion vectors, each is a file of the table's set with its own live rows.
+    The checks that follow a file by its path (committed again with a deletion vector that
+    only grew; this operation's rows in it) cannot tell which entry speaks for it."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for a in added:
+        key = file_key(a.path)
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Remove],
@@ -118,13 +136,22 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     fresh = fresh_rows(reads, added, removed, loaded, new_row_candidates)
     hit = new_rows_matching(reads, fresh, loaded)
     if hit is not None:
-        read = match_key(reads.predicate, hit.path) in loaded.matching
+        read = match_key(reads.predicate, hit) in loaded.matching
         raise RowConflict("append", f"added file {hit.path}, which "
                                     f"{'holds' if read else 'may hold'} rows matching "
                                     f"{reads.predicate.to_sql()}")
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
         return None
+    twice = added_twice(added)
+    if twice:
+        # Rows this operation changed or read are followed by path (committed again, or
+        # moved by a compaction): where one path is two entries, moving its deletes onto one
+        # would leave the rows of the other live.
+        raise RowConflict("delete", f"committed data file {min(twice)} more than once (as "
+                                    "files of the table with different deletion vectors), "
+                                    "where rows this transaction changed or read cannot be "
+                                    "followed by path")
     out: dict[str, FileRebase] = {}
     moved_index: tuple[Rows, Rows, list[tuple[str, int]]] | None = None
     for c in touched:
@@ -303,4 +330,4 @@ def _found(c: ChangedFile, wanted: Rows, versions_wanted: Rows,
     return out
 
 
-__all__ = ["check_rows", "fresh_rows", "new_rows_matching", "stats_matching"]
+__all__ = ["added_twice", "check_rows", "fresh_rows", "new_rows_matching", "stats_matching"]
