@@ -360,3 +360,38 @@ def test_a_changed_file_the_winner_commits_twice_conflicts(
         dc.DeltaTable(uri).delete("id = 3")
     after_winner = [r for r in _plain() if r[0] != 5] + [r for r in _plain() if r[0] < 10]
     assert _rows(uri) == _sorted(after_winner)
+
+
+@pytest.mark.parametrize("live_first", [True, False], ids=["live-first", "live-last"])
+def test_a_file_the_winner_removes_twice_is_judged_by_the_rows_it_brings_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_first: bool) -> None:
+    """The file of rows (20, v 13) and (21, v 50) is live with the deletion vector deleting
+    row 20.  The winner removes that entry and the file's entry without a deletion vector
+    (not live: a remove of it changes nothing), and commits the file again with a deletion
+    vector deleting row 21 alone: row 20 is back.  Beside the remove without a deletion
+    vector the new one only adds deletes, but it is the other remove that was live: the
+    file holds a row brought back that matches ``v IN (3, 13)``, and the loser conflicts."""
+    uri = _table(tmp_path, _plain())
+    hiding, whole = _entries_of_one_file(uri)
+
+    def restore(entry: Add, gone: Add) -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([gone])
+            txn.add([entry])
+
+    restore(whole, hiding)
+    dc.DeltaTable(uri).delete("id = 21")
+    (other,) = [a for a in dc.DeltaTable(uri).files() if a.path == whole.path]
+    restore(hiding, other)
+    before = _rows(uri)
+    assert (20, 13, None, None) not in before and (21, 50, None, None) in before
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([hiding, whole] if live_first else [whole, hiding])
+            txn.add([other])
+
+    got = _loser_lands(uri, monkeypatch, winner,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       True)
+    assert got == _sorted(_plain() + [(20, 13, None, None)])

@@ -19,7 +19,8 @@ then conflicts with it only if
    the predicate is TRUE (``WinnerRows.matching``: bounds [4, 14] admit ``id IN (3, 13)``,
    rows 4 and 14 do not) (``ConcurrentAppendException``).  A data file the winner
    commits more than once (two deletion vectors: two files of the table's set, each with
-   its own live rows) holds new rows entry by entry, whatever it held before; or
+   its own live rows), or whose entries it removes more than once, holds new rows entry by
+   entry, whatever it held before; or
 2. the winner changed one of its rows, changed or read alike (where the winner commits a
    data file more than once and removed a file of this operation, that is a conflict: the
    checks below follow a file by its path):
@@ -104,22 +105,25 @@ def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     of ``new_row_candidates`` (its adds that count as new rows at the isolation level), those
     that change data and are not a file of the operation committed again (checked row by row,
     ``_same_file``, where rows brought back conflict) nor a file committed again that only
-    lost rows."""
+    lost rows; a file the winner's adds or removes name more than once is neither
+    (``named_twice``)."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
     grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
-    grown -= added_twice(added)
+    grown -= named_twice(added) | named_twice(removed)
     return [a for a in new_row_candidates if a.data_change and file_key(a.path) not in grown]
 
 
-def added_twice(added: Sequence[Add]) -> set[str]:
-    """The data files (``file_key`` of their paths) ``added`` commits more than once: with
-    different deletion vectors, each is a file of the table's set with its own live rows.
-    The checks that follow a file by its path (committed again with a deletion vector that
-    only grew; this operation's rows in it) cannot tell which entry speaks for it."""
+def named_twice(actions: Sequence[Add] | Sequence[Remove]) -> set[str]:
+    """The data files (``file_key`` of their paths) more than one of ``actions`` names: with
+    different deletion vectors, each add or remove is of another file of the table's set,
+    with its own live rows.  The checks that follow a file by its path cannot tell which
+    entry speaks for it: whether one committed again only lost rows (a remove of an entry
+    that was not live says nothing of the rows that were), or which holds this operation's
+    rows."""
     seen: set[str] = set()
     twice: set[str] = set()
-    for a in added:
+    for a in actions:
         key = file_key(a.path)
         (twice if key in seen else seen).add(key)
     return twice
@@ -143,7 +147,7 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
         return None
-    twice = added_twice(added)
+    twice = named_twice(added)
     if twice:
         # Rows this operation changed or read are followed by path (committed again, or
         # moved by a compaction): where one path is two entries, moving its deletes onto one
@@ -330,4 +334,4 @@ def _found(c: ChangedFile, wanted: Rows, versions_wanted: Rows,
     return out
 
 
-__all__ = ["added_twice", "check_rows", "fresh_rows", "new_rows_matching", "stats_matching"]
+__all__ = ["check_rows", "fresh_rows", "named_twice", "new_rows_matching", "stats_matching"]
