@@ -14,20 +14,25 @@ where the loser must conflict, with the winner's table.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
 
 import deltacommit as dc
+from deltacommit.engine.transaction.transaction import Transaction
 from deltacommit.errors import ConcurrentAppendException, ConcurrentModificationException
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
 from .row_level import ROW_LEVEL, merge_larger
+
+if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
 
 #: A row: (id, v, w, p) with None for NULL or an absent column.
 Row = tuple[Any, ...]
@@ -395,3 +400,60 @@ def test_a_file_the_winner_removes_twice_is_judged_by_the_rows_it_brings_back(
                        lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
                        True)
     assert got == _sorted(_plain() + [(20, 13, None, None)])
+
+
+def test_one_winner_judged_for_two_members_of_a_commit_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two upserts of one commit group (one MERGE statement, keys 3 and 13 in files of their
+    own) meet one winner whose new file holds ids 2, 13 and 15: its statistics admit both
+    members' keys, its rows hold only the second's.  The file is judged once per predicate:
+    the first member's answer (no row of id 3) does not speak for the second, which
+    conflicts, while the first lands."""
+    from deltacommit.engine.group.threads import GroupCommitPolicy
+
+    uri = _table(tmp_path, _plain())
+    table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(max_members=2, max_wait=60))
+    committer = table.group_committer
+    assert committer is not None
+    new = [(2, 20, None, None), (13, 21, None, None), (15, 22, None, None)]
+    winning: list[bool] = []
+
+    def winner() -> None:
+        winning.append(True)
+        _append(uri, new)
+        winning.pop()
+
+    staged = threading.Barrier(2, action=winner)
+    start = committer.stats.submitted
+    real = Transaction.commit
+
+    def commit(txn: Transaction) -> CommitResult:
+        if winning:
+            return real(txn)
+        staged.wait(60)  # both read and staged; the winner commits once, in between
+        if threading.current_thread().name == "second":
+            assert committer.wait_submitted(start + 1, 60)
+        return real(txn)
+
+    monkeypatch.setattr(Transaction, "commit", commit)
+    sources = {"first": {3: 30}, "second": {13: 130}}
+    out: dict[str, BaseException | None] = {}
+
+    def run(name: str) -> None:
+        try:
+            merge_larger(uri, sources[name], True, table)
+            out[name] = None
+        except ConcurrentModificationException as e:
+            out[name] = e
+
+    threads = [threading.Thread(target=run, args=(name,), name=name) for name in sources]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert out["first"] is None
+    assert isinstance(out["second"], ConcurrentAppendException)
+    # One group of both (none moved out of it), checked against the winner's one record.
+    stats = committer.stats
+    assert (stats.submitted, stats.deferred, stats.failed) == (start + 2, 0, 1)
+    assert _rows(uri) == _sorted(_serial_merge(_plain() + new, sources["first"], True))
