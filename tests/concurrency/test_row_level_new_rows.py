@@ -156,6 +156,35 @@ def test_a_matching_row_the_winners_deletion_vector_hides(
                           if hidden else after_winner)
 
 
+@pytest.mark.parametrize("hidden", [True, False])
+def test_a_matching_row_a_winners_inline_deletion_vector_hides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hidden: bool) -> None:
+    """As above with the deletion vector stored inline in the winner's log entry (as other
+    writers store small ones): the file of rows (20, v 13) and (21, v 50) comes back with
+    row 20 deleted, and the loser lands, or with row 21 deleted, and it conflicts."""
+    from deltacommit.protocol.deletion_vectors import encode_bitmap_array, z85_encode
+
+    uri = _table(tmp_path, _plain())
+    _append(uri, [(20, 13, None, None), (21, 50, None, None)])
+    (whole,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+    with dc.DeltaTable(uri).transaction("DELETE") as txn:
+        txn.remove([whole])
+    bitmap = encode_bitmap_array([0 if hidden else 1])
+    inline = {"storageType": "i", "sizeInBytes": len(bitmap), "cardinality": 1,
+              "pathOrInlineDv": z85_encode(bitmap + bytes(-len(bitmap) % 4))}
+
+    def restore() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.add([replace(whole, deletion_vector=inline)])
+
+    got = _loser_lands(uri, monkeypatch, restore,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       not hidden)
+    after_winner = _plain() + [(21, 50, None, None) if hidden else (20, 13, None, None)]
+    assert got == _sorted(_updated(after_winner, lambda r: r[1] in (3, 13), 1000)
+                          if hidden else after_winner)
+
+
 @pytest.mark.parametrize(("appended_w", "conflict"), [((None, 21), False), ((None, 22), True)])
 def test_a_row_where_the_predicate_is_null_is_no_match(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended_w: tuple[int | None, ...],
@@ -242,24 +271,29 @@ def test_an_upsert_conflicts_with_a_row_added_under_one_of_its_keys(
     assert got == _sorted(after_winner)
 
 
-@pytest.mark.parametrize("unread", ["over the budget", "unreadable"])
+@pytest.mark.parametrize("unread", ["over the budget", "unreadable", "truncated"])
 def test_a_new_file_not_read_is_judged_by_its_statistics(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unread: str) -> None:
     """The winner's file of rows (20, v 4) and (21, v 50) holds no match, but when it is not
-    read (beyond the byte budget, or missing from storage when the check reads it) its
-    statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
+    read (beyond the byte budget, missing from storage when the check reads it, or cut
+    short there) its statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
     from deltacommit.engine.commit import row_rebase
 
     uri = _table(tmp_path, _plain())
     new = [(20, 4, None, None), (21, 50, None, None)]
     away: list[tuple[Path, Path]] = []
+    content: list[tuple[Path, bytes]] = []
 
     def winner() -> None:
         _append(uri, new)
+        (add,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+        path = Path(uri) / add.path
         if unread == "unreadable":
-            (add,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
-            path = Path(uri) / add.path
             away.append((path, path.rename(path.with_suffix(".away"))))
+        elif unread == "truncated":
+            data = path.read_bytes()
+            content.append((path, data))
+            path.write_bytes(data[:len(data) // 2])
 
     if unread == "over the budget":
         monkeypatch.setattr(row_rebase, "MATCH_READ_BYTES", 0)
@@ -268,6 +302,8 @@ def test_a_new_file_not_read_is_judged_by_its_statistics(
         dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)")
     for path, moved in away:
         moved.rename(path)
+    for path, data in content:
+        path.write_bytes(data)
     assert _rows(uri) == _sorted(_plain() + new)
 
 
