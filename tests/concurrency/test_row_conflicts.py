@@ -35,7 +35,14 @@ from deltacommit.protocol.conflicts import (
     check_conflicts,
 )
 from deltacommit.protocol.expressions.parser import parse_predicate
-from deltacommit.protocol.row_changes import ChangedFile, MovedRows, RowLevelReads, RowRebase, rows
+from deltacommit.protocol.row_changes import (
+    ChangedFile,
+    MovedRows,
+    RowLevelReads,
+    RowRebase,
+    match_key,
+    rows,
+)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 DV = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
@@ -440,14 +447,20 @@ def test_a_new_file_read_to_hold_no_matching_row_is_no_conflict() -> None:
     it conflicts."""
     summary = _summary(_changed(10, rows([]), rows([3])), "id >= 0 AND id < 10")
     assert summary.row_level is not None
-    predicate = summary.row_level.predicate.to_sql()
-    for found, conflict in ((False, False), (True, True), (None, True), ("other", True)):
+    predicate = summary.row_level.predicate
+    new = _add("new.parquet", 2, [5, 15])
+    for found, conflict in ((False, False), (True, True), (None, True), ("other", True),
+                            ("other entry", True)):
         winner = WinningCommit(5, "WRITE")
-        winner.added.append(_add("new.parquet", 2, [5, 15]))
+        winner.added.append(new)
         if found == "other":
-            winner.rows.matching[("id >= 0", "new.parquet")] = False
+            winner.rows.matching[match_key(parse_predicate("id >= 0"), new)] = False
+        elif found == "other entry":
+            # the same data file with a deletion vector: another file of the table's set
+            winner.rows.matching[match_key(predicate, dataclasses.replace(
+                new, deletion_vector=DV))] = False
         elif found is not None:
-            winner.rows.matching[(predicate, "new.parquet")] = bool(found)
+            winner.rows.matching[match_key(predicate, new)] = bool(found)
         if conflict:
             with pytest.raises(ConcurrentAppendException):
                 _check(summary, winner)

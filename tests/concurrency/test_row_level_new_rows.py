@@ -13,21 +13,27 @@ where the loser must conflict, with the winner's table.
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
 
 import deltacommit as dc
-from deltacommit.errors import ConcurrentAppendException
+from deltacommit.engine.transaction.transaction import Transaction
+from deltacommit.errors import ConcurrentAppendException, ConcurrentModificationException
 from deltacommit.ops.rowlevel import KEYS_PRUNED_BY
 from deltacommit.protocol.actions import Add
 
 from .hooks import commit_between
 from .row_level import ROW_LEVEL, merge_larger
+
+if TYPE_CHECKING:
+    from deltacommit.engine.commit.policy import CommitResult
 
 #: A row: (id, v, w, p) with None for NULL or an absent column.
 Row = tuple[Any, ...]
@@ -151,6 +157,35 @@ def test_a_matching_row_the_winners_deletion_vector_hides(
                           if hidden else after_winner)
 
 
+@pytest.mark.parametrize("hidden", [True, False])
+def test_a_matching_row_a_winners_inline_deletion_vector_hides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hidden: bool) -> None:
+    """As above with the deletion vector stored inline in the winner's log entry (as other
+    writers store small ones): the file of rows (20, v 13) and (21, v 50) comes back with
+    row 20 deleted, and the loser lands, or with row 21 deleted, and it conflicts."""
+    from deltacommit.protocol.deletion_vectors import encode_bitmap_array, z85_encode
+
+    uri = _table(tmp_path, _plain())
+    _append(uri, [(20, 13, None, None), (21, 50, None, None)])
+    (whole,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+    with dc.DeltaTable(uri).transaction("DELETE") as txn:
+        txn.remove([whole])
+    bitmap = encode_bitmap_array([0 if hidden else 1])
+    inline = {"storageType": "i", "sizeInBytes": len(bitmap), "cardinality": 1,
+              "pathOrInlineDv": z85_encode(bitmap + bytes(-len(bitmap) % 4))}
+
+    def restore() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.add([replace(whole, deletion_vector=inline)])
+
+    got = _loser_lands(uri, monkeypatch, restore,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       not hidden)
+    after_winner = _plain() + [(21, 50, None, None) if hidden else (20, 13, None, None)]
+    assert got == _sorted(_updated(after_winner, lambda r: r[1] in (3, 13), 1000)
+                          if hidden else after_winner)
+
+
 @pytest.mark.parametrize(("appended_w", "conflict"), [((None, 21), False), ((None, 22), True)])
 def test_a_row_where_the_predicate_is_null_is_no_match(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended_w: tuple[int | None, ...],
@@ -255,24 +290,29 @@ def test_an_upsert_of_many_keys_is_checked_against_every_key(
     assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 
 
-@pytest.mark.parametrize("unread", ["over the budget", "unreadable"])
+@pytest.mark.parametrize("unread", ["over the budget", "unreadable", "truncated"])
 def test_a_new_file_not_read_is_judged_by_its_statistics(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unread: str) -> None:
     """The winner's file of rows (20, v 4) and (21, v 50) holds no match, but when it is not
-    read (beyond the byte budget, or missing from storage when the check reads it) its
-    statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
+    read (beyond the byte budget, missing from storage when the check reads it, or cut
+    short there) its statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
     from deltacommit.engine.commit import row_rebase
 
     uri = _table(tmp_path, _plain())
     new = [(20, 4, None, None), (21, 50, None, None)]
     away: list[tuple[Path, Path]] = []
+    content: list[tuple[Path, bytes]] = []
 
     def winner() -> None:
         _append(uri, new)
+        (add,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+        path = Path(uri) / add.path
         if unread == "unreadable":
-            (add,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
-            path = Path(uri) / add.path
             away.append((path, path.rename(path.with_suffix(".away"))))
+        elif unread == "truncated":
+            data = path.read_bytes()
+            content.append((path, data))
+            path.write_bytes(data[:len(data) // 2])
 
     if unread == "over the budget":
         monkeypatch.setattr(row_rebase, "MATCH_READ_BYTES", 0)
@@ -281,6 +321,8 @@ def test_a_new_file_not_read_is_judged_by_its_statistics(
         dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)")
     for path, moved in away:
         moved.rename(path)
+    for path, data in content:
+        path.write_bytes(data)
     assert _rows(uri) == _sorted(_plain() + new)
 
 
@@ -307,3 +349,166 @@ def test_new_rows_are_judged_by_the_column_a_dotted_name_resolves_to(
     changed = {k: v for k, v in zip(keys.to_pylist(), got.column("v").to_pylist(), strict=True)
                if v}
     assert changed == {3: 10, 13: 10, 4: 1, 14: 1}
+
+
+def _entries_of_one_file(uri: str) -> tuple[Add, Add]:
+    """A table of ``_plain()`` beside a file of rows (20, v 13) and (21, v 50) whose entry
+    deletes row 20 (live: row 21): that entry, and the file's entry without a deletion
+    vector (which the winner may commit beside it: two files of the table's set)."""
+    _append(uri, [(20, 13, None, None), (21, 50, None, None)])
+    (whole,) = [a for a in dc.DeltaTable(uri).files() if a.num_records() == 2]
+    dc.DeltaTable(uri).delete("id = 20")
+    (hiding,) = [a for a in dc.DeltaTable(uri).files() if a.deletion_vector
+                 and a.num_records() == 2]
+    assert whole.deletion_vector is None and hiding.path == whole.path
+    return hiding, whole
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["kept", "removed"])
+@pytest.mark.parametrize("hiding_first", [True, False], ids=["hiding-first", "hiding-last"])
+def test_each_entry_of_a_file_the_winner_commits_twice_is_judged_by_its_own_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, removed: bool,
+        hiding_first: bool) -> None:
+    """The table's set of files is keyed by path and deletion vector: the winner may commit
+    one data file twice, once with the deletion vector hiding row (20, v 13) and once
+    without one (the live entry removed first or not), and readers then see the row.  It
+    matches ``v IN (3, 13)``: the loser must conflict, not take the entry that hides it
+    (read first, or committed again with the deletion vector it had) to speak for the
+    other."""
+    uri = _table(tmp_path, _plain())
+    hiding, whole = _entries_of_one_file(uri)
+    before = _rows(uri)
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            if removed:
+                txn.remove([hiding])
+            txn.add([hiding, whole] if hiding_first else [whole, hiding])
+
+    got = _loser_lands(uri, monkeypatch, winner,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       True)
+    after_winner = _sorted([*before, (20, 13, None, None), (21, 50, None, None)])
+    assert got == after_winner
+
+
+@pytest.mark.parametrize("data_change", [True, False], ids=["data-change", "no-data-change"])
+@pytest.mark.parametrize("order", ["without first", "without last"])
+def test_a_changed_file_the_winner_commits_twice_conflicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str, data_change: bool) -> None:
+    """The loser deletes id 3 of a file whose entry deletes id 5; the winner removes that
+    entry and commits the file twice (with that deletion vector and without one): ids 0..9
+    but 5 twice, and 5 once.  In series the DELETE removes both rows of id 3; moving its
+    delete onto one of the entries would leave the other's.  The row-level check follows a
+    file by its path, so a file committed twice is a conflict, also where the winner says
+    its entries change no data (as a compaction does: they are no new rows to judge)."""
+    uri = _table(tmp_path, _plain())
+    (whole,) = [a for a in dc.DeltaTable(uri).files()
+                if json.loads(a.stats or "{}")["minValues"]["id"] == 0]
+    dc.DeltaTable(uri).delete("id = 5")
+    (hiding,) = [a for a in dc.DeltaTable(uri).files() if a.path == whole.path]
+    assert hiding.deletion_vector is not None
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([hiding])
+            entries = [whole, hiding] if order == "without first" else [hiding, whole]
+            txn.add([replace(a, data_change=data_change) for a in entries])
+
+    commit_between(monkeypatch, winner)
+    with pytest.raises(ConcurrentModificationException):
+        dc.DeltaTable(uri).delete("id = 3")
+    after_winner = [r for r in _plain() if r[0] != 5] + [r for r in _plain() if r[0] < 10]
+    assert _rows(uri) == _sorted(after_winner)
+
+
+@pytest.mark.parametrize("live_first", [True, False], ids=["live-first", "live-last"])
+def test_a_file_the_winner_removes_twice_is_judged_by_the_rows_it_brings_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_first: bool) -> None:
+    """The file of rows (20, v 13) and (21, v 50) is live with the deletion vector deleting
+    row 20.  The winner removes that entry and the file's entry without a deletion vector
+    (not live: a remove of it changes nothing), and commits the file again with a deletion
+    vector deleting row 21 alone: row 20 is back.  Beside the remove without a deletion
+    vector the new one only adds deletes, but it is the other remove that was live: the
+    file holds a row brought back that matches ``v IN (3, 13)``, and the loser conflicts."""
+    uri = _table(tmp_path, _plain())
+    hiding, whole = _entries_of_one_file(uri)
+
+    def restore(entry: Add, gone: Add) -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([gone])
+            txn.add([entry])
+
+    restore(whole, hiding)
+    dc.DeltaTable(uri).delete("id = 21")
+    (other,) = [a for a in dc.DeltaTable(uri).files() if a.path == whole.path]
+    restore(hiding, other)
+    before = _rows(uri)
+    assert (20, 13, None, None) not in before and (21, 50, None, None) in before
+
+    def winner() -> None:
+        with dc.DeltaTable(uri).transaction("RESTORE") as txn:
+            txn.remove([hiding, whole] if live_first else [whole, hiding])
+            txn.add([other])
+
+    got = _loser_lands(uri, monkeypatch, winner,
+                       lambda: dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)"),
+                       True)
+    assert got == _sorted(_plain() + [(20, 13, None, None)])
+
+
+def test_one_winner_judged_for_two_members_of_a_commit_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two upserts of one commit group (one MERGE statement, keys 3 and 13 in files of their
+    own) meet one winner whose new file holds ids 2, 13 and 15: its statistics admit both
+    members' keys, its rows hold only the second's.  The file is judged once per predicate:
+    the first member's answer (no row of id 3) does not speak for the second, which
+    conflicts, while the first lands."""
+    from deltacommit.engine.group.threads import GroupCommitPolicy
+
+    uri = _table(tmp_path, _plain())
+    table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(max_members=2, max_wait=60))
+    committer = table.group_committer
+    assert committer is not None
+    new = [(2, 20, None, None), (13, 21, None, None), (15, 22, None, None)]
+    winning: list[bool] = []
+
+    def winner() -> None:
+        winning.append(True)
+        _append(uri, new)
+        winning.pop()
+
+    staged = threading.Barrier(2, action=winner)
+    start = committer.stats.submitted
+    real = Transaction.commit
+
+    def commit(txn: Transaction) -> CommitResult:
+        if winning:
+            return real(txn)
+        staged.wait(60)  # both read and staged; the winner commits once, in between
+        if threading.current_thread().name == "second":
+            assert committer.wait_submitted(start + 1, 60)
+        return real(txn)
+
+    monkeypatch.setattr(Transaction, "commit", commit)
+    sources = {"first": {3: 30}, "second": {13: 130}}
+    out: dict[str, BaseException | None] = {}
+
+    def run(name: str) -> None:
+        try:
+            merge_larger(uri, sources[name], True, table)
+            out[name] = None
+        except ConcurrentModificationException as e:
+            out[name] = e
+
+    threads = [threading.Thread(target=run, args=(name,), name=name) for name in sources]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert out["first"] is None
+    assert isinstance(out["second"], ConcurrentAppendException)
+    # One group of both (none moved out of it), checked against the winner's one record.
+    stats = committer.stats
+    assert (stats.submitted, stats.deferred, stats.failed) == (start + 2, 0, 1)
+    assert _rows(uri) == _sorted(_serial_merge(_plain() + new, sources["first"], True))

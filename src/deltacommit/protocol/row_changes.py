@@ -117,9 +117,12 @@ class WinnerRows:
     matching: dict[tuple[str, str], bool] = field(default_factory=dict)
 
 
-def match_key(predicate: Expr, path: str) -> tuple[str, str]:
-    """``WinnerRows.matching``'s key for the rows of the file at ``path`` under ``predicate``."""
-    return _sql_of(predicate), file_key(path)
+def match_key(predicate: Expr, add: Add) -> tuple[str, str]:
+    """``WinnerRows.matching``'s key for the live rows of the file ``add`` names under
+    ``predicate``: its path and its deletion vector, since the table's set of files is keyed
+    by both (a winner may commit one data file twice, with two deletion vectors: two files,
+    each with its own live rows)."""
+    return _sql_of(predicate), file_key(add.path, add.deletion_vector)
 
 
 #: The SQL text of the predicates keyed lately, by the predicate object (held, so its id is

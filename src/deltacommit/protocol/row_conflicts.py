@@ -17,8 +17,13 @@ then conflicts with it only if
    with ``dataChange=false``) that partition values and statistics (``file_pruning``) cannot
    prove hold no such row, unless the engine read the file's live rows and found none where
    the predicate is TRUE (``WinnerRows.matching``: bounds [4, 14] admit ``id IN (3, 13)``,
-   rows 4 and 14 do not) (``ConcurrentAppendException``); or
-2. the winner changed one of its rows, changed or read alike:
+   rows 4 and 14 do not) (``ConcurrentAppendException``).  A data file the winner
+   commits more than once (two deletion vectors: two files of the table's set, each with
+   its own live rows), or whose entries it removes more than once, holds new rows entry by
+   entry, whatever it held before; or
+2. the winner changed one of its rows, changed or read alike (where the winner commits a
+   data file more than once and removed a file of this operation, that is a conflict: the
+   checks below follow a file by its path):
 
    - the winner committed one of its files again with a new deletion vector: the rows it
      deleted since this operation read the file (its DV less the DV read) must not meet the
@@ -89,7 +94,7 @@ def new_rows_matching(reads: RowLevelReads, added: Sequence[Add],
     admit one and, where ``loaded`` says what its live rows hold, one of them is such a row."""
     matching = loaded.matching if loaded is not None else {}
     for a in stats_matching(reads, added):
-        if matching.get(match_key(reads.predicate, a.path), True):
+        if matching.get(match_key(reads.predicate, a), True):
             return a
     return None
 
@@ -100,11 +105,28 @@ def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     of ``new_row_candidates`` (its adds that count as new rows at the isolation level), those
     that change data and are not a file of the operation committed again (checked row by row,
     ``_same_file``, where rows brought back conflict) nor a file committed again that only
-    lost rows."""
+    lost rows; a file the winner's adds or removes name more than once is neither
+    (``named_twice``)."""
     removed_keys = {file_key(r.path) for r in removed}
     readded = {file_key(a.path): a for a in added if file_key(a.path) in removed_keys}
     grown = _deletes_only(removed, readded, loaded) | (readded.keys() & reads.files.keys())
+    grown -= named_twice(added) | named_twice(removed)
     return [a for a in new_row_candidates if a.data_change and file_key(a.path) not in grown]
+
+
+def named_twice(actions: Sequence[Add] | Sequence[Remove]) -> set[str]:
+    """The data files (``file_key`` of their paths) more than one of ``actions`` names: with
+    different deletion vectors, each add or remove is of another file of the table's set,
+    with its own live rows.  The checks that follow a file by its path cannot tell which
+    entry speaks for it: whether one committed again only lost rows (a remove of an entry
+    that was not live says nothing of the rows that were), or which holds this operation's
+    rows."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for a in actions:
+        key = file_key(a.path)
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Remove],
@@ -118,13 +140,22 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     fresh = fresh_rows(reads, added, removed, loaded, new_row_candidates)
     hit = new_rows_matching(reads, fresh, loaded)
     if hit is not None:
-        read = match_key(reads.predicate, hit.path) in loaded.matching
+        read = match_key(reads.predicate, hit) in loaded.matching
         raise RowConflict("append", f"added file {hit.path}, which "
                                     f"{'holds' if read else 'may hold'} rows matching "
                                     f"{reads.predicate.to_sql()}")
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
         return None
+    twice = named_twice(added)
+    if twice:
+        # Rows this operation changed or read are followed by path (committed again, or
+        # moved by a compaction): where one path is two entries, moving its deletes onto one
+        # would leave the rows of the other live.
+        raise RowConflict("delete", f"committed data file {min(twice)} more than once (as "
+                                    "files of the table with different deletion vectors), "
+                                    "where rows this transaction changed or read cannot be "
+                                    "followed by path")
     out: dict[str, FileRebase] = {}
     moved_index: tuple[Rows, Rows, list[tuple[str, int]]] | None = None
     for c in touched:
@@ -303,4 +334,4 @@ def _found(c: ChangedFile, wanted: Rows, versions_wanted: Rows,
     return out
 
 
-__all__ = ["check_rows", "fresh_rows", "new_rows_matching", "stats_matching"]
+__all__ = ["check_rows", "fresh_rows", "named_twice", "new_rows_matching", "stats_matching"]

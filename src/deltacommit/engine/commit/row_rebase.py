@@ -196,7 +196,7 @@ def _load_matching(store: ObjectStore, uri: str, version: int, reads: RowLevelRe
         return
     budget = MATCH_READ_BYTES
     for a in stats_matching(reads, fresh):
-        key = match_key(reads.predicate, a.path)
+        key = match_key(reads.predicate, a)
         found = winner.rows.matching.get(key)
         if found is None:
             if a.size > budget:
