@@ -284,8 +284,19 @@ def test_an_upsert_of_many_keys_is_checked_against_every_key(
     uri = _table(tmp_path, _plain(40))
     mine = {k: k + 1 for k in range(0, 2 * keys, 2)}
     new = [(k, 7, None, None) for k in appended]
-    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new),
-                       lambda: merge_larger(uri, mine, True), conflict)
+    failures: list[str] = []
+
+    def upsert() -> None:
+        try:
+            merge_larger(uri, mine, True)
+        except ConcurrentAppendException as e:
+            failures.append(str(e))
+            raise
+
+    got = _loser_lands(uri, monkeypatch, lambda: _append(uri, new), upsert, conflict)
+    # The error names the file and shows the start of the key list, not all of it.
+    assert all(len(f) < 1_500 and "characters in all" in f and ".parquet" in f
+               for f in failures)
     after_winner = [*_plain(40), *new]
     assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 

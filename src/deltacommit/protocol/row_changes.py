@@ -122,10 +122,10 @@ def match_key(predicate: Expr, add: Add) -> tuple[str, str]:
     ``predicate``: its path and its deletion vector, since the table's set of files is keyed
     by both (a winner may commit one data file twice, with two deletion vectors: two files,
     each with its own live rows)."""
-    return _sql_of(predicate), file_key(add.path, add.deletion_vector)
+    return predicate_sql(predicate), file_key(add.path, add.deletion_vector)
 
 
-#: The SQL text of the predicates keyed lately, by the predicate object (held, so its id is
+#: The SQL text of the predicates keyed or shown lately, by the predicate object (held, so its id is
 #: not reused while its entry lasts): a MERGE's predicate holds every source key, and its text
 #: is wanted once per file of every winner.  A memo of a pure function, never stale.
 _SQL_OF: dict[int, tuple[Expr, str]] = {}
@@ -133,7 +133,8 @@ _SQL_KEPT = 32
 _SQL_LOCK = threading.Lock()
 
 
-def _sql_of(predicate: Expr) -> str:
+def predicate_sql(predicate: Expr) -> str:
+    """``predicate.to_sql()``, remembered for the predicate object (``_SQL_OF``)."""
     with _SQL_LOCK:
         known = _SQL_OF.get(id(predicate))
     if known is not None and known[0] is predicate:
@@ -207,4 +208,4 @@ def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
     return replace(reads, predicate_of=reads.predicate, files=files)
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads", "RowRebase",
-           "Rows", "WinnerRows", "match_key", "rebased_reads", "rows"]
+           "Rows", "WinnerRows", "match_key", "predicate_sql", "rebased_reads", "rows"]

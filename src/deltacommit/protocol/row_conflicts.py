@@ -61,6 +61,7 @@ import numpy as np
 from deltacommit.protocol.actions import Add, Remove
 from deltacommit.protocol.add_actions import add_actions_table
 from deltacommit.protocol.checkpoint.encode import adds_to_arrow
+from deltacommit.protocol.expressions.ast import Expr
 from deltacommit.protocol.file_pruning import may_match
 from deltacommit.protocol.replay import file_key
 from deltacommit.protocol.row_changes import (
@@ -72,6 +73,7 @@ from deltacommit.protocol.row_changes import (
     Rows,
     WinnerRows,
     match_key,
+    predicate_sql,
     rows,
 )
 
@@ -114,6 +116,19 @@ def fresh_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
     return [a for a in new_row_candidates if a.data_change and file_key(a.path) not in grown]
 
 
+#: The characters of a predicate an error shows (a MERGE's holds every source key).
+SHOWN_CHARS = 300
+
+
+def shown(predicate: Expr) -> str:
+    """``predicate``'s SQL text for an error: whole up to ``SHOWN_CHARS``, else its start and
+    its length."""
+    text = predicate_sql(predicate)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters in all)"
+
+
 def named_twice(actions: Sequence[Add] | Sequence[Remove]) -> set[str]:
     """The data files (``file_key`` of their paths) more than one of ``actions`` names: with
     different deletion vectors, each add or remove is of another file of the table's set,
@@ -143,7 +158,7 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
         read = match_key(reads.predicate, hit) in loaded.matching
         raise RowConflict("append", f"added file {hit.path}, which "
                                     f"{'holds' if read else 'may hold'} rows matching "
-                                    f"{reads.predicate.to_sql()}")
+                                    f"{shown(reads.predicate)}")
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
         return None
@@ -334,4 +349,4 @@ def _found(c: ChangedFile, wanted: Rows, versions_wanted: Rows,
     return out
 
 
-__all__ = ["check_rows", "fresh_rows", "named_twice", "new_rows_matching", "stats_matching"]
+__all__ = ["check_rows", "fresh_rows", "named_twice", "new_rows_matching", "shown", "stats_matching"]
