@@ -301,12 +301,14 @@ def test_an_upsert_of_many_keys_is_checked_against_every_key(
     assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 
 
-@pytest.mark.parametrize("unread", ["over the budget", "unreadable", "truncated"])
+@pytest.mark.parametrize("unread", ["over the budget", "over the file count", "unreadable",
+                                    "truncated"])
 def test_a_new_file_not_read_is_judged_by_its_statistics(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unread: str) -> None:
     """The winner's file of rows (20, v 4) and (21, v 50) holds no match, but when it is not
-    read (beyond the byte budget, missing from storage when the check reads it, or cut
-    short there) its statistics, which admit ``v IN (3, 13)``, decide: a conflict."""
+    read (beyond the byte budget or the count of files read, missing from storage when the
+    check reads it, or cut short there) its statistics, which admit ``v IN (3, 13)``, decide:
+    a conflict."""
     from deltacommit.engine.commit import row_rebase
 
     uri = _table(tmp_path, _plain())
@@ -327,6 +329,8 @@ def test_a_new_file_not_read_is_judged_by_its_statistics(
 
     if unread == "over the budget":
         monkeypatch.setattr(row_rebase, "MATCH_READ_BYTES", 0)
+    if unread == "over the file count":
+        monkeypatch.setattr(row_rebase, "MATCH_READ_FILES", 0)
     commit_between(monkeypatch, winner)
     with pytest.raises(ConcurrentAppendException, match="may hold rows matching"):
         dc.DeltaTable(uri).update({"v": "v + 1000"}, "v IN (3, 13)")

@@ -181,6 +181,9 @@ def _load_kept_deletes(store: ObjectStore, uri: str, reads: RowLevelReads,
 #: Bytes of a winner's new files (their sizes) read to judge their rows by value against a
 #: row-level transaction's predicate; the files beyond are judged by their statistics.
 MATCH_READ_BYTES = 64 * 1024 * 1024
+#: At most this many of a winner's files are read for it (one request each, inside the
+#: commit loop); the others count as holding a match.
+MATCH_READ_FILES = 64
 
 
 def _load_matching(store: ObjectStore, uri: str, version: int, reads: RowLevelReads,
@@ -194,14 +197,16 @@ def _load_matching(store: ObjectStore, uri: str, version: int, reads: RowLevelRe
     fresh = fresh_rows(reads, winner.added, winner.removed, winner.rows, candidates)
     if not fresh or not _predicate_fields(reads):
         return
-    budget = MATCH_READ_BYTES
+    budget, files_left = MATCH_READ_BYTES, MATCH_READ_FILES
     for a in stats_matching(reads, fresh):
         key = match_key(reads.predicate, a)
         found = winner.rows.matching.get(key)
         if found is None:
-            if a.size > budget:
+            # The size an add claims is a hint: one of no bytes is not a Parquet file.
+            if not 0 < a.size <= budget or not files_left:
                 return
             budget -= a.size
+            files_left -= 1
             try:
                 found = holds_match(store, uri, version, reads, a)
             except (DeltaCommitError, OSError, ValueError, pa.ArrowException):
