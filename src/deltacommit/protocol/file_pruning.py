@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -195,7 +195,7 @@ class FilePruner:
             return _Possible(is_null.false, is_null.true, self.false) if node.negated else is_null
         if isinstance(node, InList) and isinstance(node.value, Column) and all(
                 isinstance(x, Literal) for x in node.items):
-            found = self._member_of_many(node.value, node.literals)
+            found = self._member_of_many(node)
             if found is None:
                 equal = [self._comparison(node.value, "=", x) for x in node.literals]
                 found = self._junction(equal, disjunction=True)
@@ -387,7 +387,7 @@ class FilePruner:
             out[i] = p is None or value.startswith(p) or p.encode() > value.encode()
         return out
 
-    def _member_of_many(self, column: Column, literals: Sequence[Literal]) -> _Possible | None:
+    def _member_of_many(self, node: InList) -> _Possible | None:
         """``column IN (literals)`` (not negated) judged at once, or None where the items are
         judged one by one (``column = item`` each): a MERGE's recorded reads hold every source
         key, and one comparison per key per file list would cost seconds for 100,000 keys.
@@ -400,6 +400,7 @@ class FilePruner:
         by their range: TRUE is possible where ``column >= least`` and ``column <= greatest``
         both may be, FALSE is taken as always possible (a looser answer, never an unsound
         one)."""
+        column, literals = cast(Column, node.value), node.literals
         values = [x for x in literals if x.kind != "null"]
         if not values:
             return None
@@ -411,8 +412,8 @@ class FilePruner:
         null = ~leaf.no_nulls
         if pa.types.is_signed_integer(t) and all(x.kind == "int" for x in values):
             least, greatest = INTEGER_RANGES[t]
-            keys = np.unique(np.array([x.value for x in values if least <= x.value <= greatest],
-                                      dtype=np.int64))
+            keys = node.integer_items()
+            keys = keys[(keys >= least) & (keys <= greatest)]
             low = self._ints(leaf.low, least)
             high = self._ints(leaf.high, greatest)
             true = np.searchsorted(keys, low, "left") < np.searchsorted(keys, high, "right")

@@ -27,9 +27,13 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 from deltacommit.errors import InvalidArgumentError
 from deltacommit.protocol.expressions import like as like_patterns
@@ -61,11 +65,14 @@ R = TypeVar("R")
 class _Memo:
     """What a node computes once about itself: its columns and its partition programs."""
 
-    __slots__ = ("columns", "last", "programs", "sorted_columns")
+    __slots__ = ("columns", "keys", "last", "paths", "programs", "sorted_columns")
 
-    def __init__(self, columns: frozenset[str]) -> None:
-        self.columns = columns
-        self.sorted_columns = tuple(sorted(columns))
+    def __init__(self, paths: frozenset[tuple[str, ...]]) -> None:
+        self.paths = paths
+        self.columns = frozenset(p[0] if len(p) == 1 else ".".join(p) for p in paths)
+        self.sorted_columns = tuple(sorted(self.columns))
+        #: An IN list's integer items, sorted and distinct, where asked (``integer_items``).
+        self.keys: npt.NDArray[np.int64] | None = None
         self.programs: dict[tuple[tuple[str, pa.DataType], ...], Program] = {}
         # The last compilation and the exact mapping and type objects it was made for: callers
         # pass the same types mapping for every file, so identity checks skip hashing types.
@@ -116,11 +123,15 @@ class Expr:
             object.__setattr__(self, "_memo", memo)
         return memo
 
-    def _columns_below(self) -> frozenset[str]:
+    def column_paths(self) -> frozenset[tuple[str, ...]]:
+        """The paths of the columns the tree references (``columns`` joins them by dots)."""
+        return self._memo_of().paths
+
+    def _columns_below(self) -> frozenset[tuple[str, ...]]:
         """The columns of the tree, walked without recursion, but for the subtrees that know
         theirs already and the IN lists (remembered on their own: a MERGE's recorded reads
         hold one of 100,000 source keys, judged under several trees built around it)."""
-        found: set[str] = set()
+        found: set[tuple[str, ...]] = set()
         stack: list[Expr] = [self]
         while stack:
             node = stack.pop()
@@ -128,9 +139,9 @@ class Expr:
             if known is None and isinstance(node, InList) and node is not self:
                 known = node._memo_of()
             if known is not None:
-                found |= known.columns
+                found |= known.paths
             elif isinstance(node, Column):
-                found.add(node.name)
+                found.add(node.path)
             else:
                 stack.extend(node.operands())
         return frozenset(found)
@@ -459,6 +470,18 @@ class InList(Expr):
 
     def operands(self) -> tuple[Expr, ...]:
         return (self.value, *self.items)
+
+    def integer_items(self) -> npt.NDArray[np.int64]:
+        """The items that are integer literals within BIGINT's range, sorted and distinct,
+        computed once (a MERGE's recorded read is judged against every concurrent commit)."""
+        import numpy as np
+
+        memo = self._memo_of()
+        if memo.keys is None:
+            memo.keys = np.unique(np.array(
+                [x.value for x in self.items if isinstance(x, Literal) and x.kind == "int"
+                 and -2**63 <= x.value < 2**63], dtype=np.int64))
+        return memo.keys
 
     def _sql(self, parts: list[str]) -> str:
         kids = self.operands()

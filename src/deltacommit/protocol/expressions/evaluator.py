@@ -227,7 +227,7 @@ def columns_read(expr: Expr, schema: pa.Schema) -> frozenset[str]:
     ``id``, a dotted ``x.y`` reads the column ``x.y`` or the struct ``x``, as ``TableScope``
     resolves it).  A column that names nothing is left out, for the evaluator to refuse."""
     scope = TableScope(schema.empty_table())
-    found = (scope.holding(node.path) for node in expr.walk() if isinstance(node, Column))
+    found = (scope.holding(path) for path in expr.column_paths())
     return frozenset(name for name in found if name is not None)
 
 
