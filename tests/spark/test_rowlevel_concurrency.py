@@ -13,6 +13,7 @@ stay: the same append aborts it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,27 @@ def test_an_insert_only_merge_lands_beside_a_delete_of_a_row_it_did_not_match(
     _upsert(spark, uri, {3: 300, 50: 5000}, matched=False)
     _landed_after_winner(uri, "MERGE")
     assert _rows(uri) == sorted([r for r in _initial() if r[0] != 4] + [(50, 5000)])
+
+
+@pytest.mark.parametrize(("appended", "conflict"), [(4, True), (30, False)])
+def test_beyond_the_keys_collected_an_upsert_reads_the_keys_range(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, appended: int,
+        conflict: bool) -> None:
+    # With more distinct source keys than the driver collects, the MERGE records their range
+    # [3, 27]: a new row between two keys conflicts (looser than the keys), one outside lands.
+    # The module, not the ``merge`` function ``deltacommit.spark`` exports under its name.
+    monkeypatch.setattr(importlib.import_module("deltacommit.spark.merge"), "KEYS_COLLECTED", 2)
+    uri = _table(tmp_path, ROW_LEVEL)
+    source = {3: 300, 5: 500, 27: 2700}
+    commit_between(monkeypatch, _append(uri, {appended: 1000 + appended}))
+    if conflict:
+        with pytest.raises(ConcurrentAppendException):
+            _upsert(spark, uri, source)
+        assert _rows(uri) == sorted([*_initial(), (appended, 1000 + appended)])
+    else:
+        _upsert(spark, uri, source)
+        _landed_after_winner(uri, "MERGE")
+        assert _rows(uri) == _upserted([*_initial(), (appended, 1000 + appended)], source)
 
 
 @pytest.mark.parametrize("verb", ["update", "merge"])
