@@ -24,7 +24,11 @@ How it runs (``SparkMerger.execute``):
    go to insert tasks, which apply the ``WHEN NOT MATCHED`` clauses and write and prove the
    inserted rows.
 5. The driver stages everything and commits; a task's error, a refused commit or a conflict
-   deletes every file the jobs wrote.
+   deletes every file the jobs wrote.  On a table with deletion vectors and row tracking it
+   first records, as ``DeltaTable.merge`` does, the rows the tasks changed and the rows
+   they matched and left where the MERGE inserts, and the rows the MERGE acts on
+   (``_reads``): concurrent commits are checked row by row, so appends of other keys and
+   compactions do not abort it.
 
 Not done in tasks: identity values for inserted rows (tasks cannot allocate them; a MERGE
 whose inserts leave an identity column out is refused, run it with ``DeltaTable.merge``).
@@ -50,7 +54,14 @@ from deltacommit.ops.merge.merger import (
 )
 from deltacommit.ops.merge.plan import MergePlan, conjuncts, side_of, without_alias
 from deltacommit.ops.pruning import Bound, predicate_bounds
-from deltacommit.ops.rowlevel import Planned, Rewritten, RowRewrite, candidate_files, run_row_level
+from deltacommit.ops.rowlevel import (
+    Planned,
+    Rewritten,
+    RowRewrite,
+    bound_condition,
+    candidate_files,
+    run_row_level,
+)
 from deltacommit.protocol.actions import Add
 from deltacommit.protocol.expressions.ast import Column, Comparison, Expr, and_
 from deltacommit.protocol.features.identity import identity_columns
@@ -62,6 +73,7 @@ from deltacommit.spark.rowlevel import (
     check_removes,
     files_json,
     open_table,
+    reported_rows,
     run_row_tasks,
     task_count,
 )
@@ -199,7 +211,7 @@ class SparkMerger(TableMerger):
         if target_only:
             bounds += predicate_bounds(and_(*target_only), merge.schema)
         files, skipped = candidate_files(rewrite, txn, target_only, bounds)
-        spec = RewriteSpec.of(rewrite, txn.read_version)
+        spec = RewriteSpec.of(rewrite, txn)
         results = TaskResults()
         if files:
             work = self._work_frame(source, merge, files, keys, txn)
@@ -215,9 +227,26 @@ class SparkMerger(TableMerger):
                                          attempt))
         check_removes(files, results.written, self.what)
         counts = {k: results.counts.get(k, 0) for k in MERGE_COUNTS}
+        rows = reported_rows(files, results, self.what) if spec.rows else None
         planned = Planned([], None, len(files), skipped,
-                          int((time.monotonic() - started) * 1000), counts)
+                          int((time.monotonic() - started) * 1000), counts,
+                          reads=self._reads(target_only, bounds) if rows is not None else None,
+                          rows=rows)
         return planned, results.written
+
+    @staticmethod
+    def _reads(target_only: Sequence[Expr], bounds: Sequence[Bound]) -> Expr:
+        """The target rows the MERGE acts on, recorded for the row-level conflict check: its
+        condition's target-only conjuncts and the source's keys (every row with a ``WHEN NOT
+        MATCHED BY SOURCE`` clause: neither is then given, TRUE).  A row a concurrent writer
+        adds there might have matched a source row, or kept one from being inserted.
+
+        ``DeltaTable.merge`` records every source key.  Here the driver has the keys only up
+        to ``KEYS_COLLECTED`` distinct ones (``_key_bounds``); beyond, it records their range,
+        and for a key of a type its files are not joined by (``_kind``), nothing.  Both are
+        looser reads than the keys: every row the keys admit is admitted, so a concurrent
+        append conflicts more often (a row between two keys), never less."""
+        return and_(*target_only, *(bound_condition(b) for b in bounds))
 
     def _conditions(self, plan: MergePlan) -> tuple[list[Expr], list[tuple[str, str]]]:
         """The condition's conjuncts over target columns alone (aliases dropped), and its

@@ -8,6 +8,14 @@ conflict rules) and hands each file to a Spark task (``rowlevel_tasks.FileTask``
 read, change, write and prove; the driver gathers what they wrote into the attempt at once
 (so every file is deleted if nothing is committed: a task's error, a refused commit, a
 conflict), stages their actions and commits.  The metrics are deltalake's.
+
+On a table with deletion vectors and row tracking the tasks also report the rows of each file
+they changed (and a MERGE's rows matched and left, where it inserts), and the driver records
+them with the rows the verb acts on (its predicate, TRUE without one) as the Python verbs do
+(``ops.rowlevel.record_rows``): concurrent commits are then checked row by row, so an append
+of rows the verb does not match, or a compaction, does not abort it.  A DELETE whose predicate
+partition values decide keeps Spark's file-level rules, as ``DeltaTable.delete`` (which
+removes whole files without reading them) does.
 """
 
 from __future__ import annotations
@@ -18,14 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
+from deltacommit.engine.scan import decided_by_partition_values
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
 from deltacommit.ops.delete import deleted_metrics, parse_delete
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.merge.plan import parse_assignments
 from deltacommit.ops.pruning import predicate_bounds
 from deltacommit.ops.rowlevel import (
+    FileRows,
     Planned,
     Rewritten,
     RowLevelJob,
@@ -36,7 +48,7 @@ from deltacommit.ops.rowlevel import (
     run_row_level,
 )
 from deltacommit.protocol.actions import Add, AddCDCFile
-from deltacommit.protocol.expressions.ast import And
+from deltacommit.protocol.expressions.ast import TRUE, And, Expr
 from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluate
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
@@ -48,6 +60,7 @@ from deltacommit.spark.rowlevel_tasks import (
     FileWork,
     RewriteSpec,
     UpdateWork,
+    text_positions,
 )
 from deltacommit.spark.shipping import run_tasks
 from deltacommit.spark.tasks import RESULT_DDL
@@ -62,12 +75,14 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class TaskResults:
     """What a job's tasks reported, gathered: the rewrite to stage, the verb's counts, the
-    source rows matched (MERGE) and how many files were read."""
+    source rows matched (MERGE), how many files were read, and the rows of each file changed
+    or read as the tasks' documents give them (``reported_rows`` checks and decodes them)."""
 
     written: Rewritten = field(default_factory=Rewritten)
     counts: dict[str, int] = field(default_factory=dict)
     matched: list[int] = field(default_factory=list)
     scanned: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
     def absorb(self, other: TaskResults) -> None:
         w, o = self.written, other.written
@@ -83,6 +98,7 @@ class TaskResults:
             self.counts[k] = self.counts.get(k, 0) + v
         self.matched += other.matched
         self.scanned += other.scanned
+        self.rows += other.rows
 
 
 def task_error(failure: Mapping[str, str], uri: str, count: int) -> DeltaCommitError:
@@ -113,7 +129,42 @@ def run_row_tasks(frame: DataFrame, task: Any, uri: str, attempt: Attempt) -> Ta
                       cdc=[_cdc_file(c) for c in d.get("cdc", [])],
                       unsynced=list(d.get("unsynced", [])), **d.get("rewritten", {}))
         out.absorb(TaskResults(w, dict(d.get("counts", {})), list(d.get("matched", [])),
-                               int(d.get("scanned", 0))))
+                               int(d.get("scanned", 0)), list(d.get("rows", []))))
+    return out
+
+
+def reported_rows(files: Sequence[Add], results: TaskResults, what: str) -> list[FileRows]:
+    """The rows of each file the tasks changed or read, as they reported them (by the
+    file's number in ``files``), checked before they reach the conflict check: each file
+    given once, positions inside the file, no row changed that was deleted when read, and
+    a report of changed rows for exactly the files the tasks removed (a file rewritten
+    without one would escape the row-level check).  RewriteCheckError otherwise."""
+    out: list[FileRows] = []
+    seen: set[int] = set()
+
+    def refuse(why: str) -> RewriteCheckError:
+        return RewriteCheckError(f"{what}: the Spark tasks reported {why}; nothing was "
+                                 "committed and the files they wrote were deleted")
+
+    for doc in results.rows:
+        number, num_rows = int(doc["file"]), int(doc["numRows"])
+        if not 0 <= number < len(files) or number in seen:
+            raise refuse(f"the rows of file number {number} "
+                         f"{'twice' if number in seen else 'which they were not given'}")
+        seen.add(number)
+        add = files[number]
+        where = f"{what}: rows of {add.path}"
+        before, changed, read = (text_positions(str(doc.get(k, "")), num_rows, where)
+                                 for k in ("deletedBefore", "changed", "read"))
+        if len(np.intersect1d(before, np.union1d(changed, read))):
+            raise refuse(f"changing or reading rows of {add.path} deleted when it was read")
+        out.append(FileRows(add, num_rows, before, changed, read))
+    changed_paths = {f.add.path for f in out if len(f.changed)}
+    removed = {a.path for a in results.written.removes}
+    if changed_paths != removed:
+        odd = sorted(changed_paths ^ removed)[0]
+        raise refuse(f"{'no changed rows' if odd in removed else 'changed rows'} of {odd}, "
+                     f"which they {'removed' if odd in removed else 'did not remove'}")
     return out
 
 
@@ -192,9 +243,11 @@ def open_table(table_or_uri: DeltaTable | str, storage_options: Mapping[str, str
 
 
 def _file_job(spark: SparkSession, work: FileWork, conjuncts: Sequence[Any],
-              bounds: Sequence[Any], count_key: str
+              bounds: Sequence[Any], count_key: str, reads: Expr | None
               ) -> SparkPlan:
-    """The Spark plan of a verb that reads candidate files only (UPDATE, DELETE)."""
+    """The Spark plan of a verb that reads candidate files only (UPDATE, DELETE); ``reads``:
+    the rows it acts on, recorded with the rows the tasks report where the table checks
+    concurrent commits row by row (None keeps the file-level rules)."""
 
     def plan(rewrite: RowRewrite, txn: Transaction, attempt: Attempt
              ) -> tuple[Planned, Rewritten]:
@@ -202,13 +255,16 @@ def _file_job(spark: SparkSession, work: FileWork, conjuncts: Sequence[Any],
         files, skipped = candidate_files(rewrite, txn, conjuncts, bounds)
         if not files:
             return Planned([], None, 0, skipped, 0, {count_key: 0}), Rewritten()
-        task = FileTask(RewriteSpec.of(rewrite, txn.read_version), files_json(files), work)
+        spec = RewriteSpec.of(rewrite, txn)
+        task = FileTask(spec, files_json(files), work)
         listing = file_listing(spark, files, task_count(spark, len(files)))
         results = run_row_tasks(listing, task, rewrite.table.uri, attempt)
         check_removes(files, results.written, rewrite.what)
         counts = {count_key: results.counts.get(count_key, 0)}
+        rows = reported_rows(files, results, rewrite.what) if spec.rows else None
         planned = Planned([], None, len(files), skipped,
-                          int((time.monotonic() - started) * 1000), counts)
+                          int((time.monotonic() - started) * 1000), counts,
+                          reads=reads if rows is not None else None, rows=rows)
         return planned, results.written
 
     return plan
@@ -260,7 +316,8 @@ def update(table_or_uri: DeltaTable | str, updates: Mapping[str, str],
     bounds = predicate_bounds(pred, schema) if pred is not None else []
     job = SparkRowLevelJob(
         table, "UPDATE", {"predicate": json_text([pred.to_sql()] if pred else [])}, what,
-        _file_job(spark, UpdateWork(pred, sets, what), _conjuncts(pred), bounds, "updated"),
+        _file_job(spark, UpdateWork(pred, sets, what), _conjuncts(pred), bounds, "updated",
+                  pred if pred is not None else TRUE),
         spark_metrics)
     done = run_row_level(job)
     return {"num_added_files": done.written.files_added,
@@ -292,7 +349,9 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
     job = SparkRowLevelJob(
         table, "DELETE", {"predicate": json_text([pred.to_sql()])}, what,
         _file_job(spark, DeleteWork(pred, what), _conjuncts(pred),
-                  predicate_bounds(pred, table.schema), "deleted"),
+                  predicate_bounds(pred, table.schema), "deleted",
+                  None if decided_by_partition_values(pred, table.schema,
+                                                      table.partition_columns) else pred),
         spark_metrics)
     done = run_row_level(job)
     return deleted_metrics(done.version, started, added=done.written.files_added,
@@ -302,6 +361,6 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
                            rewrite_ms=done.written.rewrite_ms)
 
 
-__all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "delete", "file_listing", "files_json",
-           "open_table", "run_row_tasks", "session", "task_count", "task_error",
-           "update"]
+__all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "delete", "file_listing",
+           "files_json", "open_table", "reported_rows", "run_row_tasks", "session",
+           "task_count", "task_error", "update"]

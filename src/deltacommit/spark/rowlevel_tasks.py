@@ -14,7 +14,15 @@ The rewrite itself is ``ops.rowlevel.RowRewrite``'s, the one the Python verbs us
 written hold exactly the rows they should), run on the executor against a picklable
 description of the snapshot (``RewriteSpec``).  Tasks never commit: each returns JSON
 documents naming every file it wrote (so the driver deletes them all if nothing is committed),
-the actions to stage, its counts and, for a MERGE, the source rows its files matched.  A task
+the actions to stage, its counts and, for a MERGE, the source rows its files matched.
+
+On a table whose concurrent commits are checked row by row (deletion vectors and row
+tracking, ``RewriteSpec.rows``), a task also reports, for each file it changed or read, what
+``Transaction.record_row_changes`` needs and only the task saw (``FileRows``): the file's
+physical row count and the positions deleted when it was read, changed, and (a MERGE that
+inserts) matched and left as they were.  Positions travel as a serialised RoaringBitmapArray
+in base64 (``positions_text``), the deletion vectors' own format: two bytes a position where
+they are few, a bit a row where they are many.  A task
 that meets a deltacommit error (a source row matching two target rows, a value a column cannot
 hold, a rewrite that does not prove) returns it as a document rather than raising, since a
 Spark retry would meet it again; the driver raises it after deleting every file the job wrote.
@@ -22,6 +30,8 @@ Spark retry would meet it again; the driver raises it after deleting every file 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -33,14 +43,15 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from deltacommit.engine.scan import FileScan
-from deltacommit.errors import DeltaCommitError
+from deltacommit.errors import DeltaCommitError, RewriteCheckError
 from deltacommit.io.datafiles import conform_rows
 from deltacommit.io.storage import open_store
 from deltacommit.ops.driver import Attempt
 from deltacommit.ops.merge.plan import insert_rows, merge_file
-from deltacommit.ops.rowlevel import FileChange, ReadFile, Rewritten, RowRewrite
+from deltacommit.ops.rowlevel import FileChange, FileRows, ReadFile, Rewritten, RowRewrite
 from deltacommit.ops.update import update_rows
 from deltacommit.protocol.actions import Add
+from deltacommit.protocol.deletion_vectors import decode_bitmap_array, encode_bitmap_array
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features import row_tracking
 from deltacommit.protocol.partitions import decode_add_path
@@ -48,6 +59,7 @@ from deltacommit.runtime.clock import DEFAULT_RANDOM, SYSTEM_CLOCK
 from deltacommit.spark.tasks import RESULT_SCHEMA
 
 if TYPE_CHECKING:
+    from deltacommit.engine.transaction.transaction import Transaction
     from deltacommit.io.datafiles import WriteTarget
     from deltacommit.io.storage.base import ObjectStore
     from deltacommit.ops.merge.plan import MergePlan
@@ -82,13 +94,48 @@ class RewriteSpec:
     hidden: tuple[str, str] | None
     deletion_vectors: bool
     change_data: bool
+    #: Whether tasks report the rows of each file they change or read (``FileRows``): where
+    #: ``RowLevelJob.stage`` records them, the rewrite writing deletion vectors on a table
+    #: whose concurrent commits are checked row by row (``Transaction.tracks_rows``).
+    rows: bool = False
 
     @classmethod
-    def of(cls, rewrite: RowRewrite, version: int) -> RewriteSpec:
+    def of(cls, rewrite: RowRewrite, txn: Transaction) -> RewriteSpec:
+        """The spec of ``rewrite`` on the snapshot ``txn`` read."""
         table = rewrite.table
-        return cls(table.uri, dict(table.storage_options), table.allow_external_paths, version,
-                   rewrite.what, rewrite.target, rewrite.hidden, rewrite.deletion_vectors,
-                   rewrite.change_data)
+        return cls(table.uri, dict(table.storage_options), table.allow_external_paths,
+                   txn.read_version, rewrite.what, rewrite.target, rewrite.hidden,
+                   rewrite.deletion_vectors, rewrite.change_data,
+                   bool(rewrite.deletion_vectors and txn.tracks_rows))
+
+
+def positions_text(positions: Positions) -> str:
+    """Ascending row positions as JSON carries them: a serialised RoaringBitmapArray in
+    base64, "" for none."""
+    if not len(positions):
+        return ""
+    return base64.b64encode(encode_bitmap_array(positions)).decode("ascii")
+
+
+def text_positions(text: str, num_rows: int, what: str) -> Positions:
+    """The positions ``positions_text`` gave, checked to lie in a file of ``num_rows`` rows;
+    RewriteCheckError for anything else."""
+    if not text:
+        return np.zeros(0, np.int64)
+    try:
+        values = decode_bitmap_array(base64.b64decode(text, validate=True), what,
+                                     num_rows=num_rows)
+    except (binascii.Error, ValueError, DeltaCommitError) as e:
+        raise RewriteCheckError(f"{what}: a Spark task reported row positions that do not "
+                                f"decode ({e}); nothing was committed") from None
+    return values.astype(np.int64)
+
+
+def rows_document(number: int, rows: FileRows) -> dict[str, Any]:
+    """A file's ``FileRows`` in a task's document, the file by its number."""
+    return {"file": number, "numRows": rows.num_rows,
+            "deletedBefore": positions_text(rows.deleted_before),
+            "changed": positions_text(rows.changed), "read": positions_text(rows.read)}
 
 
 class _StoreHolder:
@@ -195,7 +242,8 @@ class MergeWork:
             raise AssertionError("a MERGE task has source rows")
         numbers = np.asarray(source.column(SOURCE_ROW_COLUMN).to_numpy(), dtype=np.int64)
         m = merge_file(self.plan, file.live_rows(), source.drop_columns([SOURCE_ROW_COLUMN]))
-        change = FileChange(file, file.live[m.deleted], file.live[m.updated], m.new_rows)
+        change = FileChange(file, file.live[m.deleted], file.live[m.updated], m.new_rows,
+                            file.live[m.read])
         counts = {"matched_updated": m.matched_updated, "matched_deleted": m.matched_deleted,
                   "nmbs_updated": m.not_matched_by_source_updated,
                   "nmbs_deleted": m.not_matched_by_source_deleted}
@@ -207,9 +255,12 @@ def _error(e: Exception) -> dict[str, str]:
 
 
 def _document(attempt_written: Sequence[Any], out: Rewritten | None, counts: Mapping[str, int],
-              matched: Sequence[Positions], scanned: int, error: Exception | None) -> str:
+              matched: Sequence[Positions], scanned: int, error: Exception | None,
+              rows: Sequence[dict[str, Any]] = ()) -> str:
     doc: dict[str, Any] = {"written": [a.to_json() for a in attempt_written],
                            "counts": dict(counts), "scanned": scanned}
+    if rows:
+        doc["rows"] = list(rows)
     if out is not None:
         doc["removes"] = [a.to_json() for a in out.removes]
         doc["adds"] = [a.to_json() for a in out.adds]
@@ -265,6 +316,7 @@ class FileTask:
         changes: list[FileChange] = []
         counts: dict[str, int] = {}
         matched: list[Positions] = []
+        reported: list[dict[str, Any]] = []
         read_rows = scanned = 0
         try:
             for start, end in zip(starts, ends, strict=True):
@@ -283,11 +335,15 @@ class FileTask:
                 if change.touched:
                     changes.append(change)
                     read_rows += file.physical.num_rows
+                if self.spec.rows and (change.touched or len(change.read)):
+                    reported.append(rows_document(int(numbers[start]), FileRows.of(change)))
                 if read_rows >= FLUSH_ROWS:
                     lines.append(self._flush(rewrite, attempt, changes, counts, matched,
-                                             scanned))
-                    changes, counts, matched, read_rows, scanned = [], {}, [], 0, 0
-            lines.append(self._flush(rewrite, attempt, changes, counts, matched, scanned))
+                                             scanned, reported))
+                    changes, counts, matched, reported = [], {}, [], []
+                    read_rows = scanned = 0
+            lines.append(self._flush(rewrite, attempt, changes, counts, matched, scanned,
+                                     reported))
         except DeltaCommitError as e:
             lines.append(_document(attempt.written, None, {}, [], 0, e))
         yield from _result(lines)
@@ -298,12 +354,13 @@ class FileTask:
 
     @staticmethod
     def _flush(rewrite: RowRewrite, attempt: Any, changes: list[FileChange],
-               counts: Mapping[str, int], matched: list[Positions], scanned: int) -> str:
+               counts: Mapping[str, int], matched: list[Positions], scanned: int,
+               rows: Sequence[dict[str, Any]]) -> str:
         before = len(attempt.written)
         out = rewrite.rewrite(attempt, changes, None)
         _durable(rewrite, attempt.written[before:])
         written = attempt.written[before:]
-        return _document(written, out, counts, matched, scanned, None)
+        return _document(written, out, counts, matched, scanned, None, rows)
 
 
 class InsertTask:
@@ -339,4 +396,5 @@ class InsertTask:
 
 
 __all__ = ["FILE_COLUMN", "SOURCE_ROW_COLUMN", "DeleteWork", "FileTask", "FileWork",
-           "InsertTask", "MergeWork", "RewriteSpec", "TaskRewrite", "UpdateWork"]
+           "InsertTask", "MergeWork", "RewriteSpec", "TaskRewrite", "UpdateWork",
+           "positions_text", "rows_document", "text_positions"]

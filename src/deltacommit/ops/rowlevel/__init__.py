@@ -11,8 +11,10 @@ from deltacommit.ops.rowlevel.candidates import (
 )
 from deltacommit.ops.rowlevel.job import (
     Done,
+    FileRows,
     Planned,
     RowLevelJob,
+    record_rows,
     rewrite_spark_metrics,
     run_row_level,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "KEYS_PRUNED_BY",
     "Done",
     "FileChange",
+    "FileRows",
     "Planned",
     "ReadBatch",
     "ReadFile",
@@ -41,6 +44,7 @@ __all__ = [
     "bound_condition",
     "candidate_files",
     "read_partitions",
+    "record_rows",
     "replaced",
     "rewrite_spark_metrics",
     "run_row_level",

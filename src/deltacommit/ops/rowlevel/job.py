@@ -4,7 +4,7 @@ and prove the rewrite, stage, commit; and the metrics Spark records for it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,12 +12,54 @@ import numpy as np
 import pyarrow as pa
 
 from deltacommit.ops.driver import Attempt, Decision, Finished, TableJob, run
-from deltacommit.ops.rowlevel.rewrite import FileChange, Rewritten, RowLevelTable, RowRewrite
+from deltacommit.ops.rowlevel.rewrite import (
+    FileChange,
+    Positions,
+    Rewritten,
+    RowLevelTable,
+    RowRewrite,
+)
 from deltacommit.protocol.expressions.ast import Expr
 
 if TYPE_CHECKING:
     from deltacommit.engine.commit.policy import CommitResult
     from deltacommit.engine.transaction.transaction import Transaction
+    from deltacommit.protocol.actions import Add
+
+
+@dataclass(frozen=True, slots=True)
+class FileRows:
+    """The rows of one file a row-level operation changed or read, as the row-level conflict
+    check is told them (``Transaction.record_row_changes``): the file's add as read, its
+    physical rows, the positions its deletion vector deleted when read, the positions the
+    operation deleted or rewrote, and those it read and left as they were but whose existence
+    decides its outcome (``FileChange.read``).  Positions ascending.  A verb that works the
+    changes out where the driver cannot see them (Spark tasks) reports these instead of its
+    ``FileChange`` (which holds the file's rows)."""
+
+    add: Add
+    num_rows: int
+    deleted_before: Positions
+    changed: Positions
+    read: Positions
+
+    @classmethod
+    def of(cls, change: FileChange) -> FileRows:
+        n = change.file.physical.num_rows
+        return cls(change.file.add, n,
+                   np.setdiff1d(np.arange(n, dtype=np.int64), change.file.live),
+                   np.union1d(change.deleted, change.updated).astype(np.int64), change.read)
+
+
+def record_rows(txn: Transaction, reads: Expr | Callable[[], Expr],
+                files: Sequence[FileRows]) -> bool:
+    """Declare ``txn`` a row-level operation acting on the rows where ``reads`` is TRUE, which
+    changed and read the rows ``files`` name: concurrent commits are then checked row by row
+    (``Transaction.record_row_changes``; False where the table keeps the file-level rules)."""
+    return txn.record_row_changes(
+        reads,
+        [(f.add, f.num_rows, f.deleted_before, f.changed) for f in files if len(f.changed)],
+        [(f.add, f.num_rows, f.deleted_before, f.read) for f in files if len(f.read)])
 
 
 @dataclass(slots=True)
@@ -40,6 +82,15 @@ class Planned:
     #: file-level rules.  A function builds it where a concurrent commit is checked (a
     #: MERGE's list of 100,000 source keys).
     reads: Expr | Callable[[], Expr] | None = None
+    #: The rows of each file the verb changed or read, where ``changes`` cannot say them
+    #: (Spark tasks worked them out and reported them); None: those of ``changes``.
+    rows: list[FileRows] | None = None
+
+    def file_rows(self) -> list[FileRows]:
+        """The rows of each file the verb changed or read (``rows``, else ``changes``')."""
+        if self.rows is not None:
+            return self.rows
+        return [FileRows.of(c) for c in self.changes if c.touched or len(c.read)]
 
 
 def rewrite_spark_metrics(planned: Planned, written: Rewritten, rows_metric: str,
@@ -116,16 +167,7 @@ class RowLevelJob(TableJob[RowLevelTable]):
         assert self._rewrite is not None
         planned = self._planned
         if planned.reads is not None and self._rewrite.deletion_vectors:
-            def deleted_before(c: FileChange) -> Any:
-                n = c.file.physical.num_rows
-                return np.setdiff1d(np.arange(n, dtype=np.int64), c.file.live)
-
-            self.txn.record_row_changes(
-                planned.reads,
-                [(c.file.add, c.file.physical.num_rows, deleted_before(c),
-                  np.union1d(c.deleted, c.updated)) for c in planned.changes if c.touched],
-                [(c.file.add, c.file.physical.num_rows, deleted_before(c), c.read)
-                 for c in planned.changes if len(c.read)])
+            record_rows(self.txn, planned.reads, planned.file_rows())
         self._rewrite.stage(self.txn, self._written)
         self.txn.operation_metrics.update(self.spark_metrics(self._planned, self._written))
 
