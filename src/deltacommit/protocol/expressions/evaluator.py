@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
@@ -515,6 +515,12 @@ def _evaluate(root: Expr, scope: Scope) -> Value:
                 continue
             stack.pop()
             values = done if order is None else [done[order.index(k)] for k in range(len(kids))]
+            if active is not None and len(kids) < len(node.operands()):
+                # Evaluated for some rows only (a CASE branch, an AND after FALSE): the IN
+                # list's literals as values, so that a cast they need (text beside a time)
+                # is made for those rows alone, as Spark does, not for every row.
+                values = [*values,
+                          *(literal_value(cast(Literal, x)) for x in node.operands()[1:])]
             if active is not None and _operation_may_fail(node, values):
                 values = [null_where_not(active, v) for v in values]
             result = _apply(node, values)
