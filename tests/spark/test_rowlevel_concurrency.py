@@ -256,3 +256,54 @@ def test_a_tasks_report_of_rows_is_checked_before_it_is_recorded() -> None:
     for why, (rows, removed) in bad.items():
         with pytest.raises(RewriteCheckError, match=why):
             reported_rows(files, results(rows, removed), "op")
+
+
+def _lying_tasks(monkeypatch: pytest.MonkeyPatch, key: str,
+                 lie: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]) -> None:
+    """The tasks' reports of rows say ``lie(positions)`` for ``key`` of every file where
+    they said ``positions``: what the files they wrote hold is unchanged."""
+    rowlevel = importlib.import_module("deltacommit.spark.rowlevel")
+    real = rowlevel.run_row_tasks
+
+    def run(*args: Any) -> TaskResults:
+        results: TaskResults = real(*args)
+        for doc in results.rows:
+            told = text_positions(doc[key], int(doc["numRows"]), "report")
+            doc[key] = positions_text(lie(told).astype(np.int64))
+        return results
+
+    monkeypatch.setattr(rowlevel, "run_row_tasks", run)
+
+
+@pytest.mark.parametrize(("predicate", "lie", "why"), [
+    # Each row after the one the task rewrote: after a compaction the retry would delete
+    # rows 4 and 14 and leave the old 3 and 13 beside their updates.
+    ("id IN (3, 13)", lambda p: p + 1, "new deletion vector deletes"),
+    # A file rewritten whole (ids 0..9), its first row left out: the old row 0 would stay.
+    ("id < 10", lambda p: p[1:], "though they removed it"),
+])
+def test_a_report_of_changed_rows_other_than_those_rewritten_is_refused(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, predicate: str,
+        lie: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]], why: str) -> None:
+    # The commit's deletion vectors would be right, but the record is what a retry rebases
+    # with, so the report is compared with them first.
+    uri = _table(tmp_path, ROW_LEVEL)
+    _lying_tasks(monkeypatch, "changed", lie)
+
+    def compact() -> None:
+        dc.DeltaTable(uri).optimize.compact()
+
+    commit_between(monkeypatch, compact)
+    with pytest.raises(RewriteCheckError, match=why):
+        dcs.update(uri, {"v": "v + 100"}, predicate, spark=spark)
+    assert _rows(uri) == _initial()
+
+
+def test_a_report_of_rows_deleted_before_other_than_the_files_deletion_vector_is_refused(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = _table(tmp_path, ROW_LEVEL)
+    dc.DeltaTable(uri).delete("id = 0")
+    _lying_tasks(monkeypatch, "deletedBefore", lambda p: p[:0])
+    with pytest.raises(RewriteCheckError, match="deleted when"):
+        dcs.update(uri, {"v": "v + 100"}, "id IN (3, 13)", spark=spark)
+    assert _rows(uri) == _initial()[1:]
