@@ -34,6 +34,7 @@ from deltacommit.ops.rowlevel import Rewritten
 from deltacommit.protocol.actions import Add
 from deltacommit.spark.rowlevel import TaskResults, reported_rows
 from deltacommit.spark.rowlevel_tasks import positions_text, text_positions
+from deltacommit.testing import S3Bucket
 from tests.concurrency.hooks import commit_between
 from tests.concurrency.row_level import ROW_LEVEL
 
@@ -307,3 +308,30 @@ def test_a_report_of_rows_deleted_before_other_than_the_files_deletion_vector_is
     with pytest.raises(RewriteCheckError, match="deleted when"):
         dcs.update(uri, {"v": "v + 100"}, "id IN (3, 13)", spark=spark)
     assert _rows(uri) == _initial()[1:]
+
+
+def test_on_s3_reports_of_rows_are_checked_against_the_deletion_vectors_read_in_threads(
+        spark: Any, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On an object store the deletion vectors are read in threads: a truthful report of
+    # four files lands beside a compaction with the serial result, a false one is refused.
+    uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
+    dc.write(uri, _arrow({i: i for i in range(40)}), configuration=ROW_LEVEL,
+             target_file_rows=10, storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options)
+
+    def listing() -> Listing:
+        data = dc.DeltaTable(uri, storage_options=options).to_arrow().to_pylist()
+        return sorted((int(r["id"]), int(r["v"])) for r in data)
+
+    def compact() -> None:
+        dc.DeltaTable(uri, storage_options=options).optimize.compact()
+
+    commit_between(monkeypatch, compact)
+    dcs.update(table, {"v": "v + 100"}, "id IN (3, 13, 23, 33)", spark=spark)
+    updated = [(i, v + 100 if i % 10 == 3 else v) for i, v in _initial()]
+    assert listing() == updated
+    _lying_tasks(monkeypatch, "changed", lambda p: p + 1)
+    with pytest.raises(RewriteCheckError, match="new deletion vector deletes"):
+        dcs.update(dc.DeltaTable(uri, storage_options=options), {"v": "v + 100"},
+                   "id IN (4, 14)", spark=spark)
+    assert listing() == updated

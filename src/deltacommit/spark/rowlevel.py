@@ -55,6 +55,7 @@ from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features.identity import identity_columns
 from deltacommit.protocol.log.paths import parse_location
+from deltacommit.runtime.threads import CallThreads
 from deltacommit.spark.rowlevel_tasks import (
     FILE_COLUMN,
     DeleteWork,
@@ -198,29 +199,37 @@ def check_rows_written(rewrite: RowRewrite, rows: Sequence[FileRows], written: R
                                        allow_external=table.allow_external_paths),
                           dtype=np.int64)
 
-    def refuse(why: str) -> RewriteCheckError:
-        return RewriteCheckError(f"{rewrite.what}: the Spark tasks reported {why}; nothing "
-                                 "was committed and the files they wrote were deleted")
-
-    for f in rows:
+    def problem(f: FileRows) -> str | None:
         again = new.get(f.add.path) if len(f.changed) else None
         try:
             before = deleted(f.add, f.num_rows)
             after = deleted(again, f.num_rows) if again is not None else None
         except (DeltaCommitError, OSError, ValueError) as e:
-            raise refuse(f"rows of {f.add.path} whose deletion vectors cannot be read "
-                         f"({e})") from None
+            return f"rows of {f.add.path} whose deletion vectors cannot be read ({e})"
         if not np.array_equal(before, f.deleted_before):
-            raise refuse(f"rows of {f.add.path} deleted when it was read other than those "
-                         "its deletion vector deletes")
+            return (f"rows of {f.add.path} deleted when it was read other than those its "
+                    "deletion vector deletes")
         gone = np.union1d(before, f.changed)
         # Removed outright: every row gone (positions are distinct and inside the file).
         if len(f.changed) and not (np.array_equal(after, gone) if after is not None
                                    else len(gone) == f.num_rows):
-            raise refuse(f"changed rows of {f.add.path} other than "
-                         + ("those its new deletion vector deletes besides the rows deleted "
-                            "when it was read" if again is not None
-                            else "its live rows, though they removed it"))
+            return (f"changed rows of {f.add.path} other than "
+                    + ("those its new deletion vector deletes besides the rows deleted when "
+                       "it was read" if again is not None
+                       else "its live rows, though they removed it"))
+        return None
+
+    checked = [f for f in rows if f.add.deletion_vector or len(f.changed)]
+    if len(checked) > 1 and store.local_path("") is None:
+        # A request or two a file: in threads, as the rewrite reads files.
+        with CallThreads(max_workers=min(len(checked), 16)) as pool:
+            problems = list(pool.map(problem, checked))
+    else:
+        problems = [problem(f) for f in checked]
+    first = next((p for p in problems if p is not None), None)
+    if first is not None:
+        raise RewriteCheckError(f"{rewrite.what}: the Spark tasks reported {first}; nothing "
+                                "was committed and the files they wrote were deleted")
 
 
 def check_removes(files: Sequence[Add], written: Rewritten, what: str) -> None:
