@@ -34,6 +34,7 @@ from deltacommit.ops.rowlevel import Rewritten
 from deltacommit.protocol.actions import Add
 from deltacommit.spark.rowlevel import TaskResults, reported_rows
 from deltacommit.spark.rowlevel_tasks import positions_text, text_positions
+from deltacommit.testing import S3Bucket
 from tests.concurrency.hooks import commit_between
 from tests.concurrency.row_level import ROW_LEVEL
 
@@ -256,3 +257,81 @@ def test_a_tasks_report_of_rows_is_checked_before_it_is_recorded() -> None:
     for why, (rows, removed) in bad.items():
         with pytest.raises(RewriteCheckError, match=why):
             reported_rows(files, results(rows, removed), "op")
+
+
+def _lying_tasks(monkeypatch: pytest.MonkeyPatch, key: str,
+                 lie: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]) -> None:
+    """The tasks' reports of rows say ``lie(positions)`` for ``key`` of every file where
+    they said ``positions``: what the files they wrote hold is unchanged."""
+    rowlevel = importlib.import_module("deltacommit.spark.rowlevel")
+    real = rowlevel.run_row_tasks
+
+    def run(*args: Any) -> TaskResults:
+        results: TaskResults = real(*args)
+        for doc in results.rows:
+            told = text_positions(doc[key], int(doc["numRows"]), "report")
+            doc[key] = positions_text(lie(told).astype(np.int64))
+        return results
+
+    monkeypatch.setattr(rowlevel, "run_row_tasks", run)
+
+
+@pytest.mark.parametrize(("predicate", "lie", "why"), [
+    # Each row after the one the task rewrote: after a compaction the retry would delete
+    # rows 4 and 14 and leave the old 3 and 13 beside their updates.
+    ("id IN (3, 13)", lambda p: p + 1, "new deletion vector deletes"),
+    # A file rewritten whole (ids 0..9), its first row left out: the old row 0 would stay.
+    ("id < 10", lambda p: p[1:], "though they removed it"),
+])
+def test_a_report_of_changed_rows_other_than_those_rewritten_is_refused(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, predicate: str,
+        lie: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]], why: str) -> None:
+    # The commit's deletion vectors would be right, but the record is what a retry rebases
+    # with, so the report is compared with them first.
+    uri = _table(tmp_path, ROW_LEVEL)
+    _lying_tasks(monkeypatch, "changed", lie)
+
+    def compact() -> None:
+        dc.DeltaTable(uri).optimize.compact()
+
+    commit_between(monkeypatch, compact)
+    with pytest.raises(RewriteCheckError, match=why):
+        dcs.update(uri, {"v": "v + 100"}, predicate, spark=spark)
+    assert _rows(uri) == _initial()
+
+
+def test_a_report_of_rows_deleted_before_other_than_the_files_deletion_vector_is_refused(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = _table(tmp_path, ROW_LEVEL)
+    dc.DeltaTable(uri).delete("id = 0")
+    _lying_tasks(monkeypatch, "deletedBefore", lambda p: p[:0])
+    with pytest.raises(RewriteCheckError, match="deleted when"):
+        dcs.update(uri, {"v": "v + 100"}, "id IN (3, 13)", spark=spark)
+    assert _rows(uri) == _initial()[1:]
+
+
+def test_on_s3_reports_of_rows_are_checked_against_the_deletion_vectors_read_in_threads(
+        spark: Any, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On an object store the deletion vectors are read in threads: a truthful report of
+    # four files lands beside a compaction with the serial result, a false one is refused.
+    uri, options = f"{s3_bucket.uri}/t", s3_bucket.storage_options
+    dc.write(uri, _arrow({i: i for i in range(40)}), configuration=ROW_LEVEL,
+             target_file_rows=10, storage_options=options)
+    table = dc.DeltaTable(uri, storage_options=options)
+
+    def listing() -> Listing:
+        data = dc.DeltaTable(uri, storage_options=options).to_arrow().to_pylist()
+        return sorted((int(r["id"]), int(r["v"])) for r in data)
+
+    def compact() -> None:
+        dc.DeltaTable(uri, storage_options=options).optimize.compact()
+
+    commit_between(monkeypatch, compact)
+    dcs.update(table, {"v": "v + 100"}, "id IN (3, 13, 23, 33)", spark=spark)
+    updated = [(i, v + 100 if i % 10 == 3 else v) for i, v in _initial()]
+    assert listing() == updated
+    _lying_tasks(monkeypatch, "changed", lambda p: p + 1)
+    with pytest.raises(RewriteCheckError, match="new deletion vector deletes"):
+        dcs.update(dc.DeltaTable(uri, storage_options=options), {"v": "v + 100"},
+                   "id IN (4, 14)", spark=spark)
+    assert listing() == updated

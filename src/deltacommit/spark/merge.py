@@ -71,6 +71,7 @@ from deltacommit.spark.rowlevel import (
     SparkRowLevelJob,
     TaskResults,
     check_removes,
+    check_rows_written,
     files_json,
     open_table,
     reported_rows,
@@ -228,6 +229,8 @@ class SparkMerger(TableMerger):
         check_removes(files, results.written, self.what)
         counts = {k: results.counts.get(k, 0) for k in MERGE_COUNTS}
         rows = reported_rows(files, results, self.what) if spec.rows else None
+        if rows is not None:
+            check_rows_written(rewrite, rows, results.written)
         planned = Planned([], None, len(files), skipped,
                           int((time.monotonic() - started) * 1000), counts,
                           reads=self._reads(target_only, bounds) if rows is not None else None,

@@ -32,6 +32,7 @@ from deltacommit import errors
 from deltacommit.engine.commit.commit_info import json_text
 from deltacommit.engine.scan import decided_by_partition_values
 from deltacommit.errors import DeltaCommitError, InvalidArgumentError, RewriteCheckError
+from deltacommit.io.deletion_vectors import deleted_rows
 from deltacommit.ops.delete import deleted_metrics, parse_delete
 from deltacommit.ops.driver import Attempt, Finished
 from deltacommit.ops.merge.plan import parse_assignments
@@ -53,6 +54,8 @@ from deltacommit.protocol.expressions.evaluator import EvaluationFailed, evaluat
 from deltacommit.protocol.expressions.parser import parse_expression
 from deltacommit.protocol.expressions.row_filters import row_filter
 from deltacommit.protocol.features.identity import identity_columns
+from deltacommit.protocol.log.paths import parse_location
+from deltacommit.runtime.threads import CallThreads
 from deltacommit.spark.rowlevel_tasks import (
     FILE_COLUMN,
     DeleteWork,
@@ -168,6 +171,67 @@ def reported_rows(files: Sequence[Add], results: TaskResults, what: str) -> list
     return out
 
 
+def check_rows_written(rewrite: RowRewrite, rows: Sequence[FileRows], written: Rewritten
+                       ) -> None:
+    """RewriteCheckError unless the rows the tasks reported are those storage holds: each
+    file's rows deleted when read are those of its deletion vector as the driver gave it,
+    and the rows it changed are those its new deletion vector deletes besides (every live
+    row, where the file was removed outright).
+
+    A report is a record, and the conflict check and a retry's rebase work from it alone:
+    a rebase deletes the reported rows from the files a winner replaced.  A report naming
+    rows other than those the tasks rewrote would, after a compaction, delete rows nobody
+    changed and leave the old copies of the rows updated; so it is compared with the
+    deletion vectors before anything is committed on it (a read of each file's deletion
+    vector, old and new; inline ones cost none).  The rows read and left cannot be checked
+    so: only the task saw the source rows they matched."""
+    table = rewrite.table
+    store = table.log_store.store
+    root = parse_location(table.uri)
+    new = {a.path: a for a in written.adds}
+
+    def deleted(add: Add, num_rows: int) -> Any:
+        if not add.deletion_vector:
+            return np.zeros(0, np.int64)
+        return np.asarray(deleted_rows(store, root, table.uri, add.deletion_vector,
+                                       data_file=add.path, num_rows=num_rows,
+                                       storage_options=table.storage_options,
+                                       allow_external=table.allow_external_paths),
+                          dtype=np.int64)
+
+    def problem(f: FileRows) -> str | None:
+        again = new.get(f.add.path) if len(f.changed) else None
+        try:
+            before = deleted(f.add, f.num_rows)
+            after = deleted(again, f.num_rows) if again is not None else None
+        except (DeltaCommitError, OSError, ValueError) as e:
+            return f"rows of {f.add.path} whose deletion vectors cannot be read ({e})"
+        if not np.array_equal(before, f.deleted_before):
+            return (f"rows of {f.add.path} deleted when it was read other than those its "
+                    "deletion vector deletes")
+        gone = np.union1d(before, f.changed)
+        # Removed outright: every row gone (positions are distinct and inside the file).
+        if len(f.changed) and not (np.array_equal(after, gone) if after is not None
+                                   else len(gone) == f.num_rows):
+            return (f"changed rows of {f.add.path} other than "
+                    + ("those its new deletion vector deletes besides the rows deleted when "
+                       "it was read" if again is not None
+                       else "its live rows, though they removed it"))
+        return None
+
+    checked = [f for f in rows if f.add.deletion_vector or len(f.changed)]
+    if len(checked) > 1 and store.local_path("") is None:
+        # A request or two a file: in threads, as the rewrite reads files.
+        with CallThreads(max_workers=min(len(checked), 16)) as pool:
+            problems = list(pool.map(problem, checked))
+    else:
+        problems = [problem(f) for f in checked]
+    first = next((p for p in problems if p is not None), None)
+    if first is not None:
+        raise RewriteCheckError(f"{rewrite.what}: the Spark tasks reported {first}; nothing "
+                                "was committed and the files they wrote were deleted")
+
+
 def check_removes(files: Sequence[Add], written: Rewritten, what: str) -> None:
     """RewriteCheckError unless the tasks removed only files the driver gave them, each once:
     a task's report is checked before it becomes a commit."""
@@ -262,6 +326,8 @@ def _file_job(spark: SparkSession, work: FileWork, conjuncts: Sequence[Any],
         check_removes(files, results.written, rewrite.what)
         counts = {count_key: results.counts.get(count_key, 0)}
         rows = reported_rows(files, results, rewrite.what) if spec.rows else None
+        if rows is not None:
+            check_rows_written(rewrite, rows, results.written)
         planned = Planned([], None, len(files), skipped,
                           int((time.monotonic() - started) * 1000), counts,
                           reads=reads if rows is not None else None, rows=rows)
@@ -361,6 +427,6 @@ def delete(table_or_uri: DeltaTable | str, predicate: str, *,
                            rewrite_ms=done.written.rewrite_ms)
 
 
-__all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "delete", "file_listing",
-           "files_json", "open_table", "reported_rows", "run_row_tasks", "session",
-           "task_count", "task_error", "update"]
+__all__ = ["SparkRowLevelJob", "TaskResults", "check_removes", "check_rows_written", "delete",
+           "file_listing", "files_json", "open_table", "reported_rows", "run_row_tasks",
+           "session", "task_count", "task_error", "update"]
