@@ -61,10 +61,11 @@ R = TypeVar("R")
 class _Memo:
     """What a node computes once about itself: its columns and its partition programs."""
 
-    __slots__ = ("columns", "last", "programs", "sorted_columns")
+    __slots__ = ("columns", "last", "programs", "sorted_columns", "sql")
 
     def __init__(self, columns: frozenset[str]) -> None:
         self.columns = columns
+        self.sql: str | None = None
         self.sorted_columns = tuple(sorted(columns))
         self.programs: dict[tuple[tuple[str, pa.DataType], ...], Program] = {}
         # The last compilation and the exact mapping and type objects it was made for: callers
@@ -108,6 +109,15 @@ class Expr:
 
     def __str__(self) -> str:
         return self.to_sql()
+
+    def sql_once(self) -> str:
+        """``to_sql()``, computed once and kept with the tree (not beyond it): a MERGE's
+        recorded reads hold every source key, and their text keys the answers of every file
+        of every winner checked against them."""
+        memo = self._memo_of()
+        if memo.sql is None:
+            memo.sql = self.to_sql()  # two threads may both compute it: the same text
+        return memo.sql
 
     def _memo_of(self) -> _Memo:
         memo: _Memo | None = getattr(self, "_memo", None)
