@@ -225,7 +225,8 @@ def _keeps_every_file_with_a_match(
 #: between and beyond them, so that a list's range is wide and its keys sparse.
 FILLERS: dict[str, Any] = {
     "i": lambda k: 3 + 1000 * k, "d": lambda k: Decimal(k) + Decimal("0.37"),
-    "s": lambda k: f"k{k:05d}", "p": lambda k: 100 + k}
+    "s": lambda k: f"k{k:05d}", "p": lambda k: 100 + k,
+    "day": lambda k: dt.date(1990, 1, 1) + dt.timedelta(days=13 * k)}
 
 
 @st.composite
@@ -288,6 +289,31 @@ def test_a_long_key_list_prunes_the_files_between_its_keys() -> None:
     assert _keeps(f"NOT (i IN ({keys}))", table) == [True, False, True]
     words = ", ".join(f"'k{k:05d}'" for k in range(LITERALS_JUDGED_ONE_BY_ONE + 1))
     assert _keeps(f"s IN ({words})", table) == [True, False, False]
+
+
+@pytest.mark.parametrize("name", ["day", "ts"])
+def test_a_long_list_of_dates_is_judged_by_its_range_at_once(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MERGE's 10,000 date keys (its recorded reads, judged for every winner) are judged by
+    their range, a few evaluations for the whole list, not two per key, beside a date column
+    or a timestamp one; still never a file holding one of them."""
+    import deltacommit.protocol.file_pruning as file_pruning
+
+    calls: list[int] = []
+    real = file_pruning.evaluate_condition
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(file_pruning, "evaluate_condition", counted)
+    items = tuple(lit(dt.date(2000, 1, 1) + dt.timedelta(days=2 * k)) for k in range(10_000))
+    bounds = (("2000-01-03", "1990-01-01") if name == "day" else
+              ("2000-01-03T00:00:00.000Z", "1990-01-01T00:00:00.000Z"))
+    table = _listing(*(json.dumps({"numRecords": 1, "minValues": {name: v}, "maxValues": {name: v},
+                                   "nullCount": {name: 0}}) for v in bounds))
+    assert may_match(InList(Column((name,)), items), table, SCHEMA).tolist() == [True, False]
+    assert len(calls) <= 8
 
 
 def _listing(*stats: str | None, dv: list[int | None] | None = None) -> pa.Table:
