@@ -290,6 +290,22 @@ def test_an_upsert_of_many_keys_is_checked_against_every_key(
     assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 
 
+def test_a_conflict_with_an_upsert_of_many_keys_names_its_predicate_in_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conflict names the winner's file and the predicate it matched, whose text for an
+    upsert of 20,000 keys is cut to its beginning and its length: an error message (and the
+    logs it lands in) is not a copy of the source."""
+    uri = _table(tmp_path, _plain(40))
+    mine = {k: k + 1 for k in range(0, 40_000, 2)}
+    commit_between(monkeypatch, lambda: _append(uri, [(1000, 7, None, None)]))
+    with pytest.raises(ConcurrentAppendException) as raised:
+        merge_larger(uri, mine, True)
+    message = str(raised.value)
+    assert "added file part-" in message and "id IN (0, 2, 4" in message
+    assert len(message) < 2_000
+    assert _rows(uri) == _sorted([*_plain(40), (1000, 7, None, None)])
+
+
 @pytest.mark.parametrize("unread", ["over the budget", "unreadable", "truncated"])
 def test_a_new_file_not_read_is_judged_by_its_statistics(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unread: str) -> None:

@@ -54,7 +54,7 @@ there (and the positions of the rows read there).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,6 +74,22 @@ from deltacommit.protocol.row_changes import (
     match_key,
     rows,
 )
+
+if TYPE_CHECKING:
+    from deltacommit.protocol.expressions.ast import Expr
+
+
+#: Characters of a predicate's SQL text a conflict's message shows: a MERGE's predicate
+#: holds every source key, and a message (and the logs it lands in) is not a copy of them.
+SHOWN_PREDICATE_CHARS = 500
+
+
+def _shown(predicate: Expr) -> str:
+    """``predicate``'s SQL text for a message: its beginning and its length, where long."""
+    text = predicate.sql_once()
+    if len(text) <= SHOWN_PREDICATE_CHARS:
+        return text
+    return f"{text[:SHOWN_PREDICATE_CHARS]}... ({len(text):,} characters)"
 
 
 def stats_matching(reads: RowLevelReads, added: Sequence[Add]) -> list[Add]:
@@ -143,7 +159,7 @@ def check_rows(reads: RowLevelReads, added: Sequence[Add], removed: Sequence[Rem
         read = match_key(reads.predicate, hit) in loaded.matching
         raise RowConflict("append", f"added file {hit.path}, which "
                                     f"{'holds' if read else 'may hold'} rows matching "
-                                    f"{reads.predicate.to_sql()}")
+                                    f"{_shown(reads.predicate)}")
     touched = [c for k, c in reads.files.items() if k in removed_keys]
     if not touched:
         return None
