@@ -221,6 +221,65 @@ def test_a_sender_that_read_a_version_its_committer_has_not_read_commits(
     table.group_committer.close()  # type: ignore[union-attr]
 
 
+# A process that upserts ``keys`` even ids (0, 2, 4, ...) into partition-less rows through the
+# host's committer, stopping once staged until told to go on, then prints its outcome as JSON.
+_MERGER = """
+import json, sys
+import pyarrow as pa
+import deltacommit as dc
+from deltacommit.engine.group.threads import GroupCommitPolicy
+from deltacommit.engine.transaction.transaction import Transaction
+uri, sockets, keys = sys.argv[1], sys.argv[2], int(sys.argv[3])
+table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+real = Transaction.commit
+def commit(txn):
+    print("staged", flush=True)
+    sys.stdin.readline()
+    return real(txn)
+Transaction.commit = commit
+source = pa.table({"p": ["a"] * keys, "id": list(range(0, 2 * keys, 2))},
+                  schema=pa.schema([("p", pa.string()), ("id", pa.int64())]))
+try:
+    (table.merge(source, "t.id = s.id", "s", "t").when_matched_update_all()
+     .when_not_matched_insert_all().execute())
+    out = {"version": table.version, "serving": table.group_committer.serving}
+except dc.DeltaCommitError as e:
+    out = {"error": type(e).__name__}
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("appended", "conflict"), [(1001, False), (1000, True)])
+def test_an_upsert_of_many_keys_is_sent_to_the_host_s_committer_and_checked_there(
+        tmp_path: Path, sockets: str, appended: int, conflict: bool) -> None:
+    """An upsert of more keys than prune its files as a list (``KEYS_PRUNED_BY``) records the
+    function that builds its read as that list: it travels to the serving process with the
+    transaction, which checks it there against a winner's new row (an odd key between the
+    upsert's: no conflict; one of its keys: a conflict reaching the sender)."""
+    from deltacommit.ops.rowlevel import KEYS_PRUNED_BY
+
+    uri = str(tmp_path / "t")
+    keys = KEYS_PRUNED_BY + 1
+    dc.DeltaTable.create(uri, SCHEMA, configuration={"delta.enableDeletionVectors": "true",
+                                                     "delta.enableRowTracking": "true"})
+    table = dc.DeltaTable(uri, group_commit=GroupCommitPolicy(processes=True, socket_dir=sockets))
+    dc.write(table, rows("b", list(range(40))))  # this process serves from now on
+    assert table.group_committer.serving  # type: ignore[union-attr]
+    sender = start(_MERGER, uri, sockets, str(keys))
+    assert sender.stdout is not None and sender.stdout.readline().strip() == "staged"
+    dc.write(table, rows("c", [appended]))
+    out, _ = sender.communicate("go\n", timeout=120)
+    assert sender.returncode == 0, out
+    answer = json.loads(out.strip().splitlines()[-1])
+    if conflict:
+        assert answer == {"error": "ConcurrentAppendException"}
+        assert ids_in(table) == [*range(40), appended]
+    else:
+        assert answer.get("serving") is False, answer
+        assert ids_in(table) == sorted([*range(40), *range(40, 2 * keys, 2), appended])
+    table.group_committer.close()  # type: ignore[union-attr]
+
+
 # A process that writes with dc.write through the host's committer (another process): an
 # overwrite of partition a, one file per row, then prints its result or error as JSON.
 _DC_WRITER = """

@@ -488,3 +488,26 @@ def test_a_predicate_given_as_its_builder_is_built_once_and_carried_built() -> N
     assert reads.predicate is reads.predicate and len(built) == 1
     again = rebased_reads(reads, RowRebase(()))
     assert again.predicate is reads.predicate and len(built) == 1
+
+
+def test_a_predicate_s_text_is_kept_with_it_not_beyond_it() -> None:
+    """The SQL text keying the value check's answers is computed once per predicate and lives
+    as long as the predicate: a process that checked MERGEs of 100,000 keys does not hold
+    their trees and texts once they are done."""
+    import gc
+    import weakref
+
+    from deltacommit.protocol.expressions.ast import Column, InList, lit
+    from deltacommit.protocol.row_changes import match_key
+
+    class Probe(InList):  # an IN list that can be watched for collection
+        pass
+
+    predicate = Probe(Column(("id",)), tuple(lit(k) for k in range(100)))
+    gone = weakref.ref(predicate)
+    text = match_key(predicate, _add("a.parquet", 2))[0]
+    assert text == predicate.to_sql()
+    assert match_key(predicate, _add("b.parquet", 2))[0] is text
+    del predicate
+    gc.collect()
+    assert gone() is None

@@ -301,6 +301,22 @@ def test_an_upsert_of_many_keys_is_checked_against_every_key(
     assert got == _sorted(after_winner if conflict else _serial_merge(after_winner, mine, True))
 
 
+def test_a_conflict_with_an_upsert_of_many_keys_names_its_predicate_in_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conflict names the winner's file and the predicate it matched, whose text for an
+    upsert of 20,000 keys is cut to its beginning and its length: an error message (and the
+    logs it lands in) is not a copy of the source."""
+    uri = _table(tmp_path, _plain(40))
+    mine = {k: k + 1 for k in range(0, 40_000, 2)}
+    commit_between(monkeypatch, lambda: _append(uri, [(1000, 7, None, None)]))
+    with pytest.raises(ConcurrentAppendException) as raised:
+        merge_larger(uri, mine, True)
+    message = str(raised.value)
+    assert "added file part-" in message and "id IN (0, 2, 4" in message
+    assert len(message) < 2_000
+    assert _rows(uri) == _sorted([*_plain(40), (1000, 7, None, None)])
+
+
 @pytest.mark.parametrize("unread", ["over the budget", "over the file count", "unreadable",
                                     "truncated"])
 def test_a_new_file_not_read_is_judged_by_its_statistics(
@@ -527,3 +543,49 @@ def test_one_winner_judged_for_two_members_of_a_commit_group(
     stats = committer.stats
     assert (stats.submitted, stats.deferred, stats.failed) == (start + 2, 0, 1)
     assert _rows(uri) == _sorted(_serial_merge(_plain() + new, sources["first"], True))
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@pytest.mark.parametrize(("on", "appended", "conflict"), [
+    ("t.k = s.k AND t.p = 'x'", [("k010002", "x")], True),
+    ("t.k = s.k AND t.p = 'x'", [("k010002", "y")], False),
+    ("t.k = s.k AND t.p = s.p", [("k000007", "x"), ("k000014", "y")], False),
+    ("t.k = s.k", [(None, "x"), ("k000003", "x")], False),
+    ("t.k = s.k", [(None, "x"), ("k019998", "z")], True),
+])
+def test_an_upsert_of_many_string_keys_is_checked_against_its_keys_and_conjuncts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitioned: bool, on: str,
+        appended: list[tuple[str | None, str]], conflict: bool) -> None:
+    """An upsert of more string keys (k000000, k000002, ...) than prune its files as a list,
+    joined on the key alone, beside a target-only conjunct, or with a second key column (a
+    partition column or not): a winner's row conflicts only where its key is one of the
+    upsert's and the conjunct or the second key admits it; NULL keys match nothing."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("k", pa.string()), ("p", pa.string()), ("v", pa.int64())])
+    dc.write(uri, pa.table({"k": [f"k{i:06d}" for i in range(400)],
+                            "p": ["x" if i % 2 else "y" for i in range(400)],
+                            "v": list(range(400))}, schema=schema),
+             configuration=dict(ROW_LEVEL), target_file_rows=50,
+             partition_by=["p"] if partitioned else None)
+    keys = [f"k{2 * i:06d}" for i in range(KEYS_PRUNED_BY + 1)]
+    source = pa.table({"k": keys, "p": ["x"] * len(keys), "v": [-1] * len(keys)}, schema=schema)
+    new = pa.table({"k": [k for k, _ in appended], "p": [p for _, p in appended],
+                    "v": [-7] * len(appended)}, schema=schema)
+    commit_between(monkeypatch, lambda: dc.write(uri, new, mode="append"))
+
+    def upsert() -> object:
+        return (dc.DeltaTable(uri).merge(source, on, "s", "t").when_matched_update_all()
+                .when_not_matched_insert_all().execute())
+
+    if conflict:
+        with pytest.raises(ConcurrentAppendException):
+            upsert()
+        assert dc.DeltaTable(uri).to_arrow().num_rows == 400 + len(appended)
+        return
+    upsert()
+    rows = dc.DeltaTable(uri).to_arrow().to_pylist()
+    # The winner's rows are as it wrote them; every source key is in the table from the
+    # upsert (updated where it matched, inserted where not).
+    assert sorted((r["k"] or "", r["p"]) for r in rows if r["v"] == -7) == \
+        sorted((k or "", p) for k, p in appended)
+    assert {r["k"] for r in rows if r["v"] == -1} == set(keys)

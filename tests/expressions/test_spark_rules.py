@@ -144,15 +144,18 @@ def test_operands_spark_does_not_evaluate_do_not_fail() -> None:
                     "t").to_pylist() == [None]
 
 
-def test_an_in_list_of_text_beside_a_date_is_cast_only_for_the_rows_that_reach_it() -> None:
-    """``d IN ('2024-01-01', 'nope')`` compares a DATE with text: in a CASE branch no row
-    reaches, Spark never evaluates it (nor folds it, being a conditional branch) and neither
-    may deltacommit, which cannot read ``'nope'`` as a date.  The list's literals are
-    evaluated one by one only where something gates them."""
-    d = pa.array([dt.date(2024, 1, 1), None], pa.date32())
-    assert _values("CASE WHEN x > DATE '2030-01-01' THEN x IN ('2024-01-01', 'nope') "
-                   "ELSE FALSE END", d, pa.bool_()) == [False, False]
-    assert _values("x IN ('2024-01-01', '2024-01-02')", d, pa.bool_()) == [True, None]
+def test_a_list_of_literals_is_read_as_dates_only_for_the_rows_that_reach_it() -> None:
+    """``d IN ('2024-01-01', 'garbage')`` reads its items as dates (which fails on 'garbage')
+    only for the rows Spark evaluates it for: not where an AND before it is FALSE, nor where
+    a CASE takes another branch; a row that reaches it still fails (deltacommit refuses text
+    it cannot read as a date)."""
+    d = pa.array([None, dt.date(2024, 1, 1)], pa.date32())
+    assert _values("x IS NOT NULL AND x < DATE '2000-01-01' AND x IN ('2024-01-01', 'garbage')",
+                   d, pa.bool_()) == [False, False]
+    assert _values("CASE WHEN x < DATE '2000-01-01' THEN x IN ('garbage') ELSE FALSE END",
+                   d, pa.bool_()) == [False, False]
+    with pytest.raises((dc.ExpressionValueError, dc.UnsupportedProtocolError), match="garbage"):
+        _values("CASE WHEN x IS NOT NULL THEN x IN ('garbage') ELSE FALSE END", d, pa.bool_())
 
 
 def test_case_evaluates_a_branch_only_for_the_rows_that_reach_it() -> None:

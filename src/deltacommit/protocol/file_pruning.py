@@ -396,10 +396,10 @@ class FilePruner:
         decide them: a file may hold a row equal to one where some key lies between its
         bounds (an unknown bound: unbounded), and holds none equal to any only where its
         bounds hold one value that is not a key.  Beyond ``LITERALS_JUDGED_ONE_BY_ONE``
-        items, numbers beside a number column and strings beside a string column are judged
-        by their range: TRUE is possible where ``column >= least`` and ``column <= greatest``
-        both may be, FALSE is taken as always possible (a looser answer, never an unsound
-        one)."""
+        items, numbers beside a number column, strings beside a string column and dates
+        beside a date or timestamp column are judged by their range: TRUE is possible where
+        ``column >= least`` and ``column <= greatest`` both may be, FALSE is taken as always
+        possible (a looser answer, never an unsound one)."""
         column, literals = cast(Column, node.value), node.literals
         values = [x for x in literals if x.kind != "null"]
         if not values:
@@ -427,6 +427,9 @@ class FilePruner:
             ordered = sorted(values, key=lambda x: Decimal(x.value))
         elif kind == "string" and all(x.kind == "string" for x in values):
             ordered = sorted(values, key=lambda x: str(x.value))
+        elif kind == "temporal" and all(x.kind == "date" for x in values):
+            # A MERGE's date keys, which order as a date or timestamp column compares with them.
+            ordered = sorted(values, key=lambda x: x.value)
         else:
             return None
         above = self._comparison(column, ">=", ordered[0])

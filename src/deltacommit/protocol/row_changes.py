@@ -6,7 +6,6 @@ expression evaluator.  Pure.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -122,29 +121,7 @@ def match_key(predicate: Expr, add: Add) -> tuple[str, str]:
     ``predicate``: its path and its deletion vector, since the table's set of files is keyed
     by both (a winner may commit one data file twice, with two deletion vectors: two files,
     each with its own live rows)."""
-    return predicate_sql(predicate), file_key(add.path, add.deletion_vector)
-
-
-#: The SQL text of the predicates keyed or shown lately, by the predicate object (held, so its id is
-#: not reused while its entry lasts): a MERGE's predicate holds every source key, and its text
-#: is wanted once per file of every winner.  A memo of a pure function, never stale.
-_SQL_OF: dict[int, tuple[Expr, str]] = {}
-_SQL_KEPT = 32
-_SQL_LOCK = threading.Lock()
-
-
-def predicate_sql(predicate: Expr) -> str:
-    """``predicate.to_sql()``, remembered for the predicate object (``_SQL_OF``)."""
-    with _SQL_LOCK:
-        known = _SQL_OF.get(id(predicate))
-    if known is not None and known[0] is predicate:
-        return known[1]
-    text = predicate.to_sql()
-    with _SQL_LOCK:
-        while len(_SQL_OF) >= _SQL_KEPT:
-            del _SQL_OF[next(iter(_SQL_OF))]
-        _SQL_OF[id(predicate)] = (predicate, text)
-    return text
+    return predicate.sql_once(), file_key(add.path, add.deletion_vector)
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,4 +185,4 @@ def rebased_reads(reads: RowLevelReads, plan: RowRebase) -> RowLevelReads:
     return replace(reads, predicate_of=reads.predicate, files=files)
 
 __all__ = ["ChangedFile", "FileRebase", "MovedRows", "RowConflict", "RowLevelReads", "RowRebase",
-           "Rows", "WinnerRows", "match_key", "predicate_sql", "rebased_reads", "rows"]
+           "Rows", "WinnerRows", "match_key", "rebased_reads", "rows"]

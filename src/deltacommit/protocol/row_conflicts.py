@@ -54,7 +54,7 @@ there (and the positions of the rows read there).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,9 +73,12 @@ from deltacommit.protocol.row_changes import (
     Rows,
     WinnerRows,
     match_key,
-    predicate_sql,
     rows,
 )
+
+if TYPE_CHECKING:
+    from deltacommit.protocol.expressions.ast import Expr
+
 
 
 def stats_matching(reads: RowLevelReads, added: Sequence[Add]) -> list[Add]:
@@ -123,7 +126,7 @@ SHOWN_CHARS = 300
 def shown(predicate: Expr) -> str:
     """``predicate``'s SQL text for an error: whole up to ``SHOWN_CHARS``, else its start and
     its length."""
-    text = predicate_sql(predicate)
+    text = predicate.sql_once()
     if len(text) <= SHOWN_CHARS:
         return text
     return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters in all)"

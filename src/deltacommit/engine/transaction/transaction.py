@@ -9,6 +9,7 @@ described there and in ``engine/commit/commit_info.py``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -199,7 +200,6 @@ class Transaction:
         import numpy as np
 
         from deltacommit.engine.commit.row_rebase import hidden_columns, stable_rows
-        from deltacommit.protocol.expressions.ast import or_
 
         snap = self.snapshot
         store = self.table.log.log_store.store
@@ -230,9 +230,9 @@ class Transaction:
         previous = self._row_level
         acts_on = predicate
         if previous is not None:
-            def acts_on() -> Predicate:
-                return or_(previous.predicate,
-                           predicate() if callable(predicate) else predicate)
+            # A function of module level and its arguments: the transaction pickles (to the
+            # host's committer in another process, ``engine.group.host``).
+            acts_on = functools.partial(_either, previous, predicate)
         self._row_level = RowLevelReads(acts_on, snap.schema, pcols, dict(snap.configuration),
                                         files)
         return True
@@ -527,3 +527,12 @@ class Transaction:
         self._done = True
         self.result = result
         return result
+
+
+def _either(previous: RowLevelReads, predicate: Predicate | Callable[[], Predicate]
+            ) -> Predicate:
+    """The rows a transaction acts on after a second row-level change: those of the first
+    (``previous``) or those of ``predicate`` (or of the predicate it builds)."""
+    from deltacommit.protocol.expressions.ast import or_
+
+    return or_(previous.predicate, predicate() if callable(predicate) else predicate)

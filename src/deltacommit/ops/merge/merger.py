@@ -248,9 +248,7 @@ class TableMerger:
             # as they were, where it inserts, are recorded as rows read (``FileChange.read``).
             reads: Expr | Callable[[], Expr] = and_(*target_only, *keys)
             if any(b.values is not None and len(b.values) > KEYS_PRUNED_BY for b in bounds):
-                def reads() -> Expr:
-                    return and_(*target_only, *(bound_condition(b, every_key=True)
-                                                for b in bounds))
+                reads = functools.partial(_every_key_read, tuple(target_only), tuple(bounds))
             return Planned([c for cs, _ in results for c in cs], inserted, scanned, skipped,
                            int((time.monotonic() - started) * 1000), counts, reads=reads)
 
@@ -341,6 +339,14 @@ class TableMerger:
             txn.update_metadata(with_high_water_marks(txn.snapshot.metadata,
                                                       allocations.values()))
         return pa.concat_tables(out) if len(out) > 1 else out[0]
+
+
+def _every_key_read(target_only: Sequence[Expr], bounds: Sequence[Bound]) -> Expr:
+    """What a MERGE of many keys read: its target-only conjuncts and every source key.  Its
+    transaction records this function and its arguments, which build the IN list only where
+    a concurrent commit is checked against it, and which pickle (a transaction travels to
+    the host's committer in another process, ``engine.group.host``)."""
+    return and_(*target_only, *(bound_condition(b, every_key=True) for b in bounds))
 
 
 def _and(parts: Sequence[Expr]) -> Expr:

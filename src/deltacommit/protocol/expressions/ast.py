@@ -65,7 +65,7 @@ R = TypeVar("R")
 class _Memo:
     """What a node computes once about itself: its columns and its partition programs."""
 
-    __slots__ = ("columns", "keys", "last", "paths", "programs", "sorted_columns")
+    __slots__ = ("columns", "keys", "last", "paths", "programs", "sorted_columns", "sql")
 
     def __init__(self, paths: frozenset[tuple[str, ...]]) -> None:
         self.paths = paths
@@ -73,6 +73,8 @@ class _Memo:
         self.sorted_columns = tuple(sorted(self.columns))
         #: An IN list's integer items, sorted and distinct, where asked (``integer_items``).
         self.keys: npt.NDArray[np.int64] | None = None
+        #: The tree's SQL text, where asked (``sql_once``).
+        self.sql: str | None = None
         self.programs: dict[tuple[tuple[str, pa.DataType], ...], Program] = {}
         # The last compilation and the exact mapping and type objects it was made for: callers
         # pass the same types mapping for every file, so identity checks skip hashing types.
@@ -115,6 +117,15 @@ class Expr:
 
     def __str__(self) -> str:
         return self.to_sql()
+
+    def sql_once(self) -> str:
+        """``to_sql()``, computed once and kept with the tree (not beyond it): a MERGE's
+        recorded reads hold every source key, and their text keys the answers of every file
+        of every winner checked against them."""
+        memo = self._memo_of()
+        if memo.sql is None:
+            memo.sql = self.to_sql()  # two threads may both compute it: the same text
+        return memo.sql
 
     def _memo_of(self) -> _Memo:
         memo: _Memo | None = getattr(self, "_memo", None)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -316,7 +316,10 @@ def _operation_may_fail(node: Expr, operands: Sequence[Value]) -> bool:
     if isinstance(node, IsNull | Not | And | Or):
         return False
     if isinstance(node, Comparison | InList | Between):
-        return _types_mix_text_and_time([type_of(v) for v in operands])
+        types = [type_of(v) for v in operands]
+        if isinstance(node, InList) and len(operands) == 1:
+            types += [item.type for item in node.items if isinstance(item, Literal)]
+        return _types_mix_text_and_time(types)
     if isinstance(node, Like):
         return _like_may_fail(node, type_of(operands[0]))
     return True
@@ -515,13 +518,12 @@ def _evaluate(root: Expr, scope: Scope) -> Value:
                 continue
             stack.pop()
             values = done if order is None else [done[order.index(k)] for k in range(len(kids))]
-            if active is not None and len(kids) < len(node.operands()):
-                # Evaluated for some rows only (a CASE branch, an AND after FALSE): the IN
-                # list's literals as values, so that a cast they need (text beside a time)
-                # is made for those rows alone, as Spark does, not for every row.
-                values = [*values,
-                          *(literal_value(cast(Literal, x)) for x in node.operands()[1:])]
             if active is not None and _operation_may_fail(node, values):
+                if isinstance(node, InList) and len(values) == 1:
+                    # A column IN literals read as dates or timestamps (which can fail): each
+                    # item only for the rows it is evaluated for, as the value is.
+                    values = [values[0], *(literal_value(x) for x in node.items
+                                           if isinstance(x, Literal))]
                 values = [null_where_not(active, v) for v in values]
             result = _apply(node, values)
         if stack:
