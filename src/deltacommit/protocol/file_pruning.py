@@ -32,7 +32,7 @@ here errs towards "yes":
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
@@ -193,13 +193,13 @@ class FilePruner:
                 return self._unknown()
             is_null = _Possible(~leaf.no_nulls, ~leaf.all_null, self.false)
             return _Possible(is_null.false, is_null.true, self.false) if node.negated else is_null
-        if isinstance(node, InList) and isinstance(node.value, Column) and all(
-                isinstance(x, Literal) for x in node.items):
+        items = node.literal_items() if isinstance(node, InList) else None
+        if isinstance(node, InList) and isinstance(node.value, Column) and items is not None:
             found = self._member_of_many(node)
             if found is None:
-                equal = [self._comparison(node.value, "=", x) for x in node.literals]
+                equal = [self._comparison(node.value, "=", x) for x in items]
                 found = self._junction(equal, disjunction=True)
-            has_null = any(x.kind == "null" for x in node.literals)
+            has_null = "null" in node.item_kinds()
             # IN is NULL where no item equals and one is NULL (or the value is NULL).
             member = _Possible(found.true, self.false if has_null else found.false, self.true)
             return _Possible(member.false, member.true, member.null) if node.negated else member
@@ -400,9 +400,9 @@ class FilePruner:
         beside a date or timestamp column are judged by their range: TRUE is possible where
         ``column >= least`` and ``column <= greatest`` both may be, FALSE is taken as always
         possible (a looser answer, never an unsound one)."""
-        column, literals = cast(Column, node.value), node.literals
-        values = [x for x in literals if x.kind != "null"]
-        if not values:
+        column = cast(Column, node.value)
+        kinds = node.item_kinds() - {"null"}
+        if not kinds:
             return None
         leaf = self._leaf(column)
         if leaf is None:
@@ -410,7 +410,7 @@ class FilePruner:
         t = leaf.type
         some = ~leaf.all_null
         null = ~leaf.no_nulls
-        if pa.types.is_signed_integer(t) and all(x.kind == "int" for x in values):
+        if pa.types.is_signed_integer(t) and kinds == {"int"}:
             least, greatest = INTEGER_RANGES[t]
             keys = node.integer_items()
             keys = keys[(keys >= least) & (keys <= greatest)]
@@ -420,20 +420,26 @@ class FilePruner:
             one_value = (self._known(leaf.low) & self._known(leaf.high) & (low == high)
                          & np.isin(low, keys))
             return _Possible(true & some, ~one_value & some, null)
-        if len(values) <= LITERALS_JUDGED_ONE_BY_ONE:
+        if len(node.items) <= LITERALS_JUDGED_ONE_BY_ONE:
             return None
         kind = _kind(t)
-        if kind == "number" and all(x.kind in ("int", "decimal") for x in values):
-            ordered = sorted(values, key=lambda x: Decimal(x.value))
-        elif kind == "string" and all(x.kind == "string" for x in values):
-            ordered = sorted(values, key=lambda x: str(x.value))
-        elif kind == "temporal" and all(x.kind == "date" for x in values):
+        if kind == "number" and kinds <= {"int", "decimal"}:
+            order: Callable[[Literal], Any] = lambda x: Decimal(x.value)  # noqa: E731
+        elif kind == "string" and kinds == {"string"}:
+            order = lambda x: str(x.value)  # noqa: E731
+        elif kind == "temporal" and kinds == {"date"}:
             # A MERGE's date keys, which order as a date or timestamp column compares with them.
-            ordered = sorted(values, key=lambda x: x.value)
+            order = lambda x: x.value  # noqa: E731
         else:
             return None
-        above = self._comparison(column, ">=", ordered[0])
-        below = self._comparison(column, "<=", ordered[-1])
+
+        def ends() -> tuple[Literal, Literal]:
+            values = [x for x in node.literals if x.kind != "null"]
+            return min(values, key=order), max(values, key=order)
+
+        first, last = node.remembered(("ends", kind), ends)
+        above = self._comparison(column, ">=", first)
+        below = self._comparison(column, "<=", last)
         return _Possible(above.true & below.true, self.true, null)
 
     def _known(self, bounds: Any) -> Mask:

@@ -65,14 +65,15 @@ R = TypeVar("R")
 class _Memo:
     """What a node computes once about itself: its columns and its partition programs."""
 
-    __slots__ = ("columns", "keys", "last", "paths", "programs", "sorted_columns", "sql")
+    __slots__ = ("columns", "facts", "last", "paths", "programs", "sorted_columns", "sql")
 
     def __init__(self, paths: frozenset[tuple[str, ...]]) -> None:
         self.paths = paths
         self.columns = frozenset(p[0] if len(p) == 1 else ".".join(p) for p in paths)
         self.sorted_columns = tuple(sorted(self.columns))
-        #: An IN list's integer items, sorted and distinct, where asked (``integer_items``).
-        self.keys: npt.NDArray[np.int64] | None = None
+        #: What callers derived from the node once (``Expr.remembered``): an IN list of
+        #: 100,000 literals is judged against every file of every concurrent commit.
+        self.facts: dict[Any, Any] = {}
         #: The tree's SQL text, where asked (``sql_once``).
         self.sql: str | None = None
         self.programs: dict[tuple[tuple[str, pa.DataType], ...], Program] = {}
@@ -133,6 +134,15 @@ class Expr:
             memo = _Memo(self._columns_below())
             object.__setattr__(self, "_memo", memo)
         return memo
+
+    def remembered(self, key: Any, compute: Callable[[], R]) -> R:
+        """``compute()``, computed once per node and ``key`` and kept with the tree (two
+        threads may both compute it: the same answer)."""
+        facts = self._memo_of().facts
+        if key not in facts:
+            facts[key] = compute()
+        out: R = facts[key]
+        return out
 
     def column_paths(self) -> frozenset[tuple[str, ...]]:
         """The paths of the columns the tree references (``columns`` joins them by dots)."""
@@ -482,17 +492,32 @@ class InList(Expr):
     def operands(self) -> tuple[Expr, ...]:
         return (self.value, *self.items)
 
+    def literal_items(self) -> tuple[Literal, ...] | None:
+        """The items where every one is a literal (a list of keys), else None; once."""
+        return self.remembered("literal_items", lambda: (
+            self.literals if all(isinstance(x, Literal) for x in self.items) else None))
+
+    def item_kinds(self) -> frozenset[str]:
+        """The kinds of the literal items (``null``, ``int``, ``string``...); once."""
+        return self.remembered("item_kinds", lambda: frozenset(
+            x.kind for x in self.items if isinstance(x, Literal)))
+
+    def item_types(self) -> frozenset[pa.DataType]:
+        """The types of the literal items; once."""
+        return self.remembered("item_types", lambda: frozenset(
+            x.type for x in self.items if isinstance(x, Literal)))
+
     def integer_items(self) -> npt.NDArray[np.int64]:
         """The items that are integer literals within BIGINT's range, sorted and distinct,
         computed once (a MERGE's recorded read is judged against every concurrent commit)."""
-        import numpy as np
+        def compute() -> npt.NDArray[np.int64]:
+            import numpy as np
 
-        memo = self._memo_of()
-        if memo.keys is None:
-            memo.keys = np.unique(np.array(
+            return np.unique(np.array(
                 [x.value for x in self.items if isinstance(x, Literal) and x.kind == "int"
                  and -2**63 <= x.value < 2**63], dtype=np.int64))
-        return memo.keys
+
+        return self.remembered("integer_items", compute)
 
     def _sql(self, parts: list[str]) -> str:
         kids = self.operands()

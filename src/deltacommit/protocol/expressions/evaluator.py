@@ -260,7 +260,7 @@ def _evaluated(node: Expr) -> tuple[Expr, ...]:
     """The operands of ``node`` evaluated one by one: all of them, but the items of a column
     IN a list of literals, which no row's value can make fail and ``operators.member`` takes
     as one set (a MERGE's recorded reads hold every source key)."""
-    if isinstance(node, InList) and all(isinstance(x, Literal) for x in node.items):
+    if isinstance(node, InList) and node.literal_items() is not None:
         return (node.value,)
     return node.operands()
 
@@ -296,8 +296,23 @@ def _may_fail(root: Expr, scope: Scope, known: dict[int, bool]) -> bool:
     if answer is not None:
         return answer
     answer = False
-    for node in root.walk():
-        if isinstance(node, Column | Literal | IsNull | Not | And | Or):
+    stack: list[Expr] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Column | Literal):
+            continue
+        if isinstance(node, InList) and node.literal_items() is not None:
+            # The items are literals, which cannot fail: their types alone (a list of
+            # 100,000 keys is not walked).
+            if _types_mix_text_and_time([
+                    _static_type(node.value, scope) if isinstance(node.value, Column | Literal)
+                    else None, *node.item_types()]):
+                answer = True
+                break
+            stack.append(node.value)
+            continue
+        stack.extend(node.operands())
+        if isinstance(node, IsNull | Not | And | Or):
             continue
         if isinstance(node, Comparison | InList | Between) and not _types_mix_text_and_time(
                 [_static_type(n, scope) if isinstance(n, Column | Literal) else None
@@ -318,7 +333,7 @@ def _operation_may_fail(node: Expr, operands: Sequence[Value]) -> bool:
     if isinstance(node, Comparison | InList | Between):
         types = [type_of(v) for v in operands]
         if isinstance(node, InList) and len(operands) == 1:
-            types += [item.type for item in node.items if isinstance(item, Literal)]
+            types += node.item_types()
         return _types_mix_text_and_time(types)
     if isinstance(node, Like):
         return _like_may_fail(node, type_of(operands[0]))
@@ -448,7 +463,8 @@ def _apply(node: Expr, values: Sequence[Value]) -> Value:
     if isinstance(node, IsNull):
         return pcx.is_valid(values[0]) if node.negated else pcx.is_null(values[0])
     if isinstance(node, InList | Between):
-        found = (operators.member(values, nodes, literal_value) if isinstance(node, InList)
+        found = (operators.member(values, nodes, literal_value, node)
+                 if isinstance(node, InList)
                  else operators.between(values, nodes))
         return pcx.invert(found) if node.negated else found
     if isinstance(node, Negate):

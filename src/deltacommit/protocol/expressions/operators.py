@@ -52,7 +52,7 @@ from deltacommit.protocol.expressions.arrow_values import (
     row_count,
     type_of,
 )
-from deltacommit.protocol.expressions.ast import FLIPPED, Expr, Literal
+from deltacommit.protocol.expressions.ast import FLIPPED, Expr, InList, Literal
 from deltacommit.protocol.expressions.casts import (
     as_timestamp,
     implicit_cast,
@@ -387,18 +387,25 @@ def _value_set(t: pa.DataType, items: Sequence[Expr | None]) -> tuple[pa.Array[A
 
 
 def member(values: Sequence[Value], nodes: Nodes,
-           literal: Callable[[Literal], Value] | None = None) -> Value:
+           literal: Callable[[Literal], Value] | None = None,
+           listed: InList | None = None) -> Value:
     """``x IN (items)``: TRUE where an item equals x; NULL where x is NULL, or where none does
     and an item is NULL; FALSE otherwise.  ``values`` may hold x alone where every item is a
-    literal: ``literal`` then gives an item's value, where the items are compared one by one."""
+    literal: ``literal`` then gives an item's value, where the items are compared one by one.
+    ``listed``, the IN node, keeps what is derived from its items for the next evaluation (a
+    MERGE's key list, evaluated on the rows of every concurrent commit's files)."""
     x = values[0]
-    if is_string(type_of(x)):
+    t = type_of(x)
+    if is_string(t) and (listed is None or listed.item_kinds() - {"string", "null"}):
         for node in nodes[1:]:
             if isinstance(node, Literal) and node.kind not in ("string", "null"):
                 # deltalake refuses a number among strings in IN; Spark casts the strings.
                 raise Unsupported(f"a STRING value IN a list holding the "
                                   f"{sql_type(node.type)} literal {node.to_sql()}")
-    probe = None if is_scalar(x) else _value_set(type_of(x), nodes[1:])
+    probe = None
+    if not is_scalar(x):
+        probe = (listed.remembered(("value set", t), lambda: _value_set(t, nodes[1:]))
+                 if listed is not None else _value_set(t, nodes[1:]))
     if probe is not None:
         value_set, has_null = probe
         found = pcx.if_else(pcx.is_in(x, value_set=value_set), pa.scalar(True),
