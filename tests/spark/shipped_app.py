@@ -8,9 +8,11 @@ prints one JSON line with what happened.  With ``--stream SOURCE --checkpoint CH
 instead streams the folder SOURCE into the table (``dcs.write_stream``, one micro-batch per
 file, ``availableNow``) and prints the query's id and the batch ids it ran.  With
 ``--rowlevel`` it runs a MERGE, an UPDATE and a DELETE whose rewrites are tasks and prints the
-rows left.  With ``--plan`` it runs several of those jobs (the pipeline, or the row-level run) in
-this one application, each on its own table with its own storage options, and prints one line
-for each, named: one cluster serves them all, as it would a user's application of several jobs.
+rows left (in a plan, ``rowlevel-tracked`` runs them on a table with deletion vectors and row
+tracking, each beside a concurrent append it must not abort on).  With ``--plan`` it runs
+several of those jobs (the pipeline, or the row-level run) in this one application, each on
+its own table with its own storage options, and prints one line for each, named: one cluster
+serves them all, as it would a user's application of several jobs.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def main() -> int:
         }, quick_start=True)
     if args.plan:
         for job in json.loads(args.plan):
-            run = _row_level if job["job"] == "rowlevel" else _pipeline
+            run = {"rowlevel": _row_level, "rowlevel-tracked": _row_level_tracked,
+                   "pipeline": _pipeline}[job["job"]]
             print(json.dumps({"job": job["name"], **run(spark, job["uri"], job["options"])}),
                   flush=True)
         spark.stop()
@@ -105,12 +108,12 @@ def _pipeline(spark, uri, opts):  # type: ignore[no-untyped-def]
             "worker_has_installed_package": worker[0]["has_package"]}
 
 
-def _row_level(spark, uri, opts):  # type: ignore[no-untyped-def]
+def _row_level(spark, uri, opts, configuration=None):  # type: ignore[no-untyped-def]
     """An upsert MERGE (with a matched delete), an UPDATE and a DELETE, all in tasks."""
     from deltacommit import spark as dcs
 
     dcs.write(spark.sql("select id, cast(id % 3 as int) as day, 0L as n from range(30)"), uri,
-              partition_by=["day"], storage_options=opts)
+              partition_by=["day"], storage_options=opts, configuration=configuration)
     source = spark.sql("select id, cast(id % 3 as int) as day, 1L as n from range(20, 40)")
     merged = (dcs.merge(source, uri, "t.id = s.id", source_alias="s", target_alias="t",
                         storage_options=opts)
@@ -126,6 +129,42 @@ def _row_level(spark, uri, opts):  # type: ignore[no-untyped-def]
             "rows": [[r["id"], r["day"], r["n"]] for r in rows],
             "worker_python": worker[0]["exe"],
             "worker_has_installed_package": worker[0]["has_package"]}
+
+
+def _row_level_tracked(spark, uri, opts):  # type: ignore[no-untyped-def]
+    """The row-level run on a table with deletion vectors and row tracking, each verb
+    committing just after a concurrent append of a row it does not match (ids 10, 11, 12,
+    outside every verb's rows): checked row by row, from the rows its tasks reported (on
+    executors or Connect workers without deltacommit installed), none aborts."""
+    import pyarrow as pa
+
+    import deltacommit as dc
+    from deltacommit.engine.transaction.transaction import Transaction
+
+    real = Transaction.commit
+    appended: dict[str, int] = {}
+
+    def commit(txn):  # type: ignore[no-untyped-def]
+        if txn.operation in ("MERGE", "UPDATE", "DELETE") and txn.operation not in appended:
+            appended[txn.operation] = key = 10 + len(appended)
+            dc.write(uri, pa.table({"id": pa.array([key], pa.int64()),
+                                    "day": pa.array([key % 3], pa.int32()),
+                                    "n": pa.array([7], pa.int64())}),
+                     mode="append", storage_options=opts)
+        return real(txn)
+
+    Transaction.commit = commit
+    try:
+        result = _row_level(spark, uri, opts, {"delta.enableDeletionVectors": "true",
+                                               "delta.enableRowTracking": "true"})
+    finally:
+        Transaction.commit = real
+    history = dc.DeltaTable(uri, storage_options=opts).history()
+    result["rebased"] = sorted(h["operation"] for h in history
+                               if h.get("operation") in appended
+                               and int(h["readVersion"]) < int(h["version"]) - 1)
+    result["appended"] = sorted(appended.values())
+    return result
 
 
 def _worker_python(batches):  # type: ignore[no-untyped-def]

@@ -125,7 +125,9 @@ def classic_cluster(worker_python: Path, moto_server: MotoServer, moto_s3_client
             {"name": "s3", "job": "pipeline", "uri": f"s3://{bucket}/t",
              "options": s3_storage_options(moto_server.endpoint)},
             {"name": "rowlevel", "job": "rowlevel", "uri": str(folder / "rowlevel"),
-             "options": {}}]
+             "options": {}},
+            {"name": "rowlevel-tracked", "job": "rowlevel-tracked",
+             "uri": str(folder / "rowlevel-tracked"), "options": {}}]
     with _application(["--master", "local-cluster[1,1,1024]"], worker_python, folder,
                       jobs) as results:
         yield results
@@ -139,7 +141,9 @@ def connect_client(worker_python: Path, connect_url: str,
     folder = tmp_path_factory.mktemp("connect-client")
     jobs = [{"name": "local", "job": "pipeline", "uri": str(folder / "local"), "options": {}},
             {"name": "rowlevel", "job": "rowlevel", "uri": str(folder / "rowlevel"),
-             "options": {}}]
+             "options": {}},
+            {"name": "rowlevel-tracked", "job": "rowlevel-tracked",
+             "uri": str(folder / "rowlevel-tracked"), "options": {}}]
     with _application(["--remote", connect_url], worker_python, folder, jobs) as results:
         yield results
 
@@ -192,6 +196,31 @@ def _check_row_level(result: dict[str, object], uri: str, worker_python: Path) -
     assert sorted(result["rows"]) == ROW_LEVEL  # type: ignore[arg-type]
     peer = deltalake.DeltaTable(uri).to_pyarrow_table()
     assert sorted([r["id"], r["day"], r["n"]] for r in peer.to_pylist()) == ROW_LEVEL
+
+
+def _check_row_level_tracked(result: dict[str, object], uri: str, worker_python: Path) -> None:
+    """The tracked run left the same rows plus the three appended ones, and each verb landed
+    after the append it raced (read before it, committed after it)."""
+    assert result["worker_python"] == str(worker_python)
+    assert result["worker_has_installed_package"] is False
+    assert result["appended"] == [10, 11, 12]
+    assert result["rebased"] == ["DELETE", "MERGE", "UPDATE"]
+    assert result["merged"] == [9, 1, 10]
+    assert result["updated"] == 5 and result["deleted"] == 5
+    assert sorted(result["rows"]) == sorted(  # type: ignore[arg-type]
+        [*ROW_LEVEL, *([k, k % 3, 7] for k in (10, 11, 12))])
+
+
+def test_row_level_checks_on_a_classic_cluster_whose_executors_lack_the_package(
+        classic_cluster: dict[str, Job], worker_python: Path) -> None:
+    result, uri, _ = classic_cluster["rowlevel-tracked"]
+    _check_row_level_tracked(result, uri, worker_python)
+
+
+def test_row_level_checks_over_spark_connect_whose_workers_lack_the_package(
+        connect_client: dict[str, Job], worker_python: Path) -> None:
+    result, uri, _ = connect_client["rowlevel-tracked"]
+    _check_row_level_tracked(result, uri, worker_python)
 
 
 def test_merge_update_and_delete_on_a_classic_cluster_whose_executors_lack_the_package(
