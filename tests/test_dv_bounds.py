@@ -6,9 +6,12 @@ anything is expanded or read, by the scan, by row-level deletes and by the pure 
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import struct
-import tracemalloc
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -121,21 +124,72 @@ def test_a_forged_deletion_vector_is_refused_before_memory_is_spent(
     dv = _forge(uri, commit, lambda d: d.update(change), bitmap)
     name = (DeletionVectorDescriptor.from_json(dv).relative_path() or "")
     table = dc.DeltaTable(uri)
-    for what, attempt in (("read", table.to_arrow),
-                          ("delete", lambda: table.delete("id = 3"))):
-        tracemalloc.start()
-        try:
-            with pytest.raises(CorruptLogError) as e:
-                attempt()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        message = str(e.value)
+    for what in ("read", "delete"):
+        error, message, peak = _attempt_in_a_fresh_process(uri, what)
+        assert error == "CorruptLogError", (what, error, message)
         assert refusal in message, (what, message)
         assert f"table {table.uri}" in message and add["path"] in message, message
         assert "deletion vector" in message and name in message, message
         assert peak < PEAK_LIMIT, (what, peak)
     assert dc.DeltaTable(uri).version == table.version  # the delete committed nothing
+
+
+#: Run in a fresh interpreter: tracemalloc traces the memory one attempt allocates, and must
+#: not run beside other tests' threads (a Spark session's, pyarrow's), which it can crash.
+_ATTEMPT = """
+import json, sys, tracemalloc
+import deltacommit as dc
+uri, what = sys.argv[1], sys.argv[2]
+table = dc.DeltaTable(uri)
+attempt = table.to_arrow if what == "read" else (lambda: table.delete("id = 3"))
+try:  # once untraced: the modules the attempt loads are not what it allocates
+    attempt()
+except Exception:
+    pass
+tracemalloc.start()
+try:
+    attempt()
+    error, message = None, ""
+except Exception as e:
+    error, message = type(e).__name__, str(e)
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+print(json.dumps([error, message, peak]))
+"""
+
+
+#: A deletion vector's bitmap decoded in a fresh interpreter, traced as ``_ATTEMPT``.
+_DECODE = """
+import base64, json, sys, tracemalloc
+from deltacommit.protocol.deletion_vectors import decode_bitmap_array, deleted_bits
+bitmap, num_rows, decoder = base64.b64decode(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+tracemalloc.start()
+try:
+    if decoder == "deleted_bits":
+        deleted_bits(bitmap, num_rows, "dv")
+    else:
+        decode_bitmap_array(bitmap, "dv", num_rows=num_rows)
+    error, message = None, ""
+except Exception as e:
+    error, message = type(e).__name__, str(e)
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+print(json.dumps([error, message, peak]))
+"""
+
+
+def _attempt_in_a_fresh_process(uri: str, what: str) -> tuple[str | None, str, int]:
+    """The error class, message and peak of traced memory of a read or a delete of ``uri``."""
+    return _traced_in_a_fresh_process(_ATTEMPT, uri, what)
+
+
+def _traced_in_a_fresh_process(script: str, *args: str) -> tuple[str | None, str, int]:
+    """What ``script`` prints when run with ``args`` in a fresh interpreter: the error class
+    (None), its message and the peak of memory tracemalloc traced."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=120, check=True)
+    error, message, peak = json.loads(done.stdout.strip().splitlines()[-1])
+    return error, message, int(peak)
 
 
 def test_check_descriptor_bounds_by_the_files_rows() -> None:
@@ -171,16 +225,11 @@ def test_every_bitmap_of_a_files_rows_fits_the_size_bound(rows: set[int], extra:
 ])
 def test_the_decoder_checks_every_container_before_expanding_any(bitmap: bytes,
                                                                  refusal: str) -> None:
-    for decode in (lambda: decode_bitmap_array(bitmap, "dv", num_rows=2**20 if "order" in
-                                               refusal else ROWS),
-                   lambda: deleted_bits(bitmap, 2**20 if "order" in refusal else ROWS, "dv")):
-        tracemalloc.start()
-        try:
-            with pytest.raises(CorruptLogError, match=refusal):
-                decode()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+    num_rows = 2**20 if "order" in refusal else ROWS
+    for decoder in ("decode_bitmap_array", "deleted_bits"):
+        error, message, peak = _traced_in_a_fresh_process(
+            _DECODE, base64.b64encode(bitmap).decode(), str(num_rows), decoder)
+        assert error == "CorruptLogError" and re.search(refusal, message), (decoder, message)
         assert peak < PEAK_LIMIT
     assert np.array_equal(decode_bitmap_array(_runs_bitmap([(0, [(1, 2)])]), num_rows=4),
                           np.array([1, 2, 3], np.uint64))
