@@ -289,6 +289,17 @@ def _static_type(node: Expr, scope: Scope) -> pa.DataType | None:
     return None
 
 
+def _static_operand_types(node: Expr, scope: Scope) -> list[pa.DataType | None]:
+    """The types of ``node``'s operands known before evaluation (columns, literals; None for
+    the others), an IN list of literals' items by their distinct types."""
+    def static(n: Expr) -> pa.DataType | None:
+        return _static_type(n, scope) if isinstance(n, Column | Literal) else None
+
+    if isinstance(node, InList) and node.literal_items() is not None:
+        return [static(node.value), *node.item_types()]
+    return [static(n) for n in node.operands()]
+
+
 def _may_fail(root: Expr, scope: Scope, known: dict[int, bool]) -> bool:
     """Whether evaluating ``root`` may fail on some row's values (or may refuse one): only
     columns, literals and conditions over them cannot."""
@@ -301,22 +312,13 @@ def _may_fail(root: Expr, scope: Scope, known: dict[int, bool]) -> bool:
         node = stack.pop()
         if isinstance(node, Column | Literal):
             continue
-        if isinstance(node, InList) and node.literal_items() is not None:
-            # The items are literals, which cannot fail: their types alone (a list of
-            # 100,000 keys is not walked).
-            if _types_mix_text_and_time([
-                    _static_type(node.value, scope) if isinstance(node.value, Column | Literal)
-                    else None, *node.item_types()]):
-                answer = True
-                break
-            stack.append(node.value)
-            continue
-        stack.extend(node.operands())
+        # An IN list's literal items, which cannot fail, are not walked (``_evaluated``): a
+        # list of 100,000 keys is judged by the types of its items.
+        stack.extend(_evaluated(node))
         if isinstance(node, IsNull | Not | And | Or):
             continue
         if isinstance(node, Comparison | InList | Between) and not _types_mix_text_and_time(
-                [_static_type(n, scope) if isinstance(n, Column | Literal) else None
-                 for n in node.operands()]):
+                _static_operand_types(node, scope)):
             continue
         if isinstance(node, Like) and not _like_may_fail(node, _static_type(node.value, scope)):
             continue
