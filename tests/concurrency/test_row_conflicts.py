@@ -86,6 +86,25 @@ def _changed(n: int, before: Any, changed: Any) -> ChangedFile:
                        changed + BASE, np.full(len(changed), VERSION, dtype=np.int64))
 
 
+def _compaction(n: int, deleted: int, first: list[int], second: list[int],
+                updated: set[int]) -> WinningCommit:
+    """A compaction of ``f.parquet`` (``n`` rows, ``deleted`` of them deleted) into
+    ``g1.parquet`` and ``g2.parquet`` holding its rows ``first`` and ``second`` in that order,
+    under their stable ids; the rows ``updated`` with a new row commit version (7)."""
+    winner = WinningCommit(5, "OPTIMIZE")
+    winner.removed.append(_add("f.parquet", n, deleted=deleted).to_remove(1, False))
+    for name, part in (("g1.parquet", first), ("g2.parquet", second)):
+        if not part:
+            continue
+        ids = [BASE + r for r in part]
+        winner.added.append(_add(name, len(part), ids, data_change=False))
+        versions = [7 if r in updated else VERSION for r in part]
+        winner.rows.moved[name] = MovedRows(np.asarray(ids, np.int64),
+                                            np.asarray(versions, np.int64),
+                                            np.arange(len(part), dtype=np.int64))
+    return winner
+
+
 def _check(summary: TransactionSummary, winner: WinningCommit) -> RowRebase | None:
     return check_conflicts(summary, winner, "t")
 
@@ -158,17 +177,7 @@ def test_a_winner_compacting_a_file_whose_rows_were_read(
     updated = data.draw(st.sets(st.sampled_from(live)))
     stay = [r for r in data.draw(st.permutations(live)) if r not in dropped]
     split = data.draw(st.integers(0, len(stay)))
-    winner = WinningCommit(5, "OPTIMIZE")
-    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1, False))
-    for name, part in (("g1.parquet", stay[:split]), ("g2.parquet", stay[split:])):
-        if not part:
-            continue
-        ids = [BASE + r for r in part]
-        winner.added.append(_add(name, len(part), ids, data_change=False))
-        versions = [7 if r in updated else VERSION for r in part]
-        winner.rows.moved[name] = MovedRows(np.asarray(ids, np.int64),
-                                            np.asarray(versions, np.int64),
-                                            np.arange(len(part), dtype=np.int64))
+    winner = _compaction(n, len(before), stay[:split], stay[split:], updated)
     summary = _summary(_changed_and_read(n, before, changed, kept))
     gone = set(dropped) | set(updated)
     if gone & (set(changed.tolist()) | set(kept.tolist())):
@@ -227,17 +236,7 @@ def test_a_winner_compacting_the_file(read: tuple[int, Any, Any], data: st.DataO
     kept = [r for r in live if r not in dropped]
     order = data.draw(st.permutations(kept))
     split = data.draw(st.integers(0, len(order)))
-    winner = WinningCommit(5, "OPTIMIZE")
-    winner.removed.append(_add("f.parquet", n, deleted=len(before)).to_remove(1, False))
-    for name, part in (("g1.parquet", order[:split]), ("g2.parquet", order[split:])):
-        if not part:
-            continue
-        ids = [BASE + r for r in part]
-        winner.added.append(_add(name, len(part), ids, data_change=False))
-        versions = [7 if r in updated else VERSION for r in part]
-        winner.rows.moved[name] = MovedRows(np.asarray(ids, np.int64),
-                                            np.asarray(versions, np.int64),
-                                            np.arange(len(part), dtype=np.int64))
+    winner = _compaction(n, len(before), order[:split], order[split:], updated)
     summary = _summary(_changed(n, before, changed))
     lost = set(changed.tolist()) & (set(dropped) | set(updated))
     if lost:
