@@ -125,7 +125,7 @@ def test_a_forged_deletion_vector_is_refused_before_memory_is_spent(
     name = (DeletionVectorDescriptor.from_json(dv).relative_path() or "")
     table = dc.DeltaTable(uri)
     for what in ("read", "delete"):
-        error, message, peak = _attempt_in_a_fresh_process(uri, what)
+        error, message, peak = _traced_in_a_fresh_process(_ATTEMPT, uri, what)
         assert error == "CorruptLogError", (what, error, message)
         assert refusal in message, (what, message)
         assert f"table {table.uri}" in message and add["path"] in message, message
@@ -136,51 +136,44 @@ def test_a_forged_deletion_vector_is_refused_before_memory_is_spent(
 
 #: Run in a fresh interpreter: tracemalloc traces the memory one attempt allocates, and must
 #: not run beside other tests' threads (a Spark session's, pyarrow's), which it can crash.
-_ATTEMPT = """
-import json, sys, tracemalloc
+#: Prints the error class (None), its message and the peak traced memory of ``attempt()``.
+_TRACED = """
+import json, tracemalloc
+def traced(attempt):
+    tracemalloc.start()
+    try:
+        attempt()
+        error, message = None, ""
+    except Exception as e:
+        error, message = type(e).__name__, str(e)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(json.dumps([error, message, peak]))
+"""
+
+#: A read or a delete of a table, traced after one untraced attempt (the modules it loads
+#: are not what it allocates).
+_ATTEMPT = _TRACED + """
+import sys
 import deltacommit as dc
 uri, what = sys.argv[1], sys.argv[2]
 table = dc.DeltaTable(uri)
 attempt = table.to_arrow if what == "read" else (lambda: table.delete("id = 3"))
-try:  # once untraced: the modules the attempt loads are not what it allocates
+try:
     attempt()
 except Exception:
     pass
-tracemalloc.start()
-try:
-    attempt()
-    error, message = None, ""
-except Exception as e:
-    error, message = type(e).__name__, str(e)
-peak = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-print(json.dumps([error, message, peak]))
+traced(attempt)
 """
 
-
-#: A deletion vector's bitmap decoded in a fresh interpreter, traced as ``_ATTEMPT``.
-_DECODE = """
-import base64, json, sys, tracemalloc
+#: A deletion vector's bitmap decoded, traced.
+_DECODE = _TRACED + """
+import base64, sys
 from deltacommit.protocol.deletion_vectors import decode_bitmap_array, deleted_bits
 bitmap, num_rows, decoder = base64.b64decode(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-tracemalloc.start()
-try:
-    if decoder == "deleted_bits":
-        deleted_bits(bitmap, num_rows, "dv")
-    else:
-        decode_bitmap_array(bitmap, "dv", num_rows=num_rows)
-    error, message = None, ""
-except Exception as e:
-    error, message = type(e).__name__, str(e)
-peak = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-print(json.dumps([error, message, peak]))
+traced(lambda: deleted_bits(bitmap, num_rows, "dv") if decoder == "deleted_bits"
+       else decode_bitmap_array(bitmap, "dv", num_rows=num_rows))
 """
-
-
-def _attempt_in_a_fresh_process(uri: str, what: str) -> tuple[str | None, str, int]:
-    """The error class, message and peak of traced memory of a read or a delete of ``uri``."""
-    return _traced_in_a_fresh_process(_ATTEMPT, uri, what)
 
 
 def _traced_in_a_fresh_process(script: str, *args: str) -> tuple[str | None, str, int]:
