@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from deltacommit.errors import CorruptLogError, DeltaCommitError, InvalidArgumentError
@@ -133,6 +133,8 @@ def test_tuning_knobs_another_writer_spelled_badly_read_as_their_defaults() -> N
     assert not c.checkpoint_stats_as_json  # only "true" is true, as Delta readers read it
     assert c.checkpoint_policy is CheckpointPolicy.CLASSIC
     assert c.auto_compact_min_num_files is None
+    # '²' is a digit to str.isdigit, not to int(): read as no timestamp, not an exception.
+    assert TableConfig({p.ICT_ENABLEMENT_TIMESTAMP: "\u00b2"}, T).in_commit_timestamp_floor is None
 
 
 @pytest.mark.parametrize(("key", "attribute"), [
@@ -256,6 +258,7 @@ def test_any_configuration_reads_into_values_or_a_deltacommit_error(
 
 
 @given(st.dictionaries(st.sampled_from(sorted(SETTABLE)) | TEXT, TEXT, max_size=4))
+@example({"delta.minReaderVersion": "\u00b2"})  # a digit to str.isdigit, not to int()
 def test_any_new_properties_are_accepted_or_refused_with_a_deltacommit_error(
         properties: dict[str, str]) -> None:
     try:

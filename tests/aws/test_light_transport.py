@@ -143,6 +143,15 @@ def test_a_lost_answer_and_a_corrupted_body_are_retried() -> None:
     assert result["Count"] == 0 and retry_attempts(result) == 2
 
 
+def test_a_crc_header_that_is_not_a_number_checks_nothing() -> None:
+    """A header is Latin-1, whose '²' is a digit to str.isdigit but not to int(): like any
+    header that is not a number, it checks nothing, and the answer is read."""
+    data = json.dumps({"Items": [], "Count": 0}).encode()
+    pool = _ScriptedPool([Response(200, "", {"x-amz-crc32": "\u00b2"}, data)])
+    result = _client(pool, []).query(TableName="t", KeyConditionExpression="k = :k")
+    assert result["Count"] == 0 and pool.sent == 1
+
+
 def test_the_last_transport_failure_is_raised_as_maybe_applied() -> None:
     sleeps: list[float] = []
     pool = _ScriptedPool([ConnectionLostError("http://127.0.0.1:8000", "reset") for _ in range(5)])

@@ -397,7 +397,9 @@ class TableConfig:
         """The enablement timestamp where it is an integer: a lower bound for the next
         in-commit timestamp when the commit holding the previous one is gone."""
         ts = self.raw.get(p.ICT_ENABLEMENT_TIMESTAMP)
-        return int(ts) if ts is not None and ts.strip().lstrip("-").isdigit() else None
+        digits = ts.strip().lstrip("-") if ts is not None else ""
+        # ASCII digits alone: '²' is a digit that int() refuses.
+        return int(ts) if ts is not None and digits.isascii() and digits.isdigit() else None
 
     # ------------------------------------------------------------------ with the protocol
 

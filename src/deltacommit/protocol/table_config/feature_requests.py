@@ -204,7 +204,7 @@ def take_version_requests(config: dict[str, str | None], table: str) -> tuple[in
         value = config.pop(key, None)
         if value is None:
             return 0
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):  # '²' is a digit int() refuses
             raise InvalidArgumentError(f"table {table}: {key} must be a protocol version number, "
                                        f"got {value!r}")
         v = int(value)

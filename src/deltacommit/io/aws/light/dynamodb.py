@@ -123,7 +123,9 @@ class LightDynamoDBClient(LightClient[DynamoDBSettings]):
 def _check_crc32(response: Response, where: str) -> None:
     """DynamoDB sends the CRC32 of its body; botocore retries an answer that does not match."""
     expected = response.headers.get("x-amz-crc32")
-    if expected is not None and expected.isdigit() and int(expected) != zlib.crc32(response.body):
+    # ASCII digits alone: a header is Latin-1, whose '²' is a digit int() refuses.
+    if expected is not None and expected.isascii() and expected.isdigit() \
+            and int(expected) != zlib.crc32(response.body):
         raise ConnectionLostError(where, "the answer's CRC32 does not match its body")
 
 
