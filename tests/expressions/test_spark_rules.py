@@ -158,6 +158,17 @@ def test_a_list_of_literals_is_read_as_dates_only_for_the_rows_that_reach_it() -
         _values("CASE WHEN x IS NOT NULL THEN x IN ('garbage') ELSE FALSE END", d, pa.bool_())
 
 
+def test_null_beside_null_compares_as_spark_compares_it() -> None:
+    """Two NULL literals have no type to compare in: Spark gives NULL for ``=``, ``<`` and
+    ``IN``, TRUE for ``<=>``; neither is refused."""
+    x = pa.array([1, None], pa.int32())
+    assert _values("NULL = NULL", x, pa.bool_()) == [None, None]
+    assert _values("NULL < NULL", x, pa.bool_()) == [None, None]
+    assert _values("NULL IN (NULL)", x, pa.bool_()) == [None, None]
+    assert _values("NULL IN (1, NULL)", x, pa.bool_()) == [None, None]
+    assert _values("NULL <=> NULL", x, pa.bool_()) == [True, True]
+
+
 def test_case_evaluates_a_branch_only_for_the_rows_that_reach_it() -> None:
     """CASE evaluates a WHEN only where no earlier WHEN holds and a THEN only where its WHEN is
     the first to hold, as Spark does row by row; a failing branch fails only its rows."""

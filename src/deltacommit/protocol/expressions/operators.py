@@ -216,6 +216,9 @@ def comparable(a: Value, b: Value, nodes: Nodes) -> tuple[Value, Value]:
     ta, tb = type_of(a), type_of(b)
     if pa.types.is_null(ta) or pa.types.is_null(tb):
         other = tb if pa.types.is_null(ta) else ta
+        if pa.types.is_null(other):
+            # NULL beside NULL: any one type with a comparison kernel (every value is NULL).
+            other = pa.bool_()
         return a.cast(other), b.cast(other)
     if is_numeric(ta) and is_numeric(tb):
         a, b, _ = unify(a, b, nodes, "comparing")
